@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run the service on this machine: embedded profile, no API keys, no Docker.
+# Starts Redis and Neo4j when they are not already listening, then the API with the ARQ worker
+# in-process on http://127.0.0.1:8199. Ctrl-C / SIGTERM stops what this script started.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+ensure_venv local,dev
+
+# Read the effective configuration (.env + environment) through the one Settings object.
+eval "$("$PY" - <<'PY'
+import shlex
+from service.settings import Settings
+s = Settings()
+pw = s.neo4j_password.get_secret_value() if s.neo4j_password else ""
+for k, v in {"REDIS_URL": s.redis_url, "NEO4J_URI": s.neo4j_uri, "NEO4J_DATABASE": s.neo4j_database,
+             "NEO4J_PW": pw, "DATA_DIR": str(s.data_dir)}.items():
+    print(f"{k}={shlex.quote(v)}")
+PY
+)"
+
+trap 'say "stopping"; stop_started' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+redis_host="$(url_host "$REDIS_URL")"; redis_port="$(url_port "$REDIS_URL" 6379)"
+neo_host="$(url_host "$NEO4J_URI")"; neo_port="$(url_port "$NEO4J_URI" 7687)"
+case "$redis_host" in localhost|127.0.0.1) start_redis "$redis_port" "$DATA_DIR/redis" ;;
+    *) say "using remote redis $REDIS_URL" ;; esac
+case "$neo_host" in localhost|127.0.0.1) start_neo4j "$neo_port" "$DATA_DIR/neo4j" "$NEO4J_DATABASE" "$NEO4J_PW" ;;
+    *) say "using remote neo4j $NEO4J_URI" ;; esac
+
+say "starting the API (embedded worker) - logs below; Ctrl-C to stop"
+"$PY" -m service &
+api_pid=$!
+STARTED_PIDS+=("$api_pid")
+wait "$api_pid"

@@ -1,0 +1,52 @@
+"""Categories and health."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from service.api.deps import DepsDep
+from service.domain import CATEGORIES, CategoryOut, HealthResponse
+
+router = APIRouter(tags=["meta"])
+
+SERVICE_NAME = "neuralscape-memory"
+
+
+@router.get("/v1/categories", response_model=list[CategoryOut])
+async def categories() -> list[CategoryOut]:
+    return [
+        CategoryOut(name=c.name, group=c.group, default_scope=c.default_scope, description=c.description)
+        for c in CATEGORIES.values()
+    ]
+
+
+async def _check(ping: Callable[[], Awaitable[None]], timeout: float) -> str:
+    try:
+        async with asyncio.timeout(timeout):
+            await ping()
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
+        return f"error: {type(exc).__name__}: {exc}"[:300]
+
+
+@router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+async def health(deps: DepsDep) -> JSONResponse:
+    timeout = deps.settings.graph_timeout_seconds
+    names = ("redis", "vector_store", "graph_store")
+    results = await asyncio.gather(
+        _check(deps.tasks.ping, timeout), _check(deps.vectors.ping, timeout), _check(deps.graph.ping, timeout)
+    )
+    checks = dict(zip(names, results, strict=True))
+    ok = all(v == "ok" for v in checks.values())
+    body = HealthResponse(
+        status="ok" if ok else "degraded",
+        service=SERVICE_NAME,
+        profile=deps.settings.profile,
+        checks=checks,
+        embedder=deps.embedder.name,
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

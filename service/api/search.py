@@ -1,0 +1,15 @@
+"""Synchronous reads: search."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.api.deps import ServiceDep
+from service.domain import SearchRequest, SearchResponse
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+
+@router.post("/search", response_model=SearchResponse)
+async def search(req: SearchRequest, service: ServiceDep) -> SearchResponse:
+    return await service.search(req)

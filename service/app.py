@@ -1,0 +1,78 @@
+"""App factory and lifespan: clients are created in the lifespan and closed there."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import structlog
+from arq.worker import Worker
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from service.api import memories, meta, search
+from service.deps import build_deps
+from service.errors import ServiceError
+from service.logging import configure_logging
+from service.settings import Settings
+from worker.settings import worker_options
+
+log = structlog.get_logger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    configure_logging(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        deps = await build_deps(settings)
+        app.state.deps = deps
+        worker: Worker | None = None
+        worker_task: asyncio.Task[None] | None = None
+        if settings.run_embedded_worker:
+            worker = Worker(**worker_options(settings), ctx={"deps": deps}, handle_signals=False)
+            worker_task = asyncio.create_task(worker.async_run(), name="arq-worker")
+            log.info("embedded_worker_started", queue=settings.arq_queue_name)
+        log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)
+        try:
+            yield
+        finally:
+            if worker is not None and worker_task is not None:
+                # Cancels in-flight jobs; ARQ keeps them queued and reruns them at the next start.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker.close()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker_task
+            await deps.close()
+            log.info("service_stopped")
+
+    app = FastAPI(
+        title="Memory platform for AI agents",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Async memory writes (202 + task id), synchronous vector/graph reads.",
+    )
+
+    @app.middleware("http")
+    async def bind_request_id(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        structlog.contextvars.bind_contextvars(request_id=request_id[:64])
+        try:
+            response = await call_next(request)
+        finally:
+            structlog.contextvars.unbind_contextvars("request_id")
+        response.headers["x-request-id"] = request_id[:64]
+        return response
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        log.info("request_rejected", status=exc.status_code, detail=str(exc), path=request.url.path)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+
+    app.include_router(memories.router)
+    app.include_router(search.router)
+    app.include_router(meta.router)
+    return app

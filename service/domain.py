@@ -1,0 +1,218 @@
+"""Domain: the 13 categories, scope rules, content normalisation and the API's models."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.errors import DomainError
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$"
+MAX_METADATA_KEYS = 32
+# Namespace for deterministic ids (memory ids from task ids, task ids from requests).
+ID_NAMESPACE = uuid.UUID("6f2a3c1e-9d54-4c6b-8f0e-2b7d6c5a4e31")
+
+
+class Scope(StrEnum):
+    GLOBAL = "global"
+    PROJECT = "project"
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class CategoryInfo:
+    name: str
+    group: str
+    default_scope: Literal["global", "project", "flexible"]
+    description: str
+
+
+CATEGORIES: dict[str, CategoryInfo] = {
+    c.name: c
+    for c in [
+        CategoryInfo("preference", "semantic", "global", "Likes, dislikes and style choices"),
+        CategoryInfo("personal_fact", "semantic", "global", "Facts about the person"),
+        CategoryInfo("technical_skill", "semantic", "global", "What the person knows how to do"),
+        CategoryInfo("domain_knowledge", "semantic", "global", "Knowledge about a field or domain"),
+        CategoryInfo("tech_stack", "project", "project", "Languages, frameworks, services a project uses"),
+        CategoryInfo("convention", "project", "project", "Project rules: style, naming, layout"),
+        CategoryInfo("architecture", "project", "project", "How a project is structured and why"),
+        CategoryInfo("dependency", "project", "project", "Libraries, versions and constraints"),
+        CategoryInfo("decision", "episodic", "flexible", "A choice that was made, with its reason"),
+        CategoryInfo("interaction", "episodic", "flexible", "Something that happened in a session"),
+        CategoryInfo("workflow", "procedural", "flexible", "How the person usually works"),
+        CategoryInfo("procedure", "procedural", "flexible", "Step-by-step instructions"),
+        CategoryInfo("task_context", "working", "flexible", "What is being worked on right now"),
+    ]
+}
+
+
+def check_category(name: str) -> CategoryInfo:
+    info = CATEGORIES.get(name)
+    if info is None:
+        raise DomainError(f"unknown category '{name}'; valid categories: {', '.join(CATEGORIES)}")
+    return info
+
+
+def resolve_scope(category: str, scope: Scope | None, project_id: str | None) -> Scope:
+    """Apply DESIGN.md §4: explicit scope wins, else the category default; flexible follows project_id."""
+    info = check_category(category)
+    if scope is None:
+        if info.default_scope == "global":
+            scope = Scope.GLOBAL
+        elif info.default_scope == "project":
+            scope = Scope.PROJECT
+        else:
+            scope = Scope.PROJECT if project_id else Scope.GLOBAL
+    if scope is Scope.PROJECT and not project_id:
+        raise DomainError(
+            f"scope 'project' needs a project_id (category '{category}' defaults to project scope); "
+            "pass project_id or scope 'global'"
+        )
+    return scope
+
+
+_WS = re.compile(r"\s+")
+
+
+def normalise(content: str) -> str:
+    return _WS.sub(" ", content).strip().casefold()
+
+
+def content_hash(content: str) -> str:
+    return hashlib.md5(normalise(content).encode("utf-8")).hexdigest()
+
+
+def memory_id_for(task_id: str, index: int) -> str:
+    """Deterministic per job: a replayed job upserts the same points and nodes."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"{task_id}:{index}"))
+
+
+# --------------------------------------------------------------------------------------------
+# Stored record
+# --------------------------------------------------------------------------------------------
+
+
+class Memory(BaseModel):
+    id: str
+    user_id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None = None
+    agent_id: str | None = None
+    hash: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: str
+    updated_at: str
+    task_id: str | None = None
+
+
+class MemoryOut(BaseModel):
+    id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    created_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            content=m.content,
+            category=m.category,
+            scope=m.scope,
+            project_id=m.project_id,
+            created_at=m.created_at,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Requests / responses
+# --------------------------------------------------------------------------------------------
+
+UserId = Field(min_length=1, max_length=128, pattern=ID_PATTERN)
+OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+
+
+class RawMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Length is checked in the service (400 empty / 413 over MAX_CONTENT_CHARS), not here.
+    content: str
+    user_id: str = UserId
+    category: str = Field(min_length=1, max_length=64)
+    scope: Scope | None = None
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: dict[str, Any] = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+
+
+class AcceptedResponse(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    task_id: str
+    poll_url: str
+
+
+class TaskResponse(BaseModel):
+    task_id: str
+    status: TaskStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str = UserId
+    project_id: str | None = OptionalId
+    categories: list[str] | None = Field(default=None, max_length=13)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class SearchResult(BaseModel):
+    id: str
+    content: str
+    score: float
+    source: Literal["vector", "graph"]
+    category: str | None
+    scope: Scope | None
+    project_id: str | None
+    created_at: str | None
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[SearchResult]
+    degraded: list[str] = Field(default_factory=list)
+
+
+class CategoryOut(BaseModel):
+    name: str
+    group: str
+    default_scope: str
+    description: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "degraded"]
+    service: str
+    profile: str
+    checks: dict[str, str]
+    embedder: str

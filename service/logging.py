@@ -1,0 +1,50 @@
+"""structlog setup: JSON when stderr is not a TTY (or LOG_FORMAT=json), console otherwise.
+
+`request_id`, `task_id` and `user_id` are bound through structlog's contextvars.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+from service.settings import Settings
+
+
+def configure_logging(settings: Settings) -> None:
+    fmt = settings.log_format
+    if fmt == "auto":
+        fmt = "console" if sys.stderr.isatty() else "json"
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+    )
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            renderer,
+        ])
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    # Third-party chatter stays at WARNING unless asked for.
+    for noisy in ("neo4j", "httpx", "httpcore", "urllib3", "sentence_transformers", "arq.worker"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)

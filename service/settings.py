@@ -1,0 +1,109 @@
+"""The one settings object. Built once at start (API lifespan, worker startup, CLI) and passed down.
+
+No other module reads the environment.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+EmbedderName = Literal["local", "gemini", "hash"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # --- Gemini ---------------------------------------------------------------------------
+    google_api_key: SecretStr | None = None
+    gemini_llm_model: str = "gemini-3-flash-preview"
+    gemini_llm_fallback_model: str = "gemini-2.5-flash"
+    gemini_embedder_model: str = "gemini-embedding-001"
+
+    # --- Neo4j ----------------------------------------------------------------------------
+    neo4j_uri: str = "neo4j://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str = "memory"
+    graph_timeout_seconds: float = Field(default=5.0, gt=0)
+
+    # --- Redis / ARQ ----------------------------------------------------------------------
+    redis_url: str = "redis://localhost:6379"
+    redis_timeout_seconds: float = Field(default=1.5, gt=0, le=10)
+    arq_queue_name: str = "neuralscape:queue"
+    arq_max_retries: int = Field(default=3, ge=1, le=20)
+    arq_job_timeout: int = Field(default=300, ge=1)
+    arq_max_jobs: int = Field(default=4, ge=1, le=64)
+    task_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+    idempotency_window_seconds: int = Field(default=600, ge=0)
+
+    # --- Qdrant ---------------------------------------------------------------------------
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    qdrant_path: Path | None = None  # default: <DATA_DIR>/qdrant
+    qdrant_collection: str = "neuralscape_memories"
+
+    # --- Embeddings -----------------------------------------------------------------------
+    embedder: EmbedderName = "local"
+    embedding_batch_size: int = Field(default=64, ge=1, le=1024)
+
+    # --- Service --------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8199, ge=1, le=65535)
+    data_dir: Path = Path("./data")
+    default_user_id: str = "default_user"
+    # None = decide from the profile: in-process when Qdrant is embedded (no QDRANT_URL).
+    embedded_worker: bool | None = None
+    max_content_chars: int = Field(default=8000, ge=1, le=100_000)
+    log_level: str = "INFO"
+    log_format: Literal["auto", "json", "console"] = "auto"
+    environment: Literal["development", "production"] = "development"
+
+    # --- Dedup (cron) ---------------------------------------------------------------------
+    dedup_similarity_threshold: float = Field(default=0.95, gt=0, le=1)
+    dedup_batch_size: int = Field(default=100, ge=1, le=10_000)
+    dedup_cron_hours: Annotated[set[int], NoDecode] = {0, 6, 12, 18}
+
+    @field_validator("dedup_cron_hours", mode="before")
+    @classmethod
+    def _parse_hours(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip().strip("{}[]")
+            return {int(part) for part in text.replace(" ", "").split(",") if part}
+        return value
+
+    @field_validator("dedup_cron_hours")
+    @classmethod
+    def _check_hours(cls, value: set[int]) -> set[int]:
+        if not value or any(h < 0 or h > 23 for h in value):
+            raise ValueError("DEDUP_CRON_HOURS must be a non-empty set of hours 0-23, e.g. 0,6,12,18")
+        return value
+
+    @model_validator(mode="after")
+    def _production_secrets(self) -> Settings:
+        if self.environment == "production":
+            pw = self.neo4j_password.get_secret_value() if self.neo4j_password else ""
+            if pw in {"", "changeme", "password", "neo4j", "your-neo4j-password"}:
+                raise ValueError("NEO4J_PASSWORD must be set to a real secret when ENVIRONMENT=production")
+        if self.embedder == "gemini" and self.google_api_key is None:
+            raise ValueError("EMBEDDER=gemini needs GOOGLE_API_KEY")
+        return self
+
+    @cached_property
+    def resolved_qdrant_path(self) -> Path:
+        return self.qdrant_path if self.qdrant_path is not None else self.data_dir / "qdrant"
+
+    @property
+    def run_embedded_worker(self) -> bool:
+        if self.embedded_worker is not None:
+            return self.embedded_worker
+        return self.qdrant_url is None
+
+    @property
+    def profile(self) -> str:
+        return "embedded" if self.qdrant_url is None else "server"

@@ -1,0 +1,68 @@
+"""Vector store Protocol. Backends: `qdrant_edge` (embedded, default) and `qdrant_server` (qdrant-client).
+
+The rest of the code sees only this Protocol. All Qdrant calls live in the backend modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from service.domain import Memory, Scope
+
+# Payload fields that get an index (DESIGN.md §5). user_id is the tenant key.
+INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories an operation may see. `user_id` is always a boundary.
+
+    Scope rule for reads: `project_id` given -> the user's global memories and that project's;
+    `project_id` None -> only global, unless `scope` narrows it explicitly.
+    `scope` set -> only that scope (with `project_id` for project scope; project scope without a
+    project_id means every project of the user).
+    """
+
+    user_id: str
+    project_id: str | None = None
+    scope: Scope | None = None
+    categories: tuple[str, ...] | None = None
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoredMemory:
+    memory: Memory
+    score: float  # cosine similarity in [-1, 1]
+
+
+class VectorStore(Protocol):
+    name: str
+
+    async def ensure_collection(self, dim: int, embedder: str) -> None:
+        """Create the collection and payload indexes if missing (idempotent).
+
+        Raises StoreConfigError when the collection exists with another vector size or embedder.
+        """
+
+    async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None: ...
+
+    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]: ...
+
+    async def get(self, ids: list[str]) -> list[Memory]:
+        """The memories with these ids that exist, in no particular order."""
+
+    async def delete(self, ids: list[str]) -> None: ...
+
+    async def scroll(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[Memory], str | None]:
+        """One page of memories matching `flt`, ordered by id; returns (page, next_cursor)."""
+
+    async def count(self, flt: MemoryFilter | None = None) -> int: ...
+
+    async def ping(self) -> None:
+        """Raise if the store cannot serve requests."""
+
+    async def close(self) -> None: ...

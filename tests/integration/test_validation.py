@@ -1,0 +1,78 @@
+"""Input rules (DESIGN.md §3): 400 domain errors, 413 oversize, 422 schema errors."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from service.domain import CATEGORIES
+from tests.conftest import unique
+
+
+async def test_unknown_category_names_the_valid_ones(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/memories/raw", json={"content": "x", "user_id": "u", "category": "gossip"})
+    assert resp.status_code == 400
+    detail = resp.json()["detail"]
+    assert "gossip" in detail
+    assert all(name in detail for name in CATEGORIES)
+
+
+@pytest.mark.parametrize("body", [
+    {"scope": "project", "category": "preference"},
+    {"category": "tech_stack"},  # defaults to project scope
+])
+async def test_project_scope_needs_project_id(client: httpx.AsyncClient, body: dict[str, str]) -> None:
+    resp = await client.post("/v1/memories/raw", json={"content": "x", "user_id": unique("u"), **body})
+    assert resp.status_code == 400
+    assert "project_id" in resp.json()["detail"]
+
+
+async def test_empty_and_oversize_content(client: httpx.AsyncClient) -> None:
+    empty = await client.post("/v1/memories/raw", json={"content": "  \n ", "user_id": "u", "category": "preference"})
+    assert empty.status_code == 400
+    assert "empty" in empty.json()["detail"]
+    big = await client.post("/v1/memories/raw", json={"content": "a" * 8001, "user_id": "u", "category": "preference"})
+    assert big.status_code == 413
+    assert "8000" in big.json()["detail"]
+    ok = await client.post("/v1/memories/raw", json={"content": "a" * 8000, "user_id": unique("u"),
+                                                     "category": "preference"})
+    assert ok.status_code == 202
+
+
+@pytest.mark.parametrize("body", [
+    {"content": "x", "category": "preference"},  # no user_id
+    {"content": "x", "user_id": "", "category": "preference"},
+    {"content": "x", "user_id": "a b", "category": "preference"},  # bad id characters
+    {"content": "x", "user_id": "u", "category": "preference", "scope": "team"},
+    {"content": "x", "user_id": "u", "category": "preference", "surprise": 1},
+])
+async def test_schema_errors_are_422(client: httpx.AsyncClient, body: dict[str, object]) -> None:
+    resp = await client.post("/v1/memories/raw", json=body)
+    assert resp.status_code == 422, resp.text
+
+
+async def test_search_rejects_unknown_category(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/search", json={"query": "q", "user_id": "u", "categories": ["nope"]})
+    assert resp.status_code == 400
+    assert "nope" in resp.json()["detail"]
+
+
+async def test_categories_endpoint(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/v1/categories")
+    assert resp.status_code == 200
+    cats = {c["name"]: c for c in resp.json()}
+    assert len(cats) == 13
+    assert cats["preference"] == {**cats["preference"], "group": "semantic", "default_scope": "global"}
+    assert cats["convention"]["group"] == "project" and cats["convention"]["default_scope"] == "project"
+    assert cats["decision"]["default_scope"] == "flexible"
+    assert cats["task_context"]["group"] == "working"
+    assert {c["group"] for c in cats.values()} == {"semantic", "project", "episodic", "procedural", "working"}
+
+
+async def test_health_ok(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/health")
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["status"] == "ok"
+    assert body["checks"] == {"redis": "ok", "vector_store": "ok", "graph_store": "ok"}
+    assert resp.headers["x-request-id"]
