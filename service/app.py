@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
-from arq.worker import Worker
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -17,7 +15,7 @@ from service.deps import build_deps
 from service.errors import ServiceError
 from service.logging import configure_logging
 from service.settings import Settings
-from worker.settings import worker_options
+from worker.embedded import EmbeddedWorker
 
 log = structlog.get_logger(__name__)
 
@@ -30,22 +28,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         deps = await build_deps(settings)
         app.state.deps = deps
-        worker: Worker | None = None
-        worker_task: asyncio.Task[None] | None = None
-        if settings.run_embedded_worker:
-            worker = Worker(**worker_options(settings), ctx={"deps": deps}, handle_signals=False)
-            worker_task = asyncio.create_task(worker.async_run(), name="arq-worker")
-            log.info("embedded_worker_started", queue=settings.arq_queue_name)
+        worker = EmbeddedWorker(deps) if settings.run_embedded_worker else None
+        if worker is not None:
+            worker.start()
         log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)
         try:
             yield
         finally:
-            if worker is not None and worker_task is not None:
-                # Cancels in-flight jobs; ARQ keeps them queued and reruns them at the next start.
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker.close()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker_task
+            if worker is not None:
+                await worker.stop()
             await deps.close()
             log.info("service_stopped")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import math
 import os
 import re
@@ -45,7 +46,7 @@ class HashEmbedder:
     def _one(self, text: str) -> list[float]:
         vec = [0.0] * self.dim
         tokens = self._TOKEN.findall(text.casefold())
-        grams = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+        grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         for gram in grams or [""]:
             digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self.dim

@@ -24,12 +24,12 @@ async def categories() -> list[CategoryOut]:
     ]
 
 
-async def _check(ping: Callable[[], Awaitable[None]], timeout: float) -> str:
+async def _check(ping: Callable[[], Awaitable[None]], limit_s: float) -> str:
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit_s):
             await ping()
         return "ok"
-    except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
+    except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"[:300]
 
 

@@ -1,0 +1,313 @@
+"""VectorStore on an embedded Qdrant Edge shard (`qdrant-edge-py`): the default, no server needed.
+
+Layout: one shard directory per collection, `<path>/<collection>/`. Edge owns `wal/`, `segments/` and
+`edge_config.json` in it; we add `memory_store.json`, a sidecar naming the embedder and dimension the
+vectors were made with, so a restart with another embedder fails loudly instead of mixing spaces.
+
+Facts about qdrant-edge-py 0.9.0 this module relies on (checked, not assumed):
+- Only one `EdgeShard` may hold a directory: a second open (even from another process) fails with
+  "failed to open WAL ... WouldBlock". API and worker therefore cannot both open the same shard.
+- Updates go to a write-ahead log before `update()` returns, so a SIGKILL right after an upsert
+  loses nothing (the next `load` replays the WAL). `flush()` persists segments and costs a few ms
+  to hundreds of ms, so it runs on `close()` only, not per write.
+- Calls are safe from several threads (the shard locks internally), but none of them releases the
+  GIL: `asyncio.to_thread` keeps the loop responsive *between* calls only. `optimize()` (building
+  HNSW) holds the GIL for its whole run (~seconds to a minute), freezing every thread of the process.
+- All shard errors are plain `Exception("Service runtime error: ...")`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import qdrant_edge as qe
+
+from service.domain import Memory, Scope
+from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.stores.vector import INDEXED_FIELDS, MemoryFilter, ScoredMemory
+
+SIDECAR = "memory_store.json"
+_T = TypeVar("_T")
+
+
+class EdgeVectorStore:
+    name = "qdrant_edge"
+
+    def __init__(self, path: Path, collection: str) -> None:
+        self._dir = Path(path) / collection
+        self._collection = collection
+        self._shard: qe.EdgeShard | None = None
+        self._dim: int | None = None
+        self._embedder: str | None = None
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    # ---------------------------------------------------------------------------------------
+    # lifecycle
+    # ---------------------------------------------------------------------------------------
+
+    async def ensure_collection(self, dim: int, embedder: str) -> None:
+        async with self._write_lock:
+            if self._closed:
+                raise DependencyUnavailable("qdrant edge store is closed")
+            if self._shard is not None:
+                self._check_same(self._embedder or "", self._dim or 0, embedder, dim)
+                return
+            self._shard = await asyncio.to_thread(self._open_shard, dim, embedder)
+            self._dim, self._embedder = dim, embedder
+
+    def _open_shard(self, dim: int, embedder: str) -> qe.EdgeShard:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        stored = self._read_sidecar()
+        if stored is not None:
+            self._check_same(str(stored.get("embedder")), int(stored.get("dim", 0)), embedder, dim)
+        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        try:
+            if (self._dir / "edge_config.json").exists():
+                # With a config, load() checks it against the segments (size, distance).
+                shard = qe.EdgeShard.load(str(self._dir), config)
+            else:
+                shard = qe.EdgeShard.create(str(self._dir), config)
+        except Exception as e:
+            msg = str(e)
+            if "incompatible" in msg.lower():
+                raise StoreConfigError(
+                    f"vector collection '{self._collection}' at {self._dir} does not fit the configured "
+                    f"embedder '{embedder}' (dim {dim}): {msg}. {self._fix_hint()}"
+                ) from e
+            if "WouldBlock" in msg:
+                raise DependencyUnavailable(
+                    f"qdrant edge shard {self._dir} is already open in another process or store "
+                    "(only one may hold it); set QDRANT_URL to share vectors between processes"
+                ) from e
+            raise DependencyUnavailable(f"cannot open qdrant edge shard {self._dir}: {msg}") from e
+        try:
+            if stored is None:
+                self._write_sidecar(dim, embedder)
+            have = set(shard.info().payload_schema)
+            for field in INDEXED_FIELDS:
+                if field not in have:
+                    schema: qe.PayloadSchemaType | qe.KeywordIndexParams = (
+                        qe.KeywordIndexParams(is_tenant=True) if field == "user_id" else qe.PayloadSchemaType.Keyword
+                    )
+                    shard.update(qe.UpdateOperation.create_field_index(field, schema))
+        except BaseException:
+            shard.close()
+            raise
+        return shard
+
+    def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
+        if stored_embedder != embedder or stored_dim != dim:
+            raise StoreConfigError(
+                f"vector collection '{self._collection}' at {self._dir} holds vectors from embedder "
+                f"'{stored_embedder}' (dim {stored_dim}), but the service is configured with embedder "
+                f"'{embedder}' (dim {dim}). {self._fix_hint()}"
+            )
+
+    def _fix_hint(self) -> str:
+        return (
+            "Mixing embedders would corrupt search: set QDRANT_COLLECTION to another name, or reset the "
+            f"vector data (delete {self._dir}) and re-ingest."
+        )
+
+    def _read_sidecar(self) -> dict[str, Any] | None:
+        p = self._dir / SIDECAR
+        if not p.exists():
+            return None
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise StoreConfigError(f"unreadable vector store metadata {p}: {e}") from e
+        if not isinstance(data, dict):
+            raise StoreConfigError(f"unreadable vector store metadata {p}: not a JSON object")
+        return data
+
+    def _write_sidecar(self, dim: int, embedder: str) -> None:
+        p = self._dir / SIDECAR
+        tmp = p.with_suffix(".tmp")
+        body = {"embedder": embedder, "dim": dim, "distance": "cosine", "collection": self._collection}
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(body, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+
+    async def close(self) -> None:
+        async with self._write_lock:
+            self._closed = True
+            shard, self._shard = self._shard, None
+            if shard is None:
+                return
+
+            def _close() -> None:
+                try:
+                    shard.flush()
+                finally:
+                    shard.close()
+
+            await asyncio.to_thread(_close)
+
+    async def ping(self) -> None:
+        await self._run(lambda s: s.info())
+
+    async def optimize(self) -> bool:
+        """Merge segments and build HNSW. Holds the GIL for its whole run: not for a request path."""
+        async with self._write_lock:
+            return await self._run(lambda s: s.optimize())
+
+    # ---------------------------------------------------------------------------------------
+    # writes
+    # ---------------------------------------------------------------------------------------
+
+    async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
+        if len(memories) != len(vectors):
+            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        if not memories:
+            return
+        for v in vectors:
+            self._check_dim(v)
+        points = [qe.Point(m.id, list(v), _payload(m)) for m, v in zip(memories, vectors, strict=True)]
+        op = qe.UpdateOperation.upsert_points(points)
+        async with self._write_lock:
+            await self._run(lambda s: s.update(op))
+
+    async def delete(self, ids: list[str]) -> None:
+        valid: list[qe.PointId] = [i for i in _valid_ids(ids)]
+        if not valid:
+            return
+        op = qe.UpdateOperation.delete_points(valid)
+        async with self._write_lock:
+            await self._run(lambda s: s.update(op))
+
+    # ---------------------------------------------------------------------------------------
+    # reads
+    # ---------------------------------------------------------------------------------------
+
+    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        self._check_dim(vector)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return []
+        req = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vector)), filter=f, with_payload=True)
+        points = await self._run(lambda s: s.query(req))
+        return [ScoredMemory(_memory(p.id, p.payload), float(p.score)) for p in points]
+
+    async def get(self, ids: list[str]) -> list[Memory]:
+        valid: list[qe.PointId] = [i for i in _valid_ids(ids)]
+        if not valid:
+            return []
+        records = await self._run(lambda s: s.retrieve(valid, True, False))
+        return [_memory(r.id, r.payload) for r in records]
+
+    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
+        offset = _parse_cursor(cursor)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return [], None
+        req = qe.ScrollRequest(offset=offset, limit=limit, filter=f, with_payload=True, with_vector=False)
+        records, nxt = await self._run(lambda s: s.scroll(req))
+        return [_memory(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+
+    async def count(self, flt: MemoryFilter | None = None) -> int:
+        if flt is None:
+            return await self._run(lambda s: s.count(qe.CountRequest(exact=True)))
+        f = build_filter(flt)
+        if f is None:
+            return 0
+        return await self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=f)))
+
+    # ---------------------------------------------------------------------------------------
+    # helpers
+    # ---------------------------------------------------------------------------------------
+
+    def _check_dim(self, vector: list[float]) -> None:
+        if self._dim is not None and len(vector) != self._dim:
+            raise StoreConfigError(
+                f"vector has {len(vector)} dimensions, collection '{self._collection}' expects {self._dim}"
+            )
+
+    async def _run(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+        shard = self._shard
+        if shard is None:
+            state = "closed" if self._closed else "not initialised (call ensure_collection first)"
+            raise DependencyUnavailable(f"qdrant edge store {self._dir} is {state}")
+        try:
+            return await asyncio.to_thread(fn, shard)
+        except Exception as e:
+            # The bindings raise bare `Exception` for storage failures; argument errors keep their type.
+            if type(e) is Exception:
+                raise DependencyUnavailable(f"qdrant edge store {self._dir}: {e}") from e
+            raise
+
+
+# -------------------------------------------------------------------------------------------
+# payload and filters
+# -------------------------------------------------------------------------------------------
+
+
+def _payload(m: Memory) -> dict[str, Any]:
+    return m.model_dump(mode="json", exclude={"id"})
+
+
+def _memory(point_id: qe.PointId, payload: dict[str, Any] | None) -> Memory:
+    return Memory(id=str(point_id), **(payload or {}))
+
+
+def _valid_ids(ids: list[str]) -> list[str]:
+    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
+    out: list[str] = []
+    for i in ids:
+        try:
+            out.append(str(uuid.UUID(i)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return list(dict.fromkeys(out))
+
+
+def _parse_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        return str(uuid.UUID(cursor))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise DomainError(f"invalid cursor '{cursor}'") from e
+
+
+def _eq(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+
+def build_filter(flt: MemoryFilter) -> qe.Filter | None:
+    """The Edge filter for `flt` (rules in MemoryFilter's docstring); None when nothing can match."""
+    must: list[qe.ConditionType] = [_eq("user_id", flt.user_id)]
+    if flt.scope is None:
+        if flt.project_id is not None:
+            must.append(
+                qe.Filter(
+                    should=[
+                        _eq("scope", Scope.GLOBAL.value),
+                        qe.Filter(must=[_eq("scope", Scope.PROJECT.value), _eq("project_id", flt.project_id)]),
+                    ]
+                )
+            )
+        else:
+            must.append(_eq("scope", Scope.GLOBAL.value))
+    elif flt.scope is Scope.GLOBAL:
+        must.append(_eq("scope", Scope.GLOBAL.value))
+    else:
+        must.append(_eq("scope", Scope.PROJECT.value))
+        if flt.project_id is not None:
+            must.append(_eq("project_id", flt.project_id))
+    if flt.categories is not None:
+        if not flt.categories:
+            return None
+        must.append(qe.FieldCondition("category", match=qe.MatchAny(list(flt.categories))))
+    if flt.agent_id is not None:
+        must.append(_eq("agent_id", flt.agent_id))
+    return qe.Filter(must=must)

@@ -1,0 +1,311 @@
+"""VectorStore on a Qdrant server through `qdrant_client.AsyncQdrantClient`.
+
+Production passes a URL. Tests pass `local_path` (or ":memory:"), qdrant-client's pure-Python local
+mode, which speaks the same API but ignores payload indexes (so they are not created there) and holds
+an exclusive lock on its folder.
+
+The embedder name and dimension live in the collection's `metadata` (qdrant-client 1.20 / Qdrant
+>= 1.16). A collection created without it (by hand, or by an older version) is adopted when its
+vector size matches: the metadata is then written once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from service.domain import Memory, Scope
+from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.stores.vector import INDEXED_FIELDS, MemoryFilter, ScoredMemory
+
+# HTTP answers that mean "the store cannot serve", as opposed to a bad request from us.
+_UNAVAILABLE_STATUS = {401, 403, 408, 429}
+
+
+class QdrantServerVectorStore:
+    name = "qdrant_server"
+
+    def __init__(
+        self,
+        url_or_location: str | None,
+        collection: str,
+        api_key: str | None = None,
+        *,
+        local_path: Path | None = None,
+    ) -> None:
+        self._collection = collection
+        self._dim: int | None = None
+        self._embedder: str | None = None
+        self._closed = False
+        if local_path is not None:
+            self._where = f"local:{local_path}"
+            self._local = True
+            self._client = AsyncQdrantClient(path=str(local_path))
+        elif url_or_location is None or url_or_location == ":memory:":
+            self._where = ":memory:"
+            self._local = True
+            self._client = AsyncQdrantClient(location=":memory:")
+        else:
+            self._where = url_or_location
+            self._local = False
+            # No version probe in the constructor: it would be a blocking HTTP call; ping() checks.
+            self._client = AsyncQdrantClient(url=url_or_location, api_key=api_key, check_compatibility=False)
+
+    # ---------------------------------------------------------------------------------------
+    # lifecycle
+    # ---------------------------------------------------------------------------------------
+
+    async def ensure_collection(self, dim: int, embedder: str) -> None:
+        self._check_open()
+        c = self._collection
+        with self._errors("ensure_collection"):
+            if not await self._client.collection_exists(c):
+                try:
+                    await self._client.create_collection(
+                        c,
+                        vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                        metadata={"embedder": embedder, "dim": dim},
+                    )
+                except UnexpectedResponse as e:
+                    if e.status_code != 409:  # 409: another process created it first
+                        raise
+            info = await self._client.get_collection(c)
+            vectors = info.config.params.vectors
+            if not isinstance(vectors, qm.VectorParams):
+                raise StoreConfigError(
+                    f"vector collection '{c}' at {self._where} uses named vectors; this service needs one "
+                    f"unnamed cosine vector. {self._fix_hint()}"
+                )
+            meta = info.config.metadata or {}
+            stored_embedder = meta.get("embedder")
+            if stored_embedder is None:
+                self._check_same("<unrecorded>", vectors.size, "<unrecorded>", dim)
+                await self._client.update_collection(c, metadata={"embedder": embedder, "dim": dim})
+            else:
+                self._check_same(str(stored_embedder), vectors.size, embedder, dim)
+            if vectors.distance != qm.Distance.COSINE:
+                raise StoreConfigError(
+                    f"vector collection '{c}' at {self._where} uses {vectors.distance} distance, "
+                    f"not cosine. {self._fix_hint()}"
+                )
+            if not self._local:  # local mode ignores payload indexes (and warns on each)
+                have = set(info.payload_schema or {})
+                for field in INDEXED_FIELDS:
+                    if field not in have:
+                        await self._client.create_payload_index(
+                            c,
+                            field,
+                            field_schema=qm.KeywordIndexParams(
+                                type=qm.KeywordIndexType.KEYWORD, is_tenant=field == "user_id"
+                            ),
+                            wait=True,
+                        )
+        self._dim, self._embedder = dim, embedder
+
+    def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
+        if stored_embedder != embedder or stored_dim != dim:
+            raise StoreConfigError(
+                f"vector collection '{self._collection}' at {self._where} holds vectors from embedder "
+                f"'{stored_embedder}' (dim {stored_dim}), but the service is configured with embedder "
+                f"'{embedder}' (dim {dim}). {self._fix_hint()}"
+            )
+
+    def _fix_hint(self) -> str:
+        return (
+            "Mixing embedders would corrupt search: set QDRANT_COLLECTION to another name, or reset the "
+            f"vector data (delete collection '{self._collection}') and re-ingest."
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._client.close()
+
+    async def ping(self) -> None:
+        self._check_open()
+        with self._errors("ping"):
+            exists = await self._client.collection_exists(self._collection)
+        if not exists:
+            raise DependencyUnavailable(f"qdrant collection '{self._collection}' at {self._where} is missing")
+
+    # ---------------------------------------------------------------------------------------
+    # writes
+    # ---------------------------------------------------------------------------------------
+
+    async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
+        if len(memories) != len(vectors):
+            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        if not memories:
+            return
+        for v in vectors:
+            self._check_dim(v)
+        points = [
+            qm.PointStruct(id=m.id, vector=list(v), payload=_payload(m)) for m, v in zip(memories, vectors, strict=True)
+        ]
+        self._check_open()
+        with self._errors("upsert"):
+            await self._client.upsert(self._collection, points=points, wait=True)
+
+    async def delete(self, ids: list[str]) -> None:
+        valid: list[qm.ExtendedPointId] = [i for i in _valid_ids(ids)]
+        if not valid:
+            return
+        self._check_open()
+        with self._errors("delete"):
+            await self._client.delete(self._collection, points_selector=qm.PointIdsList(points=valid), wait=True)
+
+    # ---------------------------------------------------------------------------------------
+    # reads
+    # ---------------------------------------------------------------------------------------
+
+    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        self._check_dim(vector)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return []
+        self._check_open()
+        with self._errors("search"):
+            res = await self._client.query_points(
+                self._collection, query=list(vector), query_filter=f, limit=limit, with_payload=True
+            )
+        return [ScoredMemory(_memory(p.id, p.payload), float(p.score)) for p in res.points]
+
+    async def get(self, ids: list[str]) -> list[Memory]:
+        valid: list[qm.ExtendedPointId] = [i for i in _valid_ids(ids)]
+        if not valid:
+            return []
+        self._check_open()
+        with self._errors("get"):
+            records = await self._client.retrieve(self._collection, ids=valid, with_payload=True, with_vectors=False)
+        return [_memory(r.id, r.payload) for r in records]
+
+    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
+        offset = _parse_cursor(cursor)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return [], None
+        self._check_open()
+        with self._errors("scroll"):
+            records, nxt = await self._client.scroll(
+                self._collection,
+                scroll_filter=f,
+                limit=limit,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [_memory(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+
+    async def count(self, flt: MemoryFilter | None = None) -> int:
+        f: qm.Filter | None = None
+        if flt is not None:
+            f = build_filter(flt)
+            if f is None:
+                return 0
+        self._check_open()
+        with self._errors("count"):
+            res = await self._client.count(self._collection, count_filter=f, exact=True)
+        return res.count
+
+    # ---------------------------------------------------------------------------------------
+    # helpers
+    # ---------------------------------------------------------------------------------------
+
+    def _check_dim(self, vector: list[float]) -> None:
+        if self._dim is not None and len(vector) != self._dim:
+            raise StoreConfigError(
+                f"vector has {len(vector)} dimensions, collection '{self._collection}' expects {self._dim}"
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DependencyUnavailable(f"qdrant store {self._where} is closed")
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError) as e:
+            raise DependencyUnavailable(f"qdrant at {self._where} unreachable during {op}: {e}") from e
+        except UnexpectedResponse as e:
+            if e.status_code is None or e.status_code >= 500 or e.status_code in _UNAVAILABLE_STATUS:
+                raise DependencyUnavailable(
+                    f"qdrant at {self._where} failed during {op}: HTTP {e.status_code} {e.reason_phrase}"
+                ) from e
+            raise
+
+
+# -------------------------------------------------------------------------------------------
+# payload and filters (same rules as qdrant_edge.build_filter)
+# -------------------------------------------------------------------------------------------
+
+
+def _payload(m: Memory) -> dict[str, Any]:
+    return m.model_dump(mode="json", exclude={"id"})
+
+
+def _memory(point_id: qm.ExtendedPointId, payload: dict[str, Any] | None) -> Memory:
+    return Memory(id=str(point_id), **(payload or {}))
+
+
+def _valid_ids(ids: list[str]) -> list[str]:
+    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
+    out: list[str] = []
+    for i in ids:
+        try:
+            out.append(str(uuid.UUID(i)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return list(dict.fromkeys(out))
+
+
+def _parse_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        return str(uuid.UUID(cursor))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise DomainError(f"invalid cursor '{cursor}'") from e
+
+
+def _eq(key: str, value: str) -> qm.FieldCondition:
+    return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+
+
+def build_filter(flt: MemoryFilter) -> qm.Filter | None:
+    """The Qdrant filter for `flt` (rules in MemoryFilter's docstring); None when nothing can match."""
+    must: list[qm.Condition] = [_eq("user_id", flt.user_id)]
+    if flt.scope is None:
+        if flt.project_id is not None:
+            must.append(
+                qm.Filter(
+                    should=[
+                        _eq("scope", Scope.GLOBAL.value),
+                        qm.Filter(must=[_eq("scope", Scope.PROJECT.value), _eq("project_id", flt.project_id)]),
+                    ]
+                )
+            )
+        else:
+            must.append(_eq("scope", Scope.GLOBAL.value))
+    elif flt.scope is Scope.GLOBAL:
+        must.append(_eq("scope", Scope.GLOBAL.value))
+    else:
+        must.append(_eq("scope", Scope.PROJECT.value))
+        if flt.project_id is not None:
+            must.append(_eq("project_id", flt.project_id))
+    if flt.categories is not None:
+        if not flt.categories:
+            return None
+        must.append(qm.FieldCondition(key="category", match=qm.MatchAny(any=list(flt.categories))))
+    if flt.agent_id is not None:
+        must.append(_eq("agent_id", flt.agent_id))
+    return qm.Filter(must=must)

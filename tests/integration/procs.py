@@ -1,0 +1,80 @@
+"""Private service processes for fault tests (a Redis or Neo4j a test may stop, a service it may kill)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float, name: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not listen on {port} within {timeout}s")
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    exe = shutil.which("redis-server")
+    assert exe, "redis-server missing (scripts/test.sh installs it)"
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port, proc, 20, "redis")
+    return proc, port
+
+
+def start_neo4j(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    log = (tmp / "neo4j.log").open("wb")
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts/neo4j/run.sh"), "--home", str(tmp / "neo4j"), "--port", str(port),
+         "--database", "memory", "--heap", "384m", "--pagecache", "64m"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    wait_port(port, proc, 180, "neo4j")
+    return proc, port
+
+
+def start_service(env_overrides: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`python -m service` as a user runs it (embedded profile, in-process worker)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_"))}
+    env.update({"HOST": "127.0.0.1", "PORT": str(port), "LOG_FORMAT": "json", **env_overrides})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT
+    )
+    wait_port(port, proc, 120, "service")
+    return proc, port

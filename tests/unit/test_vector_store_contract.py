@@ -1,0 +1,400 @@
+"""One contract, two adapters: Qdrant Edge (embedded shard) and qdrant-client (local mode as the
+stand-in for a Qdrant server). Every test runs against both through the `backend` fixture."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.domain import Memory, Scope
+from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.stores.qdrant_edge import EdgeVectorStore
+from service.stores.qdrant_server import QdrantServerVectorStore
+from service.stores.vector import MemoryFilter, VectorStore
+
+DIM = 8
+EMBEDDER = "test-embedder"
+COLLECTION = "contract_memories"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def unit(i: int, j: int | None = None, w: float = 0.0) -> list[float]:
+    """Basis vector e_i, optionally tilted towards e_j by weight w."""
+    v = [0.0] * DIM
+    v[i] = 1.0
+    if j is not None:
+        v[j] = w
+    return v
+
+
+def mem(
+    user: str = "alice",
+    content: str = "likes tea",
+    *,
+    category: str = "preference",
+    scope: Scope = Scope.GLOBAL,
+    project_id: str | None = None,
+    agent_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    mid: str | None = None,
+) -> Memory:
+    return Memory(
+        id=mid or str(uuid.uuid4()),
+        user_id=user,
+        content=content,
+        category=category,
+        scope=scope,
+        project_id=project_id,
+        agent_id=agent_id,
+        hash=f"h-{content}",
+        metadata=metadata or {},
+        created_at="2025-01-01T00:00:00Z",
+        updated_at="2025-01-02T00:00:00Z",
+        task_id="task-1",
+    )
+
+
+class Backend:
+    def __init__(self, kind: str, root: Path) -> None:
+        self.kind = kind
+        self.root = root
+        self.opened: list[VectorStore] = []
+
+    def open(self) -> VectorStore:
+        store: VectorStore
+        if self.kind == "edge":
+            store = EdgeVectorStore(self.root / "edge", COLLECTION)
+        else:
+            store = QdrantServerVectorStore(None, COLLECTION, local_path=self.root / "local")
+        self.opened.append(store)
+        return store
+
+    async def ready(self) -> VectorStore:
+        store = self.open()
+        await store.ensure_collection(DIM, EMBEDDER)
+        return store
+
+
+@pytest.fixture(params=["edge", "qdrant_local"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    b = Backend(request.param, tmp_path)
+    yield b
+    for s in b.opened:
+        await s.close()
+
+
+@pytest.fixture
+async def store(backend: Backend) -> VectorStore:
+    return await backend.ready()
+
+
+async def ids_of(store: VectorStore, flt: MemoryFilter, limit: int = 100) -> set[str]:
+    page, _ = await store.scroll(flt, limit)
+    return {m.id for m in page}
+
+
+# -------------------------------------------------------------------------------------------
+# collection lifecycle
+# -------------------------------------------------------------------------------------------
+
+
+async def test_ensure_collection_is_idempotent(backend: Backend) -> None:
+    store = await backend.ready()
+    await store.ensure_collection(DIM, EMBEDDER)
+    await store.upsert([mem()], [unit(0)])
+    await store.ensure_collection(DIM, EMBEDDER)
+    assert await store.count() == 1
+    await store.ping()
+    await store.close()
+    again = await backend.ready()
+    await again.ensure_collection(DIM, EMBEDDER)
+    assert await again.count() == 1
+
+
+async def test_dimension_mismatch_is_a_config_error(backend: Backend) -> None:
+    store = await backend.ready()
+    with pytest.raises(StoreConfigError):
+        await store.ensure_collection(DIM + 1, EMBEDDER)
+    with pytest.raises(StoreConfigError):
+        await store.upsert([mem()], [[1.0] * (DIM + 1)])
+    await store.close()
+    other = backend.open()
+    with pytest.raises(StoreConfigError) as err:
+        await other.ensure_collection(DIM * 2, EMBEDDER)
+    msg = str(err.value)
+    assert str(DIM) in msg and str(DIM * 2) in msg and "QDRANT_COLLECTION" in msg
+
+
+async def test_embedder_mismatch_is_a_config_error(backend: Backend) -> None:
+    await (await backend.ready()).close()
+    other = backend.open()
+    with pytest.raises(StoreConfigError) as err:
+        await other.ensure_collection(DIM, "another-embedder")
+    msg = str(err.value)
+    assert EMBEDDER in msg and "another-embedder" in msg and "QDRANT_COLLECTION" in msg
+
+
+async def test_unusable_before_ensure_and_after_close(backend: Backend) -> None:
+    store = backend.open()
+    if backend.kind == "edge":  # qdrant-client local mode has nothing to open lazily
+        with pytest.raises(DependencyUnavailable):
+            await store.ping()
+    await store.ensure_collection(DIM, EMBEDDER)
+    await store.ping()
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(DependencyUnavailable):
+        await store.ping()
+    with pytest.raises(DependencyUnavailable):
+        await store.count()
+
+
+# -------------------------------------------------------------------------------------------
+# writes and reads
+# -------------------------------------------------------------------------------------------
+
+
+async def test_upsert_then_get_round_trips_every_field(store: VectorStore) -> None:
+    a = mem(
+        content="uses uv",
+        category="tech_stack",
+        scope=Scope.PROJECT,
+        project_id="p1",
+        agent_id="cli",
+        metadata={"source": "chat", "n": 3, "ok": True, "nested": {"xs": [1, "two", None]}},
+    )
+    b = mem(content="likes tea")
+    await store.upsert([a, b], [unit(0), unit(1)])
+    got = await store.get([a.id, b.id, str(uuid.uuid4()), "not-a-uuid"])
+    assert sorted(got, key=lambda m: m.id) == sorted([a, b], key=lambda m: m.id)
+    assert await store.get([]) == []
+
+
+async def test_upsert_same_id_twice_keeps_one_point(store: VectorStore) -> None:
+    m = mem(content="first")
+    await store.upsert([m], [unit(0)])
+    await store.upsert([m.model_copy(update={"content": "second"})], [unit(1)])
+    assert await store.count() == 1
+    assert [x.content for x in await store.get([m.id])] == ["second"]
+    hits = await store.search(unit(1), MemoryFilter("alice"), 5)
+    assert [h.memory.id for h in hits] == [m.id] and math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
+
+
+async def test_search_ranks_nearest_first(store: VectorStore) -> None:
+    exact, near, far, opposite = mem(content="exact"), mem(content="near"), mem(content="far"), mem(content="opp")
+    await store.upsert(
+        [far, exact, opposite, near],
+        [unit(2), unit(0), [-1.0] + [0.0] * (DIM - 1), unit(0, 1, 0.5)],
+    )
+    hits = await store.search(unit(0), MemoryFilter("alice"), 10)
+    assert [h.memory.content for h in hits] == ["exact", "near", "far", "opp"]
+    assert math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
+    assert math.isclose(hits[1].score, 1 / math.sqrt(1.25), abs_tol=1e-5)
+    assert math.isclose(hits[2].score, 0.0, abs_tol=1e-5)
+    assert math.isclose(hits[3].score, -1.0, abs_tol=1e-5)
+    assert hits[0].memory == exact
+    top2 = await store.search(unit(0), MemoryFilter("alice"), 2)
+    assert [h.memory.content for h in top2] == ["exact", "near"]
+
+
+async def test_delete_is_idempotent(store: VectorStore) -> None:
+    a, b = mem(content="a"), mem(content="b")
+    await store.upsert([a, b], [unit(0), unit(1)])
+    await store.delete([a.id, str(uuid.uuid4()), "not-a-uuid"])
+    await store.delete([a.id])
+    await store.delete([])
+    assert await store.count() == 1
+    assert await store.get([a.id]) == []
+    assert [h.memory.id for h in await store.search(unit(0), MemoryFilter("alice"), 10)] == [b.id]
+
+
+# -------------------------------------------------------------------------------------------
+# filters
+# -------------------------------------------------------------------------------------------
+
+
+async def test_user_isolation(store: VectorStore) -> None:
+    a = mem("alice", "alice global")
+    ap = mem("alice", "alice project", category="convention", scope=Scope.PROJECT, project_id="p1")
+    await store.upsert([a, ap], [unit(0), unit(0)])
+    for flt in (
+        MemoryFilter("bob"),
+        MemoryFilter("bob", project_id="p1"),
+        MemoryFilter("bob", scope=Scope.PROJECT),
+    ):
+        assert await store.search(unit(0), flt, 10) == []
+        assert await store.scroll(flt, 10) == ([], None)
+        assert await store.count(flt) == 0
+    assert await store.count(MemoryFilter("alice", project_id="p1")) == 2
+    assert await store.count() == 2
+
+
+async def test_scope_rule(store: VectorStore) -> None:
+    g = mem(content="global")
+    p1 = mem(content="p1", category="convention", scope=Scope.PROJECT, project_id="p1")
+    p2 = mem(content="p2", category="convention", scope=Scope.PROJECT, project_id="p2")
+    await store.upsert([g, p1, p2], [unit(0), unit(1), unit(2)])
+
+    with_project = MemoryFilter("alice", project_id="p1")
+    assert await ids_of(store, with_project) == {g.id, p1.id}
+    assert {h.memory.id for h in await store.search(unit(2), with_project, 10)} == {g.id, p1.id}
+    assert await store.count(with_project) == 2
+
+    without_project = MemoryFilter("alice")
+    assert await ids_of(store, without_project) == {g.id}
+    assert {h.memory.id for h in await store.search(unit(1), without_project, 10)} == {g.id}
+
+    assert await ids_of(store, MemoryFilter("alice", project_id="p3")) == {g.id}
+    assert await ids_of(store, MemoryFilter("alice", project_id="p1", scope=Scope.GLOBAL)) == {g.id}
+    assert await ids_of(store, MemoryFilter("alice", project_id="p1", scope=Scope.PROJECT)) == {p1.id}
+    assert await ids_of(store, MemoryFilter("alice", scope=Scope.PROJECT)) == {p1.id, p2.id}
+    assert await store.count(MemoryFilter("alice", scope=Scope.PROJECT)) == 2
+
+
+async def test_category_filter(store: VectorStore) -> None:
+    pref = mem(content="pref", category="preference")
+    skill = mem(content="skill", category="technical_skill")
+    fact = mem(content="fact", category="personal_fact")
+    await store.upsert([pref, skill, fact], [unit(0), unit(1), unit(2)])
+    flt = MemoryFilter("alice", categories=("preference", "personal_fact"))
+    assert await ids_of(store, flt) == {pref.id, fact.id}
+    assert {h.memory.id for h in await store.search(unit(1), flt, 10)} == {pref.id, fact.id}
+    assert await store.count(flt) == 2
+    # An empty tuple is a filter that nothing passes (not "no filter").
+    empty = MemoryFilter("alice", categories=())
+    assert await store.count(empty) == 0
+    assert await store.search(unit(0), empty, 10) == []
+    assert await store.scroll(empty, 10) == ([], None)
+
+
+async def test_agent_filter(store: VectorStore) -> None:
+    cli, web, none = mem(content="cli", agent_id="cli"), mem(content="web", agent_id="web"), mem(content="x")
+    await store.upsert([cli, web, none], [unit(0), unit(1), unit(2)])
+    flt = MemoryFilter("alice", agent_id="cli")
+    assert await ids_of(store, flt) == {cli.id}
+    assert [h.memory.id for h in await store.search(unit(1), flt, 10)] == [cli.id]
+    assert await store.count(flt) == 1
+    assert await store.count(MemoryFilter("alice")) == 3
+
+
+# -------------------------------------------------------------------------------------------
+# scroll
+# -------------------------------------------------------------------------------------------
+
+
+async def test_scroll_pages_cover_each_match_once(store: VectorStore) -> None:
+    mine = [mem(content=f"m{i}") for i in range(23)]
+    theirs = [mem("bob", content=f"b{i}") for i in range(5)]
+    await store.upsert(mine + theirs, [unit(i % DIM) for i in range(len(mine) + len(theirs))])
+    flt = MemoryFilter("alice")
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page, cursor = await store.scroll(flt, 5, cursor)
+        pages += 1
+        assert len(page) <= 5
+        seen += [m.id for m in page]
+        if cursor is None:
+            break
+        if pages == 2:  # concurrent inserts must not make the walk skip or repeat old memories
+            await store.upsert([mem(content=f"late{i}") for i in range(4)], [unit(1)] * 4)
+        assert pages < 20
+    assert len(seen) == len(set(seen))
+    assert {m.id for m in mine} <= set(seen)
+    assert seen == sorted(seen, key=uuid.UUID)  # ordered by id
+    assert not set(seen) & {t.id for t in theirs}
+    assert set(seen) <= {m.id for m in (await store.scroll(flt, 100))[0]}
+
+
+async def test_scroll_last_page_and_bad_cursor(store: VectorStore) -> None:
+    ms = [mem(content=f"m{i}") for i in range(4)]
+    await store.upsert(ms, [unit(0)] * 4)
+    page, cursor = await store.scroll(MemoryFilter("alice"), 4)
+    assert len(page) == 4 and cursor is None
+    page, cursor = await store.scroll(MemoryFilter("alice"), 3)
+    assert len(page) == 3 and cursor is not None
+    rest, end = await store.scroll(MemoryFilter("alice"), 3, cursor)
+    assert len(rest) == 1 and end is None
+    with pytest.raises(DomainError):
+        await store.scroll(MemoryFilter("alice"), 3, "garbage")
+
+
+# -------------------------------------------------------------------------------------------
+# durability
+# -------------------------------------------------------------------------------------------
+
+
+async def test_persists_across_close_and_reopen(backend: Backend) -> None:
+    store = await backend.ready()
+    keep, gone = mem(content="keep", metadata={"k": [1, 2]}), mem(content="gone")
+    await store.upsert([keep, gone], [unit(3), unit(4)])
+    await store.delete([gone.id])
+    await store.close()
+    again = await backend.ready()
+    assert await again.count() == 1
+    assert await again.get([keep.id, gone.id]) == [keep]
+    hits = await again.search(unit(3), MemoryFilter("alice"), 5)
+    assert hits[0].memory == keep and math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
+
+
+CHILD = """
+import asyncio, os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from tests.unit.test_vector_store_contract import Backend, DIM, mem, unit
+
+async def main() -> None:
+    store = await Backend({kind!r}, Path({root!r})).ready()
+    await store.upsert([mem(content="survivor", mid={mid!r})], [unit(5)])
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+async def test_upsert_survives_sigkill(backend: Backend) -> None:
+    mid = str(uuid.uuid4())
+    code = textwrap.dedent(CHILD).format(repo=str(REPO), kind=backend.kind, root=str(backend.root), mid=mid)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    store = await backend.ready()
+    assert [m.content for m in await store.get([mid])] == ["survivor"]
+
+
+# -------------------------------------------------------------------------------------------
+# adapter-specific failure modes
+# -------------------------------------------------------------------------------------------
+
+
+async def test_edge_shard_is_exclusive(tmp_path: Path) -> None:
+    first = EdgeVectorStore(tmp_path, COLLECTION)
+    second = EdgeVectorStore(tmp_path, COLLECTION)
+    try:
+        await first.ensure_collection(DIM, EMBEDDER)
+        with pytest.raises(DependencyUnavailable, match="already open"):
+            await second.ensure_collection(DIM, EMBEDDER)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_unreachable_server_is_dependency_unavailable() -> None:
+    store = QdrantServerVectorStore("http://127.0.0.1:1", COLLECTION)
+    try:
+        with pytest.raises(DependencyUnavailable):
+            await store.ensure_collection(DIM, EMBEDDER)
+        with pytest.raises(DependencyUnavailable):
+            await store.ping()
+        with pytest.raises(DependencyUnavailable):
+            await store.count()
+    finally:
+        await store.close()
