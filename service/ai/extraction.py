@@ -1,0 +1,73 @@
+"""Extraction Protocol: a conversation in, typed categorised facts out.
+
+Backends: `service/ai/gemini.py` (google-genai, structured output) and `service/ai/offline.py`
+(deterministic rules, no network). The worker sees only this Protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field, field_validator
+
+from service.domain import CATEGORIES, Message, Scope
+
+__all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionResult", "Extractor", "Message",
+           "TokenUsage"]
+
+
+class ExtractedEntity(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    type: str = Field(default="thing", min_length=1, max_length=64)
+
+
+class ExtractedRelation(BaseModel):
+    subject: str = Field(min_length=1, max_length=200)
+    predicate: str = Field(min_length=1, max_length=64)  # snake_case verb phrase, e.g. "prefers", "uses"
+    object: str = Field(min_length=1, max_length=200)
+    fact: str = Field(min_length=1, max_length=1000)  # the sentence that states it
+
+
+class ExtractedFact(BaseModel):
+    content: str = Field(min_length=1, max_length=2000)
+    category: str
+    scope: Scope | None = None
+    entities: list[ExtractedEntity] = Field(default_factory=list, max_length=32)
+    relations: list[ExtractedRelation] = Field(default_factory=list, max_length=32)
+    # When the fact became true, if the conversation says (ISO 8601 date or datetime).
+    valid_at: str | None = Field(default=None, max_length=64)
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, value: str) -> str:
+        if value not in CATEGORIES:
+            raise ValueError(f"unknown category '{value}'")
+        return value
+
+
+class TokenUsage(BaseModel):
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    calls: int = 0
+
+    def add(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            calls=self.calls + other.calls,
+        )
+
+
+class ExtractionResult(BaseModel):
+    facts: list[ExtractedFact]
+    extractor: str  # "offline" or the model that answered, e.g. "gemini-2.5-flash"
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    dropped: int = 0  # items the model returned that failed validation (logged, never stored)
+
+
+class Extractor(Protocol):
+    name: str
+
+    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult: ...
