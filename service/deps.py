@@ -6,11 +6,13 @@ Nothing here runs at import time: clients exist only between `build_deps` and `D
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from arq.connections import ArqRedis
 
-from service.ai.embeddings import Embedder, build_embedder
+from service.ai.embeddings import Embedder, HashEmbedder, LocalEmbedder
+from service.ai.extraction import Extractor
 from service.memory_service import MemoryService
 from service.queue import TaskQueue, connect_redis
 from service.settings import Settings
@@ -29,12 +31,16 @@ class Deps:
     vectors: VectorStore
     graph: GraphStore
     embedder: Embedder
+    extractor: Extractor
     service: MemoryService
+    genai_client: Any = None
 
     async def close(self) -> None:
         await self.vectors.close()
         await self.graph.close()
         await self.redis.aclose()
+        if self.genai_client is not None:
+            await self.genai_client.aio.aclose()
 
 
 def build_vector_store(settings: Settings) -> VectorStore:
@@ -46,6 +52,45 @@ def build_vector_store(settings: Settings) -> VectorStore:
     from service.stores.qdrant_edge import EdgeVectorStore
 
     return EdgeVectorStore(settings.resolved_qdrant_path, settings.qdrant_collection)
+
+
+def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
+    """Gemini when GOOGLE_API_KEY is set (extraction; embeddings too with EMBEDDER=gemini),
+    else the offline extractor. The choice is logged at start and shown by /health."""
+    client = None
+    if settings.google_api_key is not None:
+        from service.ai.gemini import make_client
+
+        client = make_client(
+            settings.google_api_key.get_secret_value(), settings.gemini_base_url, settings.gemini_timeout_seconds
+        )
+    embedder: Embedder
+    if settings.embedder == "gemini":
+        from service.ai.gemini import GeminiEmbedder
+
+        assert client is not None  # Settings refuses EMBEDDER=gemini without a key
+        embedder = GeminiEmbedder(
+            client, settings.gemini_embedder_model, dim=settings.gemini_embedding_dim,
+            batch_size=settings.embedding_batch_size,
+        )
+    elif settings.embedder == "local":
+        embedder = LocalEmbedder(batch_size=settings.embedding_batch_size)
+    else:
+        embedder = HashEmbedder()
+    extractor: Extractor
+    if client is not None:
+        from service.ai.gemini import GeminiExtractor
+
+        extractor = GeminiExtractor(
+            client, settings.gemini_llm_model, settings.gemini_llm_fallback_model,
+            timeout_s=settings.gemini_timeout_seconds,
+        )
+    else:
+        from service.ai.offline import OfflineExtractor
+
+        extractor = OfflineExtractor()
+        log.warning("offline_extraction", reason="GOOGLE_API_KEY is not set: using the offline rule-based extractor")
+    return embedder, extractor, client
 
 
 def build_graph_store(settings: Settings) -> GraphStore:
@@ -61,25 +106,30 @@ def build_graph_store(settings: Settings) -> GraphStore:
 
 async def build_deps(settings: Settings) -> Deps:
     redis = await connect_redis(settings)
-    embedder = build_embedder(settings)
+    embedder, extractor, genai_client = build_ai(settings)
     vectors = build_vector_store(settings)
     graph = build_graph_store(settings)
     try:
         await vectors.ensure_collection(embedder.dim, embedder.name)
         await graph.ensure_schema()
+        if isinstance(embedder, LocalEmbedder):
+            await embedder.warm_up()  # load the model now, not on the first request
     except BaseException:
         await vectors.close()
         await graph.close()
         await redis.aclose()
+        if genai_client is not None:
+            await genai_client.aio.aclose()
         raise
     tasks = TaskQueue(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, embedder)
+    service = MemoryService(settings, tasks, vectors, graph, embedder, extractor)
     log.info(
         "deps_ready",
         profile=settings.profile,
         vector_store=getattr(vectors, "name", "?"),
         graph_store=graph.name,
         embedder=embedder.name,
+        extractor=extractor.name,
         embedded_worker=settings.run_embedded_worker,
     )
-    return Deps(settings, redis, tasks, vectors, graph, embedder, service)
+    return Deps(settings, redis, tasks, vectors, graph, embedder, extractor, service, genai_client)

@@ -161,6 +161,26 @@ class RawMemoryRequest(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
 
 
+Role = Literal["user", "assistant", "system", "tool"]
+MAX_MESSAGES = 500
+
+
+class Message(BaseModel):
+    role: Role
+    content: str = Field(min_length=1, max_length=20_000)
+    timestamp: str | None = Field(default=None, max_length=64)
+
+
+class ConversationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
+    user_id: str = UserId
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: dict[str, Any] = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+
+
 class AcceptedResponse(BaseModel):
     status: Literal["accepted"] = "accepted"
     task_id: str
@@ -216,3 +236,4 @@ class HealthResponse(BaseModel):
     profile: str
     checks: dict[str, str]
     embedder: str
+    extractor: str

@@ -22,6 +22,7 @@ import structlog
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.exceptions import RedisError
 
+from service.ai.extraction import ExtractionResult
 from service.domain import ID_NAMESPACE, TaskResponse, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.settings import Settings
@@ -166,6 +167,15 @@ class TaskQueue:
         idem_key = rec.get("idem_key")
         if idem_key:
             await self._release(keys=[idem_key], args=[task_id, self._settings.idempotency_window_seconds])
+
+    async def save_extraction(self, task_id: str, extraction: ExtractionResult) -> None:
+        await self._redis.set(
+            f"{self._task_prefix}{task_id}:extraction", extraction.model_dump_json(), ex=self._settings.task_ttl_seconds
+        )
+
+    async def load_extraction(self, task_id: str) -> ExtractionResult | None:
+        raw = await self._redis.get(f"{self._task_prefix}{task_id}:extraction")
+        return ExtractionResult.model_validate_json(raw) if raw else None
 
     async def ping(self) -> None:
         await self._guard("ping", self._redis.ping())

@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     gemini_llm_model: str = "gemini-3-flash-preview"
     gemini_llm_fallback_model: str = "gemini-2.5-flash"
     gemini_embedder_model: str = "gemini-embedding-001"
+    gemini_embedding_dim: int = Field(default=768, ge=8, le=3072)
+    gemini_timeout_seconds: float = Field(default=60.0, gt=0)
+    # Only for proxies and tests (a local fake of the Gemini API); unset = Google's endpoint.
+    gemini_base_url: str | None = None
 
     # --- Neo4j ----------------------------------------------------------------------------
     neo4j_uri: str = "neo4j://127.0.0.1:7687"
@@ -59,6 +63,7 @@ class Settings(BaseSettings):
     # None = decide from the profile: in-process when Qdrant is embedded (no QDRANT_URL).
     embedded_worker: bool | None = None
     max_content_chars: int = Field(default=8000, ge=1, le=100_000)
+    max_conversation_chars: int = Field(default=200_000, ge=1, le=5_000_000)
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
     environment: Literal["development", "production"] = "development"

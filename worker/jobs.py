@@ -9,7 +9,7 @@ import structlog
 from arq import Retry
 
 from service.deps import Deps
-from service.errors import DependencyUnavailable
+from service.errors import DependencyUnavailable, ServiceError
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +30,8 @@ async def process_memory_write(ctx: dict[str, Any], task_id: str, job: dict[str,
             async with asyncio.timeout(_deadline(settings.arq_job_timeout)):
                 if job["kind"] == "raw":
                     result = await deps.service.store_raw(task_id, job)
+                elif job["kind"] == "conversation":
+                    result = await deps.service.store_conversation(task_id, job)
                 else:
                     raise ValueError(f"unknown job kind '{job['kind']}'")
         except (DependencyUnavailable, TimeoutError) as exc:
@@ -41,7 +43,7 @@ async def process_memory_write(ctx: dict[str, Any], task_id: str, job: dict[str,
             log.error("job_failed", attempt=attempt, reason=reason)
             await deps.tasks.mark_failed(task_id, f"gave up after {attempt} attempts: {reason}")
             return
-        except (ValueError, KeyError, TypeError) as exc:  # bad job data: retrying will not help
+        except (ServiceError, ValueError, KeyError, TypeError) as exc:  # retrying will not help
             log.exception("job_failed", attempt=attempt)
             await deps.tasks.mark_failed(task_id, f"{type(exc).__name__}: {exc}")
             return

@@ -12,12 +12,9 @@ import math
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import structlog
-
-if TYPE_CHECKING:
-    from service.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -107,11 +104,3 @@ class LocalEmbedder:
         if not texts:
             return []
         return await asyncio.to_thread(self._encode, texts)
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedder == "hash":
-        return HashEmbedder()
-    if settings.embedder == "local":
-        return LocalEmbedder(batch_size=settings.embedding_batch_size)
-    raise NotImplementedError("EMBEDDER=gemini arrives with the Gemini integration (issue 3)")

@@ -5,9 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Path
 
 from service.api.deps import ServiceDep
-from service.domain import AcceptedResponse, RawMemoryRequest, TaskResponse
+from service.domain import AcceptedResponse, ConversationRequest, RawMemoryRequest, TaskResponse
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+
+@router.post("", status_code=202, response_model=AcceptedResponse)
+async def create_memories(req: ConversationRequest, service: ServiceDep) -> AcceptedResponse:
+    """Extract categorised facts from a conversation (Gemini, or the offline extractor). 202; poll."""
+    return await service.submit_conversation(req)
 
 
 @router.post("/raw", status_code=202, response_model=AcceptedResponse)

@@ -48,5 +48,6 @@ async def health(deps: DepsDep) -> JSONResponse:
         profile=deps.settings.profile,
         checks=checks,
         embedder=deps.embedder.name,
+        extractor="gemini" if deps.settings.google_api_key else "offline (no GOOGLE_API_KEY)",
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

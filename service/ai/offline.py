@@ -1,0 +1,612 @@
+"""Offline extractor: deterministic rules, no network, no model (see docs/offline-extractor.md).
+
+Only the user's turns are read; assistant, system and tool turns are context, never facts about
+the user. Each user turn is cut into sentences and then into independent first-person clauses
+("My name is Priya and I work at Stripe" gives two). A clause is kept when an ordered category
+rule fires on it — that is the salience test — and dropped when it is a question, a greeting or
+thanks, a bare request to the assistant, or shorter than three words.
+
+A fact's ``content`` is the clause itself, trimmed of leading filler ("OK,", "Also,", "Quick
+thing:"), so nothing the user said is paraphrased away. Entities come from the technology lexicon
+(``service.ai.lexicon``), capitalised names inside the sentence, backticked and quoted names.
+Relations use a small set of snake_case predicates with "user" (first person singular) or the
+project (first person plural, or a project-level statement) as subject.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from service.ai.extraction import (
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedRelation,
+    ExtractionResult,
+    Message,
+    TokenUsage,
+)
+from service.ai.lexicon import find_terms
+from service.domain import CATEGORIES, Scope
+
+MAX_SENTENCE_CHARS = 500  # longer "sentences" are pasted text or code, not a statement
+MIN_WORDS = 3
+MAX_ENTITIES = 32
+MAX_RELATIONS = 32
+USER_ENTITY = "user"
+PROJECT_ENTITY = "project"  # relation subject for "we use X" when no project_id is given
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------------------------
+# Segmentation and cleaning
+# --------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "approx", "incl", "fig", "no"})
+# Only independent clauses with their own first-person subject are split off.
+_CLAUSE_SPLIT = _rx(r",?\s+and\s+(?=(?:i|i'm|i've|i'd|we|we're|we've|we'd|my|our)\b)")
+
+_FILLER_WORDS = (
+    r"ok(?:ay)?|yes|yeah|yep|yup|no|nope|right|so|well|sure|great|cool|nice|perfect|exactly|"
+    r"thanks|thank you|thx|hi|hello|hey|hmm+|ah|oh|alright|anyway|actually|also|btw|fyi|by the way"
+)
+# "OK, ..." / "Also ..." / "and ..." at the start of a clause.
+_LEADING_FILLER = _rx(rf"^(?:(?:(?:{_FILLER_WORDS})\s*[,!.:;-]+|(?:also|and|but|btw|fyi|oh|so)\b)\s*)+")
+# "Quick thing before we start: ..." / "Some context: ..." — a meta preamble before a colon.
+_META_PREFIX = _rx(
+    r"^(?:[\w'-]+\s+){0,4}?(?:thing|context|note|heads[- ]up|fyi|reminder|background|info)\b[^:]{0,30}:\s+"
+)
+
+_QUESTION_START = _rx(
+    r"^(?:what|how|why|where|which|who|whom|whose|can you|could you|would you|will you|do you|does|did you|"
+    r"is it|is there|are there|are you|should i|should we|shall|may i|when (?:is|are|do|does|did|will|should|can))\b"
+)
+_GREETING = _rx(
+    rf"^(?:(?:{_FILLER_WORDS}|good (?:morning|afternoon|evening|night)|bye|goodbye|see you|cheers|lol|haha|"
+    r"got it|sounds good|no worries|np|cool thanks|not sure yet|that worked|that's all|nothing for now)\b[\s,!.]*)+$"
+)
+# A bare request to the assistant ("Fix the typo", "Book a table") is a task for the turn, not a fact.
+_REQUEST_VERB = _rx(
+    r"^(?:please\s+)?(?:fix|book|write|rewrite|summari[sz]e|explain|show|give|tell|create|add|remove|delete|"
+    r"update|check|look|start|make|remind|send|find|help|generate|refactor|implement|translate|open|schedule|"
+    r"call|email|let|go|try|continue|proceed|see|read|review|list|draft|change|rename|move|print)\b"
+)
+_SEQUENCE = _rx(r"\bfirst\b.*\bthen\b|,\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of one turn: code fences removed, one line per bullet, abbreviations respected."""
+    out: list[str] = []
+    for line in _FENCE.sub(" ", text).splitlines():
+        line = _BULLET.sub("", line).strip()
+        start = 0
+        for match in _BOUNDARY.finditer(line):
+            words = line[start : match.start()].split()
+            if words and words[-1].rstrip(".").casefold() in _ABBREVIATIONS and match.group(0).startswith("."):
+                continue
+            out.append(line[start : match.end()].strip())
+            start = match.end()
+        if line[start:].strip():
+            out.append(line[start:].strip())
+    return out
+
+
+def split_clauses(sentence: str) -> list[str]:
+    parts = [p.strip() for p in _CLAUSE_SPLIT.split(sentence)]
+    merged: list[str] = []
+    for part in parts:
+        if merged and len(part.split()) < MIN_WORDS:
+            merged[-1] = f"{merged[-1]} and {part}"
+        elif part:
+            merged.append(part)
+    return merged
+
+
+def clean_clause(clause: str) -> str:
+    text = " ".join(clause.replace("’", "'").replace("‘", "'").split())
+    for _ in range(3):
+        stripped = _META_PREFIX.sub("", _LEADING_FILLER.sub("", text)).strip()
+        if stripped == text:
+            break
+        text = stripped
+    if text and text[0].islower() and not text.startswith(("iOS", "iTerm", "npm", "uv ", "dbt", "pnpm", "kubectl")):
+        text = text[0].upper() + text[1:]
+    return text
+
+
+def is_noise(text: str) -> bool:
+    """Questions, greetings, thanks, bare requests and fragments carry no fact."""
+    if len(text.split()) < MIN_WORDS or len(text) > MAX_SENTENCE_CHARS:
+        return True
+    if text.rstrip().endswith("?") or _QUESTION_START.match(text) or _GREETING.match(text):
+        return True
+    return bool(_REQUEST_VERB.match(text) and not _SEQUENCE.search(text))
+
+
+# --------------------------------------------------------------------------------------------
+# Category rules
+# --------------------------------------------------------------------------------------------
+
+# Pseudo-categories resolved by context: an imperative rule or a style choice is a project
+# convention when a project is given and a personal preference otherwise; "I use X" likewise.
+_RULE_OR_PREFERENCE = "@rule_or_preference"
+_TOOL_CHOICE = "@tool_choice"
+
+
+@dataclass(frozen=True)
+class Rule:
+    category: str
+    pattern: re.Pattern[str]
+    tier: int = 1  # 1: an explicit cue (verb + subject); 2: a topical word, used only when no tier-1 cue fires
+    needs_tech: bool = False  # fires only when the clause names a lexicon technology
+
+
+_I = r"i(?:'m| am)"
+_WE = r"(?:we|we're|we are|we've|we have|the team|our team)"
+_TECH_SUBJECT = r"(?:we|this project|the project|this repo|the repo|the app|it|they|our [\w-]+|the [\w-]+)"
+
+# Ordered: on a tie (two rules matching at the same position) the earlier rule wins.
+RULES: tuple[Rule, ...] = (
+    # --- procedural -----------------------------------------------------------------------
+    Rule("workflow", _rx(r"\b(?:my|our) (?:usual |normal |typical |daily |standard |own )?(?:workflow|routine|habit|process)\b")),
+    Rule("workflow", _rx(r"\bi (?:usually|always|normally|typically|generally|tend to|often|regularly)\b(?! (?:use|prefer|like|love|want|avoid|hate)\b)")),
+    Rule("workflow", _rx(r"\b(?:when(?:ever)?|every time|each time|before|after) i\b")),
+    Rule("workflow", _rx(r"\bevery (?:other )?(?:morning|day|evening|night|week|sprint|month|release|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
+    Rule("workflow", _rx(r"\b(?:sprints?|stand-?ups?|retros?|retrospectives?|pair programming|code reviews?|kanban)\b"), tier=2),
+    Rule("procedure", _rx(r"^(?:in order to|how to|to) (?!be honest|be fair|clarify)\w+[^,:;]{0,60}[,:]")),
+    Rule("procedure", _rx(r"\bfirst\b.*\bthen\b|\bthen\b.*\b(?:then|finally|after that)\b|\bsteps?(?: \d+| one)?:")),
+    Rule("procedure", _rx(r"^(?:when|if|once|after) [^,]{3,80}, (?:run|drain|restart|check|open|delete|rerun|re-run|create|update|bump|tag|push|roll|kill|ssh|reboot|clear|pause|stop|revert|rollback|page|call|notify)\b")),
+    Rule("procedure", _rx(r",\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b"), tier=2),
+    # --- working / episodic -----------------------------------------------------------------
+    Rule("task_context", _rx(
+        rf"\b(?:{_I}|{_WE})\s+(?:currently\s+|now\s+|still\s+|just\s+)?(?:working on|trying to|fixing|migrating|debugging|"
+        r"investigating|implementing|refactoring|preparing|porting|upgrading|rewriting|adding|setting up|looking into|"
+        r"chasing|prototyping|designing|drafting|planning)\b")),
+    Rule("task_context", _rx(r"\b(?:right now|currently|at the moment|this week|this sprint|this month|tonight)\b,?\s+(?:i|we|my|our)\b")),
+    Rule("task_context", _rx(r"\b(?:my|our) (?:current )?(?:task|focus|goal|priority|ticket|job)\b (?:is|right now|this|for)\b")),
+    Rule("decision", _rx(
+        rf"\b(?:{_WE}|i|they)\s+(?:have\s+|had\s+|just\s+|finally\s+|eventually\s+)?(?:decided|chose|picked|opted|settled|agreed|"
+        r"went with|ended up|switched|replaced|standardi[sz]ed on|are going with|'re going with|will go with|'ll go with|"
+        r"'ll stick with|will stick with|are moving to|'re moving to|moved)\b")),
+    Rule("decision", _rx(r"\b(?:decided|decision) to\b|\blet's (?:go|stick) with\b|\bgoing forward\b|\bfrom now on,? we\b")),
+    Rule("interaction", _rx(
+        r"\b(?:you|we)\s+(?:just\s+|finally\s+|already\s+)?(?:helped|fixed|found|debugged|tracked|reindexed|paired|discussed|"
+        r"reviewed|walked through|went through|set up|shipped|resolved|figured out|cleaned up|patched|rolled back|"
+        r"talked about|looked at|solved|merged|caught|spotted|wrote|bumped|confirmed|ran|tried|traced|narrowed)\b")),
+    Rule("interaction", _rx(r"\b(?:yesterday|earlier today|this morning|last night|last session|this session|last time|just now)\b"), tier=2),
+    Rule("interaction", _rx(r"^thanks? (?:you )?for\b")),
+    # --- semantic -------------------------------------------------------------------------
+    Rule("preference", _rx(
+        r"\bi (?:really |strongly |much |generally |always |usually |never |do |don't |do not )?(?:prefer|like|love|enjoy|hate|"
+        r"dislike|detest|can't stand|cannot stand|favou?r)\b")),
+    Rule("preference", _rx(r"\bi (?:don't|do not|never) (?:like|want|use|enjoy)\b|\bi(?:'d| would) (?:rather|prefer|like)\b")),
+    Rule("preference", _rx(r"\bi (?:always|never|usually) (?:use|avoid)\b|\b(?:my )?(?:favou?rite|preferred)\b|\bi'm (?:not )?a (?:big )?fan of\b")),
+    Rule("preference", _rx(r"\bplease (?:always |never |don't |do not |stop |keep |avoid |use |no more |prefer |make sure |only )|,\s*please[.!]*$")),
+    Rule("preference", _rx(r"\bi find [\w\s-]{1,40}? (?:painful|annoying|hard|easier|easy|nicer|better|worse|confusing|distracting|unreadable|ugly|noisy|useful|helpful)\b")),
+    Rule("technical_skill", _rx(
+        rf"\b{_I} (?:really |very |quite |pretty |fairly |reasonably |not )?(?:good|great|comfortable|proficient|fluent|"
+        r"experienced|an expert|expert|strong|confident|familiar|new|a beginner|rusty|solid) (?:at|with|in)\b")),
+    Rule("technical_skill", _rx(r"\bi (?:really |pretty |do )?know\b(?! (?:that|if|what|why|how|who|when|whether|it|this)\b)")),
+    Rule("technical_skill", _rx(
+        r"\bi(?:'ve| have) (?:been )?(?:writing|using|coding|programming|working with|done|built|shipped|maintained|taught|used)\b"
+        r".*\b(?:years?|professionally|a lot|extensively|since|companies|jobs)\b")),
+    Rule("technical_skill", _rx(rf"\b{_I} (?:learning|studying|teaching myself)\b|\b(?:\d+|several|many) years of\b")),
+    Rule("technical_skill", _rx(r"\bi (?:mostly |mainly |primarily |usually )?(?:write|code in|program in|develop in|can write|can read)\b"), needs_tech=True),
+    Rule("personal_fact", _rx(r"\bmy name is\b|\bcall me\b|\bi(?:'m| am) called\b|\bi(?:'m| am) \d+ years old\b|\bi speak\b|\bmy native language\b")),
+    Rule("personal_fact", _rx(r"\bi (?:live|grew up|was born|moved|relocated)\b|\bi(?:'m| am) (?:based|located|from)\b")),
+    Rule("personal_fact", _rx(r"\bi (?:work|started|joined|left|lead)\b(?: [\w-]+){0,3}? (?:at|for|as|remotely|from|in)\b")),
+    Rule("personal_fact", _rx(r"\bi(?:'ve| have) been (?:leading|working|managing|running|living)\b")),
+    Rule("personal_fact", _rx(
+        rf"\b{_I} (?:a|an|the) (?:[\w-]+ ){{0,3}}?(?:engineer|developer|dev|scientist|designer|manager|student|teacher|professor|"
+        r"doctor|nurse|researcher|consultant|founder|co-founder|architect|analyst|lead|cto|ceo|freelancer|contractor|intern|"
+        r"admin|administrator|sre|writer|parent|father|mother|dad|mom|programmer|hacker|maintainer)\b")),
+    Rule("personal_fact", _rx(
+        r"\bmy (?:wife|husband|partner|daughter|son|kids?|children|mom|mother|dad|father|brother|sister|dog|cat|family|"
+        r"colleague|coworker|co-worker|manager|boss|team ?lead|friend|birthday|girlfriend|boyfriend|working hours|hours|"
+        r"timezone|time zone|hometown|pronouns|salary|commute|doctor)\b")),
+    Rule("personal_fact", _rx(
+        rf"\b{_I} (?:vegetarian|vegan|allergic|lactose|gluten|diabetic|left-handed|colou?r-?blind|pregnant|retired|married|"
+        r"single|deaf|blind|dyslexic|a morning person|a night owl)\b|\bi have (?:a|an|two|three|\d+) (?:kids?|children|daughters?|sons?|dogs?|cats?)\b")),
+    Rule("personal_fact", _rx(rf"\b{_I} (?:on|running)\b"), needs_tech=True),
+    # --- project ---------------------------------------------------------------------------
+    Rule("dependency", _rx(r"\b(?:depend|depends|depending|rely|relies|relying) on\b|\b(?:pin|pins|pinned|pinning)\b")),
+    Rule("dependency", _rx(r"\b(?:stuck on|locked to|locked at|can't upgrade|cannot upgrade|don't upgrade|do not upgrade|must stay on|have to stay on|stay on)\b")),
+    Rule("dependency", _rx(r"[\w\]]\s*(?:==|>=|<=|~=|!=|\^|<|>)\s*v?\d")),
+    Rule("dependency", _rx(r"\b(?:needs?|requires?|breaks with|incompatible with|compatible with)\b[^,.;]{0,30}?\b\d+(?:\.\d+|\.x)+"), needs_tech=True),
+    Rule("dependency", _rx(r"\b\d+\.x\b|\b(?:library|package|dependency|dependencies|sdk|wheel|wheels)\b"), tier=2),
+    Rule("convention", _rx(r"\b(?:our|the|team|project|code|naming|house) (?:convention|conventions|style guide|guidelines?|rules?|standards?)\b|\bconventions? (?:is|are)\b")),
+    Rule("convention", _rx(r"\b(?:we|they) (?:always|never) (?:name|prefix|suffix|write|put|keep|use|squash|rebase|document|type|format|add|commit)\b")),
+    Rule("convention", _rx(
+        r"^(?:all|every|each|no) [\w-]+(?: [\w-]+)? (?:must|should|shall|are|is|have to|need to|get|gets|go|goes|use|uses|"
+        r"return|returns|live|lives|start|starts|end|ends|follow|follows|have|has)\b")),
+    Rule(_RULE_OR_PREFERENCE, _rx(r"^(?:never|always|don't|do not|avoid|make sure|prefer|use) \w+")),
+    Rule("convention", _rx(
+        r"\b(?:snake_case|camelcase|pascalcase|kebab-case|commit messages?|branch names?|file names?|filenames|pr titles?|"
+        r"class names|function names|variable names|column names|table names|docstrings?|type hints)\b|\b(?:follow|follows|adhere to|stick to|conform to)\b"), tier=2),
+    Rule(_RULE_OR_PREFERENCE, _rx(r"\b(?:indentation|indent|tabs|spaces|line length|trailing commas|semicolons|single quotes|double quotes|dark mode|light mode|theme)\b"), tier=2),
+    Rule("architecture", _rx(
+        r"\b(?:is|are) (?:split|divided|organi[sz]ed|structured|broken up|separated|layered) (?:into|in|as|by)\b|\bconsists? of\b|"
+        r"\bis (?:composed|made up) of\b|\b(?:is|as) a (?:monorepo|monolith|modular monolith)\b|\bmonorepo\b")),
+    Rule("architecture", _rx(
+        r"\b(?:reads? from|writes? (?:[\w-]+ ){0,2}(?:to|into)|talks? to|calls?|publishes (?:\w+ )?to|consumes? from|"
+        r"subscribes? to|pushes (?:\w+ )?to|pulls? from|forwards? to|proxies|sits? (?:behind|in front of)|go(?:es)? through|"
+        r"pass(?:es)? through|go(?:es)? into|flows? (?:from|into|to)|lands?|owns?|exposes?|fronted by|sharded|replicated|"
+        r"source of truth|talks to)\b")),
+    Rule("architecture", _rx(r"\b(?:microservices?|event-driven|hexagonal|cqrs|message bus|bff|layer|gateway|middleware)\b"), tier=2),
+    Rule("tech_stack", _rx(r"\b(?:our|the) (?:tech )?stack\b|\bstack is\b")),
+    Rule("tech_stack", _rx(rf"\b{_TECH_SUBJECT}\s+(?:mainly |mostly |also |now |currently |only |still )?(?:use|uses|are using|is using|used)\b"), needs_tech=True),
+    Rule("tech_stack", _rx(r"\b(?:built|written|implemented|developed|made|making|building|writing) (?:(?:it|this|the [\w-]+) )?(?:with|in|on|using)\b"), needs_tech=True),
+    Rule("tech_stack", _rx(r"\b(?:runs?|running|hosted|deployed|deploys?|served) (?:on|to|in|with|from)\b"), needs_tech=True),
+    Rule("tech_stack", _rx(r"\b(?:orchestrated|managed|powered|served|backed|handled|scheduled) (?:by|with|via|through)\b"), needs_tech=True),
+    Rule("tech_stack", _rx(r"\b(?:we|i) test (?:[\w-]+ ){0,2}(?:with|using|in)\b"), needs_tech=True),
+    Rule(_TOOL_CHOICE, _rx(r"\bi (?:mainly |mostly |also |now |still )?(?:use|am using|'m using)\b"), needs_tech=True),
+    Rule("tech_stack", _rx(r"\b(?:we|we're|we are|our|this project)\b"), tier=2, needs_tech=True),
+)
+
+_FIRST_PERSON = _rx(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b")
+_DEICTIC_START = _rx(r"^(?:the|this|that|these|those|it|it's|there|here|they|he|she|his|her|its|their|you)\b")
+_GLOBAL_SCOPE = _rx(
+    r"\b(?:in|across|for) (?:all|every|any) (?:of )?(?:my |our )?(?:projects?|repos?|repositories|codebases?|work)\b|"
+    r"\beverywhere\b|\bregardless of (?:the )?project\b|\bno matter (?:the|which) project\b"
+)
+
+
+def classify(text: str, has_tech: bool, project_id: str | None) -> str | None:
+    """The category of one clean clause, or None when no rule fires (the clause is not kept)."""
+    best: tuple[int, int, int, str] | None = None  # (tier, position, order, category)
+    for order, rule in enumerate(RULES):
+        if rule.needs_tech and not has_tech:
+            continue
+        match = rule.pattern.search(text)
+        if match is None:
+            continue
+        key = (rule.tier, match.start(), order, rule.category)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        # Domain knowledge: an impersonal general statement ("In the EU, VAT is charged ...").
+        if not _FIRST_PERSON.search(text) and not _DEICTIC_START.match(text) and len(text.split()) >= 7:
+            return "domain_knowledge"
+        return None
+    category = best[3]
+    if category == _RULE_OR_PREFERENCE:
+        return "convention" if project_id else "preference"
+    if category == _TOOL_CHOICE:
+        return "tech_stack" if project_id else "preference"
+    return category
+
+
+# --------------------------------------------------------------------------------------------
+# Entities
+# --------------------------------------------------------------------------------------------
+
+_NON_TECH_TYPES = frozenset({"person", "place", "organization", "thing"})
+
+
+@dataclass(frozen=True)
+class Mention:
+    start: int
+    end: int
+    name: str
+    type: str
+    tech: bool  # a lexicon technology or a named component: may take uses/depends_on/... relations
+
+
+_CALENDAR = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august "
+    "september october november december today tomorrow yesterday".split()
+)
+_NOT_NAMES = frozenset(
+    "i i'm i've i'd i'll ok okay yes no hi hello hey thanks please mr mrs ms dr the a an and or but so also".split()
+)
+_TOKEN = re.compile(r"\S+")
+_EDGE_PUNCT = "\"'`()[]{},.;:!?*“”‘’"
+_PERSON_CUE = _rx(
+    r"\b(?:my (?:colleague|coworker|co-worker|friend|manager|boss|wife|husband|partner|daughter|son|brother|sister|mom|"
+    r"mother|dad|father|teammate|team lead|lead|cto|ceo|mentor)|name is|call me|named|i'm|i am|with|ask|tell)\s+$"
+)
+_ORG_CUE = _rx(r"\b(?:at|for|joined|left)\s+$")
+_PLACE_CUE = _rx(r"\b(?:in|from|near|(?:moved|move|moving|relocated|relocating) to)\s+$")
+_WORK_CONTEXT = _rx(r"\b(?:work|works|working|worked|started|joined|job|employed|leading|engineer|developer|team)\b")
+_BACKTICK = re.compile(r"`([A-Za-z0-9][\w.@/-]{0,60})`")
+_QUOTED_NAME = _rx(r"\b(?:called|named)\s+[\"'“‘]([^\"'”’]{1,60})[\"'”’]")
+
+
+def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
+    def covered(a: int, b: int) -> bool:
+        return any(a < y and x < b for x, y in taken)
+
+    tokens: list[tuple[int, int, str, bool]] = []  # start, end, core, capitalised name token
+    prev_raw = ""
+    for match in _TOKEN.finditer(text):
+        raw = match.group(0)
+        core = raw.strip(_EDGE_PUNCT)
+        if core.endswith(("'s", "'s")):
+            core = core[:-2]
+        offset = match.start() + raw.find(core) if core else match.start()
+        sentence_start = not tokens or prev_raw[-1:] in ".!?:;" or raw[:1] in "\"'(“‘"
+        is_name = (
+            bool(core)
+            and not sentence_start
+            and core[0].isupper()
+            and core.casefold() not in _NOT_NAMES
+            and core.casefold() not in _CALENDAR
+            and re.fullmatch(r"[A-Z][A-Za-z'&-]*", core) is not None
+            and re.fullmatch(r"[A-Z]{2,}s?", core) is None  # acronyms: API, PRs, CET
+            and not covered(offset, offset + len(core))
+        )
+        tokens.append((offset, offset + len(core), core, is_name))
+        prev_raw = raw
+    mentions: list[Mention] = []
+    i = 0
+    while i < len(tokens):
+        if not tokens[i][3]:
+            i += 1
+            continue
+        j = i
+        # Join adjacent capitalised tokens ("Marta Kowalski", "Osteria Nonna") unless punctuation separates them.
+        while j + 1 < len(tokens) and tokens[j + 1][3] and text[tokens[j][1] : tokens[j + 1][0]] == " ":
+            j += 1
+        start, end = tokens[i][0], tokens[j][1]
+        before = text[:start]
+        if _PERSON_CUE.search(before):
+            etype = "person"
+        elif _ORG_CUE.search(before):
+            etype = "organization"
+        elif _PLACE_CUE.search(before):
+            etype = "place"
+        else:
+            etype = "thing"
+        mentions.append(Mention(start, end, text[start:end], etype, tech=False))
+        i = j + 1
+    return mentions
+
+
+def find_mentions(text: str) -> list[Mention]:
+    """Entity mentions in one clause, left to right, one per distinct name."""
+    mentions: list[Mention] = []
+    for start, end, term in find_terms(text):
+        etype = term.type
+        before = text[:start]
+        if etype == "service" and _ORG_CUE.search(before) and _WORK_CONTEXT.search(before):
+            etype = "organization"
+        mentions.append(Mention(start, end, term.canonical, etype, tech=etype not in ("place", "standard")))
+    taken = [(m.start, m.end) for m in mentions]
+    for match in _BACKTICK.finditer(text):
+        if not any(match.start() < y and x < match.end() for x, y in taken):
+            after = text[match.end() : match.end() + 12].casefold()
+            etype = "service" if after.lstrip().startswith(("service", "api", "module", "package", "library")) else "thing"
+            mentions.append(Mention(match.start(1), match.end(1), match.group(1), etype, tech=True))
+            taken.append((match.start(), match.end()))
+    for match in _QUOTED_NAME.finditer(text):
+        if not any(match.start(1) < y and x < match.end(1) for x, y in taken):
+            mentions.append(Mention(match.start(1), match.end(1), match.group(1).strip(), "thing", tech=True))
+            taken.append((match.start(1), match.end(1)))
+    mentions.extend(_proper_names(text, taken))
+    mentions.sort(key=lambda m: m.start)
+    seen: set[str] = set()
+    unique: list[Mention] = []
+    for m in mentions:
+        key = m.name.casefold()
+        if key not in seen and key not in (USER_ENTITY,):
+            seen.add(key)
+            unique.append(m)
+    return unique[:MAX_ENTITIES - 1]  # leave room for the subject entity
+
+
+# --------------------------------------------------------------------------------------------
+# Relations
+# --------------------------------------------------------------------------------------------
+
+# Predicate a technology gets from the fact's category when no explicit cue governs it.
+_DEFAULT_PREDICATE: dict[str, str | None] = {
+    "tech_stack": "uses",
+    "dependency": "depends_on",
+    "technical_skill": "knows",
+    "decision": "decided",
+    "task_context": "works_on",
+    "preference": "prefers",
+    "workflow": "uses",
+    "architecture": "uses",
+    "convention": "uses",
+    "procedure": "uses",
+    "personal_fact": "uses",
+    "interaction": None,
+    "domain_knowledge": None,
+}
+# Explicit cues, checked in the text between the previous mention and this one.
+_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("is_named", _rx(r"\b(?:my name is|call me|i'm called|i am called)\b")),
+    ("works_at", _rx(r"\b(?:work|works|working|worked|started|joined|employed|leading|lead|engineer|scientist|developer|manager|intern)\b(?:\s+[\w-]+){0,4}?\s+(?:at|for)\b")),
+    ("lives_in", _rx(r"\b(?:live|lives|living|based|located|moved|relocated|grew up|born)\b(?:\s+[\w-]+){0,2}?\s+(?:in|to|from)\b|\bremotely from\b")),
+    ("dislikes", _rx(r"\b(?:hate|hates|dislike|dislikes|can't stand|cannot stand|don't like|do not like|not a fan of|avoid|avoids)\b")),
+    ("prefers", _rx(r"\b(?:prefer|prefers|preferred|like|likes|love|loves|enjoy|enjoys|rather|favou?rite)\b")),
+    ("depends_on", _rx(r"\b(?:depend|depends|rely|relies|pin|pins|pinned|stuck on|locked to|stay on|needs?|requires?)\b")),
+    ("switched_to", _rx(r"\b(?:switch|switched|switching|migrate|migrated|migrating|move|moved|moving|port|ported|porting|upgrade|upgraded)\b[^,;.]*?\bto\b|\breplac\w*\b[^,;.]*?\b(?:with|by)\b")),
+    ("decided", _rx(r"\b(?:decided|chose|choose|picked|went with|go with|going with|opted for|settled on|agreed on)\b")),
+    ("deploys_to", _rx(r"\b(?:deploy|deploys|deployed|deploying|hosted|host|hosts|publish|publishes|published)\s+(?:[\w-]+\s+){0,2}?(?:to|on)\b")),
+    ("tests_with", _rx(r"\b(?:test|tests|tested|testing)\s+(?:[\w-]+\s+){0,2}?(?:with|using)\b")),
+)
+_PERSONAL_PREDICATES = frozenset({"is_named", "works_at", "lives_in", "prefers", "dislikes", "knows"})
+_BLOCKER = _rx(r"\b(?:from|over|instead of|rather than|than|not|never|no|without|off)\b")
+_COORDINATION = re.compile(r"^(?:\s*v?[\d.x*]*\s*(?:[<>=~!^]=?\s*v?[\d.x*]+)?\s*(?:,|and|or|plus|&|/)\s*)+$", re.IGNORECASE)
+_PREFERRED_OVER = _rx(r"^\s*(?:v?\d[\w.]*\s*)?(?:over|rather than|instead of|to)\b")
+_REPLACED = _rx(
+    r"\breplac(?:e|ed|es|ing)\s+(?P<old>.+?)\s+(?:with|by)\s+|"
+    r"\b(?:switch|switched|switching|migrat\w+|mov(?:e|ed|ing)|port\w*)\s+(?:[\w-]+\s+){0,3}?from\s+(?P<old2>.+?)\s+to\s+"
+)
+_SINGULAR = _rx(r"\b(?:i|i'm|i've|i'd|i'll|me|my|myself)\b")
+_PLURAL = _rx(r"\b(?:we|we're|we've|we'd|we'll|us|our|this project|this repo|the team)\b")
+_PROJECT_GROUP = frozenset(name for name, info in CATEGORIES.items() if info.group == "project")
+
+
+def _subject(text: str, category: str, project_id: str | None) -> str | None:
+    plural, singular = _PLURAL.search(text), _SINGULAR.search(text)
+    project = project_id or PROJECT_ENTITY
+    if plural and (not singular or plural.start() < singular.start()):
+        return project
+    if singular:
+        return USER_ENTITY
+    if category in _PROJECT_GROUP:
+        return project
+    return None
+
+
+def find_relations(text: str, category: str, mentions: list[Mention], project_id: str | None) -> list[ExtractedRelation]:
+    subject = _subject(text, category, project_id)
+    relations: list[ExtractedRelation] = []
+
+    def add(subj: str, predicate: str, obj: str) -> None:
+        if subj.casefold() != obj.casefold() and len(relations) < MAX_RELATIONS:
+            relation = ExtractedRelation(subject=subj, predicate=predicate, object=obj, fact=text[:1000])
+            if relation not in relations:
+                relations.append(relation)
+
+    carried: str | None = None
+    prev_end = 0
+    for index, mention in enumerate(mentions):
+        gap = text[prev_end : mention.start]
+        cue_end, predicate = -1, None
+        for name, pattern in _CUES:
+            for match in pattern.finditer(text, 0, mention.start):
+                if prev_end < match.end() <= mention.start and match.end() > cue_end:
+                    cue_end, predicate = match.end(), name
+        if predicate is None and index > 0 and _COORDINATION.match(gap):
+            predicate = carried
+        blocked = bool(_BLOCKER.search(text[max(cue_end, prev_end) : mention.start]))
+        prev_end = mention.end
+        if predicate is None:
+            predicate = _DEFAULT_PREDICATE[category]
+        carried = predicate
+        if blocked or predicate is None or subject is None:
+            carried = None if blocked else carried
+            continue
+        personal = predicate in _PERSONAL_PREDICATES
+        if personal and subject != USER_ENTITY:
+            continue
+        if predicate == "is_named" and mention.type != "person":
+            continue
+        if predicate == "works_at" and mention.type not in ("organization", "service", "thing"):
+            continue
+        if predicate == "lives_in" and mention.type not in ("place", "thing"):
+            continue
+        if predicate not in ("is_named", "works_at", "lives_in") and not mention.tech:
+            continue
+        if predicate == "prefers" and _PREFERRED_OVER.match(text[mention.end :]):
+            predicate = "prefers_over"
+        add(subject, predicate, mention.name)
+
+    # "replaced X with Y" / "switched from X to Y": X replaced_by Y.
+    for match in _REPLACED.finditer(text):
+        group = "old" if match.group("old") is not None else "old2"
+        old = [m for m in mentions if match.start(group) <= m.start and m.end <= match.end(group) and m.tech]
+        new = [m for m in mentions if m.start >= match.end() and m.tech][:1]
+        for o in old:
+            for n in new:
+                add(o.name, "replaced_by", n.name)
+    return relations
+
+
+# --------------------------------------------------------------------------------------------
+# Dates
+# --------------------------------------------------------------------------------------------
+
+_MONTHS = {
+    name: index
+    for index, names in enumerate(
+        [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
+         ("jul", "july"), ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"),
+         ("dec", "december")],
+        start=1,
+    )
+    for name in names
+}
+_MONTH = r"(?P<month>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_DATE_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>\d\d)-(?P<day>\d\d)\b"),
+    _rx(rf"\b{_MONTH}\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<year>(?:19|20)\d\d)\b"),
+    _rx(rf"\b(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\s+(?P<year>(?:19|20)\d\d)\b"),
+    _rx(rf"\b{_MONTH}\s+(?:of\s+)?(?P<year>(?:19|20)\d\d)\b"),
+    _rx(r"\b(?:in|since|from|as of|starting|until|during|early|late|mid-?)\s+(?P<year>(?:19|20)\d\d)\b"),
+)
+
+
+def find_date(text: str) -> str | None:
+    """An explicit date in the clause as an ISO date; a month or a year gives its first day."""
+    for pattern in _DATE_PATTERNS:
+        for match in pattern.finditer(text):
+            groups = match.groupdict()
+            month = int(groups["mnum"]) if groups.get("mnum") else _MONTHS.get((groups.get("month") or "jan").casefold().rstrip("."), 1)
+            day = int(groups["day"]) if groups.get("day") else 1
+            try:
+                return date(int(groups["year"]), month, day).isoformat()
+            except ValueError:
+                continue
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The extractor
+# --------------------------------------------------------------------------------------------
+
+
+class OfflineExtractor:
+    """Rule-based extractor behind the Extractor Protocol: deterministic, no I/O, no model."""
+
+    name = "offline"
+
+    def __init__(self, max_facts: int = 64) -> None:
+        self.max_facts = max_facts
+
+    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult:
+        return ExtractionResult(facts=self.extract_sync(messages, project_id), extractor=self.name, usage=TokenUsage())
+
+    def extract_sync(self, messages: list[Message], project_id: str | None = None) -> list[ExtractedFact]:
+        facts: list[ExtractedFact] = []
+        seen: set[str] = set()
+        for message in messages:
+            if message.role != "user":
+                continue
+            for sentence in split_sentences(message.content):
+                for clause in split_clauses(sentence):
+                    fact = self.fact_of(clean_clause(clause), project_id)
+                    if fact is None:
+                        continue
+                    key = " ".join(fact.content.split()).casefold().rstrip(".!")
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    facts.append(fact)
+                    if len(facts) >= self.max_facts:
+                        return facts
+        return facts
+
+    @staticmethod
+    def fact_of(text: str, project_id: str | None) -> ExtractedFact | None:
+        """The fact one clean clause states, or None when it states none."""
+        if is_noise(text):
+            return None
+        mentions = find_mentions(text)
+        category = classify(text, any(m.tech and m.type not in _NON_TECH_TYPES for m in mentions), project_id)
+        if category is None:
+            return None
+        relations = find_relations(text, category, mentions, project_id)
+        entities = [ExtractedEntity(name=m.name, type=m.type) for m in mentions]
+        subjects = {r.subject for r in relations} - {m.name for m in mentions}
+        for subject in sorted(subjects):
+            entities.append(ExtractedEntity(name=subject, type="person" if subject == USER_ENTITY else "project"))
+        return ExtractedFact(
+            content=text[:2000],
+            category=category,
+            scope=Scope.GLOBAL if _GLOBAL_SCOPE.search(text) else None,
+            entities=entities[:MAX_ENTITIES],
+            relations=relations,
+            valid_at=find_date(text),
+        )

@@ -1,0 +1,142 @@
+"""The real worker and the real google-genai client against a local fake of the Gemini API:
+extraction and embeddings by Gemini, fallback model after repeated 503s, malformed output."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.deps import Deps
+from service.stores.vector import MemoryFilter
+from tests.conftest import unique
+from tests.fakes import FakeGemini
+from tests.integration.conftest import running_app, wait_task
+
+PRIMARY, FALLBACK = "gemini-3-flash-preview", "gemini-2.5-flash"
+
+FACTS = {
+    "facts": [
+        {
+            "content": "The user prefers Neovim over VS Code.",
+            "category": "preference",
+            "scope": "global",
+            "entities": [{"name": "user", "type": "person"}, {"name": "Neovim", "type": "tool"}],
+            "relations": [{"subject": "user", "predicate": "prefers", "object": "Neovim",
+                           "fact": "The user prefers Neovim over VS Code."}],
+            "valid_at": None,
+        },
+        {
+            "content": "The billing service uses PostgreSQL 16.",
+            "category": "tech_stack",
+            "scope": "project",
+            "entities": [{"name": "billing service", "type": "project"}, {"name": "PostgreSQL", "type": "database"}],
+            "relations": [{"subject": "billing service", "predicate": "uses", "object": "PostgreSQL",
+                           "fact": "The billing service uses PostgreSQL 16."}],
+            "valid_at": "2026-03-01",
+        },
+        {"content": "Gossip about a colleague.", "category": "gossip", "scope": "global", "entities": [],
+         "relations": []},
+    ]
+}
+
+MESSAGES = [
+    {"role": "user", "content": "I really prefer Neovim over VS Code."},
+    {"role": "assistant", "content": "Got it."},
+    {"role": "user", "content": "Since March the billing service runs on PostgreSQL 16."},
+]
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeGemini]:
+    with FakeGemini() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def gemini_stack(
+    fake: FakeGemini, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
+    async with running_app(
+        tmp_path_factory.mktemp("gemini"),
+        google_api_key="test-key",
+        gemini_base_url=fake.base_url,
+        embedder="gemini",
+        gemini_embedding_dim=64,
+    ) as pair:
+        yield pair
+
+
+async def _run(client: httpx.AsyncClient, user: str) -> dict[str, object]:
+    resp = await client.post("/v1/memories", json={"messages": MESSAGES, "user_id": user, "project_id": "billing"})
+    assert resp.status_code == 202, resp.text
+    return await wait_task(client, resp.json()["task_id"], timeout=60)
+
+
+async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.AsyncClient, Deps],
+                                                      fake: FakeGemini) -> None:
+    client, deps = gemini_stack
+    fake.reset()
+    fake.respond_with(FACTS)
+    fake.usage = (120, 30)
+    user = unique("gem")
+    done = await _run(client, user)
+    assert done["status"] == "completed", done
+    result = done["result"]
+    assert isinstance(result, dict)
+    assert result["extractor"] == PRIMARY
+    assert result["dropped"] == 1  # the unknown category is dropped, never stored
+    assert result["usage"]["prompt_tokens"] == 120 and result["usage"]["calls"] == 1
+    cats = {m["category"]: m for m in result["memories"]}
+    assert set(cats) == {"preference", "tech_stack"}
+    assert cats["tech_stack"]["scope"] == "project" and cats["tech_stack"]["project_id"] == "billing"
+
+    # the prompt carried the user's words; embeddings came from Gemini too
+    [call] = fake.calls("generateContent")
+    assert "Neovim" in call.prompt
+    assert fake.models("batchEmbedContents")
+    assert deps.embedder.name == "gemini:gemini-embedding-001:64"
+
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 2
+    assert await deps.graph.count_memories(user) == 2
+    rels = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
+    assert ("user", "prefers", "Neovim") in rels
+    assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01"
+
+    health = (await client.get("/health")).json()
+    assert health["extractor"] == "gemini"
+
+    search = await client.post("/v1/search", json={"query": "The user prefers Neovim over VS Code.", "user_id": user})
+    assert search.json()["results"][0]["content"] == "The user prefers Neovim over VS Code."
+
+
+async def test_fallback_model_after_repeated_503(gemini_stack: tuple[httpx.AsyncClient, Deps],
+                                                 fake: FakeGemini) -> None:
+    client, _ = gemini_stack
+    fake.reset()
+    fake.respond_with(FACTS)
+    fake.script(PRIMARY, [503, 503, 503, 503])
+    done = await _run(client, unique("fallback"))
+    assert done["status"] == "completed", done
+    assert done["result"]["extractor"] == FALLBACK  # type: ignore[index]
+    assert fake.models("generateContent") == [PRIMARY] * 4 + [FALLBACK]
+
+
+async def test_malformed_output_is_retried_then_reported(gemini_stack: tuple[httpx.AsyncClient, Deps],
+                                                         fake: FakeGemini) -> None:
+    client, _ = gemini_stack
+    fake.reset()
+    fake.respond_with(FACTS)
+    fake.script(PRIMARY, ["malformed"])
+    recovered = await _run(client, unique("malformed1"))
+    assert recovered["status"] == "completed"
+    assert len(recovered["result"]["memories"]) == 2  # type: ignore[index]
+
+    fake.reset()
+    fake.script(PRIMARY, ["malformed"] * 10)
+    fake.script(FALLBACK, ["malformed"] * 10)
+    failed = await _run(client, unique("malformed2"))
+    assert failed["status"] == "failed"
+    assert "json" in str(failed["error"]).lower()
