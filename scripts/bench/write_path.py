@@ -1,0 +1,241 @@
+"""Write-path benchmark: accept latency of POST /v1/memories/raw, worker throughput, raw embedder throughput.
+
+Targets a running stack by URL and starts nothing. Figures are printed side by side from one run:
+
+    .venv/bin/python scripts/bench/write_path.py --url http://127.0.0.1:8199 -n 500 -c 16 [--embedder local|hash]
+
+Exit status: 0 when every request was accepted and every task completed, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import structlog
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+
+CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
+TEMPLATES = (
+    "Prefers {x} for {y}",
+    "Works mostly with {x} when doing {y}",
+    "Knows {x} well and uses it for {y}",
+    "Learned that {x} is the usual choice for {y}",
+    "Dislikes using anything but {x} for {y}",
+)
+XS = ("Python", "Rust", "PostgreSQL", "Redis", "tabs", "4-space indentation", "pytest", "vim", "Docker", "type hints")
+YS = ("data pipelines", "web APIs", "code review", "side projects", "shell scripts", "CI jobs", "prototyping")
+POLL_INTERVAL = 0.2
+
+
+@dataclass
+class Run:
+    latencies_ms: list[float] = field(default_factory=list)
+    task_ids: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    first_accept: float | None = None
+    last_done: float | None = None
+    completed: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def make_texts(n: int, run_tag: str) -> list[str]:
+    return [
+        TEMPLATES[i % len(TEMPLATES)].format(x=XS[i % len(XS)], y=YS[(i // len(XS)) % len(YS)])
+        + f" (run {run_tag} #{i})"
+        for i in range(n)
+    ]
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile; 0.0 for an empty list."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+async def submit(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, body: dict[str, str]) -> None:
+    async with sem:
+        t0 = time.perf_counter()
+        try:
+            resp = await client.post("/v1/memories/raw", json=body)
+        except httpx.HTTPError as exc:
+            run.errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        t1 = time.perf_counter()
+    if resp.status_code != 202:
+        run.errors.append(f"HTTP {resp.status_code}: {resp.text[:200]}")
+        return
+    run.latencies_ms.append((t1 - t0) * 1000)
+    run.first_accept = t1 if run.first_accept is None else min(run.first_accept, t1)
+    run.task_ids.append(resp.json()["task_id"])
+
+
+async def poll_once(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, task_id: str) -> bool:
+    """True when the task reached a final state (or is unknown); transient errors are retried next round."""
+    async with sem:
+        try:
+            resp = await client.get(f"/v1/memories/status/{task_id}")
+        except httpx.HTTPError:
+            return False
+    if resp.status_code == 404:
+        run.failed += 1
+        run.failures.append(f"{task_id}: unknown or expired (404)")
+        return True
+    if resp.status_code != 200:
+        return False
+    data = resp.json()
+    if data["status"] not in ("completed", "failed"):
+        return False
+    run.last_done = time.perf_counter()
+    if data["status"] == "completed":
+        run.completed += 1
+    else:
+        run.failed += 1
+        run.failures.append(f"{task_id}: {data.get('error')}")
+    return True
+
+
+async def wait_all(
+    client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, window: int, limit_s: float
+) -> list[str]:
+    """Poll pending tasks every POLL_INTERVAL until none is left or `limit_s` passes; returns the pending.
+
+    Tasks finish roughly in submission order, so each round walks the pending list in windows of
+    `window` tasks and stops at the first window where nothing finished: the status polls stay light
+    (the embedded worker shares the API's event loop) yet catch up quickly after a burst.
+    """
+    pending = list(run.task_ids)
+    deadline = time.monotonic() + limit_s
+    for _ in range(int(limit_s / POLL_INTERVAL) + 1):
+        if not pending or time.monotonic() >= deadline:
+            break
+        still: list[str] = []
+        for start in range(0, len(pending), window):
+            chunk = pending[start : start + window]
+            done = await asyncio.gather(*(poll_once(client, sem, run, t) for t in chunk))
+            still += [t for t, d in zip(chunk, done, strict=True) if not d]
+            if not any(done):
+                still += pending[start + window :]
+                break
+        pending = still
+        if pending:
+            await asyncio.sleep(POLL_INTERVAL)
+    return pending
+
+
+async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[str, float]:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep model-loading chatter out of the figures
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    from service.ai.embeddings import HashEmbedder, LocalEmbedder
+
+    embedder: HashEmbedder | LocalEmbedder = LocalEmbedder(batch_size=batch) if kind == "local" else HashEmbedder()
+    await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        await embedder.embed(texts[i : i + batch])
+    return embedder.name, len(texts) / max(time.perf_counter() - t0, 1e-9)
+
+
+async def main(args: argparse.Namespace) -> int:
+    run_tag = uuid.uuid4().hex[:8]
+    user_id = args.user_id or f"bench-{run_tag}"
+    texts = make_texts(args.n, run_tag)
+    run = Run()
+    sem = asyncio.Semaphore(args.c)
+    limits = httpx.Limits(max_connections=args.c, max_keepalive_connections=args.c)
+    async with httpx.AsyncClient(base_url=args.url, timeout=30.0, limits=limits) as client:
+        try:
+            health = await client.get("/health")
+        except httpx.HTTPError as exc:
+            print(f"error: {args.url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
+            return 1
+        if health.status_code != 200:
+            print(f"error: {args.url}/health answered {health.status_code}: {health.text[:300]}")
+            return 1
+        print(f"target {args.url}  user_id={user_id}  n={args.n}  c={args.c}  health={health.json().get('checks')}")
+
+        t0 = time.perf_counter()
+        bodies = [
+            {"content": t, "user_id": user_id, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)
+        ]
+        await asyncio.gather(*(submit(client, sem, run, b) for b in bodies))
+        accept_wall = time.perf_counter() - t0
+        lat = run.latencies_ms
+        accepted_per_s = len(lat) / accept_wall if accept_wall > 0 else 0.0
+        print(
+            f"accept: {len(lat)}/{args.n} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
+            f"p50={pct(lat, 50):.1f} p95={pct(lat, 95):.1f} p99={pct(lat, 99):.1f} max={pct(lat, 100):.1f} ms"
+        )
+        for err in run.errors[:5]:
+            print(f"  request error: {err}")
+
+        pending = await wait_all(client, sem, run, args.c, args.timeout)
+    done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
+    worker_rate = run.completed / done_s if done_s > 0 else 0.0
+    print(
+        f"tasks: completed={run.completed} failed={run.failed} timed_out={len(pending)}  "
+        f"first accept -> last completion {done_s:.2f}s = {worker_rate:.1f} memories/s"
+    )
+    for failure in run.failures[:5]:
+        print(f"  task failed: {failure}")
+
+    emb_name, emb_rate = await embedder_rate(args.embedder, texts)
+    ratio = worker_rate / emb_rate if emb_rate > 0 else 0.0
+    print(f"embedder {emb_name}: {emb_rate:.1f} texts/s (batches of 64, in-process)")
+
+    summary = {
+        "requests": args.n,
+        "concurrency": args.c,
+        "accepted": len(lat),
+        "request_errors": len(run.errors),
+        "accept_p50_ms": f"{pct(lat, 50):.1f}",
+        "accept_p95_ms": f"{pct(lat, 95):.1f}",
+        "accept_p99_ms": f"{pct(lat, 99):.1f}",
+        "accept_max_ms": f"{pct(lat, 100):.1f}",
+        "accepted_per_s": f"{accepted_per_s:.1f}",
+        "completed": run.completed,
+        "failed": run.failed,
+        "timed_out": len(pending),
+        "completion_s": f"{done_s:.2f}",
+        "worker_memories_per_s": f"{worker_rate:.1f}",
+        "embedder": emb_name,
+        "embedder_texts_per_s": f"{emb_rate:.1f}",
+        "worker_to_embedder_ratio": f"{ratio:.3f}",
+    }
+    print("\n--- summary ---")
+    for key, value in summary.items():
+        print(f"{key}: {value}")
+    return 1 if run.errors or run.failed or pending else 0
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default="http://127.0.0.1:8199", help="base URL of a running service")
+    p.add_argument("-n", type=int, default=500, help="number of memories to write")
+    p.add_argument("-c", type=int, default=16, help="concurrent clients")
+    p.add_argument("--embedder", choices=("local", "hash"), default="local", help="embedder for the in-process figure")
+    p.add_argument("--user-id", default=None, help="user id to write under (default: bench-<random>)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for all tasks to finish")
+    args = p.parse_args()
+    if args.n < 1 or args.c < 1 or args.timeout <= 0:
+        p.error("-n and -c must be >= 1 and --timeout > 0")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
