@@ -13,6 +13,18 @@ import structlog
 from service.settings import Settings
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record is emitted (not when configured)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def configure_logging(settings: Settings) -> None:
     fmt = settings.log_format
     if fmt == "auto":
@@ -34,7 +46,7 @@ def configure_logging(settings: Settings) -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,

@@ -41,7 +41,9 @@ class Settings(BaseSettings):
     arq_queue_name: str = "neuralscape:queue"
     arq_max_retries: int = Field(default=3, ge=1, le=20)
     arq_job_timeout: int = Field(default=300, ge=1)
-    arq_max_jobs: int = Field(default=4, ge=1, le=64)
+    arq_max_jobs: int = Field(default=16, ge=1, le=256)
+    # How often an idle worker looks for jobs; ARQ's 0.5 s default caps a worker at max_jobs/0.5 jobs/s.
+    arq_poll_delay_seconds: float = Field(default=0.05, gt=0, le=5)
     task_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
     idempotency_window_seconds: int = Field(default=600, ge=0)
 

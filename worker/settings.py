@@ -17,6 +17,7 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "redis_settings": redis_settings(settings),
         "queue_name": settings.arq_queue_name,
         "max_jobs": settings.arq_max_jobs,
+        "poll_delay": settings.arq_poll_delay_seconds,
         "job_timeout": settings.arq_job_timeout,
         "max_tries": settings.arq_max_retries,
         # Our status records live in mem:task:*; ARQ's own result is not needed for long.

@@ -4,7 +4,6 @@ extraction and embeddings by Gemini, fallback model after repeated 503s, malform
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
