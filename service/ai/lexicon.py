@@ -1,10 +1,11 @@
 """Technology lexicon for the offline extractor: canonical names, aliases and entity types.
 
-One entry per line: ``Canonical | alias | alias``. Matching is case-insensitive, except for names
-marked with a leading ``!`` — those are ordinary English words too ("Go", "Rust", "Spark",
-"Vault"), so they only match with the exact casing written here. The canonical name is always
-an alias of itself. Too-generic words (HTTP, API, JSON, REST, cloud, database) are left out on
-purpose: as graph entities they would connect everything to everything.
+One entry per line: ``Canonical | alias | alias``; lines starting with ``#`` are comments.
+Matching is case-insensitive, except for names marked with a leading ``!``: those are ordinary
+English words too ("Go", "Rust", "Spark", "Vault", "Notion"), so they only match with the exact
+casing written here. The canonical name is always an alias of itself. Too-generic words (HTTP,
+API, JSON, REST, cloud, database) are left out on purpose: as graph entities they would connect
+everything to everything.
 
 To add a name: put it under its type, keep the canonical casing the vendor uses, and add the
 spellings people actually type (``Postgres``, ``k8s``, ``torch``).
@@ -65,6 +66,7 @@ _ENTRIES: dict[str, str] = {
         WebAssembly | Wasm
         Jinja | Jinja2
         Protobuf | Protocol Buffers
+        GDScript
     """,
     "framework": """
         FastAPI
@@ -106,6 +108,7 @@ _ENTRIES: dict[str, str] = {
         ASP.NET | ASP.NET Core
         .NET | dotnet
         !Gin
+        !chi | go-chi
         !Echo
         !Fiber
         Actix | actix-web
@@ -157,6 +160,12 @@ _ENTRIES: dict[str, str] = {
         Docusaurus
         !Hugo
         Jekyll
+        !Unity
+        Unreal Engine | Unreal | UE5
+        Godot
+        Bevy
+        Pygame
+        Phaser
     """,
     "library": """
         pandas
@@ -395,6 +404,9 @@ _ENTRIES: dict[str, str] = {
         Postman
         !Insomnia
         curl
+        certbot | Let's Encrypt
+        OpenSSL
+        OpenSSH | SSH
         jq
         ngrok
         Jupyter | JupyterLab | Jupyter Notebook
@@ -411,6 +423,31 @@ _ENTRIES: dict[str, str] = {
         Semantic Versioning | SemVer
         GitFlow | Git Flow
         trunk-based development
+        # End-user apps people mention as part of how they work.
+        !Obsidian
+        Todoist
+        Evernote
+        Google Calendar
+        Google Docs
+        Google Sheets
+        Google Drive
+        Gmail
+        Outlook
+        Excel
+        !Word | Microsoft Word
+        Miro
+        Airtable
+        Things 3
+        Logseq
+        Roam Research
+        1Password
+        Bitwarden
+        Raycast
+        !Alfred
+        Spotify
+        WhatsApp
+        Telegram
+        !Signal
     """,
     "service": """
         GitHub
@@ -460,6 +497,8 @@ _ENTRIES: dict[str, str] = {
         Salesforce
         HubSpot
         Zapier
+        !Steam
+        itch.io
     """,
     "cloud": """
         AWS | Amazon Web Services
@@ -546,6 +585,8 @@ def _parse() -> tuple[dict[str, Term], dict[str, Term]]:
     sensitive: dict[str, Term] = {}
     for etype, block in _ENTRIES.items():
         for raw in block.strip().splitlines():
+            if raw.strip().startswith("#"):
+                continue
             names = [n.strip() for n in raw.split("|") if n.strip()]
             canonical = names[0].lstrip("!")
             term = Term(canonical, etype)

@@ -27,13 +27,14 @@ from service.ai.extraction import (
     Message,
     TokenUsage,
 )
-from service.ai.lexicon import find_terms
+from service.ai.lexicon import find_terms, lookup
 from service.domain import CATEGORIES, Scope
 
 MAX_SENTENCE_CHARS = 500  # longer "sentences" are pasted text or code, not a statement
 MIN_WORDS = 3
 MAX_ENTITIES = 32
 MAX_RELATIONS = 32
+MAX_NAME_TOKENS = 4  # "Osteria Nonna", "Marta Kowalski"; a longer capitalised run is a title, not a name
 USER_ENTITY = "user"
 PROJECT_ENTITY = "project"  # relation subject for "we use X" when no project_id is given
 
@@ -47,11 +48,15 @@ def _rx(pattern: str) -> re.Pattern[str]:
 # --------------------------------------------------------------------------------------------
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_BULLET = re.compile(r"^\s*[-*•]\s+")
+_NUMBERED = re.compile(r"^\s*(?:\d{1,2}[.)]|step \d{1,2}:?)\s+", re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "approx", "incl", "fig", "no"})
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "approx", "incl", "fig"})
 # Only independent clauses with their own first-person subject are split off.
-_CLAUSE_SPLIT = _rx(r",?\s+and\s+(?=(?:i|i'm|i've|i'd|we|we're|we've|we'd|my|our)\b)")
+_CLAUSE_SPLIT = _rx(
+    r",?\s+(?:and|but)\s+(?:now\s+|then\s+|also\s+)?(?=(?:i|i'm|i've|i'd|we|we're|we've|we'd|my|our)\b)|"
+    r",\s+so\s+(?=(?:please|don't|do not|never|always|keep|avoid|use|make sure|stick to|i|i'm|we|we're)\b)"
+)
 
 _FILLER_WORDS = (
     r"ok(?:ay)?|yes|yeah|yep|yup|no|nope|right|so|well|sure|great|cool|nice|perfect|exactly|"
@@ -75,17 +80,37 @@ _GREETING = _rx(
 # A bare request to the assistant ("Fix the typo", "Book a table") is a task for the turn, not a fact.
 _REQUEST_VERB = _rx(
     r"^(?:please\s+)?(?:fix|book|write|rewrite|summari[sz]e|explain|show|give|tell|create|add|remove|delete|"
-    r"update|check|look|start|make|remind|send|find|help|generate|refactor|implement|translate|open|schedule|"
-    r"call|email|let|go|try|continue|proceed|see|read|review|list|draft|change|rename|move|print)\b"
+    r"update|check|look|start|make(?! sure)|remind|send|find|help|generate|refactor|implement|translate|open|"
+    r"schedule|call|email|let(?!'s| us)|go ahead|try|continue|proceed|see|read|review|list|draft|change|rename|"
+    r"move|print)\b"
 )
+_ANAPHORA = _rx(r"\b(?:it|this|that|them|those|these)\b")
 _SEQUENCE = _rx(r"\bfirst\b.*\bthen\b|,\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of one turn: code fences removed, one line per bullet, abbreviations respected."""
+    """Sentences of one turn: code fences removed, one line per bullet, abbreviations respected.
+
+    A numbered list of two or more items is kept together as one sentence, with the line that
+    introduces it ("Here's how we cut a hotfix:"), items joined by "; " — the steps of one procedure.
+    """
     out: list[str] = []
-    for line in _FENCE.sub(" ", text).splitlines():
-        line = _BULLET.sub("", line).strip()
+    steps: list[str] = []
+
+    def flush_steps() -> None:
+        if len(steps) >= 2:
+            header = out.pop() if out and out[-1].endswith(":") else ""
+            out.append(f"{header} {'; '.join(steps)}".strip())
+        else:
+            out.extend(steps)
+        steps.clear()
+
+    for raw in _FENCE.sub(" ", text).splitlines():
+        if _NUMBERED.match(raw):
+            steps.append(_NUMBERED.sub("", raw).strip().rstrip(";."))
+            continue
+        flush_steps()
+        line = _BULLET.sub("", raw).strip()
         start = 0
         for match in _BOUNDARY.finditer(line):
             words = line[start : match.start()].split()
@@ -95,6 +120,7 @@ def split_sentences(text: str) -> list[str]:
             start = match.end()
         if line[start:].strip():
             out.append(line[start:].strip())
+    flush_steps()
     return out
 
 
@@ -103,28 +129,32 @@ def split_clauses(sentence: str) -> list[str]:
     merged: list[str] = []
     for part in parts:
         if merged and len(part.split()) < MIN_WORDS:
-            merged[-1] = f"{merged[-1]} and {part}"
+            merged[-1] = f"{merged[-1]}, {part}"
         elif part:
             merged.append(part)
     return merged
 
 
 def clean_clause(clause: str) -> str:
-    text = " ".join(clause.replace("’", "'").replace("‘", "'").split())
+    text = " ".join(clause.replace("\u2019", "'").replace("\u2018", "'").split())  # curly apostrophes
     for _ in range(3):
         stripped = _META_PREFIX.sub("", _LEADING_FILLER.sub("", text)).strip()
         if stripped == text:
             break
         text = stripped
-    if text and text[0].islower() and not text.startswith(("iOS", "iTerm", "npm", "uv ", "dbt", "pnpm", "kubectl")):
+    first = text.split(maxsplit=1)[0] if text else ""
+    if first[:1].islower() and lookup(first.rstrip(",.:;")) is None:  # keep "npm", "iOS", "dbt" as written
         text = text[0].upper() + text[1:]
     return text
 
 
 def is_noise(text: str) -> bool:
     """Questions, greetings, thanks, bare requests and fragments carry no fact."""
-    if len(text.split()) < MIN_WORDS or len(text) > MAX_SENTENCE_CHARS:
+    words = text.split()
+    if len(words) < MIN_WORDS or len(text) > MAX_SENTENCE_CHARS:
         return True
+    if len(words) <= 4 and _ANAPHORA.search(text):
+        return True  # "Don't upgrade it." means nothing without the sentence it was split from
     if text.rstrip().endswith("?") or _QUESTION_START.match(text) or _GREETING.match(text):
         return True
     return bool(_REQUEST_VERB.match(text) and not _SEQUENCE.search(text))
@@ -148,114 +178,365 @@ class Rule:
     needs_tech: bool = False  # fires only when the clause names a lexicon technology
 
 
+def _rule(category: str, *alternatives: str, tier: int = 1, needs_tech: bool = False) -> Rule:
+    """A rule whose pattern is any of ``alternatives`` (each a regex), matched case-insensitively."""
+    return Rule(category, _rx("|".join(f"(?:{a})" for a in alternatives)), tier, needs_tech)
+
+
 _I = r"i(?:'m| am)"
 _WE = r"(?:we|we're|we are|we've|we have|the team|our team)"
 _TECH_SUBJECT = r"(?:we|this project|the project|this repo|the repo|the app|it|they|our [\w-]+|the [\w-]+)"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_ROLE = (
+    r"(?:engineer|developer|dev|scientist|designer|manager|student|teacher|professor|doctor|nurse|"
+    r"researcher|consultant|"
+    r"founder|co-founder|architect|analyst|lead|cto|ceo|freelancer|contractor|intern|admin|administrator|sre|writer|"
+    r"parent|father|mother|dad|mom|programmer|hacker|maintainer)"
+)
+_NUMBER_WORD = r"(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|many|several|a few)"
 
-# Ordered: on a tie (two rules matching at the same position) the earlier rule wins.
+# Ordered: among rules of the same tier, the earliest match in the clause wins, then the earlier rule.
 RULES: tuple[Rule, ...] = (
-    # --- procedural -----------------------------------------------------------------------
-    Rule("workflow", _rx(r"\b(?:my|our) (?:usual |normal |typical |daily |standard |own )?(?:workflow|routine|habit|process)\b")),
-    Rule("workflow", _rx(r"\bi (?:usually|always|normally|typically|generally|tend to|often|regularly)\b(?! (?:use|prefer|like|love|want|avoid|hate)\b)")),
-    Rule("workflow", _rx(r"\b(?:when(?:ever)?|every time|each time|before|after) i\b")),
-    Rule("workflow", _rx(r"\bevery (?:other )?(?:morning|day|evening|night|week|sprint|month|release|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")),
-    Rule("workflow", _rx(r"\b(?:sprints?|stand-?ups?|retros?|retrospectives?|pair programming|code reviews?|kanban)\b"), tier=2),
-    Rule("procedure", _rx(r"^(?:in order to|how to|to) (?!be honest|be fair|clarify)\w+[^,:;]{0,60}[,:]")),
-    Rule("procedure", _rx(r"\bfirst\b.*\bthen\b|\bthen\b.*\b(?:then|finally|after that)\b|\bsteps?(?: \d+| one)?:")),
-    Rule("procedure", _rx(r"^(?:when|if|once|after) [^,]{3,80}, (?:run|drain|restart|check|open|delete|rerun|re-run|create|update|bump|tag|push|roll|kill|ssh|reboot|clear|pause|stop|revert|rollback|page|call|notify)\b")),
-    Rule("procedure", _rx(r",\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b"), tier=2),
-    # --- working / episodic -----------------------------------------------------------------
-    Rule("task_context", _rx(
-        rf"\b(?:{_I}|{_WE})\s+(?:currently\s+|now\s+|still\s+|just\s+)?(?:working on|trying to|fixing|migrating|debugging|"
+    # --- procedural -------------------------------------------------------------------------
+    _rule(
+        "workflow",
+        r"\b(?:my|our) (?:usual |normal |typical |daily |standard |own )?(?:workflow|routine|habit|process)\b",
+    ),
+    _rule(
+        "workflow",
+        r"\bi (?:usually|always|normally|typically|generally|tend to|often|regularly)\b"
+        r"(?! (?:use|prefer|like|love|want|avoid|hate|go with|pick|choose|reach for|stick (?:to|with))\b)",
+    ),
+    _rule(
+        "workflow",
+        r"\bi do (?:most|all|much) of my\b",
+        r"\bin the (?:mornings|evenings|afternoons|nights)\b",
+        r"\bon (?:mondays|tuesdays|wednesdays|thursdays|fridays|weekends)\b",
+    ),
+    _rule(
+        "workflow",
+        r"\b(?:when(?:ever)?|every time|each time|before|after) i\b",
+        r"^(?:before|after) (?:each|every|any)\b",
+    ),
+    _rule("workflow", rf"\bevery (?:other )?(?:morning|day|evening|night|week|sprint|month|release|{_WEEKDAY})\b"),
+    _rule(
+        "workflow",
+        r"\b(?:sprints?|stand-?ups?|retros?|retrospectives?|pair programming|code reviews?|kanban)\b",
+        tier=2,
+    ),
+    _rule("procedure", r"^(?:in order to|how to|to) (?!be honest|be fair|clarify)\w+[^,:;]{0,60}[,:]"),
+    _rule(
+        "procedure",
+        r"\bfirst\b.*\bthen\b",
+        r"\bthen\b.*\b(?:then|finally|after that)\b",
+        r"\bsteps?(?: \d+| one)?:",
+    ),
+    _rule(
+        "procedure",
+        r"\b(?:how (?:we|i|to|you)|steps?|process|procedure|checklist|runbook|playbook)\b[^:]{0,60}:\s*\S[^;]*;",
+    ),
+    _rule(
+        "procedure",
+        r"^(?:when|whenever|if|once|after) [^,]{3,80}, (?:run|drain|restart|check|open|delete|"
+        r"rerun|re-run|create|update|"
+        r"bump|tag|push|roll|kill|ssh|reboot|clear|pause|stop|revert|rollback|page|call|notify)\b",
+    ),
+    _rule("procedure", r",\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b", tier=2),
+    # --- working / episodic -------------------------------------------------------------------
+    _rule(
+        "task_context",
+        rf"\b(?:{_I}|{_WE})\s+(?:currently\s+|now\s+|still\s+|just\s+)?(?:working on|trying to|"
+        rf"fixing|migrating|debugging|"
         r"investigating|implementing|refactoring|preparing|porting|upgrading|rewriting|adding|setting up|looking into|"
-        r"chasing|prototyping|designing|drafting|planning)\b")),
-    Rule("task_context", _rx(r"\b(?:right now|currently|at the moment|this week|this sprint|this month|tonight)\b,?\s+(?:i|we|my|our)\b")),
-    Rule("task_context", _rx(r"\b(?:my|our) (?:current )?(?:task|focus|goal|priority|ticket|job)\b (?:is|right now|this|for)\b")),
-    Rule("decision", _rx(
-        rf"\b(?:{_WE}|i|they)\s+(?:have\s+|had\s+|just\s+|finally\s+|eventually\s+)?(?:decided|chose|picked|opted|settled|agreed|"
-        r"went with|ended up|switched|replaced|standardi[sz]ed on|are going with|'re going with|will go with|'ll go with|"
-        r"'ll stick with|will stick with|are moving to|'re moving to|moved)\b")),
-    Rule("decision", _rx(r"\b(?:decided|decision) to\b|\blet's (?:go|stick) with\b|\bgoing forward\b|\bfrom now on,? we\b")),
-    Rule("interaction", _rx(
-        r"\b(?:you|we)\s+(?:just\s+|finally\s+|already\s+)?(?:helped|fixed|found|debugged|tracked|reindexed|paired|discussed|"
+        r"chasing|prototyping|designing|drafting|planning)\b",
+    ),
+    _rule(
+        "task_context",
+        r"\b(?:right now|currently|at the moment|this week|this sprint|this month|tonight)\b,?\s+(?:i|we|my|our)\b",
+    ),
+    _rule(
+        "task_context",
+        rf"\btoday,?\s+(?:{_I}|we're|we are)\b",
+        rf"\b(?:{_I}|we're|we are) (?:halfway through|in the middle of|busy with|knee-deep in|deep in|stuck on the|"
+        r"on the [\w-]+ (?:flow|page|ticket|bug|issue|feature|migration|epic|story))\b",
+    ),
+    _rule(
+        "task_context",
+        r"\b(?:my|our) (?:current )?(?:task|focus|goal|priority|ticket|job)\b (?:is|right now|this|for)\b",
+    ),
+    _rule(
+        "decision",
+        rf"\b(?:{_WE}|i|they)(?:\s+(?:have|had|just|finally|eventually|then))*\s*(?:decided|chose|"
+        rf"picked|opted|settled|agreed|"
+        r"went with|ended up|switched|replaced|standardi[sz]ed on|are going with|'re going with|"
+        r"will go with|'ll go with|"
+        r"'ll stick with|will stick with|are moving to|'re moving to|are keeping|'re keeping|are sticking with|"
+        r"'re sticking with|are staying with|'re staying with|will keep|'ll keep|are dropping|'re dropping|will drop|"
+        r"'ll drop|are going to use|'re going to use)\b",
+    ),
+    _rule("decision", rf"\b{_WE}\s+(?:just\s+|finally\s+)?moved (?:[\w-]+ ){{0,3}}?to\b"),
+    _rule(
+        "decision",
+        r"\b(?:finally|eventually|then|and) (?:picked|chose|settled on|opted for|went with|decided on)\b",
+    ),
+    _rule(
+        "decision",
+        r"\b(?:decided|decision) to\b",
+        r"\blet's (?:go|stick) with\b",
+        r"\bgoing forward\b",
+        r"\bfrom now on,? we\b",
+    ),
+    _rule(
+        "interaction",
+        r"\b(?:you|we)\s+(?:just\s+|finally\s+|already\s+)?(?:helped|fixed|found|debugged|tracked|"
+        r"reindexed|paired|discussed|"
         r"reviewed|walked through|went through|set up|shipped|resolved|figured out|cleaned up|patched|rolled back|"
-        r"talked about|looked at|solved|merged|caught|spotted|wrote|bumped|confirmed|ran|tried|traced|narrowed)\b")),
-    Rule("interaction", _rx(r"\b(?:yesterday|earlier today|this morning|last night|last session|this session|last time|just now)\b"), tier=2),
-    Rule("interaction", _rx(r"^thanks? (?:you )?for\b")),
-    # --- semantic -------------------------------------------------------------------------
-    Rule("preference", _rx(
-        r"\bi (?:really |strongly |much |generally |always |usually |never |do |don't |do not )?(?:prefer|like|love|enjoy|hate|"
-        r"dislike|detest|can't stand|cannot stand|favou?r)\b")),
-    Rule("preference", _rx(r"\bi (?:don't|do not|never) (?:like|want|use|enjoy)\b|\bi(?:'d| would) (?:rather|prefer|like)\b")),
-    Rule("preference", _rx(r"\bi (?:always|never|usually) (?:use|avoid)\b|\b(?:my )?(?:favou?rite|preferred)\b|\bi'm (?:not )?a (?:big )?fan of\b")),
-    Rule("preference", _rx(r"\bplease (?:always |never |don't |do not |stop |keep |avoid |use |no more |prefer |make sure |only )|,\s*please[.!]*$")),
-    Rule("preference", _rx(r"\bi find [\w\s-]{1,40}? (?:painful|annoying|hard|easier|easy|nicer|better|worse|confusing|distracting|unreadable|ugly|noisy|useful|helpful)\b")),
-    Rule("technical_skill", _rx(
-        rf"\b{_I} (?:really |very |quite |pretty |fairly |reasonably |not )?(?:good|great|comfortable|proficient|fluent|"
-        r"experienced|an expert|expert|strong|confident|familiar|new|a beginner|rusty|solid) (?:at|with|in)\b")),
-    Rule("technical_skill", _rx(r"\bi (?:really |pretty |do )?know\b(?! (?:that|if|what|why|how|who|when|whether|it|this)\b)")),
-    Rule("technical_skill", _rx(
-        r"\bi(?:'ve| have) (?:been )?(?:writing|using|coding|programming|working with|done|built|shipped|maintained|taught|used)\b"
-        r".*\b(?:years?|professionally|a lot|extensively|since|companies|jobs)\b")),
-    Rule("technical_skill", _rx(rf"\b{_I} (?:learning|studying|teaching myself)\b|\b(?:\d+|several|many) years of\b")),
-    Rule("technical_skill", _rx(r"\bi (?:mostly |mainly |primarily |usually )?(?:write|code in|program in|develop in|can write|can read)\b"), needs_tech=True),
-    Rule("personal_fact", _rx(r"\bmy name is\b|\bcall me\b|\bi(?:'m| am) called\b|\bi(?:'m| am) \d+ years old\b|\bi speak\b|\bmy native language\b")),
-    Rule("personal_fact", _rx(r"\bi (?:live|grew up|was born|moved|relocated)\b|\bi(?:'m| am) (?:based|located|from)\b")),
-    Rule("personal_fact", _rx(r"\bi (?:work|started|joined|left|lead)\b(?: [\w-]+){0,3}? (?:at|for|as|remotely|from|in)\b")),
-    Rule("personal_fact", _rx(r"\bi(?:'ve| have) been (?:leading|working|managing|running|living)\b")),
-    Rule("personal_fact", _rx(
-        rf"\b{_I} (?:a|an|the) (?:[\w-]+ ){{0,3}}?(?:engineer|developer|dev|scientist|designer|manager|student|teacher|professor|"
-        r"doctor|nurse|researcher|consultant|founder|co-founder|architect|analyst|lead|cto|ceo|freelancer|contractor|intern|"
-        r"admin|administrator|sre|writer|parent|father|mother|dad|mom|programmer|hacker|maintainer)\b")),
-    Rule("personal_fact", _rx(
+        r"talked about|looked at|solved|merged|caught|spotted|wrote|bumped|confirmed|ran|tried|traced|narrowed)\b",
+    ),
+    _rule(
+        "interaction",
+        r"\b(?:yesterday|earlier today|this morning|last night|last session|this session|last time|just now)\b",
+        tier=2,
+    ),
+    _rule(
+        "interaction",
+        r"^thanks? (?:you )?for\b",
+        r"\byou (?:were right|suggested|told me|mentioned|pointed out|recommended|showed me)\b",
+        r"\b(?:that|this|it) (?:fixed|solved) it\b",
+        r"\bfixed it\b",
+    ),
+    # --- semantic ----------------------------------------------------------------------------
+    _rule(
+        "preference",
+        r"\bi (?:(?:really|strongly|much|generally|always|usually|never|do|don't|do not|absolutely|"
+        r"just|also|still) ){0,2}"
+        r"(?:prefer|like|love|enjoy|hate|dislike|detest|can't stand|cannot stand|favou?r)\b",
+    ),
+    _rule(
+        "preference",
+        r"\bi (?:don't|do not|never) (?:like|want|use|enjoy)\b",
+        r"\bi(?:'d| would) (?:rather|prefer|like)\b",
+    ),
+    _rule(
+        "preference",
+        r"\bi (?:always|never|usually) (?:use|avoid|go with|pick|choose|reach for|stick to|stick with)\b",
+        r"\b(?:my )?(?:favou?rite|preferred)\b",
+        r"\bi'm (?:not )?a (?:big )?fan of\b",
+    ),
+    _rule(
+        "preference",
+        r"\bplease (?:always |never |don't |do not |stop |keep |avoid |use |no more |prefer |make sure |only )",
+        r",\s*please[.!]*$",
+    ),
+    _rule(
+        "preference",
+        r"\bi find [\w\s-]{1,40}? (?:painful|annoying|hard|easier|easy|nicer|better|worse|confusing|distracting|"
+        r"unreadable|ugly|noisy|useful|helpful)\b",
+    ),
+    _rule(
+        "technical_skill",
+        rf"\b{_I} (?:really |very |quite |pretty |fairly |reasonably |not )?(?:good|great|comfortable|"
+        rf"proficient|fluent|"
+        r"experienced|an expert|expert|strong|confident|familiar|new|a beginner|rusty|solid) (?:at|with|in)\b",
+    ),
+    _rule(
+        "technical_skill",
+        r"\bi (?:really |pretty |do )?know\b(?! (?:that|if|what|why|how|who|when|whether|it|this)\b)",
+    ),
+    _rule(
+        "technical_skill",
+        r"\bi(?:'ve| have) (?:been )?(?:writing|using|coding|programming|working with|done|built|shipped|maintained|"
+        r"taught|used)\b.*\b(?:years?|professionally|a lot|extensively|since|companies|jobs)\b",
+    ),
+    _rule(
+        "technical_skill",
+        rf"\b{_I} (?:learning|studying|teaching myself|picking up|getting into|ramping up on)\b",
+        r"\b(?:\d+|several|many) years of\b",
+    ),
+    _rule(
+        "technical_skill",
+        rf"\bfor (?:about |over |almost |nearly |more than )?{_NUMBER_WORD} years\b",
+        r"\bsince (?:19|20)\d\d\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "technical_skill",
+        r"\bi (?:mostly |mainly |primarily |usually )?(?:write|code in|program in|develop in|can write|can read)\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "personal_fact",
+        r"\bmy name is\b",
+        r"\bcall me\b",
+        rf"\b{_I} called\b",
+        rf"\b{_I} \d+ years old\b",
+        r"\bi speak\b",
+        r"\bmy native language\b",
+    ),
+    _rule(
+        "personal_fact",
+        r"\bi (?:live|grew up|was born|moved|relocated)\b",
+        rf"\b{_I} (?:based|located|from)\b",
+        r"\bi(?:'ve| have) (?:lived|worked)\b",
+    ),
+    _rule(
+        "personal_fact",
+        r"\bi(?:'ve| have) been (?:a|an) (?:[\w-]+ ){0,3}?(?:engineer|developer|dev|scientist|designer|manager|"
+        r"consultant|architect|analyst|programmer)\b",
+    ),
+    _rule(
+        "personal_fact",
+        r"\bi (?:work|started|joined|left|lead)\b(?: [\w-]+){0,3}? (?:at|for|as|remotely|from|in)\b",
+    ),
+    _rule("personal_fact", r"\bi(?:'ve| have) been (?:leading|working|managing|running|living)\b"),
+    _rule("personal_fact", rf"\b{_I} (?:a|an|the) (?:[\w-]+ ){{0,3}}?{_ROLE}\b"),
+    _rule(
+        "personal_fact",
         r"\bmy (?:wife|husband|partner|daughter|son|kids?|children|mom|mother|dad|father|brother|sister|dog|cat|family|"
-        r"colleague|coworker|co-worker|manager|boss|team ?lead|friend|birthday|girlfriend|boyfriend|working hours|hours|"
-        r"timezone|time zone|hometown|pronouns|salary|commute|doctor)\b")),
-    Rule("personal_fact", _rx(
-        rf"\b{_I} (?:vegetarian|vegan|allergic|lactose|gluten|diabetic|left-handed|colou?r-?blind|pregnant|retired|married|"
-        r"single|deaf|blind|dyslexic|a morning person|a night owl)\b|\bi have (?:a|an|two|three|\d+) (?:kids?|children|daughters?|sons?|dogs?|cats?)\b")),
-    Rule("personal_fact", _rx(rf"\b{_I} (?:on|running)\b"), needs_tech=True),
-    # --- project ---------------------------------------------------------------------------
-    Rule("dependency", _rx(r"\b(?:depend|depends|depending|rely|relies|relying) on\b|\b(?:pin|pins|pinned|pinning)\b")),
-    Rule("dependency", _rx(r"\b(?:stuck on|locked to|locked at|can't upgrade|cannot upgrade|don't upgrade|do not upgrade|must stay on|have to stay on|stay on)\b")),
-    Rule("dependency", _rx(r"[\w\]]\s*(?:==|>=|<=|~=|!=|\^|<|>)\s*v?\d")),
-    Rule("dependency", _rx(r"\b(?:needs?|requires?|breaks with|incompatible with|compatible with)\b[^,.;]{0,30}?\b\d+(?:\.\d+|\.x)+"), needs_tech=True),
-    Rule("dependency", _rx(r"\b\d+\.x\b|\b(?:library|package|dependency|dependencies|sdk|wheel|wheels)\b"), tier=2),
-    Rule("convention", _rx(r"\b(?:our|the|team|project|code|naming|house) (?:convention|conventions|style guide|guidelines?|rules?|standards?)\b|\bconventions? (?:is|are)\b")),
-    Rule("convention", _rx(r"\b(?:we|they) (?:always|never) (?:name|prefix|suffix|write|put|keep|use|squash|rebase|document|type|format|add|commit)\b")),
-    Rule("convention", _rx(
-        r"^(?:all|every|each|no) [\w-]+(?: [\w-]+)? (?:must|should|shall|are|is|have to|need to|get|gets|go|goes|use|uses|"
-        r"return|returns|live|lives|start|starts|end|ends|follow|follows|have|has)\b")),
-    Rule(_RULE_OR_PREFERENCE, _rx(r"^(?:never|always|don't|do not|avoid|make sure|prefer|use) \w+")),
-    Rule("convention", _rx(
-        r"\b(?:snake_case|camelcase|pascalcase|kebab-case|commit messages?|branch names?|file names?|filenames|pr titles?|"
-        r"class names|function names|variable names|column names|table names|docstrings?|type hints)\b|\b(?:follow|follows|adhere to|stick to|conform to)\b"), tier=2),
-    Rule(_RULE_OR_PREFERENCE, _rx(r"\b(?:indentation|indent|tabs|spaces|line length|trailing commas|semicolons|single quotes|double quotes|dark mode|light mode|theme)\b"), tier=2),
-    Rule("architecture", _rx(
-        r"\b(?:is|are) (?:split|divided|organi[sz]ed|structured|broken up|separated|layered) (?:into|in|as|by)\b|\bconsists? of\b|"
-        r"\bis (?:composed|made up) of\b|\b(?:is|as) a (?:monorepo|monolith|modular monolith)\b|\bmonorepo\b")),
-    Rule("architecture", _rx(
-        r"\b(?:reads? from|writes? (?:[\w-]+ ){0,2}(?:to|into)|talks? to|calls?|publishes (?:\w+ )?to|consumes? from|"
-        r"subscribes? to|pushes (?:\w+ )?to|pulls? from|forwards? to|proxies|sits? (?:behind|in front of)|go(?:es)? through|"
-        r"pass(?:es)? through|go(?:es)? into|flows? (?:from|into|to)|lands?|owns?|exposes?|fronted by|sharded|replicated|"
-        r"source of truth|talks to)\b")),
-    Rule("architecture", _rx(r"\b(?:microservices?|event-driven|hexagonal|cqrs|message bus|bff|layer|gateway|middleware)\b"), tier=2),
-    Rule("tech_stack", _rx(r"\b(?:our|the) (?:tech )?stack\b|\bstack is\b")),
-    Rule("tech_stack", _rx(rf"\b{_TECH_SUBJECT}\s+(?:mainly |mostly |also |now |currently |only |still )?(?:use|uses|are using|is using|used)\b"), needs_tech=True),
-    Rule("tech_stack", _rx(r"\b(?:built|written|implemented|developed|made|making|building|writing) (?:(?:it|this|the [\w-]+) )?(?:with|in|on|using)\b"), needs_tech=True),
-    Rule("tech_stack", _rx(r"\b(?:runs?|running|hosted|deployed|deploys?|served) (?:on|to|in|with|from)\b"), needs_tech=True),
-    Rule("tech_stack", _rx(r"\b(?:orchestrated|managed|powered|served|backed|handled|scheduled) (?:by|with|via|through)\b"), needs_tech=True),
-    Rule("tech_stack", _rx(r"\b(?:we|i) test (?:[\w-]+ ){0,2}(?:with|using|in)\b"), needs_tech=True),
-    Rule(_TOOL_CHOICE, _rx(r"\bi (?:mainly |mostly |also |now |still )?(?:use|am using|'m using)\b"), needs_tech=True),
-    Rule("tech_stack", _rx(r"\b(?:we|we're|we are|our|this project)\b"), tier=2, needs_tech=True),
+        r"colleague|coworker|co-worker|manager|boss|team ?lead|friend|birthday|girlfriend|boyfriend|"
+        r"working hours|hours|"
+        r"timezone|time zone|hometown|pronouns|salary|commute|doctor|"
+        r"(?:[\w-]+ )?(?:handle|username|user name|email|e-mail|phone number|address|nickname))\b",
+    ),
+    _rule(
+        "personal_fact",
+        rf"\b{_I} (?:not )?(?:vegetarian|vegan|allergic|lactose|gluten|diabetic|left-handed|colou?r-?blind|pregnant|"
+        r"retired|married|single|deaf|blind|dyslexic|a morning person|a night owl)\b",
+        r"\bi have (?:a|an|two|three|\d+) (?:[\w-]+ ){0,2}?(?:kids?|children|daughters?|sons?|dogs?|cats?|retrievers?|"
+        r"puppy|puppies|pets?|parrots?|rabbits?|horses?|twins)\b",
+    ),
+    _rule("personal_fact", rf"\b{_I} (?:on|running)\b", needs_tech=True),
+    # --- project -----------------------------------------------------------------------------
+    _rule("dependency", r"\b(?:depend|depends|depending|rely|relies|relying) on\b", r"\b(?:pin|pins|pinned|pinning)\b"),
+    _rule(
+        "dependency",
+        r"\b(?:can't|cannot|can not|mustn't) (?:go above|go past|go beyond|upgrade|move to|move past)\b",
+        r"\bbreaks? (?:on|with|in) \w*\s*v?\d",
+    ),
+    _rule(
+        "dependency",
+        r"\b(?:stuck on|locked to|locked at|can't upgrade|cannot upgrade|don't upgrade|do not upgrade|must stay on|"
+        r"have to stay on|stay on)\b",
+    ),
+    _rule("dependency", r"[\w\]]\s*(?:==|>=|<=|~=|!=|\^|<|>)\s*v?\d"),
+    _rule(
+        "dependency",
+        r"\b\d+(?:\.\d+)*\+?\s+or (?:later|newer|higher|above|below|earlier|older)\b",
+        r"\bat least (?:v(?:ersion)?\s*)?\d",
+        needs_tech=True,
+    ),
+    _rule(
+        "dependency",
+        r"\b(?:needs?|requires?|breaks with|incompatible with|compatible with)\b[^,.;]{0,30}?\b\d+(?:\.\d+|\.x)+",
+        needs_tech=True,
+    ),
+    _rule("dependency", r"\b\d+\.x\b", r"\b(?:library|package|dependency|dependencies|sdk|wheel|wheels)\b", tier=2),
+    _rule(
+        "convention",
+        r"\b(?:our|the|team|project|code|naming|house) (?:convention|conventions|style guide|"
+        r"guidelines?|rules?|standards?)\b",
+        r"\bconventions? (?:is|are)\b",
+    ),
+    _rule("convention", r"\b(?:we|they) (?:always|never) \w+"),
+    _rule(
+        "convention",
+        r"^(?:all|every|each|no) [\w-]+(?: [\w-]+)? (?:must|should|shall|are|is|have to|need to|"
+        r"get|gets|go|goes|use|uses|"
+        r"return|returns|live|lives|start|starts|end|ends|follow|follows|have|has)\b",
+    ),
+    _rule(_RULE_OR_PREFERENCE, r"^(?:never|always|don't|do not|avoid|make sure) \w+"),
+    _rule(_RULE_OR_PREFERENCE, r"^(?:prefer|use|keep|stick to) \w+", tier=2),
+    _rule(
+        "convention",
+        r"\b(?:snake_case|camelcase|pascalcase|kebab-case|commit messages?|branch names?|file names?|"
+        r"filenames|pr titles?|"
+        r"class names|function names|variable names|column names|table names|docstrings?|type hints)\b",
+        r"\b(?:follow|follows|adhere to|stick to|conform to)\b",
+        tier=2,
+    ),
+    _rule(
+        _RULE_OR_PREFERENCE,
+        r"\b(?:indentation|indent|tabs|spaces|line length|trailing commas|semicolons|single quotes|double quotes|"
+        r"dark mode|light mode|theme)\b",
+        tier=2,
+    ),
+    _rule(
+        "architecture",
+        r"\b(?:is|are) (?:split|divided|organi[sz]ed|structured|broken up|separated|layered) (?:into|in|as|by)\b",
+        r"\bconsists? of\b",
+        r"\bis (?:composed|made up) of\b",
+        r"\b(?:is|as) a (?:monorepo|monolith|modular monolith)\b",
+        r"\bmonorepo\b",
+    ),
+    _rule(
+        "architecture",
+        r"\b(?:reads? from|writes? (?:[\w-]+ ){0,2}(?:to|into)|talks? to|calls?|publish(?:es)?|consumes?|emits?|"
+        r"subscribes? to|pushes (?:\w+ )?to|in front|behind (?:it|them|the)|lives? in|stored in|"
+        r"pulls? from|forwards? to|proxies|sits? (?:behind|in front of)|go(?:es)? through|"
+        r"pass(?:es)? through|go(?:es)? into|flows? (?:from|into|to)|lands?|owns?|exposes?|fronted by|"
+        r"sharded|replicated|"
+        r"source of truth|talks to)\b",
+    ),
+    _rule(
+        "architecture",
+        r"\b(?:microservices?|event-driven|hexagonal|cqrs|message bus|bff|layer|gateway|middleware)\b",
+        tier=2,
+    ),
+    _rule("tech_stack", r"\b(?:our|the) (?:tech )?stack\b", r"\bstack is\b"),
+    _rule(
+        "tech_stack",
+        r"(?:^|\b(?:the|our) )(?:backend|frontend|api|app|server|service|database|db|cache|queue|broker|ci|cd|pipeline|"
+        r"infra|infrastructure|website|site|cli|client|mobile app|ui) (?:is|are|runs|is built|"
+        r"is written|is hosted|lives)\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "tech_stack",
+        rf"\b{_TECH_SUBJECT}\s+(?:mainly |mostly |also |now |currently |only |still |don't |do not |no longer )?"
+        r"(?:use|uses|are using|is using|used)\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "tech_stack",
+        r"\b(?:built|written|implemented|developed|made|making|building|writing) (?:(?:it|this|the [\w-]+) )?"
+        r"(?:with|in|on|using)\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "tech_stack",
+        r"\b(?:runs?|running|hosted|deployed|deploys?|served) (?:on|to|in|with|from)\b",
+        needs_tech=True,
+    ),
+    _rule(
+        "tech_stack",
+        r"\b(?:orchestrated|managed|powered|served|backed|handled|scheduled) (?:by|with|via|through)\b",
+        needs_tech=True,
+    ),
+    _rule("tech_stack", r"\b(?:we|i) test (?:[\w-]+ ){0,2}(?:with|using|in)\b", needs_tech=True),
+    _rule(_TOOL_CHOICE, r"\bi (?:mainly |mostly |also |now |still )?(?:use|am using|'m using)\b", needs_tech=True),
+    _rule("tech_stack", r"\b(?:we|we're|we are|our|this project)\b", tier=2, needs_tech=True),
 )
 
 _FIRST_PERSON = _rx(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b")
+_MODAL = _rx(r"\b(?:always|never|must|mustn't|should|shouldn't|shall|only ever|at all times)\b")
 _DEICTIC_START = _rx(r"^(?:the|this|that|these|those|it|it's|there|here|they|he|she|his|her|its|their|you)\b")
 _GLOBAL_SCOPE = _rx(
     r"\b(?:in|across|for) (?:all|every|any) (?:of )?(?:my |our )?(?:projects?|repos?|repositories|codebases?|work)\b|"
-    r"\beverywhere\b|\bregardless of (?:the )?project\b|\bno matter (?:the|which) project\b"
+    r"\beverywhere\b(?! in (?:the|this|our)\b)|\bregardless of (?:the )?project\b|\bno matter (?:the|which) project\b"
 )
+
+
+def _impersonal(text: str, has_tech: bool, project_id: str | None) -> str | None:
+    """A statement no cue claims: in a project, a rule or a stack fact; else general knowledge."""
+    if _FIRST_PERSON.search(text) or len(text.split()) < 5:
+        return None
+    if project_id and _MODAL.search(text):
+        return "convention"
+    if project_id and has_tech:
+        return "tech_stack"
+    if not _DEICTIC_START.match(text) and len(text.split()) >= 7:
+        return "domain_knowledge"  # "In the EU, VAT is charged at the customer's country rate."
+    return None
 
 
 def classify(text: str, has_tech: bool, project_id: str | None) -> str | None:
@@ -271,10 +552,7 @@ def classify(text: str, has_tech: bool, project_id: str | None) -> str | None:
         if best is None or key < best:
             best = key
     if best is None:
-        # Domain knowledge: an impersonal general statement ("In the EU, VAT is charged ...").
-        if not _FIRST_PERSON.search(text) and not _DEICTIC_START.match(text) and len(text.split()) >= 7:
-            return "domain_knowledge"
-        return None
+        return _impersonal(text, has_tech, project_id)
     category = best[3]
     if category == _RULE_OR_PREFERENCE:
         return "convention" if project_id else "preference"
@@ -300,14 +578,20 @@ class Mention:
 
 
 _CALENDAR = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august "
-    "september october november december today tomorrow yesterday".split()
+    {
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+        "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+        "december", "today", "tomorrow", "yesterday",
+    }
 )
 _NOT_NAMES = frozenset(
-    "i i'm i've i'd i'll ok okay yes no hi hello hey thanks please mr mrs ms dr the a an and or but so also".split()
+    {
+        "i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "yes", "no", "hi", "hello", "hey", "thanks", "please",
+        "mr", "mrs", "ms", "dr", "the", "a", "an", "and", "or", "but", "so", "also",
+    }
 )
 _TOKEN = re.compile(r"\S+")
-_EDGE_PUNCT = "\"'`()[]{},.;:!?*“”‘’"
+_EDGE_PUNCT = "\"'`()[]{},.;:!?*\u201c\u201d\u2018\u2019"
 _PERSON_CUE = _rx(
     r"\b(?:my (?:colleague|coworker|co-worker|friend|manager|boss|wife|husband|partner|daughter|son|brother|sister|mom|"
     r"mother|dad|father|teammate|team lead|lead|cto|ceo|mentor)|name is|call me|named|i'm|i am|with|ask|tell)\s+$"
@@ -316,7 +600,7 @@ _ORG_CUE = _rx(r"\b(?:at|for|joined|left)\s+$")
 _PLACE_CUE = _rx(r"\b(?:in|from|near|(?:moved|move|moving|relocated|relocating) to)\s+$")
 _WORK_CONTEXT = _rx(r"\b(?:work|works|working|worked|started|joined|job|employed|leading|engineer|developer|team)\b")
 _BACKTICK = re.compile(r"`([A-Za-z0-9][\w.@/-]{0,60})`")
-_QUOTED_NAME = _rx(r"\b(?:called|named)\s+[\"'“‘]([^\"'”’]{1,60})[\"'”’]")
+_QUOTED_NAME = _rx(r"\b(?:called|named)\s+[\"'\u201c\u2018]([^\"'\u201d\u2019]{1,60})[\"'\u201d\u2019]")
 
 
 def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
@@ -328,16 +612,16 @@ def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
     for match in _TOKEN.finditer(text):
         raw = match.group(0)
         core = raw.strip(_EDGE_PUNCT)
-        if core.endswith(("'s", "'s")):
+        if core.endswith("'s"):
             core = core[:-2]
         offset = match.start() + raw.find(core) if core else match.start()
-        sentence_start = not tokens or prev_raw[-1:] in ".!?:;" or raw[:1] in "\"'(“‘"
+        sentence_start = not tokens or prev_raw[-1:] in ".!?:;" or raw[:1] in "\"'(\u201c\u2018"
         is_name = (
             bool(core)
             and not sentence_start
             and core[0].isupper()
             and core.casefold() not in _NOT_NAMES
-            and core.casefold() not in _CALENDAR
+            and core.casefold().removesuffix("s") not in _CALENDAR
             and re.fullmatch(r"[A-Z][A-Za-z'&-]*", core) is not None
             and re.fullmatch(r"[A-Z]{2,}s?", core) is None  # acronyms: API, PRs, CET
             and not covered(offset, offset + len(core))
@@ -352,7 +636,12 @@ def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
             continue
         j = i
         # Join adjacent capitalised tokens ("Marta Kowalski", "Osteria Nonna") unless punctuation separates them.
-        while j + 1 < len(tokens) and tokens[j + 1][3] and text[tokens[j][1] : tokens[j + 1][0]] == " ":
+        while (
+            j + 1 < len(tokens)
+            and j - i < MAX_NAME_TOKENS - 1
+            and tokens[j + 1][3]
+            and text[tokens[j][1] : tokens[j + 1][0]] == " "
+        ):
             j += 1
         start, end = tokens[i][0], tokens[j][1]
         before = text[:start]
@@ -382,7 +671,8 @@ def find_mentions(text: str) -> list[Mention]:
     for match in _BACKTICK.finditer(text):
         if not any(match.start() < y and x < match.end() for x, y in taken):
             after = text[match.end() : match.end() + 12].casefold()
-            etype = "service" if after.lstrip().startswith(("service", "api", "module", "package", "library")) else "thing"
+            named_part = after.lstrip().startswith(("service", "api", "module", "package", "library"))
+            etype = "service" if named_part else "thing"
             mentions.append(Mention(match.start(1), match.end(1), match.group(1), etype, tech=True))
             taken.append((match.start(), match.end()))
     for match in _QUOTED_NAME.finditer(text):
@@ -421,22 +711,59 @@ _DEFAULT_PREDICATE: dict[str, str | None] = {
     "interaction": None,
     "domain_knowledge": None,
 }
-# Explicit cues, checked in the text between the previous mention and this one.
+def _cue(predicate: str, *alternatives: str) -> tuple[str, re.Pattern[str]]:
+    return predicate, _rx("|".join(f"(?:{a})" for a in alternatives))
+
+
+# Explicit cues, looked for in the text between the previous mention and this one.
 _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("is_named", _rx(r"\b(?:my name is|call me|i'm called|i am called)\b")),
-    ("works_at", _rx(r"\b(?:work|works|working|worked|started|joined|employed|leading|lead|engineer|scientist|developer|manager|intern)\b(?:\s+[\w-]+){0,4}?\s+(?:at|for)\b")),
-    ("lives_in", _rx(r"\b(?:live|lives|living|based|located|moved|relocated|grew up|born)\b(?:\s+[\w-]+){0,2}?\s+(?:in|to|from)\b|\bremotely from\b")),
-    ("dislikes", _rx(r"\b(?:hate|hates|dislike|dislikes|can't stand|cannot stand|don't like|do not like|not a fan of|avoid|avoids)\b")),
-    ("prefers", _rx(r"\b(?:prefer|prefers|preferred|like|likes|love|loves|enjoy|enjoys|rather|favou?rite)\b")),
-    ("depends_on", _rx(r"\b(?:depend|depends|rely|relies|pin|pins|pinned|stuck on|locked to|stay on|needs?|requires?)\b")),
-    ("switched_to", _rx(r"\b(?:switch|switched|switching|migrate|migrated|migrating|move|moved|moving|port|ported|porting|upgrade|upgraded)\b[^,;.]*?\bto\b|\breplac\w*\b[^,;.]*?\b(?:with|by)\b")),
-    ("decided", _rx(r"\b(?:decided|chose|choose|picked|went with|go with|going with|opted for|settled on|agreed on)\b")),
-    ("deploys_to", _rx(r"\b(?:deploy|deploys|deployed|deploying|hosted|host|hosts|publish|publishes|published)\s+(?:[\w-]+\s+){0,2}?(?:to|on)\b")),
-    ("tests_with", _rx(r"\b(?:test|tests|tested|testing)\s+(?:[\w-]+\s+){0,2}?(?:with|using)\b")),
+    _cue("is_named", r"\b(?:my name is|call me|i'm called|i am called)\b"),
+    _cue(
+        "works_at",
+        r"\b(?:work|works|working|worked|started|joined|employed|leading|lead|engineer|scientist|developer|manager|"
+        r"intern)\b(?:\s+[\w-]+){0,4}?\s+(?:at|for)\b",
+    ),
+    _cue(
+        "lives_in",
+        r"\b(?:live|lives|living|based|located|moved|relocated|grew up|born)\b(?:\s+[\w-]+){0,2}?\s+(?:in|to|from)\b",
+        r"\bremotely from\b",
+    ),
+    _cue(
+        "dislikes",
+        r"\b(?:hate|hates|dislike|dislikes|can't stand|cannot stand|don't like|do not like|not a fan of|"
+        r"avoid|avoids)\b",
+    ),
+    _cue("prefers", r"\b(?:prefer|prefers|preferred|like|likes|love|loves|enjoy|enjoys|rather|favou?rite)\b"),
+    _cue(
+        "depends_on",
+        r"\b(?:depend|depends|rely|relies|pin|pins|pinned|stuck on|locked to|stay on|needs?|requires?)\b",
+    ),
+    _cue(
+        "switched_to",
+        r"\b(?:switch|switched|switching|migrate|migrated|migrating|move|moved|moving|port|ported|porting|upgrade|"
+        r"upgraded)\b[^,;.]*?\bto\b",
+        r"\breplac\w*\b[^,;.]*?\b(?:with|by)\b",
+    ),
+    _cue(
+        "decided",
+        r"\b(?:decided|chose|choose|picked|went with|going with|opted for|settled on|agreed on)\b",
+        r"\b(?:'ll|will|to|let's|we|i|they) go with\b",
+    ),
+    _cue(
+        "deploys_to",
+        r"\b(?:deploy|deploys|deployed|deploying|hosted|host|hosts|publish|publishes|published)\s+"
+        r"(?:[\w-]+\s+){0,2}?(?:to|on)\b",
+    ),
+    _cue("tests_with", r"\b(?:test|tests|tested|testing)\s+(?:[\w-]+\s+){0,2}?(?:with|using)\b"),
 )
 _PERSONAL_PREDICATES = frozenset({"is_named", "works_at", "lives_in", "prefers", "dislikes", "knows"})
-_BLOCKER = _rx(r"\b(?:from|over|instead of|rather than|than|not|never|no|without|off)\b")
-_COORDINATION = re.compile(r"^(?:\s*v?[\d.x*]*\s*(?:[<>=~!^]=?\s*v?[\d.x*]+)?\s*(?:,|and|or|plus|&|/)\s*)+$", re.IGNORECASE)
+# Between a cue and a name, these mean the name is the rejected or negated one ("X over Y", "don't use Y").
+_BLOCKER = _rx(
+    r"\b(?:from|over|instead of|rather than|than|not|never|no|without|off|don't|do not|doesn't|does not|won't|"
+    r"no longer|isn't|aren't)\b"
+)
+# The text between two names that makes the second share the first one's predicate ("X 2.1, Y and Z").
+_COORDINATION = _rx(r"^(?:\s*v?[\d.x*]*\s*(?:[<>=~!^]=?\s*v?[\d.x*]+)?\s*(?:,|and|or|plus|&|/)\s*)+$")
 _PREFERRED_OVER = _rx(r"^\s*(?:v?\d[\w.]*\s*)?(?:over|rather than|instead of|to)\b")
 _REPLACED = _rx(
     r"\breplac(?:e|ed|es|ing)\s+(?P<old>.+?)\s+(?:with|by)\s+|"
@@ -459,7 +786,9 @@ def _subject(text: str, category: str, project_id: str | None) -> str | None:
     return None
 
 
-def find_relations(text: str, category: str, mentions: list[Mention], project_id: str | None) -> list[ExtractedRelation]:
+def find_relations(
+    text: str, category: str, mentions: list[Mention], project_id: str | None
+) -> list[ExtractedRelation]:
     subject = _subject(text, category, project_id)
     relations: list[ExtractedRelation] = []
 
@@ -528,7 +857,10 @@ _MONTHS = {
     )
     for name in names
 }
-_MONTH = r"(?P<month>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_MONTH = (
+    r"(?P<month>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
 _DATE_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mnum>\d\d)-(?P<day>\d\d)\b"),
     _rx(rf"\b{_MONTH}\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<year>(?:19|20)\d\d)\b"),
@@ -543,7 +875,8 @@ def find_date(text: str) -> str | None:
     for pattern in _DATE_PATTERNS:
         for match in pattern.finditer(text):
             groups = match.groupdict()
-            month = int(groups["mnum"]) if groups.get("mnum") else _MONTHS.get((groups.get("month") or "jan").casefold().rstrip("."), 1)
+            month_name = (groups.get("month") or "jan").casefold().rstrip(".")
+            month = int(groups["mnum"]) if groups.get("mnum") else _MONTHS.get(month_name, 1)
             day = int(groups["day"]) if groups.get("day") else 1
             try:
                 return date(int(groups["year"]), month, day).isoformat()
