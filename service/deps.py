@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 from arq.connections import ArqRedis
 
-from service.ai.embeddings import Embedder, HashEmbedder, LocalEmbedder
+from service.ai.embeddings import BatchingEmbedder, Embedder, HashEmbedder, LocalEmbedder
 from service.ai.extraction import Extractor
 from service.memory_service import MemoryService
 from service.queue import TaskQueue, connect_redis
@@ -77,6 +77,7 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
         embedder = LocalEmbedder(batch_size=settings.embedding_batch_size)
     else:
         embedder = HashEmbedder()
+    embedder = BatchingEmbedder(embedder, max_batch=settings.embedding_batch_size)
     extractor: Extractor
     if client is not None:
         from service.ai.gemini import GeminiExtractor
@@ -112,8 +113,8 @@ async def build_deps(settings: Settings) -> Deps:
     try:
         await vectors.ensure_collection(embedder.dim, embedder.name)
         await graph.ensure_schema()
-        if isinstance(embedder, LocalEmbedder):
-            await embedder.warm_up()  # load the model now, not on the first request
+        if settings.embedder == "local":
+            await embedder.embed(["warm-up"])  # load the model now, not on the first request
     except BaseException:
         await vectors.close()
         await graph.close()

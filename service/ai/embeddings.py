@@ -104,3 +104,55 @@ class LocalEmbedder:
         if not texts:
             return []
         return await asyncio.to_thread(self._encode, texts)
+
+
+class BatchingEmbedder:
+    """Coalesces concurrent `embed` calls into one batch for the wrapped embedder.
+
+    Worker jobs run concurrently and each embeds a few texts; one model call for all of them
+    costs a fraction of one call each (all-MiniLM-L6-v2 here: ~13 ms for one text, ~2 ms per
+    text in a batch). Calls that arrive while a batch runs form the next batch.
+    """
+
+    def __init__(self, inner: Embedder, max_batch: int = 64, max_wait_s: float = 0.002) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._max_batch = max_batch
+        self._max_wait_s = max_wait_s
+        self._pending: list[tuple[list[str], asyncio.Future[list[list[float]]]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if len(texts) >= self._max_batch:
+            return await self.inner.embed(texts)
+        future: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()
+        self._pending.append((texts, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self._max_wait_s)
+        while self._pending:
+            batch: list[tuple[list[str], asyncio.Future[list[list[float]]]]] = []
+            size = 0
+            while self._pending and (not batch or size + len(self._pending[0][0]) <= self._max_batch):
+                item = self._pending.pop(0)
+                batch.append(item)
+                size += len(item[0])
+            texts = [t for item_texts, _ in batch for t in item_texts]
+            try:
+                vectors = await self.inner.embed(texts)
+            except Exception as exc:  # handed to every waiting caller, not swallowed
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            start = 0
+            for item_texts, future in batch:
+                if not future.done():
+                    future.set_result(vectors[start : start + len(item_texts)])
+                start += len(item_texts)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from service.ai.embeddings import HashEmbedder, LocalEmbedder
+from service.ai.embeddings import BatchingEmbedder, HashEmbedder, LocalEmbedder
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -26,3 +26,50 @@ async def test_local_model_is_semantic_and_offline() -> None:
     assert math.isclose(math.sqrt(sum(x * x for x in vecs[0])), 1.0, rel_tol=1e-4)
     assert cos(vecs[0], vecs[1]) > cos(vecs[0], vecs[2]) + 0.2
     assert await e.embed([]) == []
+
+
+class CountingEmbedder(HashEmbedder):
+    """The real hash embedder, counting how often it is called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+        self.fail = False
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        if self.fail:
+            raise RuntimeError("model exploded")
+        return await super().embed(texts)
+
+
+async def test_batching_embedder_coalesces_concurrent_calls_in_order() -> None:
+    import asyncio
+
+    inner = CountingEmbedder()
+    batcher = BatchingEmbedder(inner, max_batch=8)
+    texts = [[f"text {i}"] for i in range(20)] + [["a", "b"]]
+    results = await asyncio.gather(*[batcher.embed(t) for t in texts])
+    expected = [await HashEmbedder().embed(t) for t in texts]
+    assert results == expected
+    assert sum(inner.calls) == 22
+    assert max(inner.calls) <= 8
+    assert len(inner.calls) <= 4  # 21 callers, 22 texts, batches of at most 8
+    assert batcher.name == inner.name and batcher.dim == 384
+
+
+async def test_batching_embedder_hands_errors_to_every_caller() -> None:
+    import asyncio
+
+    import pytest
+
+    inner = CountingEmbedder()
+    inner.fail = True
+    batcher = BatchingEmbedder(inner)
+    outcomes = await asyncio.gather(*[batcher.embed([str(i)]) for i in range(3)], return_exceptions=True)
+    assert all(isinstance(o, RuntimeError) for o in outcomes)
+    inner.fail = False
+    assert len(await batcher.embed(["ok"])) == 1
+    with pytest.raises(RuntimeError):
+        inner.fail = True
+        await batcher.embed(["again"])
