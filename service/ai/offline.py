@@ -16,6 +16,7 @@ project (first person plural, or a project-level statement) as subject.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -786,6 +787,36 @@ def _subject(text: str, category: str, project_id: str | None) -> str | None:
     return None
 
 
+# Single-valued settings (service/stores/graph.py SINGLE_VALUED_PREDICATES): a newer value
+# replaces the older one in the graph, so they get their own predicates and a normalised object.
+_INDENT_VALUE = _rx(r"\b(tabs|(?P<n>\d)[- ]?(?:space|spaces|spc))\b")
+_INDENT_CONTEXT = _rx(r"\bindent\w*|\btabs\b")
+_TIMEZONE = _rx(
+    r"\b(?:time ?zone|tz)\s+(?:is\s+|=\s*)?(?:now\s+)?(?P<tz>[A-Za-z]+/[A-Za-z_]+|UTC\s?[+-]\s?\d{1,2}(?::\d\d)?|"
+    r"GMT\s?[+-]\s?\d{1,2}|[A-Z]{2,5}T)\b"
+)
+_DATABASE_CONTEXT = _rx(r"\b(?:database|db)\b")
+_NOT_PRIMARY_DB = _rx(r"\bcach\w*|\bqueue|\bbroker|\bsearch index|\banalytics\b")
+
+
+def _single_valued(
+    text: str, subject: str | None, mentions: list[Mention], add: Callable[[str, str, str], None]
+) -> None:
+    owner = subject or USER_ENTITY
+    if _INDENT_CONTEXT.search(text) and (m := _INDENT_VALUE.search(text)) and not _BLOCKER.search(
+        text[max(0, m.start() - 12) : m.start()]
+    ):
+        add(owner, "uses_indentation", "tabs" if m.group(1).casefold() == "tabs" else f"{m.group('n')} spaces")
+    if (tz := _TIMEZONE.search(text)) is not None and owner == USER_ENTITY:
+        add(USER_ENTITY, "has_timezone", re.sub(r"\s+", "", tz.group("tz")))
+    if subject is not None and subject != USER_ENTITY and _DATABASE_CONTEXT.search(text) and not _NOT_PRIMARY_DB.search(
+        text
+    ):
+        databases = [m for m in mentions if m.type == "database"]
+        if databases:
+            add(subject, "uses_database", databases[-1].name)
+
+
 def find_relations(
     text: str, category: str, mentions: list[Mention], project_id: str | None
 ) -> list[ExtractedRelation]:
@@ -831,6 +862,8 @@ def find_relations(
         if predicate == "prefers" and _PREFERRED_OVER.match(text[mention.end :]):
             predicate = "prefers_over"
         add(subject, predicate, mention.name)
+
+    _single_valued(text, subject, mentions, add)
 
     # "replaced X with Y" / "switched from X to Y": X replaced_by Y.
     for match in _REPLACED.finditer(text):
@@ -931,10 +964,7 @@ class OfflineExtractor:
         if category is None:
             return None
         relations = find_relations(text, category, mentions, project_id)
-        entities = [ExtractedEntity(name=m.name, type=m.type) for m in mentions]
-        subjects = {r.subject for r in relations} - {m.name for m in mentions}
-        for subject in sorted(subjects):
-            entities.append(ExtractedEntity(name=subject, type="person" if subject == USER_ENTITY else "project"))
+        entities = _entities(mentions, relations)
         return ExtractedFact(
             content=text[:2000],
             category=category,
@@ -943,3 +973,27 @@ class OfflineExtractor:
             relations=relations,
             valid_at=find_date(text),
         )
+
+
+def graph_links(
+    text: str, category: str, project_id: str | None
+) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+    """Entities and relations of one already-categorised statement (raw writes, updates).
+
+    Raw writes skip the LLM by design (seed 001); their graph side still comes from these rules.
+    """
+    mentions = find_mentions(text)
+    relations = find_relations(text, category, mentions, project_id)
+    return _entities(mentions, relations), relations
+
+
+def _entities(mentions: list[Mention], relations: list[ExtractedRelation]) -> list[ExtractedEntity]:
+    """The mentions, plus every relation endpoint that is not one: the user, the project, or a
+    setting value such as "4 spaces"."""
+    entities = [ExtractedEntity(name=m.name, type=m.type) for m in mentions]
+    known = {m.name for m in mentions}
+    subjects = {r.subject for r in relations}
+    for name in sorted(({r.subject for r in relations} | {r.object for r in relations}) - known):
+        kind = "person" if name == USER_ENTITY else "project" if name in subjects else "setting"
+        entities.append(ExtractedEntity(name=name, type=kind))
+    return entities[:MAX_ENTITIES]

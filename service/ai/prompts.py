@@ -125,6 +125,10 @@ RELATIONS
 - predicate is a short snake_case verb phrase, e.g. prefers, dislikes, uses, works_at, lives_in,
   knows, depends_on, decided, replaced_by, part_of, located_in, is_working_on.
 - For first-person facts the subject is "user": "I work at Acme" -> user works_at Acme.
+- Settings that hold ONE value at a time use these exact predicates, so a newer value replaces the
+  older one: is_named, works_at, lives_in, has_timezone (object e.g. "Europe/Berlin"),
+  uses_indentation (object "tabs" or "<n> spaces"), uses_database (project -> its primary
+  database), deploys_to (project -> its deployment target).
 - Only relations the fact states; none is fine.
 
 TIME
