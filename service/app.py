@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.api import memories, meta, search
+from service.api import context, graph, memories, meta, search
 from service.deps import build_deps
 from service.errors import ServiceError
 from service.logging import configure_logging
@@ -65,5 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(memories.router)
     app.include_router(search.router)
+    app.include_router(graph.router)
+    app.include_router(context.router)
     app.include_router(meta.router)
     return app

@@ -215,12 +215,116 @@ class SearchResult(BaseModel):
     created_at: str | None
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # graph results: the fact's entities and validity
+    source_entity: str | None = None
+    target_entity: str | None = None
+    predicate: str | None = None
+    valid_at: str | None = None
+    invalid_at: str | None = None
+    memory_ids: list[str] | None = None
 
 
 class SearchResponse(BaseModel):
     status: Literal["ok"] = "ok"
     results: list[SearchResult]
     degraded: list[str] = Field(default_factory=list)
+
+
+class MemoryRecord(BaseModel):
+    """A memory as the read routes return it."""
+
+    id: str
+    user_id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    agent_id: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryRecord:
+        return cls.model_validate(m.model_dump(exclude={"hash", "task_id"}))
+
+
+class MemoryPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    memories: list[MemoryRecord]
+    next_cursor: str | None
+
+
+class UpdateMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    user_id: str | None = OptionalId
+
+
+class BulkDeleteRequest(BaseModel):
+    """Delete by ids, or by filter. A filter needs at least one field besides user_id, or all=true."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = UserId
+    memory_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    scope: Scope | None = None
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    all: bool = False
+
+
+class GraphSearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str = UserId
+    project_id: str | None = OptionalId
+    limit: int = Field(default=10, ge=1, le=100)
+    include_history: bool = False
+
+
+class GraphFactOut(BaseModel):
+    id: str
+    fact: str
+    predicate: str
+    source: str
+    target: str
+    scope: Scope
+    project_id: str | None
+    valid_at: str | None
+    invalid_at: str | None
+    expired_at: str | None
+    memory_ids: list[str]
+    score: float
+
+
+class GraphSearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[GraphFactOut]
+
+
+class GraphPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+class ContextGroup(BaseModel):
+    category: str
+    group: str
+    memories: list[MemoryRecord]
+
+
+class ContextResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    user_id: str
+    project_id: str | None
+    categories: list[ContextGroup]
+    total: int
 
 
 class CategoryOut(BaseModel):

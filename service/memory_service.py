@@ -5,34 +5,56 @@ API side: validate, enqueue, read. Worker side: embed, write both stores.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
 from typing import Any
 
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.ai.extraction import ExtractedFact, Extractor
+from service.ai.extraction import ExtractedFact, ExtractionResult, Extractor
+from service.ai.offline import graph_links
 from service.domain import (
+    CATEGORIES,
     AcceptedResponse,
+    BulkDeleteRequest,
+    ContextGroup,
+    ContextResponse,
     ConversationRequest,
+    GraphFactOut,
+    GraphSearchRequest,
+    GraphSearchResponse,
     Memory,
     MemoryOut,
+    MemoryPage,
+    MemoryRecord,
     Message,
     RawMemoryRequest,
     Scope,
     SearchRequest,
     SearchResponse,
     SearchResult,
+    UpdateMemoryRequest,
     check_category,
     content_hash,
     memory_id_for,
     normalise,
     resolve_scope,
 )
-from service.errors import DomainError, PayloadTooLarge
+from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.queue import TaskQueue
 from service.settings import Settings
-from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
-from service.stores.vector import MemoryFilter, VectorStore
+from service.stores.graph import (
+    EntityRef,
+    GraphFact,
+    GraphStore,
+    MemoryLinks,
+    RelationRef,
+    groups_for,
+    scope_of_group,
+)
+from service.stores.vector import MemoryFilter, ScoredMemory, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -121,11 +143,13 @@ class MemoryService:
         project_id: str | None = job.get("project_id")
         # A replayed job reuses the first extraction: an LLM may not answer the same twice,
         # and memory ids are positions in this list.
-        extraction = await self.tasks.load_extraction(task_id)
-        if extraction is None:
+        cached = await self.tasks.load_step(task_id, "extraction")
+        if cached is not None:
+            extraction = ExtractionResult.model_validate_json(cached)
+        else:
             messages = [Message.model_validate(m) for m in job["messages"]]
             extraction = await self.extractor.extract(messages, project_id)
-            await self.tasks.save_extraction(task_id, extraction)
+            await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
         memories: list[Memory] = []
         links: list[MemoryLinks] = []
         seen: set[tuple[str, str, str | None]] = set()
@@ -195,8 +219,183 @@ class MemoryService:
             updated_at=job["accepted_at"],
             task_id=task_id,
         )
-        await self.write_memories([memory])
+        await self.write_memories([memory], [self.links_of(memory)])
         return {"memories": [MemoryOut.of(memory).model_dump(mode="json")]}
+
+    @staticmethod
+    def links_of(memory: Memory) -> MemoryLinks:
+        """Graph side of a raw write or an update: the rule-based entity/relation finder (no LLM)."""
+        entities, relations = graph_links(memory.content, memory.category, memory.project_id)
+        valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
+        return MemoryLinks(
+            memory_id=memory.id,
+            entities=[EntityRef(e.name, e.type) for e in entities],
+            relations=[RelationRef(r.subject, r.predicate, r.object, r.fact, valid_at) for r in relations],
+        )
+
+    async def apply_update(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
+        """Re-embed the new content and re-ingest it into the graph (contradicted edges invalidated)."""
+        [current] = await self._existing([job["memory_id"]], job["user_id"])
+        content: str = job["content"]
+        category: str = job.get("category") or current.category
+        updated = current.model_copy(update={
+            "content": content,
+            "category": category,
+            "hash": content_hash(content),
+            "updated_at": job["accepted_at"],
+            "task_id": task_id,
+        })
+        [vector] = await self.embedder.embed([content])
+        await self.vectors.upsert([updated], [vector])
+        invalidated = await self.graph.replace_memory(updated, self.links_of(updated), job["accepted_at"])
+        log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated))
+        return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated}
+
+    async def apply_delete(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
+        """Remove vectors, mark (:Memory) nodes deleted, expire edges no live memory supports.
+        The ids are resolved once and kept with the task, so a retry finishes the graph part."""
+        cached = await self.tasks.load_step(task_id, "targets")
+        if cached is not None:
+            ids: list[str] = json.loads(cached)
+        else:
+            ids = await self._delete_targets(job)
+            await self.tasks.save_step(task_id, "targets", json.dumps(ids))
+        for start in range(0, len(ids), 500):
+            await self.vectors.delete(ids[start : start + 500])
+        expired = await self.graph.remove_memories(ids, job["accepted_at"]) if ids else []
+        log.info("memories_deleted", count=len(ids), expired_edges=len(expired))
+        return {"deleted": ids, "expired_edges": expired}
+
+    async def _delete_targets(self, job: dict[str, Any]) -> list[str]:
+        user_id: str = job["user_id"]
+        if job.get("memory_ids"):
+            return [m.id for m in await self.vectors.get(list(job["memory_ids"])) if m.user_id == user_id]
+        flt = self._list_filter(
+            user_id, job.get("scope"), job.get("category"), job.get("project_id"), job.get("agent_id"), all_scopes=True
+        )
+        ids: list[str] = []
+        cursor: str | None = None
+        for _ in range(10_000):  # bounded: 10,000 pages of 500
+            page, cursor = await self.vectors.scroll(flt, 500, cursor)
+            # never delete what was written after the request was accepted
+            ids += [m.id for m in page if m.created_at <= job["accepted_at"]]
+            if cursor is None:
+                break
+        return ids
+
+    # ------------------------------------------------------------------ lifecycle (API side)
+
+    async def _existing(self, ids: list[str], user_id: str | None) -> list[Memory]:
+        found = {m.id: m for m in await self.vectors.get(ids)}
+        missing = [i for i in ids if i not in found or (user_id is not None and found[i].user_id != user_id)]
+        if missing:
+            raise NotFound(f"unknown memory id '{missing[0]}'")
+        return [found[i] for i in ids]
+
+    async def get_memory(self, memory_id: str, user_id: str | None) -> MemoryRecord:
+        [memory] = await self._existing([memory_id], user_id)
+        return MemoryRecord.of(memory)
+
+    async def submit_update(self, memory_id: str, req: UpdateMemoryRequest) -> AcceptedResponse:
+        self.check_content(req.content)
+        [current] = await self._existing([memory_id], req.user_id)
+        if req.category is not None:
+            check_category(req.category)
+        identity = {"memory_id": memory_id, "content": normalise(req.content), "category": req.category}
+        payload = {"memory_id": memory_id, "user_id": current.user_id, "content": req.content,
+                   "category": req.category}
+        return self._accepted(await self.tasks.enqueue("update", identity, payload, user_id=current.user_id))
+
+    async def submit_delete(self, memory_id: str, user_id: str | None) -> AcceptedResponse:
+        [current] = await self._existing([memory_id], user_id)
+        payload = {"user_id": current.user_id, "memory_ids": [memory_id]}
+        return self._accepted(await self.tasks.enqueue("delete", payload, payload, user_id=current.user_id))
+
+    async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
+        has_filter = any(v is not None for v in (req.scope, req.category, req.project_id, req.agent_id))
+        if req.memory_ids is None and not has_filter and not req.all:
+            raise DomainError("give memory_ids, a filter (scope, category, project_id, agent_id) or all=true")
+        if req.memory_ids is not None and has_filter:
+            raise DomainError("give either memory_ids or filters, not both")
+        if req.category is not None:
+            check_category(req.category)
+        payload = req.model_dump(mode="json", exclude={"all"})
+        return self._accepted(await self.tasks.enqueue("delete", payload, payload, user_id=req.user_id))
+
+    @staticmethod
+    def _accepted(task_id: str) -> AcceptedResponse:
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+
+    # ------------------------------------------------------------------ listing and context
+
+    @staticmethod
+    def _list_filter(
+        user_id: str,
+        scope: str | None,
+        category: str | None,
+        project_id: str | None,
+        agent_id: str | None,
+        *,
+        all_scopes: bool,
+    ) -> MemoryFilter:
+        """Listing filter. Without scope: with project_id -> global + that project; without
+        project_id -> every memory of the user (all_scopes) ."""
+        if category is not None:
+            check_category(category)
+        scope_value = Scope(scope) if scope else None
+        if scope_value is None and project_id is None and all_scopes:
+            # MemoryFilter's no-scope rule is "global only"; a listing of everything asks per scope.
+            return MemoryFilter(user_id=user_id, categories=(category,) if category else None, agent_id=agent_id,
+                                all_scopes=True)
+        return MemoryFilter(
+            user_id=user_id,
+            project_id=project_id,
+            scope=scope_value,
+            categories=(category,) if category else None,
+            agent_id=agent_id,
+        )
+
+    async def list_memories(
+        self,
+        user_id: str,
+        *,
+        scope: str | None = None,
+        category: str | None = None,
+        project_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        flt = self._list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
+        page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
+        return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
+
+    async def context(self, user_id: str, project_id: str | None, per_category: int = 200) -> ContextResponse:
+        """The user's global memories plus the project's, grouped by category (DESIGN.md §4 order),
+        oldest first within a category."""
+        flt = MemoryFilter(user_id=user_id, project_id=project_id)
+        memories: list[Memory] = []
+        cursor: str | None = None
+        for _ in range(100):  # bounded: 100 pages of 500
+            page, cursor = await self.vectors.scroll(flt, 500, cursor)
+            memories += page
+            if cursor is None:
+                break
+        groups: dict[str, list[Memory]] = {}
+        for m in memories:
+            groups.setdefault(m.category, []).append(m)
+        ordered = [
+            ContextGroup(
+                category=name,
+                group=CATEGORIES[name].group,
+                memories=[MemoryRecord.of(m) for m in sorted(groups[name], key=lambda m: (m.created_at, m.id))][
+                    :per_category
+                ],
+            )
+            for name in CATEGORIES
+            if name in groups
+        ]
+        return ContextResponse(user_id=user_id, project_id=project_id, categories=ordered, total=len(memories))
 
     async def write_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
         vectors = await self.embedder.embed([m.content for m in memories])
@@ -207,23 +406,74 @@ class MemoryService:
     # ------------------------------------------------------------------ reads
 
     async def search(self, req: SearchRequest) -> SearchResponse:
+        """Vector memories and graph facts in one list.
+
+        Order (seed 001): vector-1, graph-1, vector-2, graph-2, ...; when one list runs out the
+        other continues; at most `limit` results. Graph facts that a returned vector memory
+        already states (it supports them, or the texts are equal) are removed. If the graph is
+        down or slower than GRAPH_TIMEOUT_SECONDS the vector results come back with
+        degraded=["graph"]. `categories` filters the vector memories; graph facts have none.
+        """
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
         [vector] = await self.embedder.embed([req.query])
         flt = MemoryFilter(user_id=req.user_id, project_id=req.project_id, categories=categories)
-        hits = await self.vectors.search(vector, flt, req.limit)
-        results = [
-            SearchResult(
-                id=h.memory.id,
-                content=h.memory.content,
-                score=h.score,
-                source="vector",
-                category=h.memory.category,
-                scope=h.memory.scope,
-                project_id=h.memory.project_id,
-                created_at=h.memory.created_at,
-                agent_id=h.memory.agent_id,
-                metadata=h.memory.metadata,
-            )
-            for h in hits
+        hits, (facts, degraded) = await asyncio.gather(
+            self.vectors.search(vector, flt, req.limit),
+            self._graph_facts(req.user_id, req.project_id, req.query, req.limit),
+        )
+        vector_results = [self._vector_result(h) for h in hits]
+        shown_ids = {h.memory.id for h in hits}
+        shown_text = {normalise(h.memory.content) for h in hits}
+        graph_results = [
+            self._graph_result(f)
+            for f in facts
+            if not shown_ids.intersection(f.memory_ids) and normalise(f.fact) not in shown_text
         ]
-        return SearchResponse(results=results)
+        merged: list[SearchResult] = []
+        for pair in itertools.zip_longest(vector_results, graph_results):
+            merged += [r for r in pair if r is not None]
+        return SearchResponse(results=merged[: req.limit], degraded=degraded)
+
+    async def _graph_facts(
+        self, user_id: str, project_id: str | None, query: str, limit: int, include_history: bool = False
+    ) -> tuple[list[GraphFact], list[str]]:
+        try:
+            async with asyncio.timeout(self.settings.graph_timeout_seconds):
+                facts = await self.graph.search_facts(user_id, groups_for(project_id), query, limit, include_history)
+            return facts, []
+        except (DependencyUnavailable, TimeoutError) as exc:
+            log.warning("graph_search_degraded", error=str(exc) or "timeout")
+            return [], ["graph"]
+
+    @staticmethod
+    def _vector_result(h: ScoredMemory) -> SearchResult:
+        m = h.memory
+        return SearchResult(
+            id=m.id, content=m.content, score=h.score, source="vector", category=m.category, scope=m.scope,
+            project_id=m.project_id, created_at=m.created_at, agent_id=m.agent_id, metadata=m.metadata,
+        )
+
+    @staticmethod
+    def _graph_result(f: GraphFact) -> SearchResult:
+        scope, project_id = scope_of_group(f.group_id)
+        return SearchResult(
+            id=f.id, content=f.fact, score=f.score, source="graph", category=None, scope=Scope(scope),
+            project_id=project_id, created_at=f.created_at, source_entity=f.source, target_entity=f.target,
+            predicate=f.predicate, valid_at=f.valid_at, invalid_at=f.invalid_at, memory_ids=f.memory_ids,
+        )
+
+    async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse:
+        """Graph facts only; unlike /v1/search a graph outage is an error (503), not a degradation."""
+        facts = await self.graph.search_facts(
+            req.user_id, groups_for(req.project_id), req.query, req.limit, req.include_history
+        )
+        return GraphSearchResponse(results=[self._fact_out(f) for f in facts])
+
+    @staticmethod
+    def _fact_out(f: GraphFact) -> GraphFactOut:
+        scope, project_id = scope_of_group(f.group_id)
+        return GraphFactOut(
+            id=f.id, fact=f.fact, predicate=f.predicate, source=f.source, target=f.target, scope=Scope(scope),
+            project_id=project_id, valid_at=f.valid_at, invalid_at=f.invalid_at, expired_at=f.expired_at,
+            memory_ids=f.memory_ids, score=f.score,
+        )

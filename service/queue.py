@@ -22,7 +22,6 @@ import structlog
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.exceptions import RedisError
 
-from service.ai.extraction import ExtractionResult
 from service.domain import ID_NAMESPACE, TaskResponse, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.settings import Settings
@@ -95,11 +94,13 @@ class TaskQueue:
         except (RedisError, OSError, TimeoutError) as exc:
             raise DependencyUnavailable(f"queue unavailable ({what}): redis at {self._settings.redis_url}") from exc
 
-    async def enqueue(self, kind: str, identity: dict[str, Any], payload: dict[str, Any]) -> str:
+    async def enqueue(
+        self, kind: str, identity: dict[str, Any], payload: dict[str, Any], *, user_id: str | None = None
+    ) -> str:
         """Accept a write: returns the task id (an existing one for a retried identical request)."""
-        return str(await self._guard("enqueue", self._enqueue(kind, identity, payload)))
+        return str(await self._guard("enqueue", self._enqueue(kind, identity, payload, user_id)))
 
-    async def _enqueue(self, kind: str, identity: dict[str, Any], payload: dict[str, Any]) -> str:
+    async def _enqueue(self, kind: str, identity: dict[str, Any], payload: dict[str, Any], user_id: str | None) -> str:
         req = request_hash(kind, identity)
         idem_key = self._idem_prefix + req
         accepted_at = now_iso()
@@ -111,7 +112,7 @@ class TaskQueue:
             "status": TaskStatus.QUEUED.value,
             "result": None,
             "error": None,
-            "user_id": identity.get("user_id"),
+            "user_id": user_id or identity.get("user_id"),
             "idem_key": idem_key,
             "created_at": accepted_at,
             "updated_at": accepted_at,
@@ -168,14 +169,13 @@ class TaskQueue:
         if idem_key:
             await self._release(keys=[idem_key], args=[task_id, self._settings.idempotency_window_seconds])
 
-    async def save_extraction(self, task_id: str, extraction: ExtractionResult) -> None:
-        await self._redis.set(
-            f"{self._task_prefix}{task_id}:extraction", extraction.model_dump_json(), ex=self._settings.task_ttl_seconds
-        )
+    async def save_step(self, task_id: str, step: str, value: str) -> None:
+        """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
+        await self._redis.set(f"{self._task_prefix}{task_id}:{step}", value, ex=self._settings.task_ttl_seconds)
 
-    async def load_extraction(self, task_id: str) -> ExtractionResult | None:
-        raw = await self._redis.get(f"{self._task_prefix}{task_id}:extraction")
-        return ExtractionResult.model_validate_json(raw) if raw else None
+    async def load_step(self, task_id: str, step: str) -> str | None:
+        raw = await self._redis.get(f"{self._task_prefix}{task_id}:{step}")
+        return raw.decode() if raw is not None else None
 
     async def ping(self) -> None:
         await self._guard("ping", self._redis.ping())

@@ -32,6 +32,10 @@ async def process_memory_write(ctx: dict[str, Any], task_id: str, job: dict[str,
                     result = await deps.service.store_raw(task_id, job)
                 elif job["kind"] == "conversation":
                     result = await deps.service.store_conversation(task_id, job)
+                elif job["kind"] == "update":
+                    result = await deps.service.apply_update(task_id, job)
+                elif job["kind"] == "delete":
+                    result = await deps.service.apply_delete(task_id, job)
                 else:
                     raise ValueError(f"unknown job kind '{job['kind']}'")
         except (DependencyUnavailable, TimeoutError) as exc:

@@ -1,13 +1,35 @@
-"""Memory writes (202 + task id) and task status."""
+"""Memory writes (202 + task id), task status, listing and single-memory routes."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
 
 from service.api.deps import ServiceDep
-from service.domain import AcceptedResponse, ConversationRequest, RawMemoryRequest, TaskResponse
+from service.domain import (
+    ID_PATTERN,
+    AcceptedResponse,
+    BulkDeleteRequest,
+    ConversationRequest,
+    MemoryPage,
+    MemoryRecord,
+    RawMemoryRequest,
+    Scope,
+    TaskResponse,
+    UpdateMemoryRequest,
+)
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+OptionalUserQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="When given, the memory must belong to this user (else 404)."),
+]
+IdQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+MemoryId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 
 
 @router.post("", status_code=202, response_model=AcceptedResponse)
@@ -27,3 +49,45 @@ async def task_status(
     service: ServiceDep, task_id: str = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 ) -> TaskResponse:
     return await service.tasks.status(task_id)
+
+
+@router.get("", response_model=MemoryPage)
+async def list_memories(
+    service: ServiceDep,
+    user_id: UserQuery,
+    scope: Scope | None = None,
+    category: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    project_id: IdQuery = None,
+    agent_id: IdQuery = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> MemoryPage:
+    """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
+    Without scope and project_id: everything of the user; with project_id: global + that project."""
+    return await service.list_memories(
+        user_id, scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit, cursor=cursor
+    )
+
+
+@router.post("/delete", status_code=202, response_model=AcceptedResponse)
+async def bulk_delete(req: BulkDeleteRequest, service: ServiceDep) -> AcceptedResponse:
+    """Delete by ids or by filter (through the queue, like every write)."""
+    return await service.submit_bulk_delete(req)
+
+
+@router.get("/{memory_id}", response_model=MemoryRecord)
+async def get_memory(memory_id: MemoryId, service: ServiceDep, user_id: OptionalUserQuery = None) -> MemoryRecord:
+    return await service.get_memory(memory_id, user_id)
+
+
+@router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse)
+async def update_memory(memory_id: MemoryId, req: UpdateMemoryRequest, service: ServiceDep) -> AcceptedResponse:
+    """New content (and optionally category); re-embedded and re-ingested into the graph."""
+    return await service.submit_update(memory_id, req)
+
+
+@router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse)
+async def delete_memory(
+    memory_id: MemoryId, service: ServiceDep, user_id: OptionalUserQuery = None
+) -> AcceptedResponse:
+    return await service.submit_delete(memory_id, user_id)

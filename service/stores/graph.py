@@ -35,6 +35,55 @@ class MemoryLinks:
     relations: list[RelationRef] = field(default_factory=list)
 
 
+def groups_for(project_id: str | None) -> list[str]:
+    """Graph groups a read covers (seed 001's namespaces): global, plus the project's."""
+    return ["global"] + ([f"project--{project_id}"] if project_id else [])
+
+
+def scope_of_group(group: str) -> tuple[str, str | None]:
+    """("global", None) or ("project", "<id>") for a group id."""
+    if group.startswith("project--"):
+        return "project", group[len("project--") :]
+    return "global", None
+
+
+# Predicates that hold one value at a time for a subject: a new edge with another object
+# invalidates the older one ("newer fact replaces older"). The one place this is declared.
+SINGLE_VALUED_PREDICATES: frozenset[str] = frozenset({
+    "is_named",          # user -> name
+    "works_at",          # user -> organisation
+    "lives_in",          # user -> place
+    "has_timezone",      # user -> timezone
+    "uses_indentation",  # user/project -> indentation style ("4 spaces", "tabs")
+    "uses_database",     # project -> primary database
+    "deploys_to",        # project -> deployment target
+})
+
+
+@dataclass(frozen=True)
+class GraphFact:
+    """One RELATES edge as reads return it."""
+
+    id: str
+    fact: str
+    predicate: str
+    source: str  # source entity name
+    target: str  # target entity name
+    group_id: str  # "global" or "project--<id>"
+    valid_at: str | None
+    invalid_at: str | None
+    expired_at: str | None
+    memory_ids: list[str]
+    created_at: str | None
+    score: float = 0.0  # relevance in [0, 1] for searches; 0 for listings
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, object]]
+    next_cursor: str | None
+
+
 class GraphStore(Protocol):
     name: str
 
@@ -54,6 +103,39 @@ class GraphStore(Protocol):
         """Every RELATES edge of the user with source/target names (introspection and tests)."""
 
     async def count_memories(self, user_id: str) -> int: ...
+
+    # ---- reads (issue 4) -----------------------------------------------------------------
+
+    async def search_facts(
+        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
+    ) -> list[GraphFact]:
+        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
+        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
+        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
+
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
+
+    async def list_edges(
+        self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
+    ) -> Page: ...
+
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
+
+    # ---- lifecycle (issues 4 and 5) ------------------------------------------------------
+
+    async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
+        """Update re-ingestion: the memory's node gets the new content; edges it supported that the
+        new links do not restate lose its support, and those no other live memory supports get
+        invalid_at = expired_at = now; the new links are MERGEd. Returns the ids of edges invalidated."""
+
+    async def remove_memories(
+        self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None
+    ) -> list[str]:
+        """Delete (or dedup when duplicate_of maps removed id -> survivor id): the (:Memory) nodes get
+        deleted_at = now (and duplicate_of); each edge drops them from memory_ids (a survivor id is
+        added instead when it was a duplicate); edges left with no supporting memory get expired_at
+        = now. Idempotent. Returns the ids of edges expired."""
 
     async def ping(self) -> None:
         """Raise DependencyUnavailable if the graph cannot serve requests."""

@@ -296,7 +296,7 @@ def build_filter(flt: MemoryFilter) -> qe.Filter | None:
                     ]
                 )
             )
-        else:
+        elif not flt.all_scopes:
             must.append(_eq("scope", Scope.GLOBAL.value))
     elif flt.scope is Scope.GLOBAL:
         must.append(_eq("scope", Scope.GLOBAL.value))

@@ -294,7 +294,7 @@ def build_filter(flt: MemoryFilter) -> qm.Filter | None:
                     ]
                 )
             )
-        else:
+        elif not flt.all_scopes:
             must.append(_eq("scope", Scope.GLOBAL.value))
     elif flt.scope is Scope.GLOBAL:
         must.append(_eq("scope", Scope.GLOBAL.value))

@@ -19,7 +19,8 @@ class MemoryFilter:
     """Which memories an operation may see. `user_id` is always a boundary.
 
     Scope rule for reads: `project_id` given -> the user's global memories and that project's;
-    `project_id` None -> only global, unless `scope` narrows it explicitly.
+    `project_id` None -> only global, unless `scope` narrows it explicitly or `all_scopes` is set
+    (then every memory of the user: global and every project).
     `scope` set -> only that scope (with `project_id` for project scope; project scope without a
     project_id means every project of the user).
     """
@@ -29,6 +30,7 @@ class MemoryFilter:
     scope: Scope | None = None
     categories: tuple[str, ...] | None = None
     agent_id: str | None = None
+    all_scopes: bool = False
 
 
 @dataclass(frozen=True)

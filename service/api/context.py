@@ -1,0 +1,45 @@
+"""Context: the user's global memories plus a project's, grouped by category."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import PlainTextResponse
+
+from service.api.deps import ServiceDep
+from service.context_format import render_markdown
+from service.domain import ID_PATTERN, ContextResponse
+
+router = APIRouter(prefix="/v1/context", tags=["context"])
+
+UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+Format = Annotated[Literal["json", "markdown"], Query()]
+MaxChars = Annotated[int, Query(ge=200, le=200_000, description="Bound of the markdown block")]
+
+
+async def _context(
+    service: ServiceDep, user_id: str, project_id: str | None, fmt: str, max_chars: int
+) -> ContextResponse | PlainTextResponse:
+    ctx = await service.context(user_id, project_id)
+    if fmt == "markdown":
+        return PlainTextResponse(render_markdown(ctx, max_chars), media_type="text/markdown")
+    return ctx
+
+
+@router.get("/global", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
+async def global_context(
+    service: ServiceDep, user_id: UserQuery, format: Format = "json", max_chars: MaxChars = 4000
+) -> ContextResponse | PlainTextResponse:
+    return await _context(service, user_id, None, format, max_chars)
+
+
+@router.get("/{project_id}", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
+async def project_context(
+    service: ServiceDep,
+    user_id: UserQuery,
+    project_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    format: Format = "json",
+    max_chars: MaxChars = 4000,
+) -> ContextResponse | PlainTextResponse:
+    return await _context(service, user_id, project_id, format, max_chars)

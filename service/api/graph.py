@@ -1,0 +1,60 @@
+"""Knowledge-graph reads: fact search and introspection (nodes, edges, episodes)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from service.api.deps import ServiceDep
+from service.domain import ID_PATTERN, GraphPage, GraphSearchRequest, GraphSearchResponse
+from service.stores.graph import groups_for
+
+router = APIRouter(prefix="/v1/graph", tags=["graph"])
+
+UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+ProjectQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="With project_id: global + that project's graph; without: every group of the user"),
+]
+Limit = Annotated[int, Query(ge=1, le=500)]
+Cursor = Annotated[str | None, Query(max_length=64)]
+
+
+@router.post("/search", response_model=GraphSearchResponse)
+async def graph_search(req: GraphSearchRequest, service: ServiceDep) -> GraphSearchResponse:
+    return await service.graph_search(req)
+
+
+def _groups(project_id: str | None) -> list[str] | None:
+    return groups_for(project_id) if project_id else None
+
+
+@router.get("/nodes", response_model=GraphPage)
+async def nodes(
+    service: ServiceDep, user_id: UserQuery, project_id: ProjectQuery = None, limit: Limit = 100, cursor: Cursor = None
+) -> GraphPage:
+    page = await service.graph.list_nodes(user_id, _groups(project_id), limit, cursor)
+    return GraphPage(items=page.items, next_cursor=page.next_cursor)
+
+
+@router.get("/edges", response_model=GraphPage)
+async def edges(
+    service: ServiceDep,
+    user_id: UserQuery,
+    project_id: ProjectQuery = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    include_history: bool = False,
+) -> GraphPage:
+    page = await service.graph.list_edges(user_id, _groups(project_id), limit, cursor, include_history)
+    return GraphPage(items=page.items, next_cursor=page.next_cursor)
+
+
+@router.get("/episodes", response_model=GraphPage)
+async def episodes(
+    service: ServiceDep, user_id: UserQuery, project_id: ProjectQuery = None, limit: Limit = 100, cursor: Cursor = None
+) -> GraphPage:
+    page = await service.graph.list_episodes(user_id, _groups(project_id), limit, cursor)
+    return GraphPage(items=page.items, next_cursor=page.next_cursor)
