@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -78,3 +79,40 @@ def start_service(env_overrides: dict[str, str], log_path: Path) -> tuple[subpro
     )
     wait_port(port, proc, 120, "service")
     return proc, port
+
+
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 in the test's event loop; `delay` seconds are added to every chunk
+    coming back from the upstream (a slow dependency without stopping it)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.delay = 0.0
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+
+    async def __aenter__(self) -> SlowProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, slow: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if slow and self.delay:
+                        await asyncio.sleep(self.delay)
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))

@@ -17,7 +17,7 @@ from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import start_neo4j, start_redis, start_service, stop
+from tests.integration.procs import SlowProxy, start_neo4j, start_redis, start_service, stop
 
 
 async def test_redis_stopped_means_503_on_writes_and_degraded_health(tmp_path: Path) -> None:
@@ -62,7 +62,17 @@ async def test_health_degraded_when_neo4j_is_stopped(tmp_path: Path) -> None:
             _,
         ):
             assert (await client.get("/health")).status_code == 200
+            user = unique("graphdown")
+            ok = await client.post("/v1/memories/raw", json={"content": "I use Neovim daily", "user_id": user,
+                                                             "category": "preference"})
+            assert (await wait_task(client, ok.json()["task_id"]))["status"] == "completed"
             stop(proc)
+            # reads: the vector results still come back, marked degraded
+            search = await client.post("/v1/search", json={"query": "Neovim", "user_id": user})
+            assert search.status_code == 200
+            assert search.json()["degraded"] == ["graph"]
+            assert [r["source"] for r in search.json()["results"]] == ["vector"]
+            assert (await client.post("/v1/graph/search", json={"query": "Neovim", "user_id": user})).status_code == 503
             health = await client.get("/health")
             assert health.status_code == 503
             body = health.json()
@@ -72,6 +82,27 @@ async def test_health_degraded_when_neo4j_is_stopped(tmp_path: Path) -> None:
             assert body["checks"]["vector_store"] == "ok"
     finally:
         stop(proc)
+
+
+async def test_slow_graph_degrades_search_to_vector_results(tmp_path: Path) -> None:
+    upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
+    async with SlowProxy(upstream) as proxy, running_app(
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=0.5
+    ) as (client, _):
+        user = unique("slowgraph")
+        ok = await client.post("/v1/memories/raw", json={"content": "I use Helix as my editor", "user_id": user,
+                                                         "category": "preference"})
+        assert (await wait_task(client, ok.json()["task_id"]))["status"] == "completed"
+        fast = (await client.post("/v1/search", json={"query": "Helix editor", "user_id": user})).json()
+        assert fast["degraded"] == []
+        proxy.delay = 2.0
+        started = time.monotonic()
+        slow = await client.post("/v1/search", json={"query": "Helix editor", "user_id": user})
+        assert time.monotonic() - started < 1.9  # answered at the graph timeout, not after the graph
+        assert slow.status_code == 200
+        assert slow.json()["degraded"] == ["graph"]
+        assert slow.json()["results"][0]["content"] == "I use Helix as my editor"
+        proxy.delay = 0.0
 
 
 async def test_sigkill_mid_job_reruns_and_converges(tmp_path: Path) -> None:

@@ -1,0 +1,47 @@
+"""Pin the public API: a route added, removed or renamed must show up here on purpose."""
+
+from __future__ import annotations
+
+from fastapi.routing import APIRoute
+
+from service.app import create_app
+from service.settings import Settings
+
+PUBLIC_ROUTES = {
+    ("POST", "/v1/memories"),
+    ("POST", "/v1/memories/raw"),
+    ("GET", "/v1/memories/status/{task_id}"),
+    ("GET", "/v1/memories"),
+    ("POST", "/v1/memories/delete"),
+    ("GET", "/v1/memories/{memory_id}"),
+    ("PUT", "/v1/memories/{memory_id}"),
+    ("DELETE", "/v1/memories/{memory_id}"),
+    ("POST", "/v1/search"),
+    ("POST", "/v1/graph/search"),
+    ("GET", "/v1/graph/nodes"),
+    ("GET", "/v1/graph/edges"),
+    ("GET", "/v1/graph/episodes"),
+    ("GET", "/v1/context/global"),
+    ("GET", "/v1/context/{project_id}"),
+    ("GET", "/v1/categories"),
+    ("GET", "/health"),
+    ("POST", "/v1/maintenance/dedup"),
+    ("GET", "/v1/maintenance/runs"),
+    ("GET", "/v1/maintenance/runs/{run_id}"),
+}
+
+
+def test_public_routes_are_pinned() -> None:
+    app = create_app(Settings(_env_file=None, log_level="WARNING"))  # type: ignore[call-arg]
+    routes = {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods
+    }
+    assert routes == PUBLIC_ROUTES
+
+
+def test_openapi_schema_builds() -> None:
+    schema = create_app(Settings(_env_file=None, log_level="WARNING")).openapi()  # type: ignore[call-arg]
+    assert schema["paths"]["/v1/memories/raw"]["post"]["responses"]["202"]
