@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.api import context, graph, memories, meta, search
+from service.api import context, graph, maintenance, memories, meta, search
 from service.deps import build_deps
 from service.errors import ServiceError
 from service.logging import configure_logging
@@ -33,7 +33,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             worker.start()
         log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)
         try:
-            yield
+            async with mcp_sessions() if mcp_sessions else contextlib.nullcontext():
+                yield
         finally:
             if worker is not None:
                 await worker.stop()
@@ -68,4 +69,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(graph.router)
     app.include_router(context.router)
     app.include_router(meta.router)
+    app.include_router(maintenance.router)
+    # MCP over streamable HTTP at /mcp/ (docs/mcp.md); its session manager runs in the lifespan above.
+    mcp_sessions = None
+    if settings.mcp_transport == "http":
+        from service.mcp.server import mount_http
+
+        mcp_sessions = mount_http(app, settings)
     return app

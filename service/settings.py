@@ -70,10 +70,18 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     environment: Literal["development", "production"] = "development"
 
+    # --- MCP ------------------------------------------------------------------------------
+    # http = the API also serves MCP (streamable HTTP) at /mcp/; stdio = only `python -m service.mcp`.
+    mcp_transport: Literal["stdio", "http"] = "stdio"
+    # Where `python -m service.mcp` (stdio) finds the API; None = http://127.0.0.1:<PORT>.
+    memory_api_url: str | None = None
+
     # --- Dedup (cron) ---------------------------------------------------------------------
     dedup_similarity_threshold: float = Field(default=0.95, gt=0, le=1)
     dedup_batch_size: int = Field(default=100, ge=1, le=10_000)
     dedup_cron_hours: Annotated[set[int], NoDecode] = {0, 6, 12, 18}
+    # False = no scheduled sweep (POST /v1/maintenance/dedup still runs one on demand).
+    dedup_cron_enabled: bool = True
 
     @field_validator("dedup_cron_hours", mode="before")
     @classmethod

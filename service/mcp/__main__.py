@@ -1,0 +1,50 @@
+"""`python -m service.mcp`: the MCP server over stdio, for `claude mcp add <name> -- <command>`.
+
+A separate process from the API: in the embedded profile the API owns the Qdrant Edge shard (one
+process per data dir), so this server opens no store. Each tool is one request to the running API
+(MEMORY_API_URL, default http://127.0.0.1:<PORT>), whose routes call the same `MemoryService`.
+stdout carries the protocol; logs go to stderr.
+
+Agents start it in *their* working directory (the user's project), whose `.env` is not ours: the
+settings come from the environment and this checkout's `.env`, as for `./scripts/dev.sh`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import structlog
+
+from service.logging import configure_logging
+from service.mcp.backend import ApiBackend
+from service.mcp.server import build_server
+from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+CHECKOUT_ENV = Path(__file__).resolve().parents[2] / ".env"
+
+
+def api_url(settings: Settings) -> str:
+    return settings.memory_api_url or f"http://127.0.0.1:{settings.port}"
+
+
+async def serve_stdio(settings: Settings) -> None:
+    backend = ApiBackend(api_url(settings))  # the HTTP client lives as long as the server
+    try:
+        log.info("mcp_stdio_started", api=backend.base_url)
+        await build_server(lambda: backend).run_stdio_async()
+    finally:
+        await backend.aclose()
+        log.info("mcp_stdio_stopped")
+
+
+def main() -> None:
+    settings = Settings(_env_file=CHECKOUT_ENV)  # type: ignore[call-arg]
+    configure_logging(settings)
+    anyio.run(serve_stdio, settings)
+
+
+if __name__ == "__main__":
+    main()

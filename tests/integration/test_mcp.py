@@ -1,0 +1,337 @@
+"""The MCP server through the official MCP client, against the real stack.
+
+One `python -m service` with MCP_TRANSPORT=http (embedded profile, in-process worker) serves both
+transports: streamable HTTP at /mcp/ on the API itself, and `python -m service.mcp` (stdio), spawned
+by the client per test, which reaches the same API over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, TextContent
+
+from service.domain import CATEGORIES
+from tests.conftest import unique
+from tests.integration.procs import ROOT, free_port, start_service, stop
+
+TRANSPORTS = ["http", "stdio"]
+TOOLS = {
+    "recall_memories": {"query", "user_id"},
+    "remember": {"content", "user_id", "category"},
+    "remember_conversation": {"messages", "user_id"},
+    "get_project_context": {"user_id"},
+    "search_knowledge_graph": {"query", "user_id"},
+    "list_memories": {"user_id"},
+    "delete_memories": {"user_id"},
+    "get_task_status": {"task_id"},
+}
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("mcp")
+    env = {
+        "REDIS_URL": os.environ["TEST_REDIS_URL"],
+        "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
+        "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"),
+        "DATA_DIR": str(tmp / "data"),
+        "ARQ_QUEUE_NAME": unique("test:mcpq"),
+        "EMBEDDER": "hash",
+        "MCP_TRANSPORT": "http",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GOOGLE_API_KEY", raising=False)  # the offline extractor, whatever the caller's env
+        proc, port = start_service(env, tmp / "service.log")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+@contextlib.asynccontextmanager
+async def connect(transport: str, api_url: str) -> AsyncIterator[Client]:
+    if transport == "http":
+        conn: Any = streamable_http_client(f"{api_url}/mcp/")
+    else:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "service.mcp"], cwd=str(ROOT),
+            env={"MEMORY_API_URL": api_url, "LOG_FORMAT": "json", "LOG_LEVEL": "WARNING"},
+        )
+        conn = stdio_client(params)
+    async with Client(conn, read_timeout_seconds=60) as client:
+        yield client
+
+
+def text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call that must succeed; returns its structured content."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text(result)
+    assert isinstance(result.structured_content, dict), result
+    return result.structured_content
+
+
+async def fails(client: Client, tool: str, **arguments: Any) -> str:
+    """A tool call that must come back as a tool error; returns its text."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result
+    return text(result)
+
+
+async def remember(client: Client, **arguments: Any) -> str:
+    """remember with wait=true; returns the stored memory's id."""
+    out = await call(client, "remember", wait=True, **arguments)
+    assert out["status"] == "completed", out
+    [memory] = out["result"]["memories"]
+    return str(memory["id"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tools_and_schemas(api: str, transport: str) -> None:
+    async with connect(transport, api) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == set(TOOLS)
+        for name, required in TOOLS.items():
+            tool = tools[name]
+            assert tool.description and len(tool.description) > 40, name
+            assert tool.input_schema["type"] == "object"
+            assert set(tool.input_schema.get("required", [])) == required, name
+            for prop, schema in tool.input_schema["properties"].items():
+                assert schema.get("description"), f"{name}.{prop} has no description"
+            assert tool.output_schema is not None, name
+
+        categories = list(CATEGORIES)
+        remember_props = tools["remember"].input_schema["properties"]
+        assert remember_props["category"]["enum"] == categories
+        assert {"enum": ["global", "project"], "type": "string"} in remember_props["scope"]["anyOf"]
+        assert remember_props["wait"]["default"] is False
+        assert "preference (global)" in remember_props["category"]["description"]
+        recall_props = tools["recall_memories"].input_schema["properties"]
+        assert recall_props["categories"]["anyOf"][0]["items"]["enum"] == categories
+        assert recall_props["limit"]["maximum"] == 100
+        list_props = tools["list_memories"].input_schema["properties"]
+        assert list_props["category"]["anyOf"][0]["enum"] == categories
+        assert tools["delete_memories"].input_schema["properties"]["category"]["anyOf"][0]["enum"] == categories
+        assert tools["get_task_status"].input_schema["properties"]["task_id"]["pattern"]
+        assert tools["recall_memories"].annotations is not None and tools["recall_memories"].annotations.read_only_hint
+        delete_hints = tools["delete_memories"].annotations
+        assert delete_hints is not None and delete_hints.destructive_hint
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_remember_with_wait_then_recall(api: str, transport: str) -> None:
+    user = unique(f"mcp-{transport}")
+    async with connect(transport, api) as client:
+        out = await call(client, "remember", content="I prefer tabs over spaces", user_id=user,
+                         category="preference", agent_id="claude-code", wait=True)
+        assert out["status"] == "completed" and out["error"] is None
+        [memory] = out["result"]["memories"]
+        assert memory["content"] == "I prefer tabs over spaces"
+        assert memory["scope"] == "global" and memory["category"] == "preference"
+
+        found = await call(client, "recall_memories", query="tabs or spaces", user_id=user)
+        assert found["results"][0]["id"] == memory["id"]
+        assert found["results"][0]["source"] == "vector"
+        only = await call(client, "recall_memories", query="tabs", user_id=user, categories=["decision"])
+        assert all(r["source"] == "graph" for r in only["results"])
+
+        # without wait: the task id at once, then the same status through get_task_status
+        queued = await call(client, "remember", content="We chose Redis for caching", user_id=user,
+                            category="decision", project_id="shop")
+        assert queued["status"] == "accepted" and queued["task_id"]
+        done = await _until_done(client, queued["task_id"])
+        assert done["result"]["memories"][0]["scope"] == "project"
+
+
+async def _until_done(client: Client, task_id: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        status = await call(client, "get_task_status", task_id=task_id)
+        seen.append(status["status"])
+        if status["status"] == "completed":
+            return status
+        assert status["status"] in ("queued", "processing"), status
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"task {task_id} not completed after {timeout}s: {seen}")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_remember_conversation_then_task_status(api: str, transport: str) -> None:
+    user = unique(f"mcp-conv-{transport}")
+    messages = [
+        {"role": "user", "content": "I prefer dark mode in every editor. I work at Acme Corp."},
+        {"role": "assistant", "content": "Noted. You probably like Java too?"},
+        {"role": "user", "content": "In this project we use FastAPI and PostgreSQL."},
+    ]
+    async with connect(transport, api) as client:
+        queued = await call(client, "remember_conversation", messages=messages, user_id=user, project_id="shop-api")
+        assert queued["status"] == "accepted"
+        done = await _until_done(client, queued["task_id"])
+        memories = done["result"]["memories"]
+        assert memories and done["result"]["extractor"] == "offline"
+        assert all("Java" not in m["content"] for m in memories)
+        assert any(m["scope"] == "project" and m["project_id"] == "shop-api" for m in memories)
+
+        found = await call(client, "recall_memories", query="dark mode editor", user_id=user, project_id="shop-api")
+        assert any("dark mode" in r["content"] for r in found["results"])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_project_context(api: str, transport: str) -> None:
+    user = unique(f"mcp-ctx-{transport}")
+    async with connect(transport, api) as client:
+        await remember(client, content="Prefers tabs", user_id=user, category="preference")
+        await remember(client, content="Uses FastAPI", user_id=user, category="tech_stack", project_id="app")
+        await remember(client, content="Uses Rails", user_id=user, category="tech_stack", project_id="other")
+
+        result = await client.call_tool("get_project_context", {"user_id": user, "project_id": "app"})
+        assert not result.is_error, text(result)
+        markdown = text(result)
+        assert markdown.startswith("# Memory context (project app)")
+        assert "## Preference\n- Prefers tabs" in markdown and "- Uses FastAPI [app]" in markdown
+        assert "Rails" not in markdown
+        ctx = result.structured_content
+        assert isinstance(ctx, dict)
+        assert [g["category"] for g in ctx["categories"]] == ["preference", "tech_stack"]
+        assert ctx["total"] == 2 and ctx["project_id"] == "app"
+
+        glob = await call(client, "get_project_context", user_id=user)
+        assert [g["category"] for g in glob["categories"]] == ["preference"]
+        short = await client.call_tool("get_project_context", {"user_id": user, "project_id": "app", "max_chars": 200})
+        assert len(text(short)) <= 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_search_knowledge_graph(api: str, transport: str) -> None:
+    user = unique(f"mcp-graph-{transport}")
+    async with connect(transport, api) as client:
+        await remember(client, content="I work at Acme Corp", user_id=user, category="personal_fact")
+        mid = await remember(client, content="We use FastAPI and Redis", user_id=user, category="tech_stack",
+                             project_id="shop")
+
+        facts = (await call(client, "search_knowledge_graph", query="work", user_id=user))["results"]
+        acme = next(f for f in facts if f["target"] == "Acme Corp")
+        assert acme["source"] == "user" and acme["predicate"] == "works_at" and acme["invalid_at"] is None
+
+        shop = (await call(client, "search_knowledge_graph", query="Redis", user_id=user, project_id="shop"))
+        redis_fact = next(f for f in shop["results"] if f["target"] == "Redis")
+        assert redis_fact["project_id"] == "shop" and mid in redis_fact["memory_ids"]
+        other = await call(client, "search_knowledge_graph", query="Redis", user_id=unique("nobody"))
+        assert other["results"] == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_list_and_delete(api: str, transport: str) -> None:
+    user = unique(f"mcp-del-{transport}")
+    async with connect(transport, api) as client:
+        keep = await remember(client, content="Prefers vim", user_id=user, category="preference")
+        notes = [await remember(client, content=f"task note {i}", user_id=user, category="task_context")
+                 for i in range(3)]
+
+        page = await call(client, "list_memories", user_id=user)
+        assert {m["id"] for m in page["memories"]} == {keep, *notes} and page["next_cursor"] is None
+        first = await call(client, "list_memories", user_id=user, category="task_context", limit=2)
+        rest = await call(client, "list_memories", user_id=user, category="task_context", limit=2,
+                          cursor=first["next_cursor"])
+        assert {m["id"] for m in first["memories"] + rest["memories"]} == set(notes)
+
+        by_id = await call(client, "delete_memories", user_id=user, memory_ids=[notes[0]], wait=True)
+        assert by_id["status"] == "completed" and by_id["result"]["deleted"] == [notes[0]]
+        queued = await call(client, "delete_memories", user_id=user, category="task_context")
+        assert queued["status"] == "accepted"
+        done = await _until_done(client, queued["task_id"])
+        assert sorted(done["result"]["deleted"]) == sorted(notes[1:])
+
+        left = await call(client, "list_memories", user_id=user)
+        assert [m["id"] for m in left["memories"]] == [keep]
+        found = await call(client, "recall_memories", query="task note", user_id=user)
+        assert all(r["id"] not in notes for r in found["results"])
+
+        assert "all=true" in await fails(client, "delete_memories", user_id=user)
+        assert "not both" in await fails(client, "delete_memories", user_id=user, memory_ids=[keep],
+                                         category="preference")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_bad_arguments_are_tool_errors(api: str, transport: str) -> None:
+    user = unique(f"mcp-bad-{transport}")
+    async with connect(transport, api) as client:
+        msg = await fails(client, "remember", content="x", user_id=user, category="favourite_color")
+        assert "unknown category 'favourite_color'" in msg and "preference" in msg
+        msg = await fails(client, "recall_memories", query="x", user_id=user, categories=["nope"])
+        assert "unknown category 'nope'" in msg
+        msg = await fails(client, "list_memories", user_id=user, category="nope")
+        assert "unknown category 'nope'" in msg
+
+        msg = await fails(client, "remember", content="x", category="preference")
+        assert "user_id" in msg and "required" in msg.lower()
+        msg = await fails(client, "recall_memories", query="x")
+        assert "user_id" in msg and "required" in msg.lower()
+        msg = await fails(client, "remember", content="x", user_id="no spaces allowed", category="preference")
+        assert "user_id" in msg and "pattern" in msg
+
+        msg = await fails(client, "remember", content="Uses Go", user_id=user, category="tech_stack")
+        assert "needs a project_id" in msg
+        msg = await fails(client, "remember", content="Chose Go", user_id=user, category="decision", scope="project")
+        assert "needs a project_id" in msg
+        msg = await fails(client, "remember", content="   ", user_id=user, category="preference")
+        assert "content is empty" in msg
+        msg = await fails(client, "remember_conversation", messages=[{"role": "assistant", "content": "hi"}],
+                          user_id=user)
+        assert "no non-empty 'user' message" in msg
+        msg = await fails(client, "get_task_status", task_id="0123456789abcdef")
+        assert "unknown task id" in msg
+
+        # the server is still there and answers normal calls
+        mid = await remember(client, content="Still working", user_id=user, category="preference")
+        found = await call(client, "recall_memories", query="still working", user_id=user)
+        assert found["results"][0]["id"] == mid
+        assert not (await client.call_tool("list_memories", {"user_id": user})).is_error
+
+
+async def test_stdio_without_api_answers_with_a_tool_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    async with connect("stdio", url) as client:
+        assert len((await client.list_tools()).tools) == len(TOOLS)
+        msg = await fails(client, "recall_memories", query="x", user_id="someone")
+        assert f"memory API at {url} is not reachable" in msg and "MEMORY_API_URL" in msg
+
+
+def test_stdio_server_writes_only_protocol_to_stdout(api: str, tmp_path: Path) -> None:
+    """`claude mcp add` runs the command in the user's project, stdout being the protocol channel: logs
+    go to stderr, and the project's own `.env` (not ours) is ignored."""
+    import subprocess
+
+    (tmp_path / ".env").write_text("PORT=1\nEMBEDDER=not-an-embedder\nENVIRONMENT=staging\n")
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}
+    env = {**os.environ, "MEMORY_API_URL": api, "LOG_LEVEL": "DEBUG"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "service.mcp"], input=json.dumps(init) + "\n", capture_output=True, text=True,
+        cwd=tmp_path, env=env, timeout=60,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines, proc.stderr
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0", line
+    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "neuralscape-memory"
+    assert "mcp_stdio_started" in proc.stderr
