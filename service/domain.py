@@ -341,3 +341,101 @@ class HealthResponse(BaseModel):
     checks: dict[str, str]
     embedder: str
     extractor: str
+
+
+# --------------------------------------------------------------------------------------------
+# Maintenance: dedup runs (worker/dedup.py, docs/dedup.md)
+# --------------------------------------------------------------------------------------------
+
+
+class DedupRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                description="Only this user's memories; unset = every user")
+    dry_run: bool = Field(default=False, description="Report what would be removed, remove nothing")
+
+
+class DedupAccepted(AcceptedResponse):
+    run_id: str
+    run_url: str
+
+
+class DedupGroup(BaseModel):
+    """One duplicate group: `keep` is its newest memory, `remove` the others."""
+
+    keep: str
+    remove: list[str]
+
+
+class DedupPhaseReport(BaseModel):
+    scanned: int = 0  # memories the phase compared
+    groups: int = 0  # duplicate groups found
+    removed: int = 0  # memories removed (dry run: that would be removed)
+    removed_ids: list[str] = Field(default_factory=list)
+    group_details: list[DedupGroup] = Field(default_factory=list)
+    skipped_changed: int = 0  # not removed: the memory or its survivor changed or vanished during the run
+    graph_edges_expired: int = 0
+    graph_expired_edge_ids: list[str] = Field(default_factory=list)
+    truncated: bool = False  # id lists cut at the report bound (counts stay exact)
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupUserReport(BaseModel):
+    user_id: str
+    boundaries: int = 0  # scopes swept: global and each project
+    skipped_recent: int = 0  # memories written after the run started (never touched by it)
+    exact: DedupPhaseReport = Field(default_factory=DedupPhaseReport)
+    near: DedupPhaseReport = Field(default_factory=DedupPhaseReport)
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupGraphRetry(BaseModel):
+    """The graph part of earlier runs that had failed (kept pending in Redis), retried by this run."""
+
+    pending_before: int = 0
+    retried: int = 0
+    graph_edges_expired: int = 0
+    pending_after: int = 0
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupTotals(BaseModel):
+    scanned: int = 0
+    exact_groups: int = 0
+    exact_removed: int = 0
+    near_groups: int = 0
+    near_removed: int = 0
+    graph_edges_expired: int = 0
+    errors: int = 0
+
+
+DedupStatus = Literal["queued", "running", "completed", "partial", "skipped", "failed", "interrupted"]
+
+
+class DedupRunSummary(BaseModel):
+    run_id: str
+    trigger: Literal["api", "cron", "manual"]
+    status: DedupStatus
+    dry_run: bool
+    user_id: str | None = None
+    task_id: str | None = None
+    threshold: float
+    batch_size: int
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    detail: str | None = None  # why skipped / partial / failed
+    totals: DedupTotals = Field(default_factory=DedupTotals)
+
+
+class DedupRunReport(DedupRunSummary):
+    graph_retry: DedupGraphRetry = Field(default_factory=DedupGraphRetry)
+    users: list[DedupUserReport] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupRunList(BaseModel):
+    status: Literal["ok"] = "ok"
+    runs: list[DedupRunSummary]

@@ -28,6 +28,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
         "log_format": "console",
         "log_level": "WARNING",
         "arq_job_timeout": 30,
+        "dedup_cron_enabled": False,  # a session crossing 00/06/12/18 UTC must not sweep shared apps
     }
     base.update(overrides)
     return Settings(_env_file=None, **base)  # type: ignore[call-arg]

@@ -10,6 +10,7 @@ from arq import Retry
 
 from service.deps import Deps
 from service.errors import DependencyUnavailable, ServiceError
+from worker.dedup import run_requested_dedup
 
 log = structlog.get_logger(__name__)
 
@@ -36,6 +37,8 @@ async def process_memory_write(ctx: dict[str, Any], task_id: str, job: dict[str,
                     result = await deps.service.apply_update(task_id, job)
                 elif job["kind"] == "delete":
                     result = await deps.service.apply_delete(task_id, job)
+                elif job["kind"] == "dedup":  # POST /v1/maintenance/dedup; bounds its own time (worker/dedup.py)
+                    result = await run_requested_dedup(deps, task_id, job)
                 else:
                     raise ValueError(f"unknown job kind '{job['kind']}'")
         except (DependencyUnavailable, TimeoutError) as exc:

@@ -133,9 +133,9 @@ class GraphStore(Protocol):
         self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None
     ) -> list[str]:
         """Delete (or dedup when duplicate_of maps removed id -> survivor id): the (:Memory) nodes get
-        deleted_at = now (and duplicate_of); each edge drops them from memory_ids (a survivor id is
-        added instead when it was a duplicate); edges left with no supporting memory get expired_at
-        = now. Idempotent. Returns the ids of edges expired."""
+        deleted_at = now (and duplicate_of); each edge drops them from memory_ids; edges left with
+        no supporting memory get expired_at = now, edges the survivor (or any live memory) also
+        supports keep living. Idempotent. Returns the ids of edges expired."""
 
     async def ping(self) -> None:
         """Raise DependencyUnavailable if the graph cannot serve requests."""

@@ -202,16 +202,13 @@ SET m.deleted_at = coalesce(m.deleted_at, $now),
     m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
 """
 
-# Removed memories stop supporting their edges; a duplicate's survivor (if live) supports them
-# instead. Edges left without support expire (they are not known to be false: invalid_at stays).
+# Removed memories (deleted or duplicates) stop supporting their edges. Edges left without
+# support expire (they are not known to be false: invalid_at stays). A duplicate's survivor is
+# not added to edges it did not support itself (issue 5: those edges expire).
 _DROP_REMOVED: LiteralString = _EDGES_OF + """
 WITH r WHERE any(x IN r.memory_ids WHERE x IN $memory_ids)
-WITH r, [x IN r.memory_ids WHERE NOT x IN $memory_ids] AS kept,
+WITH r, [x IN r.memory_ids WHERE NOT x IN $memory_ids] AS supporters,
      [x IN r.memory_ids WHERE x IN $memory_ids] AS gone
-WITH r, gone, reduce(acc = kept, x IN gone |
-       CASE WHEN $dups[x] IS NULL OR $dups[x] IN acc
-                 OR NOT EXISTS { MATCH (sm:Memory {id: $dups[x]}) WHERE sm.deleted_at IS NULL }
-            THEN acc ELSE acc + $dups[x] END) AS supporters
 SET r.memory_ids = supporters,
     r.former_memory_ids = reduce(acc = coalesce(r.former_memory_ids, []), x IN gone |
                                  CASE WHEN x IN acc THEN acc ELSE acc + x END)

@@ -30,7 +30,7 @@ import qdrant_edge as qe
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
-from service.stores.vector import INDEXED_FIELDS, MemoryFilter, ScoredMemory
+from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
 
 SIDECAR = "memory_store.json"
 _T = TypeVar("_T")
@@ -222,6 +222,48 @@ class EdgeVectorStore:
             return 0
         return await self._run(lambda s: s.count(qe.CountRequest(exact=True, filter=f)))
 
+    async def scroll_vectors(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[VectorRecord], str | None]:
+        offset = _parse_cursor(cursor)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return [], None
+        req = qe.ScrollRequest(offset=offset, limit=limit, filter=f, with_payload=True, with_vector=True)
+
+        def _page(s: qe.EdgeShard) -> tuple[list[VectorRecord], str | None]:
+            # Built in the worker thread: the event loop only receives the finished page.
+            records, nxt = s.scroll(req)
+            page = [VectorRecord(_memory(r.id, r.payload), _plain_vector(r.vector)) for r in records]
+            return page, (None if nxt is None else str(nxt))
+
+        return await self._run(_page)
+
+    async def boundaries(self, user_id: str | None = None, limit: int = 100_000) -> list[Boundary]:
+        if user_id is not None:
+            users = [user_id]
+        else:
+            hits = await self._run(lambda s: s.facet(qe.FacetRequest("user_id", limit=limit, exact=True)).hits)
+            users = sorted(str(h.value) for h in hits)
+        out: list[Boundary] = []
+        for user in users:  # short calls, one per user and kind: each Edge call holds the GIL
+            count_req = qe.CountRequest(exact=True, filter=build_filter(MemoryFilter(user, scope=Scope.GLOBAL)))
+            facet_req = qe.FacetRequest(
+                "project_id", limit=limit, exact=True, filter=build_filter(MemoryFilter(user, scope=Scope.PROJECT))
+            )
+
+            def _count(s: qe.EdgeShard, req: qe.CountRequest = count_req) -> int:
+                return s.count(req)
+
+            def _projects(s: qe.EdgeShard, req: qe.FacetRequest = facet_req) -> list[tuple[str, int]]:
+                return [(str(h.value), int(h.count)) for h in s.facet(req).hits]
+
+            n_global = await self._run(_count)
+            if n_global:
+                out.append(Boundary(user, Scope.GLOBAL, None, n_global))
+            out += [Boundary(user, Scope.PROJECT, p, n) for p, n in sorted(await self._run(_projects))]
+        return out
+
     # ---------------------------------------------------------------------------------------
     # helpers
     # ---------------------------------------------------------------------------------------
@@ -257,6 +299,15 @@ def _payload(m: Memory) -> dict[str, Any]:
 
 def _memory(point_id: qe.PointId, payload: dict[str, Any] | None) -> Memory:
     return Memory(id=str(point_id), **(payload or {}))
+
+
+def _plain_vector(vector: Any) -> list[float]:
+    """The collection's one unnamed dense vector as a list."""
+    if isinstance(vector, dict):  # named vectors: this service creates none, but be explicit
+        vector = vector.get("", next(iter(vector.values()), None))
+    if not isinstance(vector, list):
+        raise StoreConfigError(f"expected one dense vector per point, got {type(vector).__name__}")
+    return vector
 
 
 def _valid_ids(ids: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
-from service.stores.vector import INDEXED_FIELDS, MemoryFilter, ScoredMemory
+from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
 
 # HTTP answers that mean "the store cannot serve", as opposed to a bad request from us.
 _UNAVAILABLE_STATUS = {401, 403, 408, 429}
@@ -216,6 +216,47 @@ class QdrantServerVectorStore:
             res = await self._client.count(self._collection, count_filter=f, exact=True)
         return res.count
 
+    async def scroll_vectors(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[VectorRecord], str | None]:
+        offset = _parse_cursor(cursor)
+        f = build_filter(flt)
+        if f is None or limit <= 0:
+            return [], None
+        self._check_open()
+        with self._errors("scroll"):
+            records, nxt = await self._client.scroll(
+                self._collection,
+                scroll_filter=f,
+                limit=limit,
+                offset=offset,
+                with_payload=True,
+                with_vectors=True,
+            )
+        page = [VectorRecord(_memory(r.id, r.payload), _plain_vector(r.vector)) for r in records]
+        return page, (None if nxt is None else str(nxt))
+
+    async def boundaries(self, user_id: str | None = None, limit: int = 100_000) -> list[Boundary]:
+        self._check_open()
+        c = self._collection
+        with self._errors("boundaries"):
+            if user_id is not None:
+                users = [user_id]
+            else:
+                res = await self._client.facet(c, key="user_id", limit=limit, exact=True)
+                users = sorted(str(h.value) for h in res.hits)
+            out: list[Boundary] = []
+            for user in users:
+                glob = build_filter(MemoryFilter(user, scope=Scope.GLOBAL))
+                n_global = (await self._client.count(c, count_filter=glob, exact=True)).count
+                if n_global:
+                    out.append(Boundary(user, Scope.GLOBAL, None, n_global))
+                proj = build_filter(MemoryFilter(user, scope=Scope.PROJECT))
+                res = await self._client.facet(c, key="project_id", facet_filter=proj, limit=limit, exact=True)
+                out += sorted((Boundary(user, Scope.PROJECT, str(h.value), h.count) for h in res.hits),
+                              key=lambda b: b.project_id or "")
+        return out
+
     # ---------------------------------------------------------------------------------------
     # helpers
     # ---------------------------------------------------------------------------------------
@@ -255,6 +296,15 @@ def _payload(m: Memory) -> dict[str, Any]:
 
 def _memory(point_id: qm.ExtendedPointId, payload: dict[str, Any] | None) -> Memory:
     return Memory(id=str(point_id), **(payload or {}))
+
+
+def _plain_vector(vector: Any) -> list[float]:
+    """The collection's one unnamed dense vector as a list."""
+    if isinstance(vector, dict):  # named vectors: this service creates none, but be explicit
+        vector = vector.get("", next(iter(vector.values()), None))
+    if not isinstance(vector, list) or (vector and not isinstance(vector[0], (int, float))):
+        raise StoreConfigError(f"expected one dense vector per point, got {type(vector).__name__}")
+    return [float(x) for x in vector]
 
 
 def _valid_ids(ids: list[str]) -> list[str]:

@@ -39,6 +39,28 @@ class ScoredMemory:
     score: float  # cosine similarity in [-1, 1]
 
 
+@dataclass(frozen=True)
+class VectorRecord:
+    """A memory with its stored vector (unit length in a cosine collection)."""
+
+    memory: Memory
+    vector: list[float]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A dedup boundary: one user's global scope, or one project of that user. `count` is the number of
+    memories in it when it was listed."""
+
+    user_id: str
+    scope: Scope
+    project_id: str | None
+    count: int = 0
+
+    def filter(self) -> MemoryFilter:
+        return MemoryFilter(user_id=self.user_id, scope=self.scope, project_id=self.project_id)
+
+
 class VectorStore(Protocol):
     name: str
 
@@ -63,6 +85,15 @@ class VectorStore(Protocol):
         """One page of memories matching `flt`, ordered by id; returns (page, next_cursor)."""
 
     async def count(self, flt: MemoryFilter | None = None) -> int: ...
+
+    async def scroll_vectors(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[VectorRecord], str | None]:
+        """Like `scroll`, with each memory's stored vector (the dedup sweep's reads)."""
+
+    async def boundaries(self, user_id: str | None = None, limit: int = 100_000) -> list[Boundary]:
+        """The distinct (user, scope, project) boundaries that hold memories, with their sizes: every
+        user's, or one user's. At most `limit` users, and `limit` projects per user."""
 
     async def ping(self) -> None:
         """Raise if the store cannot serve requests."""

@@ -341,7 +341,7 @@ async def test_remove_memories_expires_only_unsupported_edges(store: Neo4jGraphS
     assert await store.remove_memories([str(uuid.uuid4())], NOW) == []
 
 
-async def test_dedup_moves_support_to_the_survivor(store: Neo4jGraphStore) -> None:
+async def test_dedup_keeps_shared_edges_and_expires_the_duplicates_own(store: Neo4jGraphStore) -> None:
     u = user()
     keep, dup = mem(u, "likes tea"), mem(u, "Likes tea!")
     await store.upsert_memories([keep, dup], [
@@ -349,16 +349,16 @@ async def test_dedup_moves_support_to_the_survivor(store: Neo4jGraphStore) -> No
         links(dup, rel("Alice", "likes", "tea"), rel("Alice", "drinks", "it hot")),
     ])
     tea, hot = rid(keep, "Alice", "likes", "tea"), rid(keep, "Alice", "drinks", "it hot")
-    assert await store.remove_memories([dup.id], NOW, {dup.id: keep.id}) == []
+    assert await store.remove_memories([dup.id], NOW, {dup.id: keep.id}) == [hot]
     state = await edges(store, u)
     assert state[tea]["memory_ids"] == [keep.id] and state[tea]["expired_at"] is None
-    assert state[hot]["memory_ids"] == [keep.id] and state[hot]["expired_at"] is None
+    assert state[hot]["memory_ids"] == [] and state[hot]["expired_at"] == NOW
     episodes = {e["id"]: e for e in (await store.list_episodes(u, None, 10, None)).items}
     assert episodes[dup.id]["duplicate_of"] == keep.id and episodes[dup.id]["deleted_at"] == NOW
-    assert await store.remove_memories([dup.id], NOW, {dup.id: keep.id}) == []
+    assert await store.remove_memories([dup.id], NOW, {dup.id: keep.id}) == [hot]
     assert await edges(store, u) == state
-    # the survivor's own deletion later expires both
-    assert await store.remove_memories([keep.id], NOW) == sorted([tea, hot])
+    # the survivor's own deletion later expires the shared one too
+    assert await store.remove_memories([keep.id], NOW) == [tea]
 
 
 # ---- listings ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
-from service.stores.vector import MemoryFilter, VectorStore
+from service.stores.vector import Boundary, MemoryFilter, VectorStore
 
 DIM = 8
 EMBEDDER = "test-embedder"
@@ -326,6 +326,62 @@ async def test_scroll_last_page_and_bad_cursor(store: VectorStore) -> None:
     assert len(rest) == 1 and end is None
     with pytest.raises(DomainError):
         await store.scroll(MemoryFilter("alice"), 3, "garbage")
+
+
+# -------------------------------------------------------------------------------------------
+# dedup reads: vectors with payload, boundaries
+# -------------------------------------------------------------------------------------------
+
+
+async def test_scroll_vectors_pages_with_unit_vectors(store: VectorStore) -> None:
+    mine = [mem(content=f"m{i}") for i in range(11)]
+    other_scope = mem(content="p", category="convention", scope=Scope.PROJECT, project_id="p1")
+    theirs = mem("bob", content="b")
+    vectors = [unit(i % DIM, (i + 1) % DIM, 0.5) for i in range(len(mine))]
+    await store.upsert([*mine, other_scope, theirs], [*vectors, unit(0), unit(0)])
+    flt = MemoryFilter("alice", scope=Scope.GLOBAL)
+    seen: dict[str, list[float]] = {}
+    cursor: str | None = None
+    for _ in range(20):
+        page, cursor = await store.scroll_vectors(flt, 4, cursor)
+        assert len(page) <= 4
+        for rec in page:
+            assert rec.memory.id not in seen
+            seen[rec.memory.id] = rec.vector
+        if cursor is None:
+            break
+    assert set(seen) == {m.id for m in mine}
+    for m, v in zip(mine, vectors, strict=True):
+        norm = math.sqrt(sum(x * x for x in v))
+        assert seen[m.id] == pytest.approx([x / norm for x in v], abs=1e-5)  # cosine: stored unit length
+    got = (await store.scroll_vectors(flt, 100))[0]
+    assert {r.memory.id: r.memory for r in got} == {m.id: m for m in mine}
+    assert await store.scroll_vectors(MemoryFilter("carol", scope=Scope.GLOBAL), 10) == ([], None)
+    with pytest.raises(DomainError):
+        await store.scroll_vectors(flt, 3, "garbage")
+
+
+async def test_boundaries_list_users_scopes_and_projects(store: VectorStore) -> None:
+    memories = [
+        mem("alice", "g1"), mem("alice", "g2"),
+        mem("alice", "p1", category="convention", scope=Scope.PROJECT, project_id="p1"),
+        mem("alice", "p2a", category="convention", scope=Scope.PROJECT, project_id="p2"),
+        mem("alice", "p2b", category="convention", scope=Scope.PROJECT, project_id="p2"),
+        mem("bob", "only project", category="convention", scope=Scope.PROJECT, project_id="p1"),
+    ]
+    await store.upsert(memories, [unit(i % DIM) for i in range(len(memories))])
+    alice = [
+        Boundary("alice", Scope.GLOBAL, None, 2),
+        Boundary("alice", Scope.PROJECT, "p1", 1),
+        Boundary("alice", Scope.PROJECT, "p2", 2),
+    ]
+    bob = [Boundary("bob", Scope.PROJECT, "p1", 1)]
+    assert await store.boundaries() == alice + bob
+    assert await store.boundaries("bob") == bob
+    assert await store.boundaries("nobody") == []
+    # a boundary's filter selects exactly its memories
+    for b in alice + bob:
+        assert await store.count(b.filter()) == b.count
 
 
 # -------------------------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""Maintenance: the dedup sweep on demand and the reports of every run (scheduled or requested)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query
+
+from service.api.deps import DepsDep
+from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport
+from worker.dedup import make_runs, submit_dedup
+
+router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
+
+RunId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+@router.post("/dedup", status_code=202, response_model=DedupAccepted)
+async def start_dedup(deps: DepsDep, req: Annotated[DedupRequest | None, Body()] = None) -> DedupAccepted:
+    """Start a dedup run (`{user_id?, dry_run?}`; no body = every user, real run). 202 with the task id,
+    which is also the run id: poll `poll_url` (task status) or `run_url` (the run's report)."""
+    return await submit_dedup(deps, req or DedupRequest())
+
+
+@router.get("/runs", response_model=DedupRunList)
+async def list_runs(deps: DepsDep, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> DedupRunList:
+    """The latest runs, newest first, without per-user detail."""
+    return DedupRunList(runs=await make_runs(deps).recent(limit))
+
+
+@router.get("/runs/{run_id}", response_model=DedupRunReport)
+async def get_run(run_id: RunId, deps: DepsDep) -> DedupRunReport:
+    """One run: start/end, status, and per user and phase (exact, near) the memories scanned, groups
+    found, memories removed (ids), graph edges expired and errors."""
+    return await make_runs(deps).get(run_id)
