@@ -102,7 +102,7 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
     assert await deps.graph.count_memories(user) == 2
     rels = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
     assert ("user", "prefers", "Neovim") in rels
-    assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01"
+    assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01T00:00:00+00:00"
 
     health = (await client.get("/health")).json()
     assert health["extractor"] == "gemini"
