@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +28,15 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.errors import DependencyUnavailable, StoreConfigError
+from service.stores.qdrant_common import (
+    FilterBuilder,
+    memory_of,
+    parse_cursor,
+    payload_of,
+    plain_vector,
+    valid_ids,
+)
 from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
 
 SIDECAR = "memory_store.json"
@@ -172,13 +179,13 @@ class EdgeVectorStore:
             return
         for v in vectors:
             self._check_dim(v)
-        points = [qe.Point(m.id, list(v), _payload(m)) for m, v in zip(memories, vectors, strict=True)]
+        points = [qe.Point(m.id, list(v), payload_of(m)) for m, v in zip(memories, vectors, strict=True)]
         op = qe.UpdateOperation.upsert_points(points)
         async with self._write_lock:
             await self._run(lambda s: s.update(op))
 
     async def delete(self, ids: list[str]) -> None:
-        valid: list[qe.PointId] = [i for i in _valid_ids(ids)]
+        valid: list[qe.PointId] = [i for i in valid_ids(ids)]
         if not valid:
             return
         op = qe.UpdateOperation.delete_points(valid)
@@ -196,23 +203,23 @@ class EdgeVectorStore:
             return []
         req = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vector)), filter=f, with_payload=True)
         points = await self._run(lambda s: s.query(req))
-        return [ScoredMemory(_memory(p.id, p.payload), float(p.score)) for p in points]
+        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in points]
 
     async def get(self, ids: list[str]) -> list[Memory]:
-        valid: list[qe.PointId] = [i for i in _valid_ids(ids)]
+        valid: list[qe.PointId] = [i for i in valid_ids(ids)]
         if not valid:
             return []
         records = await self._run(lambda s: s.retrieve(valid, True, False))
-        return [_memory(r.id, r.payload) for r in records]
+        return [memory_of(r.id, r.payload) for r in records]
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
-        offset = _parse_cursor(cursor)
+        offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
             return [], None
         req = qe.ScrollRequest(offset=offset, limit=limit, filter=f, with_payload=True, with_vector=False)
         records, nxt = await self._run(lambda s: s.scroll(req))
-        return [_memory(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+        return [memory_of(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
 
     async def count(self, flt: MemoryFilter | None = None) -> int:
         if flt is None:
@@ -225,7 +232,7 @@ class EdgeVectorStore:
     async def scroll_vectors(
         self, flt: MemoryFilter, limit: int, cursor: str | None = None
     ) -> tuple[list[VectorRecord], str | None]:
-        offset = _parse_cursor(cursor)
+        offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
             return [], None
@@ -234,7 +241,7 @@ class EdgeVectorStore:
         def _page(s: qe.EdgeShard) -> tuple[list[VectorRecord], str | None]:
             # Built in the worker thread: the event loop only receives the finished page.
             records, nxt = s.scroll(req)
-            page = [VectorRecord(_memory(r.id, r.payload), _plain_vector(r.vector)) for r in records]
+            page = [VectorRecord(memory_of(r.id, r.payload), plain_vector(r.vector)) for r in records]
             return page, (None if nxt is None else str(nxt))
 
         return await self._run(_page)
@@ -293,72 +300,14 @@ class EdgeVectorStore:
 # -------------------------------------------------------------------------------------------
 
 
-def _payload(m: Memory) -> dict[str, Any]:
-    return m.model_dump(mode="json", exclude={"id"})
-
-
-def _memory(point_id: qe.PointId, payload: dict[str, Any] | None) -> Memory:
-    return Memory(id=str(point_id), **(payload or {}))
-
-
-def _plain_vector(vector: Any) -> list[float]:
-    """The collection's one unnamed dense vector as a list."""
-    if isinstance(vector, dict):  # named vectors: this service creates none, but be explicit
-        vector = vector.get("", next(iter(vector.values()), None))
-    if not isinstance(vector, list):
-        raise StoreConfigError(f"expected one dense vector per point, got {type(vector).__name__}")
-    return vector
-
-
-def _valid_ids(ids: list[str]) -> list[str]:
-    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
-    out: list[str] = []
-    for i in ids:
-        try:
-            out.append(str(uuid.UUID(i)))
-        except (ValueError, TypeError, AttributeError):
-            continue
-    return list(dict.fromkeys(out))
-
-
-def _parse_cursor(cursor: str | None) -> str | None:
-    if cursor is None:
-        return None
-    try:
-        return str(uuid.UUID(cursor))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise DomainError(f"invalid cursor '{cursor}'") from e
-
-
-def _eq(key: str, value: str) -> qe.FieldCondition:
+def _eq(key: str, value: str) -> qe.ConditionType:
     return qe.FieldCondition(key, match=qe.MatchValue(value))
 
 
-def build_filter(flt: MemoryFilter) -> qe.Filter | None:
-    """The Edge filter for `flt` (rules in MemoryFilter's docstring); None when nothing can match."""
-    must: list[qe.ConditionType] = [_eq("user_id", flt.user_id)]
-    if flt.scope is None:
-        if flt.project_id is not None:
-            must.append(
-                qe.Filter(
-                    should=[
-                        _eq("scope", Scope.GLOBAL.value),
-                        qe.Filter(must=[_eq("scope", Scope.PROJECT.value), _eq("project_id", flt.project_id)]),
-                    ]
-                )
-            )
-        elif not flt.all_scopes:
-            must.append(_eq("scope", Scope.GLOBAL.value))
-    elif flt.scope is Scope.GLOBAL:
-        must.append(_eq("scope", Scope.GLOBAL.value))
-    else:
-        must.append(_eq("scope", Scope.PROJECT.value))
-        if flt.project_id is not None:
-            must.append(_eq("project_id", flt.project_id))
-    if flt.categories is not None:
-        if not flt.categories:
-            return None
-        must.append(qe.FieldCondition("category", match=qe.MatchAny(list(flt.categories))))
-    if flt.agent_id is not None:
-        must.append(_eq("agent_id", flt.agent_id))
-    return qe.Filter(must=must)
+_filters: FilterBuilder[qe.ConditionType, qe.Filter] = FilterBuilder(
+    eq=_eq,
+    any_of=lambda key, values: qe.FieldCondition(key, match=qe.MatchAny(values)),
+    all_of=lambda conds: qe.Filter(must=list(conds)),
+    one_of=lambda conds: qe.Filter(should=list(conds)),
+)
+build_filter = _filters.build

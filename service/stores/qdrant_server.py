@@ -11,11 +11,9 @@ vector size matches: the metadata is then written once.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 from qdrant_client import AsyncQdrantClient
@@ -23,7 +21,15 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.errors import DependencyUnavailable, StoreConfigError
+from service.stores.qdrant_common import (
+    FilterBuilder,
+    memory_of,
+    parse_cursor,
+    payload_of,
+    plain_vector,
+    valid_ids,
+)
 from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
 
 # HTTP answers that mean "the store cannot serve", as opposed to a bad request from us.
@@ -149,14 +155,15 @@ class QdrantServerVectorStore:
         for v in vectors:
             self._check_dim(v)
         points = [
-            qm.PointStruct(id=m.id, vector=list(v), payload=_payload(m)) for m, v in zip(memories, vectors, strict=True)
+            qm.PointStruct(id=m.id, vector=list(v), payload=payload_of(m))
+            for m, v in zip(memories, vectors, strict=True)
         ]
         self._check_open()
         with self._errors("upsert"):
             await self._client.upsert(self._collection, points=points, wait=True)
 
     async def delete(self, ids: list[str]) -> None:
-        valid: list[qm.ExtendedPointId] = [i for i in _valid_ids(ids)]
+        valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
         if not valid:
             return
         self._check_open()
@@ -177,19 +184,19 @@ class QdrantServerVectorStore:
             res = await self._client.query_points(
                 self._collection, query=list(vector), query_filter=f, limit=limit, with_payload=True
             )
-        return [ScoredMemory(_memory(p.id, p.payload), float(p.score)) for p in res.points]
+        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
 
     async def get(self, ids: list[str]) -> list[Memory]:
-        valid: list[qm.ExtendedPointId] = [i for i in _valid_ids(ids)]
+        valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
         if not valid:
             return []
         self._check_open()
         with self._errors("get"):
             records = await self._client.retrieve(self._collection, ids=valid, with_payload=True, with_vectors=False)
-        return [_memory(r.id, r.payload) for r in records]
+        return [memory_of(r.id, r.payload) for r in records]
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
-        offset = _parse_cursor(cursor)
+        offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
             return [], None
@@ -203,7 +210,7 @@ class QdrantServerVectorStore:
                 with_payload=True,
                 with_vectors=False,
             )
-        return [_memory(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+        return [memory_of(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
 
     async def count(self, flt: MemoryFilter | None = None) -> int:
         f: qm.Filter | None = None
@@ -219,7 +226,7 @@ class QdrantServerVectorStore:
     async def scroll_vectors(
         self, flt: MemoryFilter, limit: int, cursor: str | None = None
     ) -> tuple[list[VectorRecord], str | None]:
-        offset = _parse_cursor(cursor)
+        offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
             return [], None
@@ -233,7 +240,7 @@ class QdrantServerVectorStore:
                 with_payload=True,
                 with_vectors=True,
             )
-        page = [VectorRecord(_memory(r.id, r.payload), _plain_vector(r.vector)) for r in records]
+        page = [VectorRecord(memory_of(r.id, r.payload), plain_vector(r.vector)) for r in records]
         return page, (None if nxt is None else str(nxt))
 
     async def boundaries(self, user_id: str | None = None, limit: int = 100_000) -> list[Boundary]:
@@ -290,72 +297,14 @@ class QdrantServerVectorStore:
 # -------------------------------------------------------------------------------------------
 
 
-def _payload(m: Memory) -> dict[str, Any]:
-    return m.model_dump(mode="json", exclude={"id"})
-
-
-def _memory(point_id: qm.ExtendedPointId, payload: dict[str, Any] | None) -> Memory:
-    return Memory(id=str(point_id), **(payload or {}))
-
-
-def _plain_vector(vector: Any) -> list[float]:
-    """The collection's one unnamed dense vector as a list."""
-    if isinstance(vector, dict):  # named vectors: this service creates none, but be explicit
-        vector = vector.get("", next(iter(vector.values()), None))
-    if not isinstance(vector, list) or (vector and not isinstance(vector[0], (int, float))):
-        raise StoreConfigError(f"expected one dense vector per point, got {type(vector).__name__}")
-    return [float(x) for x in vector]
-
-
-def _valid_ids(ids: list[str]) -> list[str]:
-    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
-    out: list[str] = []
-    for i in ids:
-        try:
-            out.append(str(uuid.UUID(i)))
-        except (ValueError, TypeError, AttributeError):
-            continue
-    return list(dict.fromkeys(out))
-
-
-def _parse_cursor(cursor: str | None) -> str | None:
-    if cursor is None:
-        return None
-    try:
-        return str(uuid.UUID(cursor))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise DomainError(f"invalid cursor '{cursor}'") from e
-
-
-def _eq(key: str, value: str) -> qm.FieldCondition:
+def _eq(key: str, value: str) -> qm.Condition:
     return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
 
 
-def build_filter(flt: MemoryFilter) -> qm.Filter | None:
-    """The Qdrant filter for `flt` (rules in MemoryFilter's docstring); None when nothing can match."""
-    must: list[qm.Condition] = [_eq("user_id", flt.user_id)]
-    if flt.scope is None:
-        if flt.project_id is not None:
-            must.append(
-                qm.Filter(
-                    should=[
-                        _eq("scope", Scope.GLOBAL.value),
-                        qm.Filter(must=[_eq("scope", Scope.PROJECT.value), _eq("project_id", flt.project_id)]),
-                    ]
-                )
-            )
-        elif not flt.all_scopes:
-            must.append(_eq("scope", Scope.GLOBAL.value))
-    elif flt.scope is Scope.GLOBAL:
-        must.append(_eq("scope", Scope.GLOBAL.value))
-    else:
-        must.append(_eq("scope", Scope.PROJECT.value))
-        if flt.project_id is not None:
-            must.append(_eq("project_id", flt.project_id))
-    if flt.categories is not None:
-        if not flt.categories:
-            return None
-        must.append(qm.FieldCondition(key="category", match=qm.MatchAny(any=list(flt.categories))))
-    if flt.agent_id is not None:
-        must.append(_eq("agent_id", flt.agent_id))
-    return qm.Filter(must=must)
+_filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
+    eq=_eq,
+    any_of=lambda key, values: qm.FieldCondition(key=key, match=qm.MatchAny(any=values)),
+    all_of=lambda conds: qm.Filter(must=list(conds)),
+    one_of=lambda conds: qm.Filter(should=list(conds)),
+)
+build_filter = _filters.build

@@ -1,0 +1,89 @@
+"""What both Qdrant adapters share: payload mapping, ids, cursors, the embedder check and the
+filter rules (MemoryFilter's docstring) written once over each client's own filter classes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar, cast
+
+from service.domain import Memory, Scope
+from service.errors import DomainError, StoreConfigError
+from service.stores.vector import MemoryFilter
+
+C = TypeVar("C")  # a condition of one client library
+F = TypeVar("F")  # its filter (itself usable as a condition)
+
+
+def payload_of(m: Memory) -> dict[str, Any]:
+    return m.model_dump(mode="json", exclude={"id"})
+
+
+def memory_of(point_id: object, payload: dict[str, Any] | None) -> Memory:
+    return Memory(id=str(point_id), **(payload or {}))
+
+
+def plain_vector(vector: Any) -> list[float]:
+    """The collection's one unnamed dense vector as a list."""
+    if isinstance(vector, dict):  # named vectors: this service creates none, but be explicit
+        vector = vector.get("", next(iter(vector.values()), None))
+    if not isinstance(vector, list) or (vector and not isinstance(vector[0], (int, float))):
+        raise StoreConfigError(f"expected one dense vector per point, got {type(vector).__name__}")
+    return [float(x) for x in vector]
+
+
+def valid_ids(ids: list[str]) -> list[str]:
+    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
+    out: list[str] = []
+    for i in ids:
+        try:
+            out.append(str(uuid.UUID(i)))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return list(dict.fromkeys(out))
+
+
+def parse_cursor(cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    try:
+        return str(uuid.UUID(cursor))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise DomainError(f"invalid cursor '{cursor}'") from e
+
+
+class FilterBuilder(Generic[C, F]):
+    """The client library's constructors; `build` applies MemoryFilter's rules with them."""
+
+    def __init__(
+        self,
+        eq: Callable[[str, str], C],
+        any_of: Callable[[str, list[str]], C],
+        all_of: Callable[[Sequence[C]], F],
+        one_of: Callable[[Sequence[C]], F],
+    ) -> None:
+        self.eq, self.any_of, self.all_of, self.one_of = eq, any_of, all_of, one_of
+
+    def build(self, flt: MemoryFilter) -> F | None:
+        """The filter for `flt`; None when nothing can match."""
+        eq = self.eq
+        must: list[C] = [eq("user_id", flt.user_id)]
+        if flt.scope is None:
+            if flt.project_id is not None:
+                project = cast(C, self.all_of([eq("scope", Scope.PROJECT.value), eq("project_id", flt.project_id)]))
+                must.append(cast(C, self.one_of([eq("scope", Scope.GLOBAL.value), project])))
+            elif not flt.all_scopes:
+                must.append(eq("scope", Scope.GLOBAL.value))
+        elif flt.scope is Scope.GLOBAL:
+            must.append(eq("scope", Scope.GLOBAL.value))
+        else:
+            must.append(eq("scope", Scope.PROJECT.value))
+            if flt.project_id is not None:
+                must.append(eq("project_id", flt.project_id))
+        if flt.categories is not None:
+            if not flt.categories:
+                return None
+            must.append(self.any_of("category", list(flt.categories)))
+        if flt.agent_id is not None:
+            must.append(eq("agent_id", flt.agent_id))
+        return self.all_of(must)
