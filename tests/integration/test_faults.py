@@ -87,18 +87,19 @@ async def test_health_degraded_when_neo4j_is_stopped(tmp_path: Path) -> None:
 async def test_slow_graph_degrades_search_to_vector_results(tmp_path: Path) -> None:
     upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
     async with SlowProxy(upstream) as proxy, running_app(
-        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=0.5
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=3
     ) as (client, _):
         user = unique("slowgraph")
         ok = await client.post("/v1/memories/raw", json={"content": "I use Helix as my editor", "user_id": user,
                                                          "category": "preference"})
         assert (await wait_task(client, ok.json()["task_id"]))["status"] == "completed"
+        await client.post("/v1/search", json={"query": "Helix editor", "user_id": user})  # warm the query plans
         fast = (await client.post("/v1/search", json={"query": "Helix editor", "user_id": user})).json()
         assert fast["degraded"] == []
-        proxy.delay = 2.0
+        proxy.delay = 10.0
         started = time.monotonic()
         slow = await client.post("/v1/search", json={"query": "Helix editor", "user_id": user})
-        assert time.monotonic() - started < 1.9  # answered at the graph timeout, not after the graph
+        assert time.monotonic() - started < 9  # answered at the graph timeout, not after the graph
         assert slow.status_code == 200
         assert slow.json()["degraded"] == ["graph"]
         assert slow.json()["results"][0]["content"] == "I use Helix as my editor"
