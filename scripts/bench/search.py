@@ -1,0 +1,694 @@
+"""Search benchmark: `POST /v1/search` latency at 10k and 100k memories per user, vector-only vs merged.
+
+    .venv/bin/python scripts/bench/search.py --redis-url redis://127.0.0.1:6379/0 \
+        [--sizes 10000,100000] [--clients 1,8] [--requests 300] [--vectors local|random] \
+        [--neo4j-uri bolt://127.0.0.1:7687]   # default: a private Neo4j in the work dir
+
+What it does, in order (every loop is bounded in count and in time):
+
+1. Load. For each size N, one user `bench-<N>-<run>` gets N synthetic memories (80% global, 20% in
+   5 projects; 11 fact templates over an entity pool of max(300, N/20) names — technologies,
+   services, people, places — drawn with a skew so a few entities are hot, as in real use). Each
+   memory has explicit graph links (1-3 entities, one relation). They are written through the
+   product's own store layer, built by `service.deps.build_deps`: `EdgeVectorStore.upsert` (Qdrant
+   Edge at `<workdir>/data/qdrant`) and `Neo4jGraphStore.upsert_memories` (UNWIND MERGE), in
+   chunks of `--chunk` (1000). Nothing goes through the API or the queue.
+   Vectors: `--vectors local` (default) embeds every memory with the local model, as a write
+   would (200-450 texts/s on 2 cores: 4-9 min for 110k); `--vectors random` uses clustered random unit
+   vectors (512 random centroids, cosine ~0.7 to their centroid) for speed. Queries are always
+   embedded by the service's embedder, so search cost is the same either way on plain segments;
+   only which memories come back differs.
+2. In-process figures, through the same objects (the API process is not running yet: Qdrant
+   Edge lets one process open a shard):
+   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, i.e. the vector half of
+     `MemoryService.search` with the same embedder (the request path minus the graph);
+   - graph-only: `graph.search_facts(...)`, the graph half;
+   - merged: `MemoryService.search(SearchRequest)`, the product's merged search (both halves run
+     concurrently, then dedup + interleave).
+   The API cannot be asked for vector-only results (there is no switch, and an unreachable Neo4j
+   makes the service refuse to start or wait for GRAPH_TIMEOUT_SECONDS), so the ratio
+   merged/vector-only is measured in-process, where the only difference is the graph half.
+3. HTTP figures: `python -m service` on a free port of 127.0.0.1 (embedded profile, worker
+   in-process, DATA_DIR/QDRANT_PATH = the loaded data, private ARQ queue), then
+   `POST /v1/search` (merged: it is the only kind the API serves) from this process.
+   The load generator shares the 2 cores with the service, so HTTP figures include that contention.
+4. Print one table: size, clients, path, requests, p50/p95/p99 ms, requests/s, degraded answers,
+   then the ratios merged/vector-only (in-process) and HTTP merged / in-process vector-only.
+
+Each cell sends `--requests` queries (cycled from 60 per user: entity names, words of the fact
+texts, and some that match nothing in the graph) from `--clients` concurrent clients after
+`--warmup` unmeasured ones, stopping early after `--cell-seconds`. `limit` is 10 (the API
+default) unless `--limit`. Qdrant Edge is searched as the service leaves it: the service never
+calls `optimize()` (HNSW build), so by default neither does this script; `--optimize` adds a last phase
+that builds it and measures the in-process paths again, to show the difference.
+
+With `--neo4j-uri` the data goes to that database and the bench users' nodes are removed at the
+end (`--keep` keeps them and the work dir). Redis is needed by the service only (start-up and its
+in-process worker); the script uses a private queue name. Exit status: 0 when every search
+answered, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+
+PROJECTS = tuple(f"proj-{i}" for i in range(5))
+GLOBAL_CATEGORIES = ("preference", "technical_skill", "decision", "workflow", "personal_fact", "interaction")
+PROJECT_CATEGORIES = ("tech_stack", "dependency", "architecture", "convention", "decision")
+
+TECH = (
+    ("Python", "language"), ("Rust", "language"), ("TypeScript", "language"), ("Go", "language"),
+    ("Kotlin", "language"), ("Java", "language"), ("Elixir", "language"), ("Ruby", "language"),
+    ("PostgreSQL", "database"), ("Redis", "database"), ("SQLite", "database"), ("MongoDB", "database"),
+    ("ClickHouse", "database"), ("Neo4j", "database"), ("Qdrant", "database"), ("Kafka", "service"),
+    ("RabbitMQ", "service"), ("Docker", "tool"), ("Kubernetes", "tool"), ("Terraform", "tool"),
+    ("pytest", "tool"), ("ruff", "tool"), ("mypy", "tool"), ("FastAPI", "framework"), ("Django", "framework"),
+    ("React", "framework"), ("Vue", "framework"), ("Next.js", "framework"), ("Flask", "framework"),
+    ("GitHub Actions", "tool"), ("Grafana", "tool"), ("Prometheus", "tool"), ("Sentry", "service"),
+    ("AWS", "service"), ("GCP", "service"), ("Fly.io", "service"), ("Vercel", "service"), ("Nginx", "tool"),
+    ("vim", "tool"), ("VS Code", "tool"), ("tmux", "tool"), ("Poetry", "tool"), ("uv", "tool"),
+)
+ADJ = ("amber", "silent", "rapid", "crimson", "lunar", "brisk", "copper", "hollow", "velvet", "arctic",
+       "golden", "misty", "quiet", "scarlet", "solar", "tidal", "urban", "vivid", "wild", "young",
+       "bright", "cobalt", "dusty", "early", "frozen", "gentle", "hidden", "ivory", "jade", "keen")
+NOUN = ("falcon", "harbor", "meadow", "comet", "river", "lantern", "summit", "orchid", "pebble", "canyon",
+        "willow", "beacon", "glacier", "thicket", "ember", "prairie", "quarry", "reef", "spruce", "tundra",
+        "atlas", "bramble", "cedar", "delta", "fjord", "grove", "heron", "island", "juniper", "kestrel")
+FIRST = ("Ana", "Bilal", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jia", "Kofi", "Lena",
+         "Marta", "Nikhil", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tariq", "Uma", "Viktor", "Wen", "Yara")
+LAST = ("Silva", "Okafor", "Novak", "Tanaka", "Haddad", "Kowalski", "Moreau", "Ivanova", "Mensah", "Lindqvist",
+        "Rahman", "Costa", "Weber", "Kim", "Nguyen", "Ortiz")
+PLACES = ("Lisbon", "Porto", "Berlin", "Nairobi", "Osaka", "Toronto", "Lyon", "Krakow", "Austin", "Dublin",
+          "Seoul", "Bogota", "Tallinn", "Cape Town", "Melbourne", "Oslo")
+PURPOSES = ("data pipelines", "web APIs", "code review", "side projects", "shell scripts", "CI jobs",
+            "prototyping", "load testing", "billing reports", "search ranking", "feature flags", "log shipping",
+            "schema migrations", "nightly backups", "mobile builds", "on-call dashboards", "ETL jobs",
+            "rate limiting", "image resizing", "email delivery", "auth tokens", "caching sessions",
+            "background jobs", "release notes", "local development", "integration tests", "metrics export",
+            "PDF rendering", "geocoding", "audit logs", "invoicing", "chat notifications")
+WHEN = ("", " since last spring", " after the outage in March", " for about two years", " on weekdays",
+        " since the rewrite", " when pairing", " at the new job", " for the Q3 launch", " in most repos")
+REASONS = ("", " because it is faster", " since the team knows it", " to keep costs down",
+           " after a long comparison", " because the docs are good", " for its stability")
+
+# (predicate, global template, project template); {o} object entity, {o2} second entity, {p} project
+FACTS: tuple[tuple[str, str, str], ...] = (
+    ("uses", "I use {o} for {purpose}{when}", "{p} uses {o} for {purpose}{reason}"),
+    ("prefers", "I prefer {o} over {o2} for {purpose}{reason}", "In {p} we prefer {o} to {o2} for {purpose}"),
+    ("knows", "I know {o} well from {purpose}{when}", "The {p} team knows {o} well from {purpose}"),
+    ("depends_on", "My {purpose} setup depends on {o}{when}", "{p} depends on {o} for {purpose}{reason}"),
+    ("decided", "I decided to adopt {o} for {purpose}{reason}", "We decided on {o} for {purpose} in {p}{reason}"),
+    ("works_on", "Currently working on {purpose} with {o}{when}", "{p} is working on {purpose} in {o}"),
+    ("deploys_to", "I deploy my {purpose} to {o}{when}", "{p} deploys {purpose} to {o}{reason}"),
+    ("tests_with", "I test {purpose} with {o}{when}", "{p} tests {purpose} with {o}"),
+    ("works_with", "Paired with {person} on {purpose}{when}", "{person} owns {purpose} in {p}"),
+    ("dislikes", "I dislike using {o} for {purpose}{reason}", "{p} avoids {o} for {purpose}{reason}"),
+    ("visited", "Met the {o} team in {place} to discuss {purpose}", "{p} has an office in {place} for {purpose}"),
+)
+QUERY_TEMPLATES = (
+    "what do I use {o} for",
+    "{o}",
+    "{o} {purpose}",
+    "which tool do I prefer for {purpose}",
+    "how does {p} handle {purpose}",
+    "who works on {purpose}",
+    "{person}",
+    "decisions about {purpose}",
+    "where do we deploy {purpose}",
+    "zebra crossing umbrella lullaby",  # matches nothing in the graph, little in the vectors
+)
+QUERIES_PER_USER = 60
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile; 0.0 for an empty list."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+# --------------------------------------------------------------------------------------------
+# synthetic data
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    entities: list[tuple[str, str]]  # (name, type)
+    people: list[str]
+
+    def pick(self, rng: random.Random) -> tuple[str, str]:
+        # skewed: index ~ N * u^2, so the first few entities are hot (~sqrt(1/N) of picks each)
+        return self.entities[int(len(self.entities) * rng.random() ** 2)]
+
+
+def make_pool(size: int, rng: random.Random) -> Pool:
+    n = max(300, size // 20)
+    synthetic: list[tuple[str, str]] = []
+    kinds = ("service", "project", "library", "team")
+    for i in range(n):
+        a, b = ADJ[i % len(ADJ)], NOUN[(i // len(ADJ)) % len(NOUN)]
+        suffix = "" if i < len(ADJ) * len(NOUN) else f"-{i // (len(ADJ) * len(NOUN))}"
+        synthetic.append((f"{a}-{b}{suffix}", kinds[i % len(kinds)]))
+    entities = list(TECH) + synthetic
+    rng.shuffle(entities)
+    entities = entities[:n]
+    people = [f"{f} {last}" for f in FIRST for last in LAST]
+    rng.shuffle(people)
+    return Pool(entities, people[: max(40, n // 10)])
+
+
+def make_memories(user_id: str, size: int, seed: int) -> tuple[list[Any], list[Any], Pool]:
+    """N memories with explicit graph links; deterministic for (user_id, size, seed)."""
+    from service.domain import ID_NAMESPACE, Memory, Scope, content_hash
+    from service.stores.graph import EntityRef, MemoryLinks, RelationRef
+
+    rng = random.Random(seed * 1_000_003 + size)
+    pool = make_pool(size, rng)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    memories: list[Memory] = []
+    links: list[MemoryLinks] = []
+    for i in range(size):
+        project = PROJECTS[rng.randrange(len(PROJECTS))] if rng.random() < 0.2 else None
+        predicate, g_tpl, p_tpl = FACTS[rng.randrange(len(FACTS))]
+        (o, o_type), (o2, o2_type) = pool.pick(rng), pool.pick(rng)
+        person = pool.people[int(len(pool.people) * rng.random() ** 2)]
+        place = PLACES[rng.randrange(len(PLACES))]
+        text = (p_tpl if project else g_tpl).format(
+            o=o, o2=o2, p=project, person=person, place=place, purpose=PURPOSES[rng.randrange(len(PURPOSES))],
+            when=WHEN[rng.randrange(len(WHEN))], reason=REASONS[rng.randrange(len(REASONS))],
+        )
+        content = text[0].upper() + text[1:]
+        subject = project or "user"
+        if predicate == "works_with":
+            target, entities = person, [EntityRef(person, "person")]
+        elif predicate == "visited":
+            target, entities = place, [EntityRef(o, o_type), EntityRef(place, "place")]
+        else:
+            target, entities = o, [EntityRef(o, o_type)] + ([EntityRef(o2, o2_type)] if "{o2}" in g_tpl else [])
+        if project:
+            entities.append(EntityRef(project, "project"))
+        created = (start + timedelta(minutes=7 * i)).isoformat()
+        mid = str(uuid.uuid5(ID_NAMESPACE, f"bench-search:{user_id}:{i}"))
+        categories = PROJECT_CATEGORIES if project else GLOBAL_CATEGORIES
+        memories.append(Memory(
+            id=mid, user_id=user_id, content=content, category=categories[rng.randrange(len(categories))],
+            scope=Scope.PROJECT if project else Scope.GLOBAL, project_id=project, hash=content_hash(content),
+            metadata={"bench": "search"}, created_at=created, updated_at=created, task_id=None,
+        ))
+        links.append(MemoryLinks(memory_id=mid, entities=entities,
+                                 relations=[RelationRef(subject, predicate, target, content)]))
+    return memories, links, pool
+
+
+def make_queries(pool: Pool, seed: int) -> list[tuple[str, str | None]]:
+    """(query, project_id) pairs; half of them pass a project_id, as an agent inside a repo would."""
+    rng = random.Random(seed)
+    out: list[tuple[str, str | None]] = []
+    for i in range(QUERIES_PER_USER):
+        tpl = QUERY_TEMPLATES[i % len(QUERY_TEMPLATES)]
+        project = PROJECTS[rng.randrange(len(PROJECTS))]
+        q = tpl.format(o=pool.pick(rng)[0], purpose=PURPOSES[rng.randrange(len(PURPOSES))], p=project,
+                       person=pool.people[rng.randrange(len(pool.people))])
+        out.append((q, project if i % 2 else None))
+    return out
+
+
+class RandomVectors:
+    """Clustered unit vectors: 512 random centroids, each point ~0.7 cosine to its centroid."""
+
+    def __init__(self, dim: int, seed: int) -> None:
+        import numpy as np
+
+        self._np = np
+        self._gen = np.random.default_rng(seed)
+        centroids = self._gen.standard_normal((512, dim)).astype(np.float32)
+        self._centroids = centroids / np.linalg.norm(centroids, axis=1, keepdims=True)
+        self._dim = dim
+
+    def take(self, n: int) -> list[list[float]]:
+        np = self._np
+        which = self._gen.integers(0, len(self._centroids), n)
+        points = self._centroids[which] + self._gen.standard_normal((n, self._dim)).astype(np.float32) / math.sqrt(
+            self._dim)
+        points /= np.linalg.norm(points, axis=1, keepdims=True)
+        return [[float(x) for x in row] for row in points]
+
+
+# --------------------------------------------------------------------------------------------
+# processes
+# --------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float, name: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode} before listening on 127.0.0.1:{port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{name} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def start_neo4j(home: Path, heap: str, pagecache: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    log = (home.parent / "neo4j.log").open("wb")
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts/neo4j/run.sh"), "--home", str(home), "--host", "127.0.0.1", "--port", str(port),
+         "--database", "memory", "--heap", heap, "--pagecache", pagecache],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    wait_port(port, proc, 300, "neo4j")
+    return proc, port
+
+
+def start_service(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """`python -m service` as a user runs it (embedded profile, worker in-process)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT
+    )
+
+
+def service_env(args: argparse.Namespace, data_dir: Path, queue: str, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_"))}
+    if os.environ.get("NEO4J_PASSWORD"):
+        env["NEO4J_PASSWORD"] = os.environ["NEO4J_PASSWORD"]
+    env.update({
+        "HOST": "127.0.0.1", "PORT": str(port), "LOG_FORMAT": "json", "LOG_LEVEL": "WARNING",
+        "REDIS_URL": args.redis_url, "NEO4J_URI": args.neo4j_uri, "NEO4J_DATABASE": args.neo4j_database,
+        "DATA_DIR": str(data_dir), "QDRANT_PATH": str(data_dir / "qdrant"), "ARQ_QUEUE_NAME": queue,
+        "EMBEDDER": args.embedder,
+    })
+    env.pop("GOOGLE_API_KEY", None)  # offline: no Gemini client in the measured process
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# measurement
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    size: int
+    clients: int
+    path: str
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    degraded: int = 0
+    wall_s: float = 0.0
+    load1: float = 0.0  # machine load average (1 min) when the cell ended: other work on the 2 cores
+
+
+async def measure(
+    cell: Cell, call: Callable[[str, str | None], Awaitable[bool]], queries: list[tuple[str, str | None]],
+    requests: int, warmup: int, cap_s: float,
+) -> Cell:
+    """`requests` calls from `cell.clients` concurrent workers (after `warmup` unmeasured ones),
+    stopping early after `cap_s`; `call` returns True when the answer was degraded."""
+    for i in range(warmup):
+        with contextlib.suppress(Exception):
+            await call(*queries[i % len(queries)])
+    counter = iter(range(requests))
+    deadline = time.monotonic() + cap_s
+
+    async def worker() -> None:
+        for i in counter:  # shared iterator: `requests` calls in all, whichever worker takes them
+            if time.monotonic() >= deadline:
+                return
+            q, project = queries[i % len(queries)]
+            t0 = time.perf_counter()
+            try:
+                degraded = await call(q, project)
+            except Exception as exc:
+                cell.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            cell.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            cell.degraded += int(degraded)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(cell.clients)))
+    cell.wall_s = time.perf_counter() - t0
+    cell.load1 = os.getloadavg()[0]
+    return cell
+
+
+def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), n):
+        yield items[start : start + n]
+
+
+def settings_for(args: argparse.Namespace, data_dir: Path, queue: str) -> Any:
+    from service.settings import Settings
+
+    return Settings(
+        _env_file=None, redis_url=args.redis_url, neo4j_uri=args.neo4j_uri, neo4j_database=args.neo4j_database,
+        data_dir=data_dir, qdrant_path=data_dir / "qdrant", arq_queue_name=queue, embedder=args.embedder,
+        google_api_key=None, log_level="WARNING", log_format="console",
+    )
+
+
+async def load(deps: Any, args: argparse.Namespace, users: dict[int, str]) -> dict[int, list[tuple[str, str | None]]]:
+    """Write the synthetic memories through the store layer; returns each size's queries."""
+    queries: dict[int, list[tuple[str, str | None]]] = {}
+    for size, user in users.items():
+        t0 = time.perf_counter()
+        memories, links, pool = make_memories(user, size, args.seed)
+        queries[size] = make_queries(pool, args.seed + size)
+        t_gen = time.perf_counter() - t0
+        # chunk by chunk (embed, then upsert) so 100k vectors are never all held at once
+        t_emb = t_vec = 0.0
+        rand = RandomVectors(deps.embedder.dim, args.seed + size) if args.vectors == "random" else None
+        for i, m_part in enumerate(chunks(memories, args.chunk)):
+            if i and i % 20 == 0:
+                print(f"  {user}: vectors {i * args.chunk}/{size}", flush=True)
+            t0 = time.perf_counter()
+            if rand is not None:
+                vectors = rand.take(len(m_part))
+            else:
+                vectors = await deps.embedder.embed([m.content for m in m_part])
+            t1 = time.perf_counter()
+            await deps.vectors.upsert(m_part, vectors)
+            t_emb, t_vec = t_emb + (t1 - t0), t_vec + (time.perf_counter() - t1)
+        t0 = time.perf_counter()
+        for i, (m_part, l_part) in enumerate(zip(chunks(memories, args.chunk), chunks(links, args.chunk),
+                                                 strict=True)):
+            await deps.graph.upsert_memories(m_part, l_part)
+            if (i + 1) % 20 == 0:
+                done = (i + 1) * args.chunk
+                print(f"  {user}: graph {done}/{size} ({done / (time.perf_counter() - t0):.0f}/s)", flush=True)
+        t_graph = time.perf_counter() - t0
+        print(
+            f"loaded {user}: {size} memories  generate {t_gen:.1f}s  vectors[{args.vectors}] {t_emb:.1f}s "
+            f"({size / max(t_emb, 1e-9):.0f}/s)  qdrant upsert {t_vec:.1f}s ({size / max(t_vec, 1e-9):.0f}/s)  "
+            f"neo4j upsert_memories {t_graph:.1f}s ({size / max(t_graph, 1e-9):.0f}/s)",
+            flush=True,
+        )
+    return queries
+
+
+async def measure_in_process(
+    deps: Any, args: argparse.Namespace, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
+    cells: list[Cell], suffix: str = "", graph_only_too: bool = True,
+) -> None:
+    from service.domain import SearchRequest
+    from service.stores.graph import groups_for
+    from service.stores.vector import MemoryFilter
+
+    for size, user in users.items():
+
+        async def vector_only(q: str, project: str | None, user: str = user) -> bool:
+            [vec] = await deps.embedder.embed([q])
+            await deps.vectors.search(vec, MemoryFilter(user_id=user, project_id=project), args.limit)
+            return False
+
+        async def graph_only(q: str, project: str | None, user: str = user) -> bool:
+            await deps.graph.search_facts(user, groups_for(project), q, args.limit)
+            return False
+
+        async def merged(q: str, project: str | None, user: str = user) -> bool:
+            resp = await deps.service.search(SearchRequest(query=q, user_id=user, project_id=project, limit=args.limit))
+            return bool(resp.degraded)
+
+        paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]]]] = [("vector-only", vector_only)]
+        if graph_only_too:
+            paths.append(("graph-only", graph_only))
+        paths.append(("merged", merged))
+        for clients in args.clients:
+            for name, call in paths:
+                path = f"{name} (in-process{suffix})"
+                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, args.warmup,
+                                     args.cell_seconds)
+                cells.append(cell)
+                print(f"  {size} x{clients} {path}: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
+
+
+async def optimized_phase(
+    args: argparse.Namespace, settings: Any, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
+    cells: list[Cell],
+) -> None:
+    """--optimize: build Qdrant Edge's HNSW index (the service never does), then measure again."""
+    from service.deps import build_deps
+
+    deps = await build_deps(settings)
+    try:
+        optimize = getattr(deps.vectors, "optimize", None)
+        if optimize is None:
+            print(f"vector store {deps.vectors.name} has no optimize(); skipped", flush=True)
+            return
+        t0 = time.perf_counter()
+        await optimize()
+        print(f"qdrant edge optimize() (segments merged, HNSW built): {time.perf_counter() - t0:.1f}s", flush=True)
+        await measure_in_process(deps, args, users, queries, cells, suffix=", HNSW", graph_only_too=False)
+    finally:
+        await deps.close()
+
+
+async def measure_http(
+    args: argparse.Namespace, port: int, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
+    cells: list[Cell],
+) -> None:
+    limits = httpx.Limits(max_connections=max(args.clients), max_keepalive_connections=max(args.clients))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30.0, limits=limits) as client:
+        for size, user in users.items():
+
+            async def call(q: str, project: str | None, user: str = user) -> bool:
+                body: dict[str, Any] = {"query": q, "user_id": user, "limit": args.limit}
+                if project:
+                    body["project_id"] = project
+                resp = await client.post("/v1/search", json=body)
+                if resp.status_code != 200:
+                    raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                return bool(resp.json().get("degraded"))
+
+            for clients in args.clients:
+                cell = await measure(Cell(size, clients, "merged (HTTP /v1/search)"), call, queries[size],
+                                     args.requests, args.warmup, args.cell_seconds)
+                cells.append(cell)
+                print(f"  {size} x{clients} HTTP: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
+
+
+async def wait_healthy(port: int, proc: subprocess.Popen[bytes], limit_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + limit_s
+    last = ""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"service exited with {proc.returncode} during start-up")
+            with contextlib.suppress(httpx.HTTPError):
+                resp = await client.get("/health")
+                if resp.status_code == 200:
+                    body: dict[str, Any] = resp.json()
+                    return body
+                last = resp.text[:300]
+            await asyncio.sleep(0.5)
+    raise RuntimeError(f"service not healthy within {limit_s:.0f}s: {last}")
+
+
+async def cleanup_graph(args: argparse.Namespace, users: list[str]) -> None:
+    """Remove the bench users' nodes from an external Neo4j (bounded batches)."""
+    from neo4j import AsyncGraphDatabase
+
+    password = os.environ.get("NEO4J_PASSWORD")
+    driver = AsyncGraphDatabase.driver(args.neo4j_uri, auth=("neo4j", password) if password else None)
+    try:
+        async with driver.session(database=args.neo4j_database) as session:
+            for user in users:
+                for _ in range(1000):  # bounded: 1000 batches of 5000 nodes
+                    rec = await (await session.run(
+                        "MATCH (n) WHERE (n:Memory OR n:Entity) AND n.user_id = $u WITH n LIMIT 5000 "
+                        "DETACH DELETE n RETURN count(*) AS n", u=user)).single()
+                    if not rec or rec["n"] == 0:
+                        break
+    finally:
+        await driver.close()
+
+
+def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
+    header = (f"{'size':>7} {'clients':>7}  {'path':<32}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+              f"{'req/s':>8}{'degraded':>9}{'errors':>7}{'load1':>7}")
+    print("\n" + header + "\n" + "-" * len(header))
+    for c in cells:
+        rate = len(c.latencies_ms) / c.wall_s if c.wall_s > 0 else 0.0
+        print(f"{c.size:>7} {c.clients:>7}  {c.path:<32}{len(c.latencies_ms):>5}{pct(c.latencies_ms, 50):>9.1f}"
+              f"{pct(c.latencies_ms, 95):>9.1f}{pct(c.latencies_ms, 99):>9.1f}{rate:>8.1f}{c.degraded:>9}"
+              f"{len(c.errors):>7}{c.load1:>7.1f}")
+    print("\nratios (p50 / p95):")
+    by = {(c.size, c.clients, c.path): c for c in cells}
+    for size in args.sizes:
+        for clients in args.clients:
+            vec = by.get((size, clients, "vector-only (in-process)"))
+            mer = by.get((size, clients, "merged (in-process)"))
+            http = by.get((size, clients, "merged (HTTP /v1/search)"))
+            if not vec or not vec.latencies_ms:
+                continue
+            v50, v95 = pct(vec.latencies_ms, 50), pct(vec.latencies_ms, 95)
+            parts = []
+            if mer and mer.latencies_ms:
+                parts.append(f"merged/vector-only in-process {pct(mer.latencies_ms, 50) / v50:.2f} / "
+                             f"{pct(mer.latencies_ms, 95) / v95:.2f}")
+            if http and http.latencies_ms:
+                parts.append(f"HTTP merged / in-process vector-only {pct(http.latencies_ms, 50) / v50:.2f} / "
+                             f"{pct(http.latencies_ms, 95) / v95:.2f}")
+            hv = by.get((size, clients, "vector-only (in-process, HNSW)"))
+            hm = by.get((size, clients, "merged (in-process, HNSW)"))
+            if hv and hm and hv.latencies_ms and hm.latencies_ms:
+                r50 = pct(hm.latencies_ms, 50) / pct(hv.latencies_ms, 50)
+                r95 = pct(hm.latencies_ms, 95) / pct(hv.latencies_ms, 95)
+                parts.append(f"after HNSW build: merged/vector-only {r50:.2f} / {r95:.2f}")
+            print(f"  {size:>7} x{clients}: " + ";  ".join(parts))
+
+
+async def main(args: argparse.Namespace) -> int:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    logging.getLogger("neo4j").setLevel(logging.ERROR)  # schema notifications of a fresh database
+    tag = uuid.uuid4().hex[:8]
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-search-"))
+    work.mkdir(parents=True, exist_ok=True)
+    data_dir = work / "data"
+    queue = f"bench-search:{tag}"
+    users = {size: f"bench-{size}-{tag}" for size in args.sizes}
+    cells: list[Cell] = []
+    neo4j_proc: subprocess.Popen[bytes] | None = None
+    service: subprocess.Popen[bytes] | None = None
+    print(f"work dir {work}  sizes={args.sizes}  clients={args.clients}  requests/cell={args.requests}  "
+          f"vectors={args.vectors}  embedder={args.embedder}  limit={args.limit}", flush=True)
+    try:
+        if args.neo4j_uri is None:
+            t0 = time.perf_counter()
+            neo4j_proc, neo4j_port = await asyncio.to_thread(
+                start_neo4j, work / "neo4j", args.neo4j_heap, args.neo4j_pagecache)
+            args.neo4j_uri = f"bolt://127.0.0.1:{neo4j_port}"
+            print(f"private neo4j {args.neo4j_uri} (heap {args.neo4j_heap}, page cache {args.neo4j_pagecache}) "
+                  f"ready in {time.perf_counter() - t0:.0f}s", flush=True)
+        from service.deps import build_deps
+
+        settings = settings_for(args, data_dir, queue)
+        deps = await build_deps(settings)
+        try:
+            queries = await load(deps, args, users)
+            await measure_in_process(deps, args, users, queries, cells)
+        finally:
+            await deps.close()
+
+        port = free_port()
+        service = start_service(service_env(args, data_dir, queue, port), work / "service.log")
+        t0 = time.perf_counter()
+        health = await wait_healthy(port, service, 300)
+        print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
+              flush=True)
+        await measure_http(args, port, users, queries, cells)
+        await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+        if args.optimize:
+            await optimized_phase(args, settings, users, queries, cells)
+    except BaseException:
+        log_path = work / "service.log"
+        if log_path.exists():
+            tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+            print("last lines of the service log:\n" + "\n".join(line[:500] for line in tail), flush=True)
+        raise
+    finally:
+        if service is not None:
+            await asyncio.to_thread(stop, service)
+        if neo4j_proc is not None:
+            await asyncio.to_thread(stop, neo4j_proc)
+        elif not args.keep and args.neo4j_uri:
+            with contextlib.suppress(Exception):
+                await cleanup_graph(args, list(users.values()))
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    print_table(cells, args)
+    for c in cells:
+        for err in c.errors[:3]:
+            print(f"  error ({c.size} x{c.clients} {c.path}): {err}")
+    return 1 if any(c.errors for c in cells) else 0
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="10000,100000", help="memories per user, comma-separated")
+    p.add_argument("--clients", default="1,8", help="concurrent clients, comma-separated")
+    p.add_argument("--requests", type=int, default=300, help="measured searches per cell")
+    p.add_argument("--warmup", type=int, default=10, help="unmeasured searches before each cell")
+    p.add_argument("--cell-seconds", type=float, default=120.0, help="time cap per cell")
+    p.add_argument("--limit", type=int, default=10, help="search limit")
+    p.add_argument("--vectors", choices=("local", "random"), default="local", help="how loaded memories are embedded")
+    p.add_argument("--embedder", choices=("local", "hash"), default="local", help="service embedder (EMBEDDER)")
+    p.add_argument("--chunk", type=int, default=1000, help="memories per store write")
+    p.add_argument("--optimize", action="store_true",
+                   help="at the end, build Qdrant Edge's HNSW index (the service never does) and measure again")
+    p.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    p.add_argument("--neo4j-uri", default=None, help="existing Neo4j (default: start a private one)")
+    p.add_argument("--neo4j-database", default="memory")
+    p.add_argument("--neo4j-heap", default="1g", help="heap of the private Neo4j")
+    p.add_argument("--neo4j-pagecache", default="512m", help="page cache of the private Neo4j")
+    p.add_argument("--workdir", default=None, help="keep data here (default: a temp dir removed at the end)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir and the users' graph data")
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args()
+    try:
+        args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+        args.clients = [int(x) for x in args.clients.split(",") if x.strip()]
+    except ValueError:
+        p.error("--sizes and --clients are comma-separated integers")
+    if not args.sizes or min(args.sizes) < 1 or not args.clients or min(args.clients) < 1:
+        p.error("--sizes and --clients need positive integers")
+    if args.requests < 1 or args.cell_seconds <= 0 or not 1 <= args.limit <= 100 or args.chunk < 1:
+        p.error("--requests >= 1, --cell-seconds > 0, 1 <= --limit <= 100, --chunk >= 1")
+    for url in (args.redis_url, args.neo4j_uri or "bolt://127.0.0.1"):
+        host = httpx.URL(url.replace("bolt://", "http://").replace("neo4j://", "http://")
+                         .replace("redis://", "http://")).host
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            p.error(f"{url}: this bench targets 127.0.0.1 only")
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
