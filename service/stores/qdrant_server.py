@@ -196,6 +196,12 @@ class QdrantServerVectorStore:
         return [memory_of(r.id, r.payload) for r in records]
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
+        records, nxt = await self._scroll(flt, limit, cursor, with_vectors=False)
+        return [memory_of(r.id, r.payload) for r in records], nxt
+
+    async def _scroll(
+        self, flt: MemoryFilter, limit: int, cursor: str | None, *, with_vectors: bool
+    ) -> tuple[list[qm.Record], str | None]:
         offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
@@ -208,9 +214,9 @@ class QdrantServerVectorStore:
                 limit=limit,
                 offset=offset,
                 with_payload=True,
-                with_vectors=False,
+                with_vectors=with_vectors,
             )
-        return [memory_of(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+        return records, (None if nxt is None else str(nxt))
 
     async def count(self, flt: MemoryFilter | None = None) -> int:
         f: qm.Filter | None = None
@@ -226,22 +232,8 @@ class QdrantServerVectorStore:
     async def scroll_vectors(
         self, flt: MemoryFilter, limit: int, cursor: str | None = None
     ) -> tuple[list[VectorRecord], str | None]:
-        offset = parse_cursor(cursor)
-        f = build_filter(flt)
-        if f is None or limit <= 0:
-            return [], None
-        self._check_open()
-        with self._errors("scroll"):
-            records, nxt = await self._client.scroll(
-                self._collection,
-                scroll_filter=f,
-                limit=limit,
-                offset=offset,
-                with_payload=True,
-                with_vectors=True,
-            )
-        page = [VectorRecord(memory_of(r.id, r.payload), plain_vector(r.vector)) for r in records]
-        return page, (None if nxt is None else str(nxt))
+        records, nxt = await self._scroll(flt, limit, cursor, with_vectors=True)
+        return [VectorRecord(memory_of(r.id, r.payload), plain_vector(r.vector)) for r in records], nxt
 
     async def boundaries(self, user_id: str | None = None, limit: int = 100_000) -> list[Boundary]:
         self._check_open()
