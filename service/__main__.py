@@ -6,12 +6,13 @@ import uvicorn
 
 from service.app import create_app
 from service.settings import Settings
+from worker.embedded import EmbeddedWorker
 
 
 def main() -> None:
     settings = Settings()
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, EmbeddedWorker),
         host=settings.host,
         port=settings.port,
         log_config=None,  # structlog owns logging

@@ -5,30 +5,47 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
 import structlog
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.api import context, graph, maintenance, memories, meta, search
-from service.deps import build_deps
+from service.deps import Deps, build_deps
 from service.errors import ServiceError
 from service.logging import configure_logging
 from service.settings import Settings
-from worker.embedded import EmbeddedWorker
 
 log = structlog.get_logger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+class BackgroundWorker(Protocol):
+    """What the app runs beside the API in the embedded profile (worker/embedded.py's EmbeddedWorker)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+WorkerFactory = Callable[[Deps], BackgroundWorker]
+
+
+def create_app(settings: Settings | None = None, worker_factory: WorkerFactory | None = None) -> FastAPI:
+    """The API. `worker_factory` is the start-up hook of the embedded profile: `python -m service`
+    passes the in-process ARQ worker (service/ never imports worker/); it runs when
+    settings.run_embedded_worker is true."""
     settings = settings or Settings()
     configure_logging(settings)
+    if settings.run_embedded_worker and worker_factory is None:
+        log.warning("no_embedded_worker", reason="the app was created without a worker factory: jobs queue up "
+                    "until a worker (python -m worker) takes them")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         deps = await build_deps(settings)
         app.state.deps = deps
-        worker = EmbeddedWorker(deps) if settings.run_embedded_worker else None
+        worker = worker_factory(deps) if settings.run_embedded_worker and worker_factory is not None else None
         if worker is not None:
             worker.start()
         log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)

@@ -14,6 +14,7 @@ from arq.connections import ArqRedis
 from service.ai.embeddings import BatchingEmbedder, Embedder, HashEmbedder, LocalEmbedder
 from service.ai.extraction import Extractor
 from service.memory_service import MemoryService
+from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
 from service.settings import Settings
 from service.stores.graph import GraphStore
@@ -123,7 +124,8 @@ async def build_deps(settings: Settings) -> Deps:
             await genai_client.aio.aclose()
         raise
     tasks = TaskQueue(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, embedder, extractor)
+    service = MemoryService(settings, tasks, vectors, graph, embedder, extractor, Outbox(redis, settings),
+                            MemoryLocks(redis, settings))
     log.info(
         "deps_ready",
         profile=settings.profile,

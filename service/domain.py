@@ -118,6 +118,9 @@ class Memory(BaseModel):
     created_at: str
     updated_at: str
     task_id: str | None = None
+    # When the worker wrote it to the stores (created_at/updated_at are acceptance times): the dedup
+    # sweep leaves alone what was written after it started, whenever it was accepted.
+    stored_at: str | None = None
 
 
 class MemoryOut(BaseModel):
@@ -334,6 +337,17 @@ class CategoryOut(BaseModel):
     description: str
 
 
+class WritePathHealth(BaseModel):
+    """The write path's backlog: outbox intents not yet in both stores, tasks not ended, and the graph
+    transactions re-run on a transient error (deadlocks) by this process since it started."""
+
+    outbox_depth: int | None = None
+    outbox_oldest_age_s: float | None = None
+    pending_tasks: int | None = None
+    graph_transient_retries: int = 0
+    deadlock_retries: int = 0
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok", "degraded"]
     service: str
@@ -341,6 +355,7 @@ class HealthResponse(BaseModel):
     checks: dict[str, str]
     embedder: str
     extractor: str
+    write_path: WritePathHealth = Field(default_factory=WritePathHealth)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,14 +429,19 @@ DedupStatus = Literal["queued", "running", "completed", "partial", "skipped", "f
 
 
 class DedupRunSummary(BaseModel):
+    """A maintenance run: a dedup sweep (`kind` "dedup") or a full reconcile ("reconcile", whose
+    `repairs` counts each kind of repair; its threshold and dedup totals stay 0)."""
+
     run_id: str
+    kind: Literal["dedup", "reconcile"] = "dedup"
     trigger: Literal["api", "cron", "manual"]
     status: DedupStatus
     dry_run: bool
     user_id: str | None = None
     task_id: str | None = None
-    threshold: float
-    batch_size: int
+    threshold: float = 0.0
+    batch_size: int = 0
+    repairs: dict[str, int] = Field(default_factory=dict)
     queued_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -434,6 +454,16 @@ class DedupRunReport(DedupRunSummary):
     graph_retry: DedupGraphRetry = Field(default_factory=DedupGraphRetry)
     users: list[DedupUserReport] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    # reconcile runs: repaired memory ids per user and kind of repair (at most 1,000 per kind)
+    repaired_ids: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+
+
+class ReconcileRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                description="Only this user's memories; unset = every user")
+    dry_run: bool = Field(default=False, description="Report the drift, repair nothing")
 
 
 class DedupRunList(BaseModel):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import structlog
 
@@ -43,7 +44,10 @@ from service.domain import (
     resolve_scope,
 )
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
-from service.queue import TaskQueue
+from service.graph_writer import GraphWriter
+from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
+from service.outbox import Intent, MemoryLocks, Outbox
+from service.queue import TaskQueue, now_iso
 from service.settings import Settings
 from service.stores.graph import (
     EntityRef,
@@ -57,6 +61,7 @@ from service.stores.graph import (
 from service.stores.vector import MemoryFilter, ScoredMemory, VectorStore
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 
 class MemoryService:
@@ -68,6 +73,8 @@ class MemoryService:
         graph: GraphStore,
         embedder: Embedder,
         extractor: Extractor,
+        outbox: Outbox,
+        locks: MemoryLocks,
     ) -> None:
         self.settings = settings
         self.tasks = tasks
@@ -75,6 +82,9 @@ class MemoryService:
         self.graph = graph
         self.embedder = embedder
         self.extractor = extractor
+        self.outbox = outbox
+        self.locks = locks
+        self.graph_writer = GraphWriter(graph)
 
     # ------------------------------------------------------------------ validation
 
@@ -99,17 +109,9 @@ class MemoryService:
             "category": req.category,
             "content": normalise(req.content),
         }
-        payload = {
-            "user_id": req.user_id,
-            "scope": scope.value,
-            "project_id": project_id,
-            "category": req.category,
-            "content": req.content,
-            "agent_id": req.agent_id,
-            "metadata": req.metadata,
-        }
-        task_id = await self.tasks.enqueue("raw", identity, payload)
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+        job = RawJob(user_id=req.user_id, scope=scope.value, project_id=project_id, category=req.category,
+                     content=req.content, agent_id=req.agent_id, metadata=req.metadata or {})
+        return self._accepted(await self.tasks.enqueue(job, identity))
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
         total = sum(len(m.content) for m in req.messages)
@@ -126,28 +128,22 @@ class MemoryService:
             "project_id": req.project_id,
             "messages": [[m["role"], normalise(m["content"])] for m in messages],
         }
-        payload = {
-            "user_id": req.user_id,
-            "project_id": req.project_id,
-            "agent_id": req.agent_id,
-            "metadata": req.metadata,
-            "messages": messages,
-        }
-        task_id = await self.tasks.enqueue("conversation", identity, payload)
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+        job = ConversationJob(user_id=req.user_id, project_id=req.project_id, agent_id=req.agent_id,
+                              metadata=req.metadata or {}, messages=messages)
+        return self._accepted(await self.tasks.enqueue(job, identity))
 
     # ------------------------------------------------------------------ writes (worker side)
 
-    async def store_conversation(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    async def store_conversation(self, task_id: str, job: ConversationJob) -> dict[str, Any]:
         """Extract facts, then store each as a raw write would, plus its entities and relations."""
-        project_id: str | None = job.get("project_id")
+        project_id = job.project_id
         # A replayed job reuses the first extraction: an LLM may not answer the same twice,
         # and memory ids are positions in this list.
         cached = await self.tasks.load_step(task_id, "extraction")
         if cached is not None:
             extraction = ExtractionResult.model_validate_json(cached)
         else:
-            messages = [Message.model_validate(m) for m in job["messages"]]
+            messages = [Message.model_validate(m) for m in job.messages]
             extraction = await self.extractor.extract(messages, project_id)
             await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
         memories: list[Memory] = []
@@ -167,60 +163,60 @@ class MemoryService:
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],
             ))
-        if memories:
-            await self.write_memories(memories, links)
+        graph = await self.write_memories(task_id, memories, links) if memories else "stored"
         log.info("conversation_extracted", extractor=extraction.extractor, facts=len(memories),
                  dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {
             "memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories],
+            "graph": graph,
             "extractor": extraction.extractor,
             "usage": extraction.usage.model_dump(),
             "dropped": extraction.dropped,
         }
 
-    def _fact_memory(self, task_id: str, index: int, fact: ExtractedFact, job: dict[str, Any]) -> Memory:
-        project_id: str | None = job.get("project_id")
+    def _fact_memory(self, task_id: str, index: int, fact: ExtractedFact, job: ConversationJob) -> Memory:
+        project_id = job.project_id
         # A project-default fact from a conversation without a project_id is kept as global
         # rather than dropped (docs/decisions.md).
         wanted = fact.scope or (None if project_id else Scope.GLOBAL)
         scope = resolve_scope(fact.category, wanted, project_id)
-        metadata = dict(job.get("metadata") or {})
+        metadata = dict(job.metadata)
         if fact.valid_at:
             metadata["valid_at"] = fact.valid_at
         return Memory(
             id=memory_id_for(task_id, index),
-            user_id=job["user_id"],
+            user_id=job.user_id,
             content=fact.content,
             category=fact.category,
             scope=scope,
             project_id=project_id if scope is Scope.PROJECT else None,
-            agent_id=job.get("agent_id"),
+            agent_id=job.agent_id,
             hash=content_hash(fact.content),
             metadata=metadata,
-            created_at=job["accepted_at"],
-            updated_at=job["accepted_at"],
+            created_at=job.accepted_at,
+            updated_at=job.accepted_at,
             task_id=task_id,
         )
 
-    async def store_raw(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    async def store_raw(self, task_id: str, job: RawJob) -> dict[str, Any]:
         """Embed and write one memory to both stores. Ids and timestamps come from the job,
         so a replay writes the very same point and node."""
         memory = Memory(
             id=memory_id_for(task_id, 0),
-            user_id=job["user_id"],
-            content=job["content"],
-            category=job["category"],
-            scope=Scope(job["scope"]),
-            project_id=job.get("project_id"),
-            agent_id=job.get("agent_id"),
-            hash=content_hash(job["content"]),
-            metadata=job.get("metadata") or {},
-            created_at=job["accepted_at"],
-            updated_at=job["accepted_at"],
+            user_id=job.user_id,
+            content=job.content,
+            category=job.category,
+            scope=Scope(job.scope),
+            project_id=job.project_id,
+            agent_id=job.agent_id,
+            hash=content_hash(job.content),
+            metadata=job.metadata,
+            created_at=job.accepted_at,
+            updated_at=job.accepted_at,
             task_id=task_id,
         )
-        await self.write_memories([memory], [self.links_of(memory)])
-        return {"memories": [MemoryOut.of(memory).model_dump(mode="json")]}
+        graph = await self.write_memories(task_id, [memory], [self.links_of(memory)])
+        return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
 
     @staticmethod
     def links_of(memory: Memory) -> MemoryLinks:
@@ -233,52 +229,86 @@ class MemoryService:
             relations=[RelationRef(r.subject, r.predicate, r.object, r.fact, valid_at) for r in relations],
         )
 
-    async def apply_update(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
-        """Re-embed the new content and re-ingest it into the graph (contradicted edges invalidated)."""
-        [current] = await self._existing([job["memory_id"]], job["user_id"])
-        content: str = job["content"]
-        category: str = job.get("category") or current.category
-        updated = current.model_copy(update={
-            "content": content,
-            "category": category,
-            "hash": content_hash(content),
-            "updated_at": job["accepted_at"],
-            "task_id": task_id,
-        })
-        [vector] = await self.embedder.embed([content])
-        await self.vectors.upsert([updated], [vector])
-        invalidated = await self.graph.replace_memory(updated, self.links_of(updated), job["accepted_at"])
-        log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated))
-        return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated}
+    async def apply_update(self, task_id: str, job: UpdateJob) -> dict[str, Any]:
+        """Re-embed the new content and re-ingest it into the graph (contradicted edges invalidated).
+        Under the memory's lock: an update never interleaves with a delete or a dedup removal."""
+        async with self.locks.hold([job.memory_id]):
+            [current] = await self._existing([job.memory_id], job.user_id)
+            if current.updated_at > job.accepted_at:  # a newer update landed first: this one is history
+                return {"memories": [MemoryOut.of(current).model_dump(mode="json")], "invalidated_edges": [],
+                        "graph": "stored", "superseded": True}
+            updated = current.model_copy(update={
+                "content": job.content,
+                "category": job.category or current.category,
+                "hash": content_hash(job.content),
+                "updated_at": job.accepted_at,
+                "task_id": task_id,
+                "stored_at": now_iso(),
+            })
+            links = self.links_of(updated)
+            intent = Intent(op="replace", task_id=task_id, user_id=updated.user_id, memories=[updated],
+                            links=Intent.of_links([links]), now=job.accepted_at)
+            await self.outbox.put(intent)
+            [vector] = await self.embedder.embed([job.content])
+            await self.vectors.upsert([updated], [vector])
+            invalidated = await self._graph_step(
+                intent, self.graph_writer.replace(updated.user_id, updated, links, job.accepted_at))
+        log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated or []))
+        return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated or [],
+                "graph": "stored" if invalidated is not None else "pending"}
 
-    async def apply_delete(self, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    async def apply_delete(self, task_id: str, job: DeleteJob) -> dict[str, Any]:
         """Remove vectors, mark (:Memory) nodes deleted, expire edges no live memory supports.
-        The ids are resolved once and kept with the task, so a retry finishes the graph part."""
+        The ids are resolved once and kept with the task (and the outbox), so a retry or the
+        reconciler finishes the graph part."""
         cached = await self.tasks.load_step(task_id, "targets")
         if cached is not None:
             ids: list[str] = json.loads(cached)
         else:
             ids = await self._delete_targets(job)
             await self.tasks.save_step(task_id, "targets", json.dumps(ids))
-        for start in range(0, len(ids), 500):
-            await self.vectors.delete(ids[start : start + 500])
-        expired = await self.graph.remove_memories(ids, job["accepted_at"]) if ids else []
-        log.info("memories_deleted", count=len(ids), expired_edges=len(expired))
-        return {"deleted": ids, "expired_edges": expired}
+        if not ids:
+            return {"deleted": [], "expired_edges": [], "graph": "stored"}
+        async with self.locks.hold(ids):
+            intent = Intent(op="remove", task_id=task_id, user_id=job.user_id, memory_ids=ids, now=job.accepted_at)
+            await self.outbox.put(intent)
+            for start in range(0, len(ids), 500):
+                await self.vectors.delete(ids[start : start + 500])
+            expired = await self._graph_step(intent, self.graph_writer.remove(job.user_id, ids, job.accepted_at))
+        log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
+        return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 
-    async def _delete_targets(self, job: dict[str, Any]) -> list[str]:
-        user_id: str = job["user_id"]
-        if job.get("memory_ids"):
-            return [m.id for m in await self.vectors.get(list(job["memory_ids"])) if m.user_id == user_id]
-        flt = self._list_filter(
-            user_id, job.get("scope"), job.get("category"), job.get("project_id"), job.get("agent_id"), all_scopes=True
-        )
+    async def _graph_step(self, intent: Intent, write: Awaitable[_T]) -> _T | None:
+        """The graph half of a job whose vector half is done. Stored: the intent is cleared and the
+        result returned. Graph unavailable: None, and the intent stays for the reconciler (the job
+        completes with `graph: "pending"`). Any other error propagates (the job fails, the intent stays)."""
+        try:
+            result = await write
+        except DependencyUnavailable as exc:
+            log.warning("graph_write_pending", task_id=intent.task_id, op=intent.op, error=str(exc)[:300])
+            return None
+        await self.outbox.clear(intent.task_id)
+        return result
+
+    async def _delete_targets(self, job: DeleteJob) -> list[str]:
+        user_id = job.user_id
+        if job.memory_ids:
+            found = {m.id for m in await self.vectors.get(list(job.memory_ids)) if m.user_id == user_id}
+            # A memory whose vector is gone but whose graph half is still live (a delete that stopped
+            # half-way) is a target too: deleting it again finishes the job.
+            rest = [i for i in job.memory_ids if i not in found]
+            found |= await self.outbox.tombstoned(user_id, rest)
+            rest = [i for i in rest if i not in found]
+            if rest:
+                found |= {str(n["id"]) for n in await self.graph.memory_nodes(user_id, rest) if not n.get("deleted_at")}
+            return [i for i in job.memory_ids if i in found]
+        flt = self._list_filter(user_id, job.scope, job.category, job.project_id, job.agent_id, all_scopes=True)
         ids: list[str] = []
         cursor: str | None = None
         for _ in range(10_000):  # bounded: 10,000 pages of 500
             page, cursor = await self.vectors.scroll(flt, 500, cursor)
             # never delete what was written after the request was accepted
-            ids += [m.id for m in page if m.created_at <= job["accepted_at"]]
+            ids += [m.id for m in page if m.created_at <= job.accepted_at]
             if cursor is None:
                 break
         return ids
@@ -302,14 +332,27 @@ class MemoryService:
         if req.category is not None:
             check_category(req.category)
         identity = {"memory_id": memory_id, "content": normalise(req.content), "category": req.category}
-        payload = {"memory_id": memory_id, "user_id": current.user_id, "content": req.content,
-                   "category": req.category}
-        return self._accepted(await self.tasks.enqueue("update", identity, payload, user_id=current.user_id))
+        job = UpdateJob(memory_id=memory_id, user_id=current.user_id, content=req.content, category=req.category)
+        return self._accepted(await self.tasks.enqueue(job, identity))
 
     async def submit_delete(self, memory_id: str, user_id: str | None) -> AcceptedResponse:
-        [current] = await self._existing([memory_id], user_id)
-        payload = {"user_id": current.user_id, "memory_ids": [memory_id]}
-        return self._accepted(await self.tasks.enqueue("delete", payload, payload, user_id=current.user_id))
+        owner = await self._owner_for_delete(memory_id, user_id)
+        job = DeleteJob(user_id=owner, memory_ids=[memory_id])
+        return self._accepted(await self.tasks.enqueue(job, {"user_id": owner, "memory_ids": [memory_id]}))
+
+    async def _owner_for_delete(self, memory_id: str, user_id: str | None) -> str:
+        """The owner of a memory to delete: from its vector, or (a delete that stopped half-way, the
+        vector gone) from its live graph node, so a retried DELETE is accepted and finishes the job."""
+        found = await self.vectors.get([memory_id])
+        if found and (user_id is None or found[0].user_id == user_id):
+            return found[0].user_id
+        if not found and user_id is not None:
+            if await self.outbox.tombstoned(user_id, [memory_id]):
+                return user_id
+            nodes = await self.graph.memory_nodes(user_id, [memory_id])
+            if nodes and not nodes[0].get("deleted_at"):
+                return user_id
+        raise NotFound(f"unknown memory id '{memory_id}'")
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
         has_filter = any(v is not None for v in (req.scope, req.category, req.project_id, req.agent_id))
@@ -320,7 +363,8 @@ class MemoryService:
         if req.category is not None:
             check_category(req.category)
         payload = req.model_dump(mode="json", exclude={"all"})
-        return self._accepted(await self.tasks.enqueue("delete", payload, payload, user_id=req.user_id))
+        job = DeleteJob(**payload)
+        return self._accepted(await self.tasks.enqueue(job, payload))
 
     @staticmethod
     def _accepted(task_id: str) -> AcceptedResponse:
@@ -397,11 +441,24 @@ class MemoryService:
         ]
         return ContextResponse(user_id=user_id, project_id=project_id, categories=ordered, total=len(memories))
 
-    async def write_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
+    async def write_memories(self, task_id: str, memories: list[Memory], links: list[MemoryLinks]) -> str:
+        """Both stores, intent first: returns "stored" when the graph holds them too, "pending" when
+        the graph half waits in the outbox for the reconciler (the memories are searchable already)."""
+        stored_at = now_iso()
+        memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
+        user_id = memories[0].user_id
+        intent = Intent(op="upsert", task_id=task_id, user_id=user_id, memories=memories,
+                        links=Intent.of_links(links))
+        await self.outbox.put(intent)
         vectors = await self.embedder.embed([m.content for m in memories])
         await self.vectors.upsert(memories, vectors)
-        await self.graph.upsert_memories(memories, links)
-        log.info("memories_written", count=len(memories), ids=[m.id for m in memories])
+        done = await self._graph_step(intent, self._upsert_graph(user_id, memories, links))
+        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=bool(done))
+        return "stored" if done else "pending"
+
+    async def _upsert_graph(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> bool:
+        await self.graph_writer.upsert(user_id, memories, links)
+        return True
 
     # ------------------------------------------------------------------ reads
 
@@ -421,6 +478,7 @@ class MemoryService:
             self.vectors.search(vector, flt, req.limit),
             self._graph_facts(req.user_id, req.project_id, req.query, req.limit),
         )
+        facts = await self._live_facts(req.user_id, facts)
         vector_results = [self._vector_result(h) for h in hits]
         shown_ids = {h.memory.id for h in hits}
         shown_text = {normalise(h.memory.content) for h in hits}
@@ -433,6 +491,15 @@ class MemoryService:
         for pair in itertools.zip_longest(vector_results, graph_results):
             merged += [r for r in pair if r is not None]
         return SearchResponse(results=merged[: req.limit], degraded=degraded)
+
+    async def _live_facts(self, user_id: str, facts: list[GraphFact]) -> list[GraphFact]:
+        """Facts with at least one supporting memory the vector store still holds: the facts of a
+        memory whose delete has not reached the graph yet are never returned."""
+        ids = sorted({mid for f in facts for mid in f.memory_ids})
+        if not ids:
+            return facts
+        live = {m.id for m in await self.vectors.get(ids) if m.user_id == user_id}
+        return [f for f in facts if live.intersection(f.memory_ids)]
 
     async def _graph_facts(
         self, user_id: str, project_id: str | None, query: str, limit: int, include_history: bool = False

@@ -1,7 +1,12 @@
 """Enqueue memory writes in ARQ and keep their status records in Redis.
 
 Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart):
-- `<queue>:task:<task_id>`   JSON status record, lives TASK_TTL_SECONDS.
+- `<queue>:task:<task_id>`   JSON status record (with the job, so the reaper can re-enqueue it), lives
+  TASK_TTL_SECONDS.
+- `<queue>:pending`          sorted set of the tasks not ended yet (score = acceptance time, ms): what
+  the reaper looks at.
+- `<queue>:lease:<task_id>`  held (with a short TTL, refreshed) while a worker runs the job: a job whose
+  lease lapsed while ARQ still marks it in progress belongs to a dead worker.
 - `<queue>:idem:<req_hash>`  the task id that answers identical requests; lives while the task is
   pending, then IDEMPOTENCY_WINDOW_SECONDS after it finished (so retries share a task, history
   does not). Its lifetime is independent of both the status record and ARQ's job/result keys.
@@ -11,24 +16,29 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import time
 import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 import structlog
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from redis.exceptions import RedisError
 
 from service.domain import ID_NAMESPACE, TaskResponse, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
+from service.jobs import FUNCTIONS, Job
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
-JOB_FUNCTION = "process_memory_write"
+LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 
 # Shrink the idempotency pointer's TTL only if it still names this task.
 _RELEASE_IDEM = """
@@ -41,7 +51,8 @@ return 0
 
 
 def job_serializer(obj: Any) -> bytes:
-    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    # default=repr: ARQ also serialises results, and a failed job's result is an exception object.
+    data: bytes = msgpack.packb(obj, use_bin_type=True, default=repr)
     return data
 
 
@@ -65,7 +76,7 @@ async def connect_redis(settings: Settings) -> ArqRedis:
             default_queue_name=settings.arq_queue_name,
         )
     except (RedisError, OSError) as exc:
-        raise DependencyUnavailable(f"redis unreachable at {settings.redis_url}: {exc}") from exc
+        raise DependencyUnavailable(f"redis unreachable at {settings.safe_redis_url}: {exc}") from exc
 
 
 def request_hash(kind: str, fields: dict[str, Any]) -> str:
@@ -77,6 +88,21 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
+async def aw(value: Awaitable[_T] | _T) -> _T:
+    """redis-py types some async methods as `Awaitable[T] | T`; here they are always awaitable."""
+    return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
+
+
+async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T]) -> _T:
+    """Run one Redis call with the configured timeout; any Redis failure is DependencyUnavailable
+    (the API answers 503, the worker retries the job)."""
+    try:
+        async with asyncio.timeout(settings.redis_timeout_seconds):
+            return await coro
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_redis_url}: {exc}") from exc
+
+
 class TaskQueue:
     """The API side of writes (enqueue, poll) and the worker side of status updates."""
 
@@ -84,38 +110,45 @@ class TaskQueue:
         self._redis = redis
         self._settings = settings
         self._release = redis.register_script(_RELEASE_IDEM)
+        self._prefix = f"{settings.arq_queue_name}:"
         self._task_prefix = f"{settings.arq_queue_name}:task:"
         self._idem_prefix = f"{settings.arq_queue_name}:idem:"
+        self.pending_key = f"{settings.arq_queue_name}:pending"
 
-    async def _guard(self, what: str, coro: Any) -> Any:
-        try:
-            async with asyncio.timeout(self._settings.redis_timeout_seconds):
-                return await coro
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise DependencyUnavailable(f"queue unavailable ({what}): redis at {self._settings.redis_url}") from exc
+    @property
+    def redis(self) -> ArqRedis:
+        return self._redis
 
-    async def enqueue(
-        self, kind: str, identity: dict[str, Any], payload: dict[str, Any], *, user_id: str | None = None
-    ) -> str:
+    def key(self, name: str) -> str:
+        """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
+        return self._prefix + name
+
+    async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
+        return await redis_guard(self._settings, what, coro)
+
+    async def enqueue(self, job: Job, identity: dict[str, Any], *, user_id: str | None = None) -> str:
         """Accept a write: returns the task id (an existing one for a retried identical request)."""
-        return str(await self._guard("enqueue", self._enqueue(kind, identity, payload, user_id)))
+        return await self._guard("enqueue", self._enqueue(job, identity, user_id))
 
-    async def _enqueue(self, kind: str, identity: dict[str, Any], payload: dict[str, Any], user_id: str | None) -> str:
-        req = request_hash(kind, identity)
+    async def _enqueue(self, job: Job, identity: dict[str, Any], user_id: str | None) -> str:
+        req = request_hash(job.kind, identity)
         idem_key = self._idem_prefix + req
         accepted_at = now_iso()
         task_id = uuid.uuid5(ID_NAMESPACE, f"{req}:{time.time_ns()}").hex
         ttl = self._settings.task_ttl_seconds
+        job = job.model_copy(update={"accepted_at": accepted_at})
         record = {
             "task_id": task_id,
-            "kind": kind,
+            "kind": job.kind,
             "status": TaskStatus.QUEUED.value,
             "result": None,
             "error": None,
-            "user_id": user_id or identity.get("user_id"),
+            "user_id": user_id or getattr(job, "user_id", None),
             "idem_key": idem_key,
             "created_at": accepted_at,
             "updated_at": accepted_at,
+            "attempt": 0,
+            "job": job.model_dump(mode="json"),
         }
         # The record exists before the pointer, so a pointer always names a readable task.
         await self._redis.set(self._task_prefix + task_id, json.dumps(record), ex=ttl)
@@ -126,56 +159,164 @@ class TaskQueue:
                 log.info("task_deduplicated", task_id=existing.decode())
                 return str(existing.decode())
             await self._redis.set(idem_key, task_id, ex=ttl)  # stale pointer: take it over
-        job = await self._redis.enqueue_job(
-            JOB_FUNCTION,
-            task_id,
-            {"kind": kind, "accepted_at": accepted_at, **payload},
-            _job_id=task_id,
-            _expires=ttl,
-        )
-        if job is None:  # pragma: no cover - task ids are unique per acceptance
-            log.warning("job_already_exists", task_id=task_id)
-        log.info("task_enqueued", task_id=task_id, kind=kind)
+        await self._redis.zadd(self.pending_key, {task_id: time.time() * 1000})
+        await self._submit(task_id, job.model_dump(mode="json"))
+        log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
 
+    async def _submit(self, task_id: str, job: dict[str, Any], job_try: int | None = None) -> bool:
+        submitted = await self._redis.enqueue_job(
+            FUNCTIONS[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.task_ttl_seconds,
+            _job_try=job_try,
+        )
+        return submitted is not None
+
     async def status(self, task_id: str) -> TaskResponse:
-        raw = await self._guard("status", self._redis.get(self._task_prefix + task_id))
-        if raw is None:
+        rec = await self.record(task_id)
+        if rec is None:
             raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
-        rec = json.loads(raw)
         return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"])
 
+    async def record(self, task_id: str) -> dict[str, Any] | None:
+        raw = await self._guard("status", self._redis.get(self._task_prefix + task_id))
+        return json.loads(raw) if raw is not None else None
+
     async def _update(self, task_id: str, **changes: Any) -> dict[str, Any]:
-        key = self._task_prefix + task_id
-        raw = await self._redis.get(key)
-        rec: dict[str, Any] = json.loads(raw) if raw else {"task_id": task_id, "created_at": now_iso()}
-        rec.update(changes, updated_at=now_iso())
-        await self._redis.set(key, json.dumps(rec), ex=self._settings.task_ttl_seconds)
-        return rec
+        async def run() -> dict[str, Any]:
+            key = self._task_prefix + task_id
+            raw = await self._redis.get(key)
+            rec: dict[str, Any] = json.loads(raw) if raw else {"task_id": task_id, "created_at": now_iso()}
+            rec.update(changes, updated_at=now_iso())
+            await self._redis.set(key, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+            return rec
+
+        return await self._guard("status update", run())
 
     async def mark_processing(self, task_id: str, attempt: int) -> None:
         await self._update(task_id, status=TaskStatus.PROCESSING.value, attempt=attempt)
 
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
         rec = await self._update(task_id, status=TaskStatus.COMPLETED.value, result=result, error=None)
-        await self._release_idem(task_id, rec)
+        await self._finish(task_id, rec)
 
     async def mark_failed(self, task_id: str, error: str) -> None:
-        rec = await self._update(task_id, status=TaskStatus.FAILED.value, error=error)
-        await self._release_idem(task_id, rec)
+        rec = await self._update(task_id, status=TaskStatus.FAILED.value, error=error[:2000])
+        # A failed task's idempotency pointer goes at once: an identical resubmission is a fresh write.
+        await self._finish(task_id, rec, window=0)
 
-    async def _release_idem(self, task_id: str, rec: dict[str, Any]) -> None:
-        idem_key = rec.get("idem_key")
-        if idem_key:
-            await self._release(keys=[idem_key], args=[task_id, self._settings.idempotency_window_seconds])
+    async def set_graph_state(self, task_id: str, state: str) -> bool:
+        """The reconciler landed (or gave up on) a completed task's graph half: `result.graph` says so."""
+        rec = await self.record(task_id)
+        if rec is None or rec.get("status") != TaskStatus.COMPLETED.value or not isinstance(rec.get("result"), dict):
+            return False
+        result = dict(rec["result"])
+        result["graph"] = state
+        await self._update(task_id, result=result)
+        return True
+
+    async def _finish(self, task_id: str, rec: dict[str, Any], window: int | None = None) -> None:
+        async def run() -> None:
+            await self._redis.zrem(self.pending_key, task_id)
+            idem_key = rec.get("idem_key")
+            if idem_key:
+                keep = self._settings.idempotency_window_seconds if window is None else window
+                await self._release(keys=[idem_key], args=[task_id, keep])
+
+        await self._guard("finish", run())
 
     async def save_step(self, task_id: str, step: str, value: str) -> None:
         """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
-        await self._redis.set(f"{self._task_prefix}{task_id}:{step}", value, ex=self._settings.task_ttl_seconds)
+        await self._guard("save step", self._redis.set(
+            f"{self._task_prefix}{task_id}:{step}", value, ex=self._settings.task_ttl_seconds))
 
     async def load_step(self, task_id: str, step: str) -> str | None:
-        raw = await self._redis.get(f"{self._task_prefix}{task_id}:{step}")
+        raw = await self._guard("load step", self._redis.get(f"{self._task_prefix}{task_id}:{step}"))
         return raw.decode() if raw is not None else None
+
+    # ---- leases and the reaper ----------------------------------------------------------------
+
+    async def hold_lease(self, task_id: str, token: str) -> None:
+        await self._guard("lease", self._redis.set(self.key(f"lease:{task_id}"), token, ex=LEASE_TTL_S))
+
+    async def drop_lease(self, task_id: str) -> None:
+        await self._guard("lease", self._redis.delete(self.key(f"lease:{task_id}")))
+
+    async def pending_count(self) -> int:
+        return int(await self._guard("pending", self._redis.zcard(self.pending_key)))
+
+    async def is_pending(self, task_id: str) -> bool:
+        return await self._guard("pending", self._redis.zscore(self.pending_key, task_id)) is not None
+
+    async def reap(self, *, older_than_s: float = 30.0, limit: int = 1000) -> dict[str, int]:
+        """Tasks not ended whose ARQ job is gone or belongs to a dead worker.
+
+        - job gone (ARQ ended it without our code: its worker died on the last try, or the job vanished
+          from Redis): re-enqueued while tries remain, else failed with `lost: ...`;
+        - job still marked in progress by ARQ but its lease lapsed (the worker was killed): ARQ's
+          in-progress mark is dropped so the job runs again now instead of after ARQ_JOB_TIMEOUT.
+        """
+        counts = {"requeued": 0, "failed": 0, "released": 0, "ended": 0}
+        cutoff = (time.time() - older_than_s) * 1000
+        ids = await self._guard("reap", self._redis.zrangebyscore(self.pending_key, 0, cutoff, start=0, num=limit))
+        for raw_id in ids:
+            task_id = raw_id.decode()
+            outcome: str | None = await self._guard("reap", self._reap_one(task_id))
+            if outcome:
+                counts[outcome] += 1
+        if any(counts.values()):
+            log.warning("reaper_ran", **counts)
+        return counts
+
+    async def _reap_one(self, task_id: str) -> str | None:
+        raw = await self._redis.get(self._task_prefix + task_id)
+        rec: dict[str, Any] | None = json.loads(raw) if raw else None
+        if rec is None or rec.get("status") in (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value):
+            await self._redis.zrem(self.pending_key, task_id)
+            return "ended"
+        if await self._redis.exists(job_key_prefix + task_id):
+            if (await self._redis.exists(in_progress_key_prefix + task_id)
+                    and not await self._redis.exists(self.key(f"lease:{task_id}"))
+                    and _age_s(rec.get("updated_at")) > LEASE_TTL_S):
+                await self._redis.delete(in_progress_key_prefix + task_id)
+                log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"))
+                return "released"
+            return None
+        attempt = int(rec.get("attempt") or 0)
+        job = rec.get("job")
+        if job is not None and attempt < self._settings.arq_max_retries:
+            await self._redis.delete(result_key_prefix + task_id)
+            if await self._submit(task_id, job, job_try=attempt + 1):
+                log.warning("reaper_requeued", task_id=task_id, attempt=attempt)
+                return "requeued"
+            return None
+        reason = (f"lost: the job ended without finishing after {attempt} attempt(s) "
+                  "(its worker died on the last try, or the job vanished from Redis)")
+        log.error("reaper_failed_task", task_id=task_id, attempt=attempt)
+        await self.mark_failed(task_id, reason)
+        return "failed"
+
+    async def add_stats(self, **deltas: int) -> None:
+        """Cluster-wide write-path counters (`<queue>:stats`), shown by /health."""
+        async def run() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for name, delta in deltas.items():
+                if delta:
+                    pipe.hincrby(self.key("stats"), name, delta)
+            await pipe.execute()
+
+        if any(deltas.values()):
+            await self._guard("stats", run())
+
+    async def stats(self) -> dict[str, int]:
+        raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
+        return {k.decode(): int(v) for k, v in raw.items()}
 
     async def ping(self) -> None:
         await self._guard("ping", self._redis.ping())
+
+
+def _age_s(stamp: Any) -> float:
+    try:
+        return (datetime.now(UTC) - datetime.fromisoformat(str(stamp))).total_seconds()
+    except ValueError:
+        return float("inf")

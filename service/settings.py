@@ -8,11 +8,22 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EmbedderName = Literal["local", "gemini", "hash"]
+
+
+def mask_url(url: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://user:***@host` (any URL setting in a message or log)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:" if parts.username else ":"
+    return urlunsplit(parts._replace(netloc=f"{user}***@{netloc}"))
 
 
 class Settings(BaseSettings):
@@ -46,6 +57,15 @@ class Settings(BaseSettings):
     arq_poll_delay_seconds: float = Field(default=0.05, gt=0, le=5)
     task_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
     idempotency_window_seconds: int = Field(default=600, ge=0)
+
+    # --- Write-path integrity (outbox, reconciler, reaper; docs/write-path.md) --------------
+    # How often the outbox is drained and lost tasks are reaped (seconds; a divisor of 60).
+    reconcile_interval_seconds: int = Field(default=60, ge=1, le=60)
+    # Outbox entries and pending tasks younger than this are left to the job that made them.
+    reconcile_grace_seconds: float = Field(default=10.0, ge=0, le=3600)
+    # The daily full Qdrant <-> Neo4j comparison (UTC hour); RECONCILE_CRON_ENABLED=false turns it off.
+    reconcile_cron_hour: int = Field(default=3, ge=0, le=23)
+    reconcile_cron_enabled: bool = True
 
     # --- Qdrant ---------------------------------------------------------------------------
     qdrant_url: str | None = None
@@ -107,6 +127,18 @@ class Settings(BaseSettings):
         if self.embedder == "gemini" and self.google_api_key is None:
             raise ValueError("EMBEDDER=gemini needs GOOGLE_API_KEY")
         return self
+
+    @field_validator("reconcile_interval_seconds")
+    @classmethod
+    def _check_interval(cls, value: int) -> int:
+        if 60 % value:
+            raise ValueError("RECONCILE_INTERVAL_SECONDS must divide 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60)")
+        return value
+
+    @property
+    def safe_redis_url(self) -> str:
+        """REDIS_URL with any password masked: the only form that goes into errors and logs."""
+        return mask_url(self.redis_url)
 
     @cached_property
     def resolved_qdrant_path(self) -> Path:

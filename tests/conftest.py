@@ -29,6 +29,9 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
         "log_level": "WARNING",
         "arq_job_timeout": 30,
         "dedup_cron_enabled": False,  # a session crossing 00/06/12/18 UTC must not sweep shared apps
+        "reconcile_cron_enabled": False,
+        "reconcile_interval_seconds": 2,  # the outbox drain and the reaper, fast enough to wait for
+        "reconcile_grace_seconds": 1,
     }
     base.update(overrides)
     return Settings(_env_file=None, **base)  # type: ignore[call-arg]

@@ -1,6 +1,8 @@
 """The ARQ worker. Server profile: `arq worker.WorkerSettings` (or `python -m worker`).
 
-In the embedded profile the API process runs the same worker in-process (service/app.py).
+In the embedded profile the API process runs the same worker in-process (`python -m service` hands
+worker/embedded.py to the app as its start-up hook). Importing this package reads no settings:
+`WorkerSettings` is built on first access, when ARQ's CLI asks for it.
 """
 
 from __future__ import annotations
@@ -10,19 +12,17 @@ from typing import Any
 from service.deps import build_deps
 from service.logging import configure_logging
 from service.settings import Settings
-from worker.settings import worker_options
-
-_settings = Settings()
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    configure_logging(_settings)
-    if _settings.qdrant_url is None:
+    settings = Settings()
+    configure_logging(settings)
+    if settings.qdrant_url is None:
         raise SystemExit(
             "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
             "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
         )
-    ctx["deps"] = await build_deps(_settings)
+    ctx["deps"] = await build_deps(settings)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:
@@ -31,7 +31,15 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await deps.close()
 
 
-# Read by `arq worker.WorkerSettings` (ARQ takes the class attributes as Worker arguments).
-WorkerSettings = type(
-    "WorkerSettings", (), {**worker_options(_settings), "on_startup": startup, "on_shutdown": shutdown}
-)
+def build_worker_settings(settings: Settings | None = None) -> type:
+    from worker.settings import worker_options
+
+    options = worker_options(settings or Settings())
+    return type("WorkerSettings", (), {**options, "on_startup": startup, "on_shutdown": shutdown})
+
+
+def __getattr__(name: str) -> Any:
+    # Read by `arq worker.WorkerSettings` (ARQ takes the class attributes as Worker arguments).
+    if name == "WorkerSettings":
+        return build_worker_settings()
+    raise AttributeError(name)

@@ -50,13 +50,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from service.domain import DedupRunReport, Memory, Scope  # noqa: E402
+from service.maintenance.dedup import DedupSweep, NearDuplicateFinder  # noqa: E402
 from service.queue import connect_redis  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j_graph import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
 from service.stores.vector import MemoryFilter  # noqa: E402
-from worker.dedup import DedupSweep, NearDuplicateFinder  # noqa: E402
 
 DIM = 384
 PROJECT, OTHER_PROJECT = "proj-a", "proj-b"

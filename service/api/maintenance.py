@@ -1,4 +1,5 @@
-"""Maintenance: the dedup sweep on demand and the reports of every run (scheduled or requested)."""
+"""Maintenance: the dedup sweep and the full reconcile on demand, and the reports of every run
+(scheduled or requested)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query
 
 from service.api.deps import DepsDep
-from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport
-from worker.dedup import make_runs, submit_dedup
+from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
+from service.maintenance.dedup import make_runs, submit_dedup, submit_reconcile
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 
@@ -22,9 +23,16 @@ async def start_dedup(deps: DepsDep, req: Annotated[DedupRequest | None, Body()]
     return await submit_dedup(deps, req or DedupRequest())
 
 
+@router.post("/reconcile", status_code=202, response_model=DedupAccepted)
+async def start_reconcile(deps: DepsDep, req: Annotated[ReconcileRequest | None, Body()] = None) -> DedupAccepted:
+    """Compare the vector store with the graph (`{user_id?, dry_run?}`; no body = every user) and repair
+    drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
+    return await submit_reconcile(deps, req or ReconcileRequest())
+
+
 @router.get("/runs", response_model=DedupRunList)
 async def list_runs(deps: DepsDep, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> DedupRunList:
-    """The latest runs, newest first, without per-user detail."""
+    """The latest runs (dedup and reconcile, `kind` tells which), newest first, without per-user detail."""
     return DedupRunList(runs=await make_runs(deps).recent(limit))
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+import structlog
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
-from service.domain import CATEGORIES, CategoryOut, HealthResponse
+from service.domain import CATEGORIES, CategoryOut, HealthResponse, WritePathHealth
+from service.errors import DependencyUnavailable
 
 router = APIRouter(tags=["meta"])
+log = structlog.get_logger(__name__)
 
 SERVICE_NAME = "neuralscape-memory"
 
@@ -42,6 +45,18 @@ async def health(deps: DepsDep) -> JSONResponse:
     )
     checks = dict(zip(names, results, strict=True))
     ok = all(v == "ok" for v in checks.values())
+    write_path = WritePathHealth()
+    if checks["redis"] == "ok":
+        try:
+            depth, oldest = await deps.service.outbox.stats()
+            stats = await deps.tasks.stats()
+            write_path = WritePathHealth(
+                outbox_depth=depth, outbox_oldest_age_s=oldest, pending_tasks=await deps.tasks.pending_count(),
+                graph_transient_retries=stats.get("graph_transient_retries", 0),
+                deadlock_retries=stats.get("deadlock_retries", 0),
+            )
+        except DependencyUnavailable as exc:  # Redis went away between the two calls: the figures stay unset
+            log.warning("health_write_path_unavailable", error=str(exc)[:300])
     body = HealthResponse(
         status="ok" if ok else "degraded",
         service=SERVICE_NAME,
@@ -49,5 +64,6 @@ async def health(deps: DepsDep) -> JSONResponse:
         checks=checks,
         embedder=deps.embedder.name,
         extractor="gemini" if deps.settings.google_api_key else "offline (no GOOGLE_API_KEY)",
+        write_path=write_path,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -6,7 +6,7 @@ All Cypher lives in the backend module.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from service.domain import Memory
 
@@ -86,6 +86,8 @@ class Page:
 
 class GraphStore(Protocol):
     name: str
+    transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
+    deadlock_retries: int
 
     async def ensure_schema(self) -> None:
         """Create constraints and indexes if missing (idempotent)."""
@@ -130,12 +132,20 @@ class GraphStore(Protocol):
         invalid_at = expired_at = now; the new links are MERGEd. Returns the ids of edges invalidated."""
 
     async def remove_memories(
-        self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None
+        self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None, *,
+        user_id: str | None = None,
     ) -> list[str]:
         """Delete (or dedup when duplicate_of maps removed id -> survivor id): the (:Memory) nodes get
-        deleted_at = now (and duplicate_of); each edge drops them from memory_ids; edges left with
+        deleted_at = now (and duplicate_of; a missing node becomes a tombstone of `user_id`, so a late
+        write of that memory cannot bring it back); each edge drops them from memory_ids; edges left with
         no supporting memory get expired_at = now, edges the survivor (or any live memory) also
         supports keep living. Idempotent. Returns the ids of edges expired."""
+
+    async def memory_users(self, limit: int = 100_000) -> list[str]:
+        """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
+
+    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
+        """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
 
     async def ping(self) -> None:
         """Raise DependencyUnavailable if the graph cannot serve requests."""

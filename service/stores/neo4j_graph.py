@@ -88,7 +88,7 @@ UNWIND $rows AS row
 MERGE (m:Memory {id: row.id})
 ON CREATE SET m.edge_ids = []
 WITH m, row
-WHERE m.updated_at IS NULL OR m.updated_at <= row.updated_at
+WHERE m.deleted_at IS NULL AND (m.updated_at IS NULL OR m.updated_at <= row.updated_at)
 SET m += row
 """
 
@@ -195,9 +195,12 @@ CALL () {
 RETURN id ORDER BY id
 """
 
+# MERGE, not MATCH: a delete that reaches the graph before the memory's own graph write leaves a
+# tombstone, so the late write cannot bring the memory back (its relations check deleted_at).
 _MARK_REMOVED: LiteralString = """
 UNWIND $rows AS row
-MATCH (m:Memory {id: row.id})
+MERGE (m:Memory {id: row.id})
+ON CREATE SET m.user_id = row.user_id, m.edge_ids = []
 SET m.deleted_at = coalesce(m.deleted_at, $now),
     m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
 """
@@ -322,6 +325,12 @@ WHERE m.user_id = $user_id AND m.id > $cursor AND ($groups IS NULL OR m.group_id
 WITH m ORDER BY m.user_id, m.id LIMIT $limit  // the (user_id, id) index order: no sort
 RETURN m{.id, .content, .category, .scope, .project_id, .group_id, .agent_id, .created_at, .updated_at,
          .deleted_at, .duplicate_of} AS item
+"""
+
+_MEMORY_NODES: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $ids AND m.user_id = $user_id
+RETURN m{.id, .user_id, .content, .category, .scope, .project_id, .agent_id, .hash, .metadata, .created_at,
+         .updated_at, .task_id, .deleted_at} AS item
 """
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -495,8 +504,14 @@ def _link_rows(
                 "created_at": m.created_at, "memory_id": m.id, "updated_at": m.updated_at,
                 "ft_key": ft_key(m.user_id, group),
             })
-    unique_mentions = list({(r["memory_id"], r["entity_id"]): r for r in mentions}.values())
-    return {"entities": list(entities.values()), "mentions": unique_mentions, "relations": relations}
+    # Sorted by id: concurrent writers (other processes) take the nodes' locks in one global order.
+    unique_mentions = sorted({(r["entity_id"], r["memory_id"]): r for r in mentions}.values(),
+                             key=lambda r: (r["entity_id"], r["memory_id"]))
+    return {
+        "entities": sorted(entities.values(), key=lambda r: str(r["id"])),
+        "mentions": unique_mentions,
+        "relations": sorted(relations, key=lambda r: (min(r["source_id"], r["target_id"]), r["id"], r["memory_id"])),
+    }
 
 
 def group_id(scope: str, project_id: str | None) -> str:
@@ -575,14 +590,29 @@ class Neo4jGraphStore:
         )
         self._db = database
         self._timeout = timeout
+        self.transient_retries = 0  # transaction functions the driver re-ran on a transient error
+        self.deadlock_retries = 0  # ... of which on DeadlockDetected
 
     async def _write(self, fn: Any, **params: Any) -> Any:
+        async def counted(tx: AsyncManagedTransaction, /, **kw: Any) -> Any:
+            try:
+                return await fn(tx, **kw)
+            except TransientError as exc:  # the driver retries the function; we count why
+                self.transient_retries += 1
+                if "Deadlock" in (exc.code or ""):
+                    self.deadlock_retries += 1
+                raise
+
         try:
             async with asyncio.timeout(self._timeout * 6):
                 async with self._driver.session(database=self._db) as session:
-                    return await session.execute_write(fn, **params)
+                    return await session.execute_write(counted, **params)
         except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
             raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+        except TransientError as exc:
+            if "MemoryPoolOutOfMemoryError" in (exc.code or ""):
+                raise  # remove_memories halves its batch on this one
+            raise DependencyUnavailable(f"neo4j transient error after the driver's retries: {exc.code}") from exc
 
     async def _read(self, fn: Any, **params: Any) -> Any:
         try:
@@ -591,6 +621,8 @@ class Neo4jGraphStore:
                     return await session.execute_read(fn, **params)
         except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
             raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+        except TransientError as exc:
+            raise DependencyUnavailable(f"neo4j transient error after the driver's retries: {exc.code}") from exc
 
     async def ensure_schema(self) -> None:
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
@@ -669,7 +701,7 @@ class Neo4jGraphStore:
             await (await tx.run(_UPSERT_MEMORIES, rows=rows)).consume()
             await _apply_links(tx, graph, now)
 
-        await self._write(run, rows=[_row(m) for m in memories])
+        await self._write(run, rows=sorted((_row(m) for m in memories), key=lambda r: str(r["id"])))
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         if links.memory_id != memory.id:
@@ -693,14 +725,15 @@ class Neo4jGraphStore:
         return invalidated
 
     async def remove_memories(
-        self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None
+        self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None, *,
+        user_id: str | None = None,
     ) -> list[str]:
         now = iso_utc(now) or _now()
         ids = list(dict.fromkeys(_check_id(i, "memory id") for i in memory_ids))
         dups = {_check_id(k, "memory id"): _check_id(v, "memory id") for k, v in (duplicate_of or {}).items()}
 
         async def run(tx: AsyncManagedTransaction, chunk: list[str]) -> list[str]:
-            rows = [{"id": i, "duplicate_of": dups.get(i)} for i in chunk]
+            rows = [{"id": i, "duplicate_of": dups.get(i), "user_id": user_id} for i in chunk]
             chunk_dups = {i: dups[i] for i in chunk if i in dups}
             await (await tx.run(_MARK_REMOVED, rows=rows, now=now)).consume()
             await (await tx.run(_DROP_REMOVED, memory_ids=chunk, dups=chunk_dups, now=now)).consume()
@@ -858,6 +891,27 @@ class Neo4jGraphStore:
 
         rows: list[dict[str, object]] = await self._read(run, user_id=user_id)
         return rows
+
+    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
+        """The user's (:Memory) nodes with these ids (deleted ones too, with `deleted_at`)."""
+        _check_id(user_id, "user_id")
+        ids = [_check_id(i, "memory id") for i in memory_ids]
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(_MEMORY_NODES, user_id=user_id, ids=ids)
+            return [dict(r["item"]) for r in await result.data()]
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        return rows
+
+    async def memory_users(self, limit: int = 100_000) -> list[str]:
+        async def run(tx: AsyncManagedTransaction) -> list[str]:
+            result = await tx.run("MATCH (m:Memory) WHERE m.user_id IS NOT NULL "
+                                  "RETURN DISTINCT m.user_id AS user_id LIMIT $limit", limit=limit)
+            return [str(r["user_id"]) for r in await result.data()]
+
+        users: list[str] = await self._read(run)
+        return users
 
     async def count_memories(self, user_id: str) -> int:
         """Live memories only (deleted and deduplicated ones are history)."""

@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from service.app import create_app
 from service.deps import Deps
 from tests.conftest import make_settings
+from worker.embedded import EmbeddedWorker
 
 REQUIRED = ("TEST_REDIS_URL", "TEST_NEO4J_URI")
 
@@ -38,7 +39,7 @@ def _services_configured() -> None:
 @contextlib.asynccontextmanager
 async def running_app(tmp: Path, **overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Deps]]:
     """Start the whole app (lifespan included: stores, embedded ARQ worker) and a client for it."""
-    app: FastAPI = create_app(make_settings(tmp, **overrides))
+    app: FastAPI = create_app(make_settings(tmp, **overrides), EmbeddedWorker)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 
 from service.deps import Deps
+from service.jobs import ConversationJob
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
@@ -71,8 +72,8 @@ async def test_replaying_a_conversation_job_changes_nothing(client: httpx.AsyncC
     before = (await deps.vectors.count(MemoryFilter(user_id=user, project_id="p1")),
               await deps.graph.count_memories(user), await deps.graph.entities(user), await deps.graph.relations(user))
     # Re-run the very job the worker ran (what ARQ does after a crash).
-    job = {"kind": "conversation", "accepted_at": "2026-01-01T00:00:00+00:00", "user_id": user, "project_id": "p1",
-           "agent_id": None, "metadata": {}, "messages": CONVERSATION}
+    job = ConversationJob(accepted_at="2026-01-01T00:00:00+00:00", user_id=user, project_id="p1", agent_id=None,
+                          metadata={}, messages=CONVERSATION)
     await deps.service.store_conversation(str(done["task_id"]), job)
     after = (await deps.vectors.count(MemoryFilter(user_id=user, project_id="p1")),
              await deps.graph.count_memories(user), await deps.graph.entities(user), await deps.graph.relations(user))

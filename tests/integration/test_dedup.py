@@ -17,12 +17,13 @@ import pytest
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
+from service.maintenance.dedup import DedupKeys, DedupSweep, RunLock
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j_graph import Neo4jGraphStore, relation_id
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from tests.integration.procs import free_port
-from worker.dedup import DedupKeys, DedupSweep, RunLock, dedup_cron
+from worker.crons import dedup_cron
 
 App = tuple[httpx.AsyncClient, Deps]
 

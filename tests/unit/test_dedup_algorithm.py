@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
-from service.settings import Settings
-from worker.dedup import (
+from service.maintenance.dedup import (
     BoundaryCollector,
     DisjointSets,
     NearDuplicateFinder,
@@ -20,6 +20,7 @@ from worker.dedup import (
     run_budget,
     stamp_of,
 )
+from service.settings import Settings
 from worker.settings import worker_options
 
 
@@ -236,15 +237,31 @@ def test_collector_streams_pages_like_one_batch() -> None:
 # -------------------------------------------------------------------------------------------
 
 
+def _dedup_crons(settings: Settings) -> list[Any]:
+    return [j for j in worker_options(settings)["cron_jobs"] if j.name == "dedup_cron"]
+
+
 def test_cron_registered_at_configured_hours() -> None:
     settings = Settings(_env_file=None, dedup_cron_hours={3, 15})  # type: ignore[call-arg]
-    [job] = worker_options(settings)["cron_jobs"]
+    [job] = _dedup_crons(settings)
     assert job.name == "dedup_cron" and job.hour == {3, 15} and job.minute == 0 and job.unique
     assert job.timeout_s is None  # the worker's ARQ_JOB_TIMEOUT: crash reruns stay prompt
-    default = worker_options(Settings(_env_file=None))["cron_jobs"]  # type: ignore[call-arg]
+    default = _dedup_crons(Settings(_env_file=None))  # type: ignore[call-arg]
     assert default[0].hour == {0, 6, 12, 18}
     off = Settings(_env_file=None, dedup_cron_enabled=False)  # type: ignore[call-arg]
-    assert worker_options(off)["cron_jobs"] == []
+    assert _dedup_crons(off) == []
+
+
+def test_reconcile_crons_registered() -> None:
+    settings = Settings(_env_file=None, reconcile_interval_seconds=15, reconcile_cron_hour=4)  # type: ignore[call-arg]
+    jobs = {j.name: j for j in worker_options(settings)["cron_jobs"]}
+    tick, daily = jobs["reconcile_tick"], jobs["reconcile_cron"]
+    assert tick.second == {0, 15, 30, 45} and tick.run_at_startup and tick.unique
+    assert daily.hour == 4 and daily.unique and not daily.run_at_startup
+    off = Settings(_env_file=None, reconcile_cron_enabled=False)  # type: ignore[call-arg]
+    assert "reconcile_cron" not in {j.name for j in worker_options(off)["cron_jobs"]}
+    with pytest.raises(ValueError, match="divide 60"):
+        Settings(_env_file=None, reconcile_interval_seconds=7)  # type: ignore[call-arg]
 
 
 def test_run_budget_fits_inside_the_job_deadline() -> None:

@@ -24,6 +24,7 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/categories"),
     ("GET", "/health"),
     ("POST", "/v1/maintenance/dedup"),
+    ("POST", "/v1/maintenance/reconcile"),
     ("GET", "/v1/maintenance/runs"),
     ("GET", "/v1/maintenance/runs/{run_id}"),
 }

@@ -1,5 +1,6 @@
-"""Dedup maintenance: the exact + near-duplicate sweep, its Redis lock and run records, and the ARQ entry
-points (the cron and the on-demand job). The algorithm and its cost are described in docs/dedup.md.
+"""Dedup maintenance: the exact + near-duplicate sweep, its Redis lock and run records, and the entry
+points the API and the worker call (the ARQ cron wiring is in worker/crons.py). The algorithm and its
+cost are described in docs/dedup.md.
 
 Per boundary (one user's global scope, or one project of that user; never wider):
 
@@ -36,12 +37,10 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 from arq.connections import ArqRedis
-from arq.cron import CronJob, cron
 from redis.exceptions import RedisError
 
 from service.deps import Deps
 from service.domain import (
-    ID_NAMESPACE,
     DedupAccepted,
     DedupGroup,
     DedupPhaseReport,
@@ -51,8 +50,11 @@ from service.domain import (
     DedupTotals,
     DedupUserReport,
     Memory,
+    ReconcileRequest,
 )
 from service.errors import DependencyUnavailable, NotFound
+from service.jobs import DedupJob, ReconcileJob
+from service.outbox import MemoryLocks
 from service.queue import now_iso
 from service.settings import Settings
 from service.stores.graph import GraphStore
@@ -470,7 +472,7 @@ class RunStore:
         self._keys = DedupKeys(settings.arq_queue_name)
         self._ttl = settings.task_ttl_seconds
         self._timeout = settings.redis_timeout_seconds
-        self._url = settings.redis_url
+        self._url = settings.safe_redis_url
 
     async def _guard(self, what: str, coro: Any) -> Any:
         try:
@@ -496,7 +498,7 @@ class RunStore:
     async def get(self, run_id: str) -> DedupRunReport:
         raw = await self._guard("get", self._redis.get(self._keys.run(run_id)))
         if raw is None:
-            raise NotFound(f"unknown dedup run '{run_id}' (run records expire after TASK_TTL_SECONDS)")
+            raise NotFound(f"unknown maintenance run '{run_id}' (run records expire after TASK_TTL_SECONDS)")
         return DedupRunReport.model_validate_json(raw)
 
     async def recent(self, limit: int) -> list[DedupRunSummary]:
@@ -626,6 +628,7 @@ class DedupSweep:
         self.keys = DedupKeys(settings.arq_queue_name)
         self.runs = RunStore(redis, settings)
         self.pending = PendingGraph(redis, self.keys.pending, settings.redis_timeout_seconds * 4)
+        self.locks = MemoryLocks(redis, settings)
         self.block_rows = block_rows
         self.block_cols = block_cols
         self.threshold = settings.dedup_similarity_threshold
@@ -660,7 +663,8 @@ class DedupSweep:
             acquired = await lock.acquire()
             holder = None if acquired else await lock.holder()
         except (RedisError, OSError) as exc:
-            raise DependencyUnavailable(f"dedup lock unavailable: redis at {self.settings.redis_url}: {exc}") from exc
+            where = self.settings.safe_redis_url
+            raise DependencyUnavailable(f"dedup lock unavailable: redis at {where}: {exc}") from exc
         if not acquired:
             report.status = "skipped"
             report.detail = f"another dedup run is in progress (run {holder}); this one did nothing"
@@ -796,7 +800,6 @@ class DedupSweep:
         return await asyncio.to_thread(lambda: finder.groups(collector.rank()))
 
     async def _boundary(self, state: _Run, b: Boundary, user: DedupUserReport) -> None:
-        t0 = time.perf_counter()
         collector = await self._read(state, b, user)
         if collector is None:
             return  # stopped while reading: nothing of this boundary is touched
@@ -806,13 +809,27 @@ class DedupSweep:
         plan, survivor, read_hash = await asyncio.to_thread(_plan, collector, near_rows or [])
         involved = set(survivor) | set(survivor.values())
         del collector  # the matrix is not needed any more
-        valid = await self._unchanged(state, b, involved, read_hash)
+        # Locked from the check to the removal: an update or a delete of one of them waits (or, when it
+        # holds the lock first, the memory is left for the next run), so nothing is lost or resurrected.
+        token = uuid.uuid4().hex
+        locked = await self.locks.try_acquire(sorted(involved), token) if not state.dry_run else involved
+        try:
+            await self._remove_boundary(state, b, user, plan, survivor, read_hash, locked)
+        finally:
+            if not state.dry_run and locked:
+                await self.locks.release(sorted(locked), token)
+
+    async def _remove_boundary(
+        self, state: _Run, b: Boundary, user: DedupUserReport, plan: BoundaryPlan, survivor: dict[str, str],
+        read_hash: dict[str, str], locked: set[str],
+    ) -> None:
+        valid = await self._unchanged(state, b, locked, read_hash)
         removable = {r: s for r, s in survivor.items() if r in valid and s in valid}
         exact_ids = [r for _, rem in plan.exact for r in rem if r in removable]
         near_ids = [r for _, rem in plan.near for r in rem if r in removable]
         log.debug("dedup_boundary_planned", user_id=b.user_id, scope=b.scope.value, project_id=b.project_id,
                   scanned=plan.scanned, exact_groups=len(plan.exact), near_groups=len(plan.near),
-                  removable=len(removable), seconds=round(time.perf_counter() - t0, 3))
+                  removable=len(removable), locked_elsewhere=len(set(survivor) - locked))
 
         deleted: set[str] = set()
         failure: DependencyUnavailable | None = None
@@ -943,9 +960,10 @@ def _ingest(collector: BoundaryCollector, page: list[VectorRecord], cutoff: int)
     for rec in page:
         m = rec.memory
         created, updated = stamp_of(m.created_at), stamp_of(m.updated_at)
+        stored = stamp_of(m.stored_at) if m.stored_at else None
         if created is None or updated is None:
             bad += 1
-        elif created > cutoff or updated > cutoff:
+        elif created > cutoff or updated > cutoff or (stored is not None and stored > cutoff):
             late += 1
         else:
             ids.append(m.id)
@@ -975,11 +993,13 @@ def _plan(
 
 def _same(m: Memory, b: Boundary, read_hash: str | None, cutoff: int) -> bool:
     updated = stamp_of(m.updated_at)
+    stored = stamp_of(m.stored_at) if m.stored_at else None
     return (
         read_hash is not None
         and m.hash == read_hash
         and updated is not None
         and updated <= cutoff
+        and (stored is None or stored <= cutoff)
         and m.user_id == b.user_id
         and m.scope == b.scope
         and (b.project_id is None or m.project_id == b.project_id)
@@ -1028,7 +1048,7 @@ def _where(b: Boundary) -> str:
 # =================================================================================================
 
 
-def _summary(report: DedupRunReport) -> dict[str, Any]:
+def summary(report: DedupRunReport) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
         "status": report.status,
@@ -1045,8 +1065,7 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
     Every request is a new run (the identity carries the request time): repeating "run now" must run
     again, and the lock keeps overlapping runs from both working."""
     identity = {"user_id": req.user_id, "dry_run": req.dry_run, "requested_ns": time.time_ns()}
-    payload = {"user_id": req.user_id, "dry_run": req.dry_run}
-    task_id = await deps.tasks.enqueue("dedup", identity, payload, user_id=req.user_id)
+    task_id = await deps.tasks.enqueue(DedupJob(user_id=req.user_id, dry_run=req.dry_run), identity)
     queued = DedupRunReport(
         run_id=task_id, trigger="api", status="queued", dry_run=req.dry_run, user_id=req.user_id, task_id=task_id,
         threshold=deps.settings.dedup_similarity_threshold, batch_size=deps.settings.dedup_batch_size,
@@ -1060,46 +1079,23 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
     )
 
 
-async def run_requested_dedup(deps: Deps, task_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """The job of a POST /v1/maintenance/dedup (task kind "dedup", run by process_memory_write)."""
+async def run_requested_dedup(deps: Deps, task_id: str, job: DedupJob) -> dict[str, Any]:
+    """The job of a POST /v1/maintenance/dedup (ARQ function `maintenance_dedup`)."""
     report = await DedupSweep.from_deps(deps).run(
-        task_id, trigger="api", user_id=job.get("user_id"), dry_run=bool(job.get("dry_run")),
-        task_id=task_id, queued_at=job.get("accepted_at"),
+        task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id, queued_at=job.accepted_at,
     )
-    return _summary(report)
+    return summary(report)
 
 
-def cron_run_id(job_id: str) -> str:
-    """Cron runs get an id derived from ARQ's job id (unique per scheduled time)."""
-    return uuid.uuid5(ID_NAMESPACE, f"dedup-cron:{job_id}").hex
-
-
-async def dedup_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
-    """The scheduled sweep (every user, real run). A run still going makes this one skip (logged)."""
-    deps: Deps = ctx["deps"]
-    run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()))
-    structlog.contextvars.bind_contextvars(task_id=run_id)
-    try:
-        report = await DedupSweep.from_deps(deps).run(run_id, trigger="cron")
-        return _summary(report)
-    except DependencyUnavailable as exc:
-        log.error("dedup_cron_failed", run_id=run_id, error=str(exc))
-        return None
-    finally:
-        structlog.contextvars.unbind_contextvars("task_id")
-
-
-def dedup_cron_jobs(settings: Settings) -> list[CronJob]:
-    """The ARQ cron of the sweep at DEDUP_CRON_HOURS (UTC), minute 0; none when DEDUP_CRON_ENABLED=false.
-
-    `unique` makes ARQ enqueue one job per scheduled time however many workers run; the job gets the
-    worker's ARQ_JOB_TIMEOUT (a longer cron timeout would also delay ARQ's rerun of every crashed job)."""
-    if not settings.dedup_cron_enabled:
-        return []
-    return [
-        cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
-             run_at_startup=False, max_tries=1)
-    ]
+async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> DedupAccepted:
+    """POST /v1/maintenance/reconcile: a full reconcile through the task queue (task id = run id)."""
+    identity = {"user_id": req.user_id, "dry_run": req.dry_run, "requested_ns": time.time_ns()}
+    task_id = await deps.tasks.enqueue(ReconcileJob(user_id=req.user_id, dry_run=req.dry_run), identity)
+    queued = DedupRunReport(run_id=task_id, kind="reconcile", trigger="api", status="queued", dry_run=req.dry_run,
+                            user_id=req.user_id, task_id=task_id, queued_at=now_iso())
+    await RunStore(deps.redis, deps.settings).save(queued, only_new=True)
+    return DedupAccepted(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+                         run_url=f"/v1/maintenance/runs/{task_id}")
 
 
 def make_runs(deps: Deps) -> RunStore:

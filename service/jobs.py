@@ -1,0 +1,86 @@
+"""Typed jobs: one pydantic model per job kind, one ARQ function per kind (worker/jobs.py).
+
+The API validates a request, builds one of these and enqueues it (service/queue.py); the worker
+validates the payload again before running it. `accepted_at` is set by the queue when the job is
+accepted, so every replay of a job sees the same acceptance time (ids and timestamps derive from it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Job(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    accepted_at: str = ""
+
+
+class RawJob(_Job):
+    kind: Literal["raw"] = "raw"
+    user_id: str
+    scope: str
+    project_id: str | None = None
+    category: str
+    content: str
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ConversationJob(_Job):
+    kind: Literal["conversation"] = "conversation"
+    user_id: str
+    project_id: str | None = None
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    messages: list[dict[str, Any]]
+
+
+class UpdateJob(_Job):
+    kind: Literal["update"] = "update"
+    memory_id: str
+    user_id: str
+    content: str
+    category: str | None = None
+
+
+class DeleteJob(_Job):
+    """By ids, or by a filter (scope, category, project_id, agent_id; all of them unset = every memory)."""
+
+    kind: Literal["delete"] = "delete"
+    user_id: str
+    memory_ids: list[str] | None = None
+    scope: str | None = None
+    category: str | None = None
+    project_id: str | None = None
+    agent_id: str | None = None
+
+
+class DedupJob(_Job):
+    kind: Literal["dedup"] = "dedup"
+    user_id: str | None = None
+    dry_run: bool = False
+
+
+class ReconcileJob(_Job):
+    kind: Literal["reconcile"] = "reconcile"
+    user_id: str | None = None
+    dry_run: bool = False
+
+
+Job = Annotated[
+    RawJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob, Field(discriminator="kind")
+]
+JobKind = Literal["raw", "conversation", "update", "delete", "dedup", "reconcile"]
+
+# The ARQ function that runs each kind (registered in worker/settings.py).
+FUNCTIONS: dict[str, str] = {
+    "raw": "memory_raw",
+    "conversation": "memory_conversation",
+    "update": "memory_update",
+    "delete": "memory_delete",
+    "dedup": "maintenance_dedup",
+    "reconcile": "maintenance_reconcile",
+}

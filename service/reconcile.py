@@ -1,0 +1,219 @@
+"""The reconciler: finishes what the write path left half-done, so both stores end up agreeing.
+
+Two passes (docs/write-path.md):
+
+- `drain`: outbox intents older than RECONCILE_GRACE_SECONDS whose job has ended (a write whose graph
+  half was pending, an update or a delete whose graph step failed, a job that died). Runs on the
+  worker's reconcile cron (every RECONCILE_INTERVAL_SECONDS) and at worker start. The graph half of a
+  write is landed only for memories the vector store still holds (a memory deleted meanwhile stays
+  deleted); a delete is finished in both stores. Its task's `result.graph` then says "stored".
+- `full`: per user, the vector store's ids against the graph's (:Memory) nodes, in pages, repairing
+  drift in both directions: a vector without a node gets its node (links found again by the rules);
+  a live node without a vector gets its vector re-embedded from the node, unless a delete of it was
+  recorded (then the delete is finished); a vector of a memory the graph knows as deleted is removed.
+  Memories named by an outbox intent, or stored within the grace period, are left to the drain.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from service.domain import DedupRunReport, Memory, Scope
+from service.errors import DependencyUnavailable
+from service.maintenance.dedup import RunStore
+from service.memory_service import MemoryService
+from service.outbox import Intent
+from service.queue import now_iso
+from service.stores.vector import MemoryFilter
+
+log = structlog.get_logger(__name__)
+
+DRAIN_BATCH = 200  # intents per drain call
+MAX_ATTEMPTS = 10  # a drain attempt that fails for a reason other than an outage counts; then it is dropped
+PAGE = 500
+MAX_PAGES = 2_000  # per user and store: 1M memories
+REPORT_IDS = 1_000
+
+REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memory", "delete_finished")
+
+
+class Reconciler:
+    def __init__(self, service: MemoryService) -> None:
+        self.s = service
+        self.runs = RunStore(service.tasks.redis, service.settings)
+
+    # ---- drain ---------------------------------------------------------------------------------
+
+    async def drain(self, limit: int = DRAIN_BATCH) -> dict[str, int]:
+        counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0}
+        intents = await self.s.outbox.due(self.s.settings.reconcile_grace_seconds, limit)
+        for intent in intents:
+            if await self.s.tasks.is_pending(intent.task_id):
+                counts["waiting"] += 1  # its job is still queued or running: the job finishes it
+                continue
+            try:
+                landed = await self._apply(intent)
+            except DependencyUnavailable as exc:  # still down: every later intent would fail the same way
+                log.warning("outbox_drain_stopped", error=str(exc)[:300], left=len(intents))
+                break
+            except Exception as exc:
+                intent.attempts += 1
+                if intent.attempts >= MAX_ATTEMPTS:
+                    log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
+                    await self.s.outbox.clear(intent.task_id)
+                    await self.s.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
+                    counts["abandoned"] += 1
+                else:
+                    log.warning("outbox_intent_failed", task_id=intent.task_id, attempts=intent.attempts,
+                                error=f"{type(exc).__name__}: {exc}"[:300])
+                    await self.s.outbox.save(intent)
+                continue
+            await self.s.outbox.clear(intent.task_id)
+            await self.s.tasks.set_graph_state(intent.task_id, "stored")
+            await self.s.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
+            counts["landed" if landed else "skipped"] += 1
+        if counts["landed"] or counts["abandoned"]:
+            log.info("outbox_drained", **counts)
+        return counts
+
+    async def _apply(self, intent: Intent) -> bool:
+        """Finish one intent. False when nothing was left to do (the memories are gone)."""
+        writer = self.s.graph_writer
+        if intent.op == "remove":
+            for start in range(0, len(intent.memory_ids), PAGE):
+                await self.s.vectors.delete(intent.memory_ids[start : start + PAGE])
+            await writer.remove(intent.user_id, intent.memory_ids, intent.now or now_iso())
+            return True
+        current = {m.id: m for m in await self.s.vectors.get(intent.ids()) if m.user_id == intent.user_id}
+        if intent.op == "replace":
+            [memory] = intent.memories
+            live = current.get(memory.id)
+            if live is None or live.updated_at != memory.updated_at:
+                return False  # deleted, or updated again since (that update carries the graph)
+            [links] = intent.graph_links()
+            await writer.replace(intent.user_id, memory, links, intent.now or memory.updated_at)
+            return True
+        keep = [m for m in intent.memories if m.id in current]
+        if not keep:
+            return False
+        ids = {m.id for m in keep}
+        await writer.upsert(intent.user_id, keep, [link for link in intent.graph_links() if link.memory_id in ids])
+        return True
+
+    # ---- full reconcile --------------------------------------------------------------------------
+
+    async def full(self, run_id: str, *, trigger: str, user_id: str | None = None, dry_run: bool = False,
+                   task_id: str | None = None, queued_at: str | None = None) -> DedupRunReport:
+        report = DedupRunReport(run_id=run_id, kind="reconcile", trigger=trigger,  # type: ignore[arg-type]
+                                status="running", dry_run=dry_run, user_id=user_id, task_id=task_id,
+                                queued_at=queued_at, started_at=now_iso(),
+                                repairs=dict.fromkeys(REPAIR_KINDS, 0))
+        await self.runs.save(report)
+        t0 = time.perf_counter()
+        try:
+            users = [user_id] if user_id else await self._users()
+            busy = await self.s.outbox.all_ids()
+            for user in users:
+                try:
+                    await self._user(report, user, busy, dry_run)
+                except DependencyUnavailable as exc:
+                    report.errors.append(f"user {user}: {exc}"[:500])
+            report.status = "completed" if not report.errors else "partial"
+        except Exception as exc:
+            report.status = "failed"
+            report.detail = f"{type(exc).__name__}: {exc}"[:500]
+            raise
+        finally:
+            report.finished_at = now_iso()
+            report.duration_s = round(time.perf_counter() - t0, 3)
+            await self.runs.save(report)
+            log.info("reconcile_run_finished", run_id=run_id, status=report.status, dry_run=dry_run,
+                     **report.repairs)
+        return report
+
+    async def _users(self) -> list[str]:
+        users = {b.user_id for b in await self.s.vectors.boundaries(None)}
+        users |= set(await self.s.graph.memory_users())
+        return sorted(users)
+
+    async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
+        recent_cut = datetime.now(UTC).timestamp() - self.s.settings.reconcile_grace_seconds
+        in_vectors: set[str] = set()
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page, cursor = await self.s.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), PAGE, cursor)
+            for m in page:
+                if _recent(m, recent_cut):
+                    busy.add(m.id)
+                in_vectors.add(m.id)
+            if cursor is None:
+                break
+        live: set[str] = set()
+        deleted: set[str] = set()
+        gcursor: str | None = None
+        for _ in range(MAX_PAGES):
+            gpage = await self.s.graph.list_episodes(user, None, PAGE, gcursor)
+            for item in gpage.items:
+                (deleted if item.get("deleted_at") else live).add(str(item["id"]))
+            gcursor = gpage.next_cursor
+            if gcursor is None:
+                break
+        node_missing = sorted(in_vectors - live - deleted - busy)
+        of_deleted = sorted((in_vectors & deleted) - busy)
+        no_vector = sorted(live - in_vectors - busy)
+        tombstoned = await self.s.outbox.tombstoned(user, no_vector)
+        finish_delete = [i for i in no_vector if i in tombstoned]
+        vector_missing = [i for i in no_vector if i not in tombstoned]
+        found = {"graph_node_missing": node_missing, "vector_missing": vector_missing,
+                 "vector_of_deleted_memory": of_deleted, "delete_finished": finish_delete}
+        for kind, ids in found.items():
+            report.repairs[kind] = report.repairs.get(kind, 0) + len(ids)
+            if ids:
+                report.repaired_ids.setdefault(user, {})[kind] = ids[:REPORT_IDS]
+        if any(found.values()):
+            log.warning("reconcile_drift", user_id=user, dry_run=dry_run, **{k: len(v) for k, v in found.items()})
+        if dry_run:
+            return
+        now = now_iso()
+        for start in range(0, len(node_missing), PAGE):
+            memories = await self.s.vectors.get(node_missing[start : start + PAGE])
+            await self.s.graph_writer.upsert(user, memories, [self.s.links_of(m) for m in memories])
+        for start in range(0, len(of_deleted), PAGE):
+            await self.s.vectors.delete(of_deleted[start : start + PAGE])
+        for start in range(0, len(vector_missing), PAGE):
+            nodes = await self.s.graph.memory_nodes(user, vector_missing[start : start + PAGE])
+            memories = [_memory_of_node(n) for n in nodes if not n.get("deleted_at") and n.get("content")]
+            async with self.s.locks.hold([m.id for m in memories]):
+                vectors = await self.s.embedder.embed([m.content for m in memories])
+                await self.s.vectors.upsert(memories, vectors)
+        for start in range(0, len(finish_delete), PAGE):
+            await self.s.graph_writer.remove(user, finish_delete[start : start + PAGE], now)
+        await self.s.tasks.add_stats(**{f"repair_{k}": len(v) for k, v in found.items()})
+
+
+def _recent(m: Memory, cut: float) -> bool:
+    for stamp in (m.stored_at, m.updated_at, m.created_at):
+        if stamp:
+            try:
+                if datetime.fromisoformat(stamp).timestamp() > cut:
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _memory_of_node(node: dict[str, Any]) -> Memory:
+    metadata = node.get("metadata")
+    return Memory(
+        id=str(node["id"]), user_id=str(node["user_id"]), content=str(node.get("content") or ""),
+        category=str(node.get("category") or "domain_knowledge"), scope=Scope(node.get("scope") or "global"),
+        project_id=node.get("project_id"), agent_id=node.get("agent_id"), hash=str(node.get("hash") or ""),
+        metadata=json.loads(metadata) if isinstance(metadata, str) and metadata else {},
+        created_at=str(node.get("created_at") or now_iso()), updated_at=str(node.get("updated_at") or now_iso()),
+        task_id=node.get("task_id"), stored_at=now_iso(),
+    )

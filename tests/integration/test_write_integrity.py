@@ -1,0 +1,263 @@
+"""Write-path integrity on the real stack: every task ends, nothing is half-stored for good.
+
+Concurrency on one user, non-transient failures, lost ARQ jobs (the reaper), a graph that fails after
+the vector write (the outbox and its reconciler), a delete whose graph step fails, and the full
+reconcile's repairs in both directions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from arq.constants import job_key_prefix
+
+from service.deps import Deps
+from service.domain import Memory, Scope, content_hash
+from service.jobs import RawJob
+from service.stores.vector import MemoryFilter
+from tests.conftest import unique
+from tests.integration.conftest import running_app, wait_task, write_raw
+from tests.integration.procs import SlowProxy
+from worker.embedded import EmbeddedWorker
+
+NAMES = ("Alice", "Bob", "Carol", "Dave")
+PLACES = ("Lisbon", "Berlin")
+TOOLS = ("PostgreSQL", "Redis", "Rust")
+
+
+async def wait_for(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {timeout}s (last: {last})")
+
+
+async def test_32_concurrent_jobs_of_one_user_share_entities_without_deadlocks(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    user = unique("hot")
+    before = deps.graph.deadlock_retries
+    bodies = [
+        {"content": f"{NAMES[i % 4]} met {NAMES[(i + 1) % 4]} in {PLACES[i % 2]} to talk about {TOOLS[i % 3]} "
+                    f"(meeting {i})",
+         "user_id": user, "category": "personal_fact"}
+        for i in range(16)
+    ] + [
+        {"content": f"I use {TOOLS[i % 3]} with {NAMES[i % 4]} for project {i}", "user_id": user,
+         "category": "technical_skill"}
+        for i in range(16)
+    ]
+    accepted = await asyncio.gather(*(client.post("/v1/memories/raw", json=b) for b in bodies))
+    assert all(r.status_code == 202 for r in accepted)
+    done = await asyncio.gather(*(wait_task(client, r.json()["task_id"], timeout=60) for r in accepted))
+    assert [d["status"] for d in done] == ["completed"] * 32, [d for d in done if d["status"] != "completed"]
+    assert {d["result"]["graph"] for d in done} == {"stored"}
+    entities = await deps.graph.entities(user)
+    names = [str(e["name"]).casefold() for e in entities]
+    assert len(names) == len(set(names)), "an entity was created twice"
+    for name in (*NAMES[1:], *PLACES, *TOOLS):
+        assert name.casefold() in names
+    assert await deps.graph.count_memories(user) == 32
+    assert await deps.vectors.count(MemoryFilter(user_id=user)) == 32
+    assert deps.graph.deadlock_retries == before
+
+
+async def test_non_transient_error_ends_failed_and_releases_the_idempotency_pointer(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    user = unique("bad")
+    # A job the service cannot store: a scope that does not exist (as a corrupted or hand-made job).
+    task_id = await deps.tasks.enqueue(
+        RawJob(user_id=user, scope="galactic", category="preference", content="x"), {"probe": unique("p")})
+    done = await wait_task(client, task_id)
+    assert done["status"] == "failed"
+    assert "galactic" in done["error"]
+    # A payload that is not a job at all also ends failed, with the reason.
+    bogus = unique("bogus")
+    await deps.tasks.redis.set(deps.tasks.key(f"task:{bogus}"), '{"status": "queued", "result": null, "error": null}')
+    await deps.tasks.redis.enqueue_job("memory_raw", bogus, {"kind": "raw", "user_id": user}, _job_id=bogus)
+    failed = await wait_task(client, bogus)
+    assert failed["status"] == "failed" and "invalid job payload" in failed["error"]
+    # A failed write releases its pointer at once: the identical request is a new write.
+    body = {"content": "same body twice", "user_id": user, "category": "preference"}
+    first = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
+    await wait_task(client, first)
+    await deps.tasks.mark_failed(first, "forced for the test")
+    second = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
+    assert second != first
+    assert (await wait_task(client, second))["status"] == "completed"
+
+
+async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries_left(tmp_path: Path) -> None:
+    async with running_app(tmp_path, embedded_worker=False) as (client, deps):
+        user = unique("lost")
+        lost = (await client.post("/v1/memories/raw", json={"content": "lost on its last try", "user_id": user,
+                                                            "category": "preference"})).json()["task_id"]
+        requeued = (await client.post("/v1/memories/raw", json={"content": "lost early", "user_id": user,
+                                                                "category": "preference"})).json()["task_id"]
+        redis = deps.tasks.redis
+        for t in (lost, requeued):  # the jobs vanish from Redis (a worker died; ARQ ended them)
+            await redis.delete(job_key_prefix + t)
+            await redis.zrem(deps.settings.arq_queue_name, t)
+        await deps.tasks.mark_processing(lost, deps.settings.arq_max_retries)  # its tries are used up
+
+        counts = await deps.tasks.reap(older_than_s=0)
+        assert counts["failed"] == 1 and counts["requeued"] == 1
+        status = (await client.get(f"/v1/memories/status/{lost}")).json()
+        assert status["status"] == "failed" and status["error"].startswith("lost:")
+        again = await client.post("/v1/memories/raw", json={"content": "lost on its last try", "user_id": user,
+                                                             "category": "preference"})
+        assert again.status_code == 202 and again.json()["task_id"] != lost
+
+        worker = EmbeddedWorker(deps)
+        worker.start()
+        try:
+            assert (await wait_task(client, requeued))["status"] == "completed"
+            assert (await wait_task(client, again.json()["task_id"]))["status"] == "completed"
+        finally:
+            await worker.stop()
+        assert await deps.tasks.pending_count() == 0
+
+
+async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconciler(tmp_path: Path) -> None:
+    upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
+    async with SlowProxy(upstream) as proxy, running_app(
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=1
+    ) as (client, deps):
+        user = unique("pending")
+        await write_raw(client, content="I deploy with Nomad on weekdays", user_id=user, category="workflow")
+        proxy.delay = 8.0  # every graph call now outlasts its timeout
+        resp = await client.post("/v1/memories/raw", json={"content": "I use PostgreSQL for my projects",
+                                                           "user_id": user, "category": "technical_skill"})
+        done = await wait_task(client, resp.json()["task_id"], timeout=60)
+        assert done["status"] == "completed" and done["result"]["graph"] == "pending"
+        memory_id = done["result"]["memories"][0]["id"]
+        health = (await client.get("/health")).json()
+        assert health["write_path"]["outbox_depth"] >= 1
+        search = (await client.post("/v1/search", json={"query": "PostgreSQL projects", "user_id": user})).json()
+        assert memory_id in [r["id"] for r in search["results"]]  # searchable while the graph half waits
+        assert search["degraded"] == ["graph"]
+
+        proxy.delay = 0.0
+
+        async def landed() -> bool:
+            status = (await client.get(f"/v1/memories/status/{resp.json()['task_id']}")).json()
+            return bool(status["result"]["graph"] == "stored")
+
+        await wait_for(landed, 60, "the reconciler landing the graph half")
+        assert await deps.graph.count_memories(user) == 2
+        facts = (await client.post("/v1/graph/search", json={"query": "PostgreSQL", "user_id": user})).json()
+        assert any(memory_id in f["memory_ids"] for f in facts["results"])
+        assert (await deps.service.outbox.stats())[0] == 0
+
+
+async def test_delete_whose_graph_step_fails_is_finished_and_can_be_retried(tmp_path: Path) -> None:
+    upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
+    async with SlowProxy(upstream) as proxy, running_app(
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=1
+    ) as (client, deps):
+        user = unique("del")
+        done = await write_raw(client, content="I use Kubernetes for deployments", user_id=user,
+                               category="technical_skill")
+        memory_id = done["result"]["memories"][0]["id"]
+        facts = (await client.post("/v1/graph/search", json={"query": "Kubernetes", "user_id": user})).json()
+        assert any(memory_id in f["memory_ids"] for f in facts["results"])
+
+        proxy.delay = 8.0
+        first = await client.delete(f"/v1/memories/{memory_id}", params={"user_id": user})
+        assert first.status_code == 202
+        deleted = await wait_task(client, first.json()["task_id"], timeout=60)
+        assert deleted["status"] == "completed" and deleted["result"]["graph"] == "pending"
+        # the vector is gone, the graph half is not: a retried delete is accepted, not 404
+        retry = await client.delete(f"/v1/memories/{memory_id}", params={"user_id": user})
+        assert retry.status_code == 202, retry.text
+
+        proxy.delay = 0.0
+
+        async def gone() -> bool:
+            nodes = await deps.graph.memory_nodes(user, [memory_id])
+            return bool(nodes and nodes[0].get("deleted_at"))
+
+        await wait_for(gone, 60, "the reconciler finishing the delete")
+        facts = (await client.post("/v1/graph/search", json={"query": "Kubernetes", "user_id": user})).json()
+        assert not any(memory_id in f["memory_ids"] for f in facts["results"])
+        search = (await client.post("/v1/search", json={"query": "Kubernetes", "user_id": user})).json()
+        assert search["results"] == [] and search["degraded"] == []
+        assert (await wait_task(client, retry.json()["task_id"], timeout=30))["status"] == "completed"
+
+
+async def test_search_never_returns_facts_of_a_memory_the_vector_store_no_longer_holds(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    user = unique("stale")
+    done = await write_raw(client, content="I use Terraform for infrastructure", user_id=user,
+                           category="technical_skill")
+    memory_id = done["result"]["memories"][0]["id"]
+    facts = (await client.post("/v1/graph/search", json={"query": "Terraform", "user_id": user})).json()["results"]
+    assert any(memory_id in f["memory_ids"] for f in facts)
+    before = (await client.post("/v1/search", json={"query": "Terraform", "user_id": user})).json()["results"]
+    assert [r["id"] for r in before] == [memory_id]  # its facts are folded into the vector hit
+    await deps.vectors.delete([memory_id])  # the state a delete leaves while its graph half is pending
+    after = (await client.post("/v1/search", json={"query": "Terraform", "user_id": user})).json()["results"]
+    assert after == []
+
+
+async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.AsyncClient, deps: Deps) -> None:
+    user = unique("drift")
+    kept = await write_raw(client, content="I use Vim every day", user_id=user, category="preference")
+    lost_vector = await write_raw(client, content="I use Emacs on weekends", user_id=user, category="preference")
+    deleted = await write_raw(client, content="I use Nano sometimes", user_id=user, category="preference")
+    lost_vector_id = lost_vector["result"]["memories"][0]["id"]
+    deleted_id = deleted["result"]["memories"][0]["id"]
+    # drift 1: a vector with no graph node (the orphan of a crashed job)
+    stamp = "2026-01-01T00:00:00+00:00"
+    orphan = Memory(id=str(uuid.uuid4()), user_id=user, content="I use Helix for Rust", category="preference",
+                    scope=Scope.GLOBAL, hash=content_hash("I use Helix for Rust"), created_at=stamp, updated_at=stamp)
+    [vec] = await deps.embedder.embed([orphan.content])
+    await deps.vectors.upsert([orphan], [vec])
+    # drift 2: a live node whose vector was lost
+    await deps.vectors.delete([lost_vector_id])
+    # drift 3: a delete that recorded its intent and removed the vector, then lost its outbox entry
+    await deps.service.outbox.put(_remove_intent(user, deleted_id))
+    await deps.service.outbox.clear("drift-test")
+    await deps.vectors.delete([deleted_id])
+    await asyncio.sleep(deps.settings.reconcile_grace_seconds + 0.2)
+
+    dry = await client.post("/v1/maintenance/reconcile", json={"user_id": user, "dry_run": True})
+    assert dry.status_code == 202
+    dry_done = await wait_task(client, dry.json()["task_id"])
+    assert dry_done["status"] == "completed", dry_done
+    assert dry_done["result"]["repairs"] == {"graph_node_missing": 1, "vector_missing": 1,
+                                             "vector_of_deleted_memory": 0, "delete_finished": 1}
+    assert await deps.graph.count_memories(user) == 3  # a dry run repairs nothing
+
+    real = await client.post("/v1/maintenance/reconcile", json={"user_id": user})
+    report = await wait_task(client, real.json()["task_id"])
+    assert report["result"]["repairs"]["graph_node_missing"] == 1
+    ids = {m.id for m in (await deps.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), 50))[0]}
+    assert ids == {kept["result"]["memories"][0]["id"], lost_vector_id, orphan.id}
+    nodes = {str(n["id"]): n for n in await deps.graph.memory_nodes(user, [orphan.id, deleted_id, lost_vector_id])}
+    assert nodes[orphan.id].get("deleted_at") is None and nodes[orphan.id]["content"] == orphan.content
+    assert nodes[deleted_id].get("deleted_at")
+    assert await deps.graph.count_memories(user) == 3
+    runs = (await client.get("/v1/maintenance/runs")).json()["runs"]
+    mine = [r for r in runs if r["run_id"] == real.json()["run_id"]]
+    assert mine and mine[0]["kind"] == "reconcile" and mine[0]["repairs"]["vector_missing"] == 1
+    again = await client.post("/v1/maintenance/reconcile", json={"user_id": user})
+    assert set((await wait_task(client, again.json()["task_id"]))["result"]["repairs"].values()) == {0}
+
+
+def _remove_intent(user: str, memory_id: str) -> Any:
+    from service.outbox import Intent
+
+    return Intent(op="remove", task_id="drift-test", user_id=user, memory_ids=[memory_id], now="2026-01-01T00:00:00")

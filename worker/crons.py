@@ -1,0 +1,82 @@
+"""ARQ cron jobs: the dedup sweep, the reconciler's drain + reaper, and the daily full reconcile.
+
+`unique` makes ARQ enqueue one job per scheduled time however many workers run. Cron jobs get the
+worker's ARQ_JOB_TIMEOUT (a longer cron timeout would also delay ARQ's rerun of every crashed job).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import structlog
+from arq.cron import CronJob, cron
+
+from service.deps import Deps
+from service.domain import ID_NAMESPACE
+from service.errors import DependencyUnavailable
+from service.maintenance.dedup import DedupSweep, summary
+from service.reconcile import Reconciler
+from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+def cron_run_id(job_id: str, kind: str = "dedup") -> str:
+    """Cron runs get an id derived from ARQ's job id (unique per scheduled time)."""
+    return uuid.uuid5(ID_NAMESPACE, f"{kind}-cron:{job_id}").hex
+
+
+async def dedup_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """The scheduled sweep (every user, real run). A run still going makes this one skip (logged)."""
+    deps: Deps = ctx["deps"]
+    run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()))
+    structlog.contextvars.bind_contextvars(task_id=run_id)
+    try:
+        report = await DedupSweep.from_deps(deps).run(run_id, trigger="cron")
+        return summary(report)
+    except DependencyUnavailable as exc:
+        log.error("dedup_cron_failed", run_id=run_id, error=str(exc))
+        return None
+    finally:
+        structlog.contextvars.unbind_contextvars("task_id")
+
+
+async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Every RECONCILE_INTERVAL_SECONDS (and at worker start): end lost tasks, drain the outbox."""
+    deps: Deps = ctx["deps"]
+    try:
+        reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
+        drained = await Reconciler(deps.service).drain()
+    except DependencyUnavailable as exc:
+        log.warning("reconcile_tick_failed", error=str(exc)[:300])
+        return None
+    return {"reaped": reaped, "drained": drained}
+
+
+async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """The daily full Qdrant <-> Neo4j comparison of every user."""
+    deps: Deps = ctx["deps"]
+    run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()), "reconcile")
+    try:
+        report = await Reconciler(deps.service).full(run_id, trigger="cron")
+    except DependencyUnavailable as exc:
+        log.error("reconcile_cron_failed", run_id=run_id, error=str(exc))
+        return None
+    return {"run_id": run_id, "status": report.status, "repairs": report.repairs}
+
+
+def cron_jobs(settings: Settings) -> list[CronJob]:
+    every = settings.reconcile_interval_seconds
+    jobs = [
+        cron(reconcile_tick, name="reconcile_tick", second=set(range(0, 60, every)), unique=True,
+             run_at_startup=True, max_tries=1),
+    ]
+    if settings.reconcile_cron_enabled:
+        jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=settings.reconcile_cron_hour, minute=30,
+                         unique=True, run_at_startup=False, max_tries=1))
+    if settings.dedup_cron_enabled:
+        jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
+                         run_at_startup=False, max_tries=1))
+    return jobs
