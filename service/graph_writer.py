@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from service.domain import Memory
+from service.errors import DependencyUnavailable
 from service.stores.graph import GraphStore, MemoryLinks
 
 log = structlog.get_logger(__name__)
@@ -103,6 +104,11 @@ class GraphWriter:
         links = [link for op in batch for link in op.links]
         try:
             await self._graph.upsert_memories(memories, links)
+        except DependencyUnavailable as exc:  # an outage fails them all alike: no point in trying each
+            for op in batch:
+                if not op.future.done():
+                    op.future.set_exception(exc)
+            return
         except Exception as exc:
             # One bad write must not fail its neighbours: write each alone, each gets its own answer.
             log.warning("graph_batch_split", jobs=len(batch), error=f"{type(exc).__name__}: {exc}"[:300])

@@ -128,12 +128,12 @@ class Outbox:
 
         await redis_guard(self._settings, "outbox clear", run())
 
-    async def due(self, older_than_s: float, limit: int) -> list[Intent]:
-        """The oldest entries recorded at least `older_than_s` ago."""
+    async def due(self, older_than_s: float, limit: int, offset: int = 0) -> list[Intent]:
+        """The oldest entries recorded at least `older_than_s` ago (after the first `offset` of them)."""
         cutoff = (time.time() - older_than_s) * 1000
 
         async def run() -> list[Intent]:
-            ids = await self._redis.zrangebyscore(self._at, 0, cutoff, start=0, num=limit)
+            ids = await self._redis.zrangebyscore(self._at, 0, cutoff, start=offset, num=limit)
             if not ids:
                 return []
             raws = await aw(self._redis.hmget(self._hash, [i.decode() for i in ids]))

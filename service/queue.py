@@ -150,16 +150,23 @@ class TaskQueue:
             "attempt": 0,
             "job": job.model_dump(mode="json"),
         }
-        # The record exists before the pointer, so a pointer always names a readable task.
-        await self._redis.set(self._task_prefix + task_id, json.dumps(record), ex=ttl)
+        # Order matters for a crash at any point (the reaper finishes what is left):
+        # 1. record + pending entry together, so every record of an unended task is found by the reaper;
+        # 2. the idempotency pointer: from here on the task is the answer to this request (and the
+        #    reaper re-enqueues it if step 3 never happened); a task that never got its pointer was
+        #    never answered, and the reaper discards it;
+        # 3. the ARQ job.
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.set(self._task_prefix + task_id, json.dumps(record), ex=ttl)
+        pipe.zadd(self.pending_key, {task_id: time.time() * 1000})
+        await pipe.execute()
         if not await self._redis.set(idem_key, task_id, nx=True, ex=ttl):
             existing = await self._redis.get(idem_key)
             if existing is not None and await self._redis.exists(self._task_prefix + existing.decode()):
-                await self._redis.delete(self._task_prefix + task_id)
+                await self._discard(task_id)
                 log.info("task_deduplicated", task_id=existing.decode())
                 return str(existing.decode())
             await self._redis.set(idem_key, task_id, ex=ttl)  # stale pointer: take it over
-        await self._redis.zadd(self.pending_key, {task_id: time.time() * 1000})
         await self._submit(task_id, job.model_dump(mode="json"))
         log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
@@ -255,7 +262,7 @@ class TaskQueue:
         - job still marked in progress by ARQ but its lease lapsed (the worker was killed): ARQ's
           in-progress mark is dropped so the job runs again now instead of after ARQ_JOB_TIMEOUT.
         """
-        counts = {"requeued": 0, "failed": 0, "released": 0, "ended": 0}
+        counts = {"requeued": 0, "failed": 0, "released": 0, "ended": 0, "discarded": 0}
         cutoff = (time.time() - older_than_s) * 1000
         ids = await self._guard("reap", self._redis.zrangebyscore(self.pending_key, 0, cutoff, start=0, num=limit))
         for raw_id in ids:
@@ -281,6 +288,12 @@ class TaskQueue:
                 log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"))
                 return "released"
             return None
+        idem_key = rec.get("idem_key")
+        if (idem_key and rec.get("status") == TaskStatus.QUEUED.value
+                and await self._redis.get(idem_key) != task_id.encode()):
+            await self._discard(task_id)  # accepted half-way by a process that died: never answered
+            log.warning("reaper_discarded", task_id=task_id)
+            return "discarded"
         attempt = int(rec.get("attempt") or 0)
         job = rec.get("job")
         if job is not None and attempt < self._settings.arq_max_retries:
@@ -310,6 +323,12 @@ class TaskQueue:
     async def stats(self) -> dict[str, int]:
         raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
         return {k.decode(): int(v) for k, v in raw.items()}
+
+    async def _discard(self, task_id: str) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(self._task_prefix + task_id)
+        pipe.zrem(self.pending_key, task_id)
+        await pipe.execute()
 
     async def ping(self) -> None:
         await self._guard("ping", self._redis.ping())

@@ -16,6 +16,7 @@ Two passes (docs/write-path.md):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import UTC, datetime
@@ -33,7 +34,8 @@ from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
 
-DRAIN_BATCH = 200  # intents per drain call
+DRAIN_CHUNK = 64  # intents finished side by side
+MAX_DRAIN_ROUNDS = 10_000
 MAX_ATTEMPTS = 10  # a drain attempt that fails for a reason other than an outage counts; then it is dropped
 PAGE = 500
 MAX_PAGES = 2_000  # per user and store: 1M memories
@@ -49,37 +51,48 @@ class Reconciler:
 
     # ---- drain ---------------------------------------------------------------------------------
 
-    async def drain(self, limit: int = DRAIN_BATCH) -> dict[str, int]:
-        counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0}
-        intents = await self.s.outbox.due(self.s.settings.reconcile_grace_seconds, limit)
-        for intent in intents:
-            if await self.s.tasks.is_pending(intent.task_id):
-                counts["waiting"] += 1  # its job is still queued or running: the job finishes it
-                continue
-            try:
-                landed = await self._apply(intent)
-            except DependencyUnavailable as exc:  # still down: every later intent would fail the same way
-                log.warning("outbox_drain_stopped", error=str(exc)[:300], left=len(intents))
+    async def drain(self, budget_s: float | None = None) -> dict[str, int]:
+        """Finish due intents, DRAIN_CHUNK at a time side by side (their graph writes coalesce per
+        user), until none is due, the graph is down, or `budget_s` (default: 80 % of the interval) ends."""
+        budget = budget_s if budget_s is not None else self.s.settings.reconcile_interval_seconds * 0.8
+        stop_at = time.monotonic() + max(1.0, budget)
+        counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0, "down": 0}
+        for _ in range(MAX_DRAIN_ROUNDS):
+            left = counts["waiting"] + counts["down"]  # entries that stay in the outbox: read past them
+            intents = await self.s.outbox.due(self.s.settings.reconcile_grace_seconds, DRAIN_CHUNK, offset=left)
+            if not intents:
                 break
-            except Exception as exc:
-                intent.attempts += 1
-                if intent.attempts >= MAX_ATTEMPTS:
-                    log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
-                    await self.s.outbox.clear(intent.task_id)
-                    await self.s.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
-                    counts["abandoned"] += 1
-                else:
-                    log.warning("outbox_intent_failed", task_id=intent.task_id, attempts=intent.attempts,
-                                error=f"{type(exc).__name__}: {exc}"[:300])
-                    await self.s.outbox.save(intent)
-                continue
-            await self.s.outbox.clear(intent.task_id)
-            await self.s.tasks.set_graph_state(intent.task_id, "stored")
-            await self.s.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
-            counts["landed" if landed else "skipped"] += 1
+            for outcome in await asyncio.gather(*(self._drain_one(i) for i in intents)):
+                counts[outcome] += 1
+            if counts["down"] or time.monotonic() > stop_at:
+                break
         if counts["landed"] or counts["abandoned"]:
             log.info("outbox_drained", **counts)
         return counts
+
+    async def _drain_one(self, intent: Intent) -> str:
+        if await self.s.tasks.is_pending(intent.task_id):
+            return "waiting"  # its job is still queued or running: the job finishes it
+        try:
+            landed = await self._apply(intent)
+        except DependencyUnavailable as exc:  # still down: left for the next tick
+            log.warning("outbox_intent_waits", task_id=intent.task_id, error=str(exc)[:300])
+            return "down"
+        except Exception as exc:
+            intent.attempts += 1
+            if intent.attempts < MAX_ATTEMPTS:
+                log.warning("outbox_intent_failed", task_id=intent.task_id, attempts=intent.attempts,
+                            error=f"{type(exc).__name__}: {exc}"[:300])
+                await self.s.outbox.save(intent)
+                return "waiting"
+            log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
+            await self.s.outbox.clear(intent.task_id)
+            await self.s.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
+            return "abandoned"
+        await self.s.outbox.clear(intent.task_id)
+        await self.s.tasks.set_graph_state(intent.task_id, "stored")
+        await self.s.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
+        return "landed" if landed else "skipped"
 
     async def _apply(self, intent: Intent) -> bool:
         """Finish one intent. False when nothing was left to do (the memories are gone)."""

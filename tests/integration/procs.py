@@ -43,12 +43,14 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: floa
             proc.wait(10)
 
 
-def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> tuple[subprocess.Popen[bytes], int]:
+    """A private Redis in `tmp` (AOF on with `aof`: a restart on the same port and dir keeps the data)."""
     exe = shutil.which("redis-server")
     assert exe, "redis-server missing (scripts/test.sh installs it)"
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", "", "--appendonly", "no"],
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp), "--save", "",
+         "--appendonly", "yes" if aof else "no", "--appendfsync", "always"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -56,9 +58,10 @@ def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
-def start_neo4j(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    log = (tmp / "neo4j.log").open("wb")
+def start_neo4j(tmp: Path, port: int | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """A private Neo4j with its store in `tmp` (restart it with the same `port` to keep both)."""
+    port = port or free_port()
+    log = (tmp / "neo4j.log").open("ab")
     proc = subprocess.Popen(
         [str(ROOT / "scripts/neo4j/run.sh"), "--home", str(tmp / "neo4j"), "--port", str(port),
          "--database", "memory", "--heap", "384m", "--pagecache", "64m"],
@@ -69,9 +72,11 @@ def start_neo4j(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
-def start_service(env_overrides: dict[str, str], log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_service(
+    env_overrides: dict[str, str], log_path: Path, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
     """`python -m service` as a user runs it (embedded profile, in-process worker)."""
-    port = free_port()
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_"))}
     env.update({"HOST": "127.0.0.1", "PORT": str(port), "LOG_FORMAT": "json", **env_overrides})
     proc = subprocess.Popen(
