@@ -1,0 +1,43 @@
+"""Layer rules: service/ never imports worker/, and importing the worker package reads no settings."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_service_never_imports_worker() -> None:
+    offenders = []
+    for path in (ROOT / "service").rglob("*.py"):
+        if path.name == "__main__.py" and path.parent.name == "service":
+            continue  # `python -m service` is the one place that hands the embedded worker to the app
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "worker" or n.startswith("worker.")]
+    assert offenders == []
+
+
+def test_importing_worker_reads_no_settings_until_arq_asks() -> None:
+    env = {**os.environ, "ARQ_MAX_JOBS": "not-a-number"}  # a broken setting: reading settings would fail
+    code = ("import worker, worker.jobs, worker.crons\n"
+            "try:\n    worker.WorkerSettings\nexcept Exception as e:\n    print(type(e).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ValidationError"  # only the access to WorkerSettings reads them
+
+
+def test_worker_settings_register_one_function_per_job_kind() -> None:
+    from service.jobs import FUNCTIONS
+    from service.settings import Settings
+    from worker import build_worker_settings
+
+    ws = build_worker_settings(Settings(_env_file=None))  # type: ignore[call-arg]
+    names = sorted(f.name for f in ws.functions)  # type: ignore[attr-defined]
+    assert names == sorted(FUNCTIONS.values())
+    assert "process_memory_write" not in names  # dedup is not routed through the memory-write function
