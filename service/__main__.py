@@ -1,16 +1,25 @@
-"""`python -m service`: serve the API (and, in the embedded profile, the ARQ worker in-process)."""
+"""`python -m service`: serve the API (and, in the embedded profile, the ARQ worker in-process).
+
+`python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
+last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import sys
+
 import uvicorn
 
-from service.app import create_app
 from service.settings import Settings
-from worker.embedded import EmbeddedWorker
 
 
-def main() -> None:
-    settings = Settings()
+def serve(settings: Settings) -> None:
+    from service.app import create_app
+    from worker.embedded import EmbeddedWorker
+
     uvicorn.run(
         create_app(settings, EmbeddedWorker),
         host=settings.host,
@@ -21,5 +30,61 @@ def main() -> None:
     )
 
 
+async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
+    from service.auth import ApiKeyStore, describe
+    from service.errors import ServiceError
+    from service.queue import connect_redis
+
+    try:
+        redis = await connect_redis(settings)
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        store = ApiKeyStore(redis, settings)
+        if args.action == "create":
+            record, key = await store.create(args.user, args.name, args.admin)
+            kind = "admin key (may act for any user_id and run maintenance)" if record.admin else "user key"
+            print(f"created {kind} {record.key_id} for user {record.user_id}; it is shown once, store it now:")
+            print(key)
+        elif args.action == "list":
+            for record in await store.list(args.user):
+                print(json.dumps(describe(record)))
+        else:
+            record = await store.revoke(args.key_id)
+            print(f"revoked {record.key_id} (user {record.user_id}) at {record.revoked_at}")
+        return 0
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await redis.aclose()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m service", description="Serve the memory API, or manage API keys.")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="serve the API (the default)")
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    create = keys.add_parser("create", help="create a key; it is printed once, as the last line")
+    create.add_argument("--user", required=True, help="the user the key acts for (an admin key's own user)")
+    create.add_argument("--name", default=None, help="a label, e.g. the machine or agent that uses it")
+    create.add_argument("--admin", action="store_true", help="may act for any user_id and run maintenance")
+    listing = keys.add_parser("list", help="list keys (never their secrets)")
+    listing.add_argument("--user", default=None)
+    revoke = keys.add_parser("revoke", help="revoke a key: refused from the next request on")
+    revoke.add_argument("key_id")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    settings = Settings()
+    if args.command == "keys":
+        return asyncio.run(keys_command(settings, args))
+    serve(settings)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

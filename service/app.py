@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 import structlog
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 
 from service.api import context, graph, maintenance, memories, meta, search
+from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
-from service.errors import ServiceError
+from service.errors import RateLimited, ServiceError, Unauthorized
 from service.logging import configure_logging
 from service.settings import Settings
 
@@ -37,6 +40,11 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     settings.run_embedded_worker is true."""
     settings = settings or Settings()
     configure_logging(settings)
+    if settings.auth_mode == "none" and not settings.loopback:
+        raise SystemExit(
+            f"error: AUTH_MODE=none is allowed only on a loopback HOST (HOST={settings.host}): anyone who reaches "
+            "the port would be every user. Set AUTH_MODE=keys and create a key: python -m service keys create ..."
+        )
     if settings.run_embedded_worker and worker_factory is None:
         log.warning("no_embedded_worker", reason="the app was created without a worker factory: jobs queue up "
                     "until a worker (python -m worker) takes them")
@@ -62,7 +70,10 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
         title="Memory platform for AI agents",
         version="0.1.0",
         lifespan=lifespan,
-        description="Async memory writes (202 + task id), synchronous vector/graph reads.",
+        description="Async memory writes (202 + task id), synchronous vector/graph reads. "
+                    "Authentication: `Authorization: Bearer <API key>` (or `X-API-Key`).",
+        dependencies=[Depends(get_caller)],  # every route, including ones added later (PUBLIC_PATHS aside)
+        responses=ERROR_RESPONSES,
     )
 
     @app.middleware("http")
@@ -79,7 +90,12 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         log.info("request_rejected", status=exc.status_code, detail=str(exc), path=request.url.path)
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+        headers: dict[str, str] = {}
+        if isinstance(exc, RateLimited):
+            headers["Retry-After"] = str(exc.retry_after)
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = "Bearer"
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
 
     app.include_router(memories.router)
     app.include_router(search.router)
@@ -87,6 +103,11 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(context.router)
     app.include_router(meta.router)
     app.include_router(maintenance.router)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.resolved_allowed_hosts)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: before anything reads the body
     # MCP over streamable HTTP at /mcp/ (docs/mcp.md); its session manager runs in the lifespan above.
     mcp_sessions = None
     if settings.mcp_transport == "http":

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from service.errors import DomainError
 
@@ -147,8 +148,37 @@ class MemoryOut(BaseModel):
 # Requests / responses
 # --------------------------------------------------------------------------------------------
 
-UserId = Field(min_length=1, max_length=128, pattern=ID_PATTERN)
 OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 2000  # one value, as JSON
+MAX_METADATA_DEPTH = 3  # {"a": {"b": {"c": 1}}} is depth 3
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Bounds of `metadata` (number of keys is the field's max_length): key length, the JSON size of each
+    value, nesting depth. The error names the limit."""
+    for key, item in value.items():
+        if len(key) > MAX_METADATA_KEY_CHARS:
+            raise ValueError(f"metadata key '{key[:20]}...' is longer than {MAX_METADATA_KEY_CHARS} characters")
+        if len(json.dumps(item, default=str)) > MAX_METADATA_VALUE_CHARS:
+            raise ValueError(f"metadata value of '{key}' is over {MAX_METADATA_VALUE_CHARS} characters as JSON")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+RequestMetadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
+TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                 description="The user the request acts for. With a user API key it may be omitted (the key's "
+                             "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
 
 
 class RawMemoryRequest(BaseModel):
@@ -156,12 +186,12 @@ class RawMemoryRequest(BaseModel):
 
     # Length is checked in the service (400 empty / 413 over MAX_CONTENT_CHARS), not here.
     content: str
-    user_id: str = UserId
+    user_id: str | None = TenantId
     category: str = Field(min_length=1, max_length=64)
     scope: Scope | None = None
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
-    metadata: dict[str, Any] = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
 
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -178,10 +208,10 @@ class ConversationRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
-    user_id: str = UserId
+    user_id: str | None = TenantId
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
-    metadata: dict[str, Any] = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
 
 
 class AcceptedResponse(BaseModel):
@@ -201,7 +231,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=2000)
-    user_id: str = UserId
+    user_id: str | None = TenantId
     project_id: str | None = OptionalId
     categories: list[str] | None = Field(default=None, max_length=13)
     limit: int = Field(default=10, ge=1, le=100)
@@ -271,7 +301,7 @@ class BulkDeleteRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: str = UserId
+    user_id: str | None = TenantId
     memory_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)
     scope: Scope | None = None
     category: str | None = Field(default=None, min_length=1, max_length=64)
@@ -284,7 +314,7 @@ class GraphSearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=2000)
-    user_id: str = UserId
+    user_id: str | None = TenantId
     project_id: str | None = OptionalId
     limit: int = Field(default=10, ge=1, le=100)
     include_history: bool = False
@@ -356,6 +386,7 @@ class HealthResponse(BaseModel):
     embedder: str
     extractor: str
     write_path: WritePathHealth = Field(default_factory=WritePathHealth)
+    errors: dict[str, str] | None = None  # why a check is down: admin keys only
 
 
 # --------------------------------------------------------------------------------------------

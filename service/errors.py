@@ -33,3 +33,23 @@ class StoreConfigError(ServiceError):
     """A store is configured in a way that would corrupt data (e.g. embedder dimension mismatch)."""
 
     status_code = 500
+
+
+class Unauthorized(ServiceError):
+    """No API key where one is required, or a key that is malformed, unknown or revoked."""
+
+    status_code = 401
+
+
+class Forbidden(ServiceError):
+    """A valid key asking for something it may not do (another user, maintenance without admin)."""
+
+    status_code = 403
+
+
+class RateLimited(ServiceError):
+    status_code = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

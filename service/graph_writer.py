@@ -56,7 +56,8 @@ class GraphWriter:
         self, user_id: str, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None
     ) -> list[str]:
         result: list[str] = await self._submit(user_id, _Op(
-            self._future(), run=lambda: self._graph.remove_memories(memory_ids, now, duplicate_of, user_id=user_id)))
+            self._future(),
+            run=lambda: self._graph.remove_memories(memory_ids, now, duplicate_of, user_id=user_id, erase=True)))
         return result
 
     @staticmethod

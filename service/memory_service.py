@@ -36,6 +36,7 @@ from service.domain import (
     SearchRequest,
     SearchResponse,
     SearchResult,
+    TaskResponse,
     UpdateMemoryRequest,
     check_category,
     content_hash,
@@ -98,22 +99,22 @@ class MemoryService:
 
     # ------------------------------------------------------------------ writes (API side)
 
-    async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
+    async def submit_raw(self, req: RawMemoryRequest, user_id: str) -> AcceptedResponse:
         self.check_content(req.content)
         scope = resolve_scope(req.category, req.scope, req.project_id)
         project_id = req.project_id if scope is Scope.PROJECT else None
         identity = {
-            "user_id": req.user_id,
+            "user_id": user_id,
             "scope": scope.value,
             "project_id": project_id,
             "category": req.category,
             "content": normalise(req.content),
         }
-        job = RawJob(user_id=req.user_id, scope=scope.value, project_id=project_id, category=req.category,
+        job = RawJob(user_id=user_id, scope=scope.value, project_id=project_id, category=req.category,
                      content=req.content, agent_id=req.agent_id, metadata=req.metadata or {})
         return self._accepted(await self.tasks.enqueue(job, identity))
 
-    async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
+    async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:
         total = sum(len(m.content) for m in req.messages)
         limit = self.settings.max_conversation_chars
         if total > limit:
@@ -124,11 +125,11 @@ class MemoryService:
             raise DomainError("messages holds no non-empty 'user' message; facts are extracted from user turns")
         messages = [m.model_dump(mode="json") for m in req.messages]
         identity = {
-            "user_id": req.user_id,
+            "user_id": user_id,
             "project_id": req.project_id,
             "messages": [[m["role"], normalise(m["content"])] for m in messages],
         }
-        job = ConversationJob(user_id=req.user_id, project_id=req.project_id, agent_id=req.agent_id,
+        job = ConversationJob(user_id=user_id, project_id=req.project_id, agent_id=req.agent_id,
                               metadata=req.metadata or {}, messages=messages)
         return self._accepted(await self.tasks.enqueue(job, identity))
 
@@ -275,6 +276,7 @@ class MemoryService:
             for start in range(0, len(ids), 500):
                 await self.vectors.delete(ids[start : start + 500])
             expired = await self._graph_step(intent, self.graph_writer.remove(job.user_id, ids, job.accepted_at))
+            await self.tasks.erase(ids)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 
@@ -326,9 +328,9 @@ class MemoryService:
         [memory] = await self._existing([memory_id], user_id)
         return MemoryRecord.of(memory)
 
-    async def submit_update(self, memory_id: str, req: UpdateMemoryRequest) -> AcceptedResponse:
+    async def submit_update(self, memory_id: str, req: UpdateMemoryRequest, user_id: str | None) -> AcceptedResponse:
         self.check_content(req.content)
-        [current] = await self._existing([memory_id], req.user_id)
+        [current] = await self._existing([memory_id], user_id)
         if req.category is not None:
             check_category(req.category)
         identity = {"memory_id": memory_id, "content": normalise(req.content), "category": req.category}
@@ -354,7 +356,7 @@ class MemoryService:
                 return user_id
         raise NotFound(f"unknown memory id '{memory_id}'")
 
-    async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
+    async def submit_bulk_delete(self, req: BulkDeleteRequest, user_id: str) -> AcceptedResponse:
         has_filter = any(v is not None for v in (req.scope, req.category, req.project_id, req.agent_id))
         if req.memory_ids is None and not has_filter and not req.all:
             raise DomainError("give memory_ids, a filter (scope, category, project_id, agent_id) or all=true")
@@ -362,9 +364,16 @@ class MemoryService:
             raise DomainError("give either memory_ids or filters, not both")
         if req.category is not None:
             check_category(req.category)
-        payload = req.model_dump(mode="json", exclude={"all"})
+        payload = {**req.model_dump(mode="json", exclude={"all"}), "user_id": user_id}
         job = DeleteJob(**payload)
         return self._accepted(await self.tasks.enqueue(job, payload))
+
+    async def task_status(self, task_id: str, owner: str | None) -> TaskResponse:
+        """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
+        rec = await self.tasks.record(task_id)
+        if rec is None or (owner is not None and rec.get("user_id") != owner):
+            raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
+        return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"])
 
     @staticmethod
     def _accepted(task_id: str) -> AcceptedResponse:
@@ -462,7 +471,7 @@ class MemoryService:
 
     # ------------------------------------------------------------------ reads
 
-    async def search(self, req: SearchRequest) -> SearchResponse:
+    async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
         """Vector memories and graph facts in one list.
 
         Order (seed 001): vector-1, graph-1, vector-2, graph-2, ...; when one list runs out the
@@ -473,12 +482,12 @@ class MemoryService:
         """
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
         [vector] = await self.embedder.embed([req.query])
-        flt = MemoryFilter(user_id=req.user_id, project_id=req.project_id, categories=categories)
+        flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories)
         hits, (facts, degraded) = await asyncio.gather(
             self.vectors.search(vector, flt, req.limit),
-            self._graph_facts(req.user_id, req.project_id, req.query, req.limit),
+            self._graph_facts(user_id, req.project_id, req.query, req.limit),
         )
-        facts = await self._live_facts(req.user_id, facts)
+        facts = await self._live_facts(user_id, facts)
         vector_results = [self._vector_result(h) for h in hits]
         shown_ids = {h.memory.id for h in hits}
         shown_text = {normalise(h.memory.content) for h in hits}
@@ -529,10 +538,10 @@ class MemoryService:
             predicate=f.predicate, valid_at=f.valid_at, invalid_at=f.invalid_at, memory_ids=f.memory_ids,
         )
 
-    async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse:
+    async def graph_search(self, req: GraphSearchRequest, user_id: str) -> GraphSearchResponse:
         """Graph facts only; unlike /v1/search a graph outage is an error (503), not a degradation."""
         facts = await self.graph.search_facts(
-            req.user_id, groups_for(req.project_id), req.query, req.limit, req.include_history
+            user_id, groups_for(req.project_id), req.query, req.limit, req.include_history
         )
         return GraphSearchResponse(results=[self._fact_out(f) for f in facts])
 

@@ -38,6 +38,7 @@ from service.settings import Settings
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
+STEPS = ("extraction", "targets")  # the intermediate results a job keeps for its replays (save_step)
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 
 # Shrink the idempotency pointer's TTL only if it still names this task.
@@ -203,11 +204,53 @@ class TaskQueue:
         await self._update(task_id, status=TaskStatus.PROCESSING.value, attempt=attempt)
 
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
-        rec = await self._update(task_id, status=TaskStatus.COMPLETED.value, result=result, error=None)
+        # The job's copy (for the reaper) and its step caches go: a delete must find the content only in
+        # `result`, where erase() can reach it through <queue>:mtasks:<memory id>.
+        rec = await self._update(task_id, status=TaskStatus.COMPLETED.value, result=result, error=None, job=None)
         await self._finish(task_id, rec)
 
+        async def index() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for step in STEPS:
+                pipe.delete(f"{self._task_prefix}{task_id}:{step}")
+            for m in result.get("memories") or []:
+                if isinstance(m, dict) and m.get("id"):
+                    pipe.sadd(self.key(f"mtasks:{m['id']}"), task_id)
+                    pipe.expire(self.key(f"mtasks:{m['id']}"), self._settings.task_ttl_seconds)
+            await pipe.execute()
+
+        await self._guard("finish", index())
+
+    async def erase(self, memory_ids: list[str]) -> int:
+        """Deleting erases: the content of these memories leaves every task record that holds it (the
+        results of the writes and updates that stored them). Returns the records changed."""
+        async def run() -> int:
+            changed = 0
+            for mid in memory_ids:
+                key = self.key(f"mtasks:{mid}")
+                for raw_tid in await aw(self._redis.smembers(key)):
+                    tid = raw_tid.decode()
+                    raw = await self._redis.get(self._task_prefix + tid)
+                    if raw is None:
+                        continue
+                    rec = json.loads(raw)
+                    result = rec.get("result") if isinstance(rec.get("result"), dict) else {}
+                    for m in result.get("memories") or []:
+                        if isinstance(m, dict) and m.get("id") == mid:
+                            m["content"] = None
+                            m["deleted"] = True
+                    rec.pop("job", None)
+                    ttl = await self._redis.ttl(self._task_prefix + tid)
+                    await self._redis.set(self._task_prefix + tid, json.dumps(rec),
+                                          ex=ttl if ttl and ttl > 0 else self._settings.task_ttl_seconds)
+                    changed += 1
+                await self._redis.delete(key)
+            return changed
+
+        return await self._guard("erase", run())
+
     async def mark_failed(self, task_id: str, error: str) -> None:
-        rec = await self._update(task_id, status=TaskStatus.FAILED.value, error=error[:2000])
+        rec = await self._update(task_id, status=TaskStatus.FAILED.value, error=error[:2000], job=None)
         # A failed task's idempotency pointer goes at once: an identical resubmission is a fresh write.
         await self._finish(task_id, rec, window=0)
 

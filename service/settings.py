@@ -5,6 +5,7 @@ No other module reads the environment.
 
 from __future__ import annotations
 
+import ipaddress
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -14,6 +15,15 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EmbedderName = Literal["local", "gemini", "hash"]
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def mask_url(url: str) -> str:
@@ -90,11 +100,27 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     environment: Literal["development", "production"] = "development"
 
+    # --- Access (docs/security.md) ---------------------------------------------------------
+    # keys = every route but /health and /v1/categories needs an API key; none = requests without a
+    # key act as the user_id they name (allowed only on a loopback HOST). Unset: none on a loopback
+    # HOST, keys otherwise.
+    auth_mode: Literal["keys", "none"] | None = None
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # Per API key (or per client address without a key), per minute; 0 = no limit.
+    rate_limit_writes_per_minute: int = Field(default=6000, ge=0)
+    rate_limit_reads_per_minute: int = Field(default=12000, ge=0)
+    # Host headers the API answers (DNS rebinding); empty = localhost, 127.0.0.1, [::1] and HOST.
+    allowed_hosts: Annotated[list[str], NoDecode] = []
+    # Browser origins allowed by CORS; empty = CORS off.
+    cors_origins: Annotated[list[str], NoDecode] = []
+
     # --- MCP ------------------------------------------------------------------------------
     # http = the API also serves MCP (streamable HTTP) at /mcp/; stdio = only `python -m service.mcp`.
     mcp_transport: Literal["stdio", "http"] = "stdio"
     # Where `python -m service.mcp` (stdio) finds the API; None = http://127.0.0.1:<PORT>.
     memory_api_url: str | None = None
+    # The API key `python -m service.mcp` (stdio) sends to the API (needed when AUTH_MODE=keys).
+    memory_api_key: SecretStr | None = None
 
     # --- Dedup (cron) ---------------------------------------------------------------------
     dedup_similarity_threshold: float = Field(default=0.95, gt=0, le=1)
@@ -127,6 +153,29 @@ class Settings(BaseSettings):
         if self.embedder == "gemini" and self.google_api_key is None:
             raise ValueError("EMBEDDER=gemini needs GOOGLE_API_KEY")
         return self
+
+    @field_validator("allowed_hosts", "cors_origins", mode="before")
+    @classmethod
+    def _parse_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    @property
+    def resolved_auth_mode(self) -> str:
+        return self.auth_mode or ("none" if self.loopback else "keys")
+
+    @property
+    def resolved_allowed_hosts(self) -> list[str]:
+        """On a loopback HOST: the loopback names (a browser page cannot rebind its DNS onto the
+        API); on any other HOST, where every route needs a key anyway: any host unless set."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        return sorted({"localhost", "127.0.0.1", "[::1]", "::1", self.host}) if self.loopback else ["*"]
 
     @field_validator("reconcile_interval_seconds")
     @classmethod

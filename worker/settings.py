@@ -22,8 +22,9 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "poll_delay": settings.arq_poll_delay_seconds,
         "job_timeout": settings.arq_job_timeout,
         "max_tries": settings.arq_max_retries,
-        # Our status records live in <queue>:task:*; ARQ's own result is not needed for long.
-        "keep_result": 60,
+        # Our status records live in <queue>:task:*. ARQ's own result would keep the job's arguments
+        # (the memory's content) after a delete: none is kept.
+        "keep_result": 0,
         "job_serializer": job_serializer,
         "job_deserializer": job_deserializer,
         "health_check_interval": 30,

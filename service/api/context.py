@@ -8,12 +8,12 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.deps import ServiceDep
+from service.api.security import CallerDep, OptionalUserQuery
 from service.context_format import render_markdown
 from service.domain import ID_PATTERN, ContextResponse
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
 
-UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Format = Annotated[Literal["json", "markdown"], Query()]
 MaxChars = Annotated[int, Query(ge=200, le=200_000, description="Bound of the markdown block")]
 
@@ -29,17 +29,19 @@ async def _context(
 
 @router.get("/global", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
 async def global_context(
-    service: ServiceDep, user_id: UserQuery, format: Format = "json", max_chars: MaxChars = 4000
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
+    max_chars: MaxChars = 4000,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, user_id, None, format, max_chars)
+    return await _context(service, caller.user(user_id), None, format, max_chars)
 
 
 @router.get("/{project_id}", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
 async def project_context(
     service: ServiceDep,
-    user_id: UserQuery,
+    caller: CallerDep,
     project_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    user_id: OptionalUserQuery = None,
     format: Format = "json",
     max_chars: MaxChars = 4000,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, user_id, project_id, format, max_chars)
+    return await _context(service, caller.user(user_id), project_id, format, max_chars)

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from service.api.deps import ServiceDep
+from service.api.security import CallerDep, OptionalUserQuery
 from service.domain import ID_PATTERN, GraphPage, GraphSearchRequest, GraphSearchResponse
 from service.stores.graph import groups_for
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
-UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 ProjectQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=128, pattern=ID_PATTERN,
@@ -23,8 +23,8 @@ Cursor = Annotated[str | None, Query(max_length=64)]
 
 
 @router.post("/search", response_model=GraphSearchResponse)
-async def graph_search(req: GraphSearchRequest, service: ServiceDep) -> GraphSearchResponse:
-    return await service.graph_search(req)
+async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: CallerDep) -> GraphSearchResponse:
+    return await service.graph_search(req, caller.user(req.user_id))
 
 
 def _groups(project_id: str | None) -> list[str] | None:
@@ -33,28 +33,31 @@ def _groups(project_id: str | None) -> list[str] | None:
 
 @router.get("/nodes", response_model=GraphPage)
 async def nodes(
-    service: ServiceDep, user_id: UserQuery, project_id: ProjectQuery = None, limit: Limit = 100, cursor: Cursor = None
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
+    limit: Limit = 100, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.graph.list_nodes(user_id, _groups(project_id), limit, cursor)
+    page = await service.graph.list_nodes(caller.user(user_id), _groups(project_id), limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/edges", response_model=GraphPage)
 async def edges(
     service: ServiceDep,
-    user_id: UserQuery,
+    caller: CallerDep,
+    user_id: OptionalUserQuery = None,
     project_id: ProjectQuery = None,
     limit: Limit = 100,
     cursor: Cursor = None,
     include_history: bool = False,
 ) -> GraphPage:
-    page = await service.graph.list_edges(user_id, _groups(project_id), limit, cursor, include_history)
+    page = await service.graph.list_edges(caller.user(user_id), _groups(project_id), limit, cursor, include_history)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/episodes", response_model=GraphPage)
 async def episodes(
-    service: ServiceDep, user_id: UserQuery, project_id: ProjectQuery = None, limit: Limit = 100, cursor: Cursor = None
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
+    limit: Limit = 100, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.graph.list_episodes(user_id, _groups(project_id), limit, cursor)
+    page = await service.graph.list_episodes(caller.user(user_id), _groups(project_id), limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)

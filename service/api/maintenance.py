@@ -8,7 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Query
 
 from service.api.deps import DepsDep
+from service.api.security import CallerDep
 from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
+from service.errors import NotFound
 from service.maintenance.dedup import make_runs, submit_dedup, submit_reconcile
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
@@ -17,27 +19,40 @@ RunId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-
 
 
 @router.post("/dedup", status_code=202, response_model=DedupAccepted)
-async def start_dedup(deps: DepsDep, req: Annotated[DedupRequest | None, Body()] = None) -> DedupAccepted:
+async def start_dedup(
+    deps: DepsDep, caller: CallerDep, req: Annotated[DedupRequest | None, Body()] = None
+) -> DedupAccepted:
     """Start a dedup run (`{user_id?, dry_run?}`; no body = every user, real run). 202 with the task id,
     which is also the run id: poll `poll_url` (task status) or `run_url` (the run's report)."""
+    caller.require_admin("a dedup run")
     return await submit_dedup(deps, req or DedupRequest())
 
 
 @router.post("/reconcile", status_code=202, response_model=DedupAccepted)
-async def start_reconcile(deps: DepsDep, req: Annotated[ReconcileRequest | None, Body()] = None) -> DedupAccepted:
+async def start_reconcile(
+    deps: DepsDep, caller: CallerDep, req: Annotated[ReconcileRequest | None, Body()] = None
+) -> DedupAccepted:
     """Compare the vector store with the graph (`{user_id?, dry_run?}`; no body = every user) and repair
     drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
+    caller.require_admin("a reconcile run")
     return await submit_reconcile(deps, req or ReconcileRequest())
 
 
 @router.get("/runs", response_model=DedupRunList)
-async def list_runs(deps: DepsDep, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> DedupRunList:
-    """The latest runs (dedup and reconcile, `kind` tells which), newest first, without per-user detail."""
-    return DedupRunList(runs=await make_runs(deps).recent(limit))
+async def list_runs(
+    deps: DepsDep, caller: CallerDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> DedupRunList:
+    """The latest runs (dedup and reconcile, `kind` tells which), newest first, without per-user detail.
+    A user key sees only the runs of its own user."""
+    return DedupRunList(runs=await make_runs(deps).recent(limit, only_user=caller.user_filter(None)))
 
 
 @router.get("/runs/{run_id}", response_model=DedupRunReport)
-async def get_run(run_id: RunId, deps: DepsDep) -> DedupRunReport:
+async def get_run(run_id: RunId, deps: DepsDep, caller: CallerDep) -> DedupRunReport:
     """One run: start/end, status, and per user and phase (exact, near) the memories scanned, groups
     found, memories removed (ids), graph edges expired and errors."""
-    return await make_runs(deps).get(run_id)
+    report = await make_runs(deps).get(run_id)
+    owner = caller.user_filter(None)
+    if owner is not None and report.user_id != owner:
+        raise NotFound(f"unknown maintenance run '{run_id}'")
+    return report

@@ -7,6 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from service.api.deps import ServiceDep
+from service.api.idempotency import IdempotencyKey, fingerprint, once
+from service.api.security import CallerDep, OptionalUserQuery
 from service.domain import (
     ID_PATTERN,
     AcceptedResponse,
@@ -22,39 +24,49 @@ from service.domain import (
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
-UserQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
-OptionalUserQuery = Annotated[
+OwnerQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="When given, the memory must belong to this user (else 404)."),
+          description="When given, the memory must belong to this user (else 404). With a user API key it may "
+                      "be omitted (the key's user); naming another user is 403."),
 ]
 IdQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 MemoryId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 
 
 @router.post("", status_code=202, response_model=AcceptedResponse)
-async def create_memories(req: ConversationRequest, service: ServiceDep) -> AcceptedResponse:
+async def create_memories(
+    req: ConversationRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+) -> AcceptedResponse:
     """Extract categorised facts from a conversation (Gemini, or the offline extractor). 202; poll."""
-    return await service.submit_conversation(req)
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/memories", req.model_dump(mode="json"))
+    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_conversation(req, user))
 
 
 @router.post("/raw", status_code=202, response_model=AcceptedResponse)
-async def create_raw_memory(req: RawMemoryRequest, service: ServiceDep) -> AcceptedResponse:
+async def create_raw_memory(
+    req: RawMemoryRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+) -> AcceptedResponse:
     """Store one pre-categorised fact (no extraction). Answers 202; poll `poll_url`."""
-    return await service.submit_raw(req)
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/memories/raw", req.model_dump(mode="json"))
+    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_raw(req, user))
 
 
 @router.get("/status/{task_id}", response_model=TaskResponse)
 async def task_status(
-    service: ServiceDep, task_id: str = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    service: ServiceDep, caller: CallerDep,
+    task_id: str = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"),
 ) -> TaskResponse:
-    return await service.tasks.status(task_id)
+    return await service.task_status(task_id, caller.user_filter(None))
 
 
 @router.get("", response_model=MemoryPage)
 async def list_memories(
     service: ServiceDep,
-    user_id: UserQuery,
+    caller: CallerDep,
+    user_id: OptionalUserQuery = None,
     scope: Scope | None = None,
     category: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     project_id: IdQuery = None,
@@ -65,29 +77,44 @@ async def list_memories(
     """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
     Without scope and project_id: everything of the user; with project_id: global + that project."""
     return await service.list_memories(
-        user_id, scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit, cursor=cursor
+        caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit,
+        cursor=cursor,
     )
 
 
 @router.post("/delete", status_code=202, response_model=AcceptedResponse)
-async def bulk_delete(req: BulkDeleteRequest, service: ServiceDep) -> AcceptedResponse:
+async def bulk_delete(
+    req: BulkDeleteRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+) -> AcceptedResponse:
     """Delete by ids or by filter (through the queue, like every write)."""
-    return await service.submit_bulk_delete(req)
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/memories/delete", req.model_dump(mode="json"))
+    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_bulk_delete(req, user))
 
 
 @router.get("/{memory_id}", response_model=MemoryRecord)
-async def get_memory(memory_id: MemoryId, service: ServiceDep, user_id: OptionalUserQuery = None) -> MemoryRecord:
-    return await service.get_memory(memory_id, user_id)
+async def get_memory(
+    memory_id: MemoryId, service: ServiceDep, caller: CallerDep, user_id: OwnerQuery = None
+) -> MemoryRecord:
+    return await service.get_memory(memory_id, caller.user_filter(user_id))
 
 
 @router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse)
-async def update_memory(memory_id: MemoryId, req: UpdateMemoryRequest, service: ServiceDep) -> AcceptedResponse:
+async def update_memory(
+    memory_id: MemoryId, req: UpdateMemoryRequest, service: ServiceDep, caller: CallerDep,
+    idempotency_key: IdempotencyKey = None,
+) -> AcceptedResponse:
     """New content (and optionally category); re-embedded and re-ingested into the graph."""
-    return await service.submit_update(memory_id, req)
+    owner = caller.user_filter(req.user_id)
+    fp = fingerprint("PUT", f"/v1/memories/{memory_id}", req.model_dump(mode="json"))
+    return await once(service, caller, owner, idempotency_key, fp, lambda: service.submit_update(memory_id, req, owner))
 
 
 @router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse)
 async def delete_memory(
-    memory_id: MemoryId, service: ServiceDep, user_id: OptionalUserQuery = None
+    memory_id: MemoryId, service: ServiceDep, caller: CallerDep, user_id: OwnerQuery = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> AcceptedResponse:
-    return await service.submit_delete(memory_id, user_id)
+    owner = caller.user_filter(user_id)
+    fp = fingerprint("DELETE", f"/v1/memories/{memory_id}", {"user_id": owner})
+    return await once(service, caller, owner, idempotency_key, fp, lambda: service.submit_delete(memory_id, owner))

@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
+from service.api.security import CallerDep
 from service.domain import CATEGORIES, CategoryOut, HealthResponse, WritePathHealth
 from service.errors import DependencyUnavailable
 
@@ -37,13 +38,17 @@ async def _check(ping: Callable[[], Awaitable[None]], limit_s: float) -> str:
 
 
 @router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
-async def health(deps: DepsDep) -> JSONResponse:
+async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
+    """Each check is "ok" or "down"; the reasons (`errors`) only for an admin key, since they can name
+    hosts and configuration."""
     timeout = deps.settings.graph_timeout_seconds
     names = ("redis", "vector_store", "graph_store")
     results = await asyncio.gather(
         _check(deps.tasks.ping, timeout), _check(deps.vectors.ping, timeout), _check(deps.graph.ping, timeout)
     )
-    checks = dict(zip(names, results, strict=True))
+    raw = dict(zip(names, results, strict=True))
+    checks = {k: "ok" if v == "ok" else "down" for k, v in raw.items()}
+    errors = {k: v for k, v in raw.items() if v != "ok"} if caller.admin else None
     ok = all(v == "ok" for v in checks.values())
     write_path = WritePathHealth()
     if checks["redis"] == "ok":
@@ -65,5 +70,6 @@ async def health(deps: DepsDep) -> JSONResponse:
         embedder=deps.embedder.name,
         extractor="gemini" if deps.settings.google_api_key else "offline (no GOOGLE_API_KEY)",
         write_path=write_path,
+        errors=errors,
     )
-    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ok else 503)

@@ -501,9 +501,12 @@ class RunStore:
             raise NotFound(f"unknown maintenance run '{run_id}' (run records expire after TASK_TTL_SECONDS)")
         return DedupRunReport.model_validate_json(raw)
 
-    async def recent(self, limit: int) -> list[DedupRunSummary]:
-        runs: list[DedupRunSummary] = await self._guard("list", self._list(limit))
-        return runs
+    async def recent(self, limit: int, only_user: str | None = None) -> list[DedupRunSummary]:
+        """The newest runs; with `only_user`, only the runs of that one user (among the newest RUNS_KEPT)."""
+        runs: list[DedupRunSummary] = await self._guard("list", self._list(RUNS_KEPT if only_user else limit))
+        if only_user is not None:
+            runs = [r for r in runs if r.user_id == only_user]
+        return runs[:limit]
 
     async def _list(self, limit: int) -> list[DedupRunSummary]:
         ids = [i.decode() if isinstance(i, bytes) else str(i)

@@ -31,7 +31,8 @@ def api_url(settings: Settings) -> str:
 
 
 async def serve_stdio(settings: Settings) -> None:
-    backend = ApiBackend(api_url(settings))  # the HTTP client lives as long as the server
+    key = settings.memory_api_key.get_secret_value() if settings.memory_api_key else None
+    backend = ApiBackend(api_url(settings), api_key=key)  # the HTTP client lives as long as the server
     try:
         log.info("mcp_stdio_started", api=backend.base_url)
         await build_server(lambda: backend).run_stdio_async()

@@ -30,6 +30,7 @@ from service.domain import (
 from service.errors import DependencyUnavailable, ServiceError
 
 if TYPE_CHECKING:
+    from service.auth import Caller
     from service.memory_service import MemoryService
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -64,28 +65,30 @@ class MemoryBackend(Protocol):
 
 
 class ServiceBackend:
-    """In the API process: the very `MemoryService` the REST routes use."""
+    """In the API process: the very `MemoryService` the REST routes use, for the caller that the MCP
+    request's API key authenticated (the same tenant rules as the REST routes)."""
 
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(self, service: MemoryService, caller: Caller) -> None:
         self._service = service
+        self._caller = caller
 
     async def search(self, req: SearchRequest) -> SearchResponse:
-        return await self._service.search(req)
+        return await self._service.search(req, self._caller.user(req.user_id))
 
     async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
-        return await self._service.submit_raw(req)
+        return await self._service.submit_raw(req, self._caller.user(req.user_id))
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
-        return await self._service.submit_conversation(req)
+        return await self._service.submit_conversation(req, self._caller.user(req.user_id))
 
     async def task_status(self, task_id: str) -> TaskResponse:
-        return await self._service.tasks.status(task_id)
+        return await self._service.task_status(task_id, self._caller.user_filter(None))
 
     async def context(self, user_id: str, project_id: str | None) -> ContextResponse:
-        return await self._service.context(user_id, project_id)
+        return await self._service.context(self._caller.user(user_id), project_id)
 
     async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse:
-        return await self._service.graph_search(req)
+        return await self._service.graph_search(req, self._caller.user(req.user_id))
 
     async def list_memories(
         self,
@@ -99,12 +102,12 @@ class ServiceBackend:
         cursor: str | None,
     ) -> MemoryPage:
         return await self._service.list_memories(
-            user_id, scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit,
-            cursor=cursor,
+            self._caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id,
+            limit=limit, cursor=cursor,
         )
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
-        return await self._service.submit_bulk_delete(req)
+        return await self._service.submit_bulk_delete(req, self._caller.user(req.user_id))
 
 
 class ApiError(ServiceError):
@@ -132,9 +135,10 @@ def _detail(resp: httpx.Response) -> str:
 class ApiBackend:
     """In `python -m service.mcp`: each operation is one request to the REST route of the same name."""
 
-    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 30.0, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -19,7 +20,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
+from starlette import types as asgi
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 
+from service.api.security import caller_of
+from service.auth import Caller
 from service.context_format import render_markdown
 from service.domain import (
     CATEGORIES,
@@ -330,12 +336,42 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
     """
 
     def backend() -> MemoryBackend:
-        return ServiceBackend(app.state.deps.service)
+        return ServiceBackend(app.state.deps.service, current_caller.get())
 
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.
     http_app = server.streamable_http_app(
         streamable_http_path="/", stateless_http=True, json_response=True, host=settings.host
     )
-    app.mount("/mcp", http_app)
+    app.mount("/mcp", McpAuth(http_app, app))
     return server.session_manager.run
+
+
+ANONYMOUS = Caller()
+current_caller: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_caller", default=ANONYMOUS)
+
+
+class McpAuth:
+    """The API keys guard the MCP transport too: 401 without a valid key under AUTH_MODE=keys; the
+    caller is handed to the tools (ServiceBackend) through a context variable of the request."""
+
+    def __init__(self, inner: asgi.ASGIApp, api: FastAPI) -> None:
+        self.inner = inner
+        self.api = api
+
+    async def __call__(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        try:
+            caller = await caller_of(self.api.state.deps, Headers(scope=scope))
+        except ServiceError as exc:
+            response = JSONResponse({"detail": str(exc)}, status_code=exc.status_code,
+                                    headers={"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None)
+            await response(scope, receive, send)
+            return
+        token = current_caller.set(caller)
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            current_caller.reset(token)

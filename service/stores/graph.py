@@ -133,13 +133,15 @@ class GraphStore(Protocol):
 
     async def remove_memories(
         self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None, *,
-        user_id: str | None = None,
+        user_id: str | None = None, erase: bool = False,
     ) -> list[str]:
         """Delete (or dedup when duplicate_of maps removed id -> survivor id): the (:Memory) nodes get
         deleted_at = now (and duplicate_of; a missing node becomes a tombstone of `user_id`, so a late
         write of that memory cannot bring it back); each edge drops them from memory_ids; edges left with
         no supporting memory get expired_at = now, edges the survivor (or any live memory) also
-        supports keep living. Idempotent. Returns the ids of edges expired."""
+        supports keep living. Idempotent. Returns the ids of edges expired.
+        `erase` (a user's delete, not dedup): the nodes keep only ids and times, edges no memory states
+        any more lose their text, and entities no live memory mentions are removed with their edges."""
 
     async def memory_users(self, limit: int = 100_000) -> list[str]:
         """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""

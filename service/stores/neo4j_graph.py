@@ -205,6 +205,24 @@ SET m.deleted_at = coalesce(m.deleted_at, $now),
     m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
 """
 
+# A delete erases (issue 10): the removed nodes keep ids and times only; edges no memory states any more
+# lose their text; entities no live memory mentions go, with their edges.
+_ERASE_REMOVED: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $memory_ids
+SET m.content = null, m.metadata = null, m.hash = null
+WITH collect(m) AS gone
+UNWIND gone AS m
+OPTIONAL MATCH (m)-[:MENTIONS]->(e:Entity)
+WITH DISTINCT e WHERE e IS NOT NULL
+  AND NOT EXISTS { MATCH (live:Memory)-[:MENTIONS]->(e) WHERE live.deleted_at IS NULL }
+DETACH DELETE e
+"""
+
+_ERASE_FACTS: LiteralString = _EDGES_OF + """
+WITH r WHERE size(r.memory_ids) = 0
+SET r.fact = null
+"""
+
 # Removed memories (deleted or duplicates) stop supporting their edges. Edges left without
 # support expire (they are not known to be false: invalid_at stays). A duplicate's survivor is
 # not added to edges it did not support itself (issue 5: those edges expire).
@@ -726,7 +744,7 @@ class Neo4jGraphStore:
 
     async def remove_memories(
         self, memory_ids: list[str], now: str, duplicate_of: dict[str, str] | None = None, *,
-        user_id: str | None = None,
+        user_id: str | None = None, erase: bool = False,
     ) -> list[str]:
         now = iso_utc(now) or _now()
         ids = list(dict.fromkeys(_check_id(i, "memory id") for i in memory_ids))
@@ -740,7 +758,11 @@ class Neo4jGraphStore:
             if chunk_dups:
                 await (await tx.run(_ADOPT_EDGES, dups=chunk_dups)).consume()
             result = await tx.run(_EXPIRED_BY, memory_ids=chunk, now=now)
-            return [str(r["id"]) for r in await result.data()]
+            expired = [str(r["id"]) for r in await result.data()]
+            if erase:
+                await (await tx.run(_ERASE_FACTS, memory_ids=chunk)).consume()
+                await (await tx.run(_ERASE_REMOVED, memory_ids=chunk)).consume()
+            return expired
 
         async def remove(chunk: list[str]) -> list[str]:
             try:

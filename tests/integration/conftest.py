@@ -42,7 +42,7 @@ async def running_app(tmp: Path, **overrides: Any) -> AsyncIterator[tuple[httpx.
     app: FastAPI = create_app(make_settings(tmp, **overrides), EmbeddedWorker)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", timeout=30) as client:
             yield client, app.state.deps
 
 

@@ -40,13 +40,14 @@ async def test_empty_and_oversize_content(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.parametrize("body", [
-    {"content": "x", "category": "preference"},  # no user_id
     {"content": "x", "user_id": "", "category": "preference"},
     {"content": "x", "user_id": "a b", "category": "preference"},  # bad id characters
     {"content": "x", "user_id": "u", "category": "preference", "scope": "team"},
     {"content": "x", "user_id": "u", "category": "preference", "surprise": 1},
 ])
 async def test_schema_errors_are_422(client: httpx.AsyncClient, body: dict[str, object]) -> None:
+    # (a missing user_id is not a schema error any more: a user API key names the user; without a key
+    # it is a 400 that says so, test_missing_user_id_without_a_key_is_400)
     resp = await client.post("/v1/memories/raw", json=body)
     assert resp.status_code == 422, resp.text
 
@@ -76,3 +77,8 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
     assert body["status"] == "ok"
     assert body["checks"] == {"redis": "ok", "vector_store": "ok", "graph_store": "ok"}
     assert resp.headers["x-request-id"]
+
+
+async def test_missing_user_id_without_a_key_is_400(client: httpx.AsyncClient) -> None:
+    resp = await client.post("/v1/memories/raw", json={"content": "x", "category": "preference"})
+    assert resp.status_code == 400 and "user_id is required" in resp.json()["detail"]

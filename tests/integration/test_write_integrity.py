@@ -261,3 +261,63 @@ def _remove_intent(user: str, memory_id: str) -> Any:
     from service.outbox import Intent
 
     return Intent(op="remove", task_id="drift-test", user_id=user, memory_ids=[memory_id], now="2026-01-01T00:00:00")
+
+
+async def test_deleting_erases_the_content_everywhere_the_service_keeps_it(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    user = unique("erase")
+    marker = f"Quxplor{uuid.uuid4().hex[:8]}"
+    raw = await write_raw(client, content=f"I use {marker} for deployments", user_id=user, category="technical_skill")
+    conv = await client.post("/v1/memories", json={"user_id": user, "messages": [
+        {"role": "user", "content": f"I prefer {marker} over Jenkins. I live in Lisbon."}]})
+    conv_done = await wait_task(client, conv.json()["task_id"])
+    ids = [m["id"] for m in raw["result"]["memories"]]
+    ids += [m["id"] for m in conv_done["result"]["memories"] if marker in m["content"]]
+    assert len(ids) == 2
+    assert await _redis_holds(deps, marker) and await _graph_holds(deps, marker)
+    deleted = await client.post("/v1/memories/delete", json={"user_id": user, "memory_ids": ids})
+    assert (await wait_task(client, deleted.json()["task_id"]))["status"] == "completed"
+    assert await deps.vectors.get(ids) == []
+    assert await _redis_holds(deps, marker) == []
+    assert await _graph_holds(deps, marker) == []
+    # what is left is a tombstone: ids and times
+    nodes = await deps.graph.memory_nodes(user, ids)
+    assert {n["id"] for n in nodes} == set(ids) and all(n["deleted_at"] and n["content"] is None for n in nodes)
+
+
+async def _redis_holds(deps: Deps, marker: str) -> list[str]:
+    """Every Redis key whose value holds `marker` (strings, hashes, sets, sorted sets)."""
+    redis = deps.tasks.redis
+    found: list[str] = []
+    needle = marker.encode()
+    async for key in redis.scan_iter(count=1000):
+        kind = (await redis.type(key)).decode()
+        if kind == "string":
+            values = [await redis.get(key) or b""]
+        elif kind == "hash":
+            values = list((await redis.hgetall(key)).values())
+        elif kind == "set":
+            values = list(await redis.smembers(key))
+        elif kind == "zset":
+            values = [m for m, _ in await redis.zrange(key, 0, -1, withscores=True)]
+        elif kind == "list":
+            values = list(await redis.lrange(key, 0, -1))
+        else:
+            values = []
+        if needle in key or any(needle in v for v in values):
+            found.append(key.decode())
+    return found
+
+
+async def _graph_holds(deps: Deps, marker: str) -> list[str]:
+    graph: Any = deps.graph
+
+    async def run(tx: Any) -> list[str]:
+        holds = ("any(k IN keys(x) WHERE (x[k] IS :: STRING AND x[k] CONTAINS $s) "
+                 "OR (x[k] IS :: LIST<STRING> AND any(v IN x[k] WHERE v CONTAINS $s)))")
+        nodes = await (await tx.run(f"MATCH (x) WHERE {holds} RETURN elementId(x) AS id", s=marker)).data()
+        rels = await (await tx.run(f"MATCH ()-[x]->() WHERE {holds} RETURN elementId(x) AS id", s=marker)).data()
+        return [str(r["id"]) for r in nodes + rels]
+
+    return list(await graph._read(run))

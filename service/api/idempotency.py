@@ -1,0 +1,62 @@
+"""The `Idempotency-Key` header of the write routes.
+
+The same key with the same request answers the task of the first one (202, same `task_id`); the same
+key with another request is 422. Keys live IDEMPOTENCY_WINDOW_SECONDS and belong to the caller (the API
+key, or the user named by a request without one), so two callers never see each other's keys.
+Redis: `<queue>:idkey:<caller>:<sha256(key)>` -> {"fingerprint", "task_id"}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import Header, HTTPException
+
+from service.auth import Caller
+from service.domain import AcceptedResponse
+from service.memory_service import MemoryService
+from service.queue import redis_guard
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", min_length=1, max_length=200,
+           description="Retry-safe writes: the same key and request within IDEMPOTENCY_WINDOW_SECONDS "
+                       "return the first task; the same key with another request is 422."),
+]
+A = Callable[[], Awaitable[AcceptedResponse]]
+
+
+def fingerprint(method: str, path: str, body: Any) -> str:
+    canonical = json.dumps({"m": method, "p": path, "b": body}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def once(service: MemoryService, caller: Caller, user_id: str | None, key: str | None, fp: str,
+               submit: A) -> AcceptedResponse:
+    if key is None:
+        return await submit()
+    settings = service.settings
+    owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
+    redis_key = f"{settings.arq_queue_name}:idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+    redis = service.tasks.redis
+
+    def check(raw: bytes) -> AcceptedResponse:
+        seen = json.loads(raw)
+        if seen["fingerprint"] != fp:
+            raise HTTPException(422, "this Idempotency-Key was used with a different request; use a new key")
+        return AcceptedResponse(task_id=seen["task_id"], poll_url=f"/v1/memories/status/{seen['task_id']}")
+
+    existing = await redis_guard(settings, "idempotency key", redis.get(redis_key))
+    if existing is not None:
+        return check(existing)
+    accepted = await submit()
+    record = json.dumps({"fingerprint": fp, "task_id": accepted.task_id})
+    window = max(1, settings.idempotency_window_seconds)
+    if not await redis_guard(settings, "idempotency key", redis.set(redis_key, record, nx=True, ex=window)):
+        raced = await redis_guard(settings, "idempotency key", redis.get(redis_key))
+        if raced is not None:
+            return check(raced)
+    return accepted
