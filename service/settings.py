@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     environment: Literal["development", "production"] = "development"
 
-    # --- Access (docs/security.md) ---------------------------------------------------------
+    # --- Access (README "Authentication and tenants") ---------------------------------------------------------
     # keys = every route but /health and /v1/categories needs an API key; none = requests without a
     # key act as the user_id they name (allowed only on a loopback HOST). Unset: none on a loopback
     # HOST, keys otherwise.

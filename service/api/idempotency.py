@@ -46,7 +46,10 @@ async def once(service: MemoryService, caller: Caller, user_id: str | None, key:
     def check(raw: bytes) -> AcceptedResponse:
         seen = json.loads(raw)
         if seen["fingerprint"] != fp:
-            raise HTTPException(422, "this Idempotency-Key was used with a different request; use a new key")
+            # shaped like FastAPI's own 422 (a list of errors), so the one documented 422 schema holds
+            raise HTTPException(422, [{"loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
+                                       "msg": "this Idempotency-Key was used with a different request; "
+                                              "use a new key"}])
         return AcceptedResponse(task_id=seen["task_id"], poll_url=f"/v1/memories/status/{seen['task_id']}")
 
     existing = await redis_guard(settings, "idempotency key", redis.get(redis_key))

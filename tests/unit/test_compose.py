@@ -23,7 +23,8 @@ def test_services_and_healthchecks() -> None:
     for name, svc in services.items():
         assert "healthcheck" in svc and svc["healthcheck"]["test"], f"{name} has no healthcheck"
     assert services["neo4j"]["image"].startswith("neo4j:5.26")
-    assert services["api"]["ports"] == ["8199:8199"]
+    assert services["api"]["ports"] == ["127.0.0.1:8199:8199"]  # not on every interface
+    assert services["api"]["environment"]["AUTH_MODE"] == "keys"
 
 
 def test_redis_is_durable_and_never_evicts_jobs() -> None:
