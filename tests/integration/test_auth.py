@@ -232,6 +232,14 @@ async def test_keys_cli_and_mcp_http_transport_need_a_key(tmp_path: Path) -> Non
             assert (await c.post("/mcp/", json=init, headers=hdrs)).status_code == 401
             ok = await c.post("/mcp/", json=init, headers={**hdrs, "Authorization": f"Bearer {key}"})
             assert ok.status_code == 200, ok.text
+            # the tools act for the key's user: naming another user is refused like on the REST API
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "recall_memories", "arguments": {"query": "tea", "user_id": "someone-else"}}}
+            other = (await c.post("/mcp/", json=call, headers={**hdrs, "Authorization": f"Bearer {key}"})).json()
+            assert other["result"]["isError"] and "another user_id" in other["result"]["content"][0]["text"]
+            call["params"]["arguments"]["user_id"] = "cli-user"  # type: ignore[index]
+            own = (await c.post("/mcp/", json=call, headers={**hdrs, "Authorization": f"Bearer {key}"})).json()
+            assert not own["result"]["isError"], own
             assert (await c.get("/v1/memories", headers={"Authorization": f"Bearer {key}"})).status_code == 200
             revoked = subprocess.run([sys.executable, "-m", "service", "keys", "revoke", key.split("_")[1]],
                                      cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=60)
