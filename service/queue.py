@@ -94,11 +94,11 @@ async def aw(value: Awaitable[_T] | _T) -> _T:
     return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
 
 
-async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T]) -> _T:
-    """Run one Redis call with the configured timeout; any Redis failure is DependencyUnavailable
-    (the API answers 503, the worker retries the job)."""
+async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T], *, scale: float = 1.0) -> _T:
+    """The one Redis guard: run a Redis call within REDIS_TIMEOUT_SECONDS (x `scale` for multi-call
+    steps); any Redis failure is DependencyUnavailable (the API answers 503, the worker retries the job)."""
     try:
-        async with asyncio.timeout(settings.redis_timeout_seconds):
+        async with asyncio.timeout(settings.redis_timeout_seconds * scale):
             return await coro
     except (RedisError, OSError, TimeoutError) as exc:
         raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_redis_url}: {exc}") from exc

@@ -16,7 +16,8 @@ from arq.cron import CronJob, cron
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
-from service.maintenance.dedup import DedupSweep, summary
+from service.maintenance.runs import summary
+from service.maintenance.sweep import DedupSweep
 from service.reconcile import Reconciler
 from service.settings import Settings
 

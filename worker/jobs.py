@@ -26,7 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.deps import Deps
 from service.errors import DependencyUnavailable
 from service.jobs import ConversationJob, DedupJob, DeleteJob, RawJob, ReconcileJob, UpdateJob
-from service.maintenance.dedup import run_requested_dedup
+from service.maintenance.runs import run_requested_dedup
 from service.outbox import MemoryBusy
 from service.queue import LEASE_TTL_S
 from service.reconcile import Reconciler

@@ -11,7 +11,7 @@ from service.api.deps import DepsDep
 from service.api.security import CallerDep
 from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
 from service.errors import NotFound
-from service.maintenance.dedup import make_runs, submit_dedup, submit_reconcile
+from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 

@@ -17,7 +17,8 @@ import pytest
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
-from service.maintenance.dedup import DedupKeys, DedupSweep, RunLock
+from service.maintenance.records import DedupKeys, RunLock
+from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j_graph import Neo4jGraphStore, relation_id
 from tests.conftest import unique

@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.maintenance.dedup import (
+from service.maintenance.algorithm import (
     BoundaryCollector,
     DisjointSets,
     NearDuplicateFinder,
     groups_of,
     newest_rank,
     plan_boundary,
-    run_budget,
     stamp_of,
 )
+from service.maintenance.sweep import run_budget
 from service.settings import Settings
 from worker.settings import worker_options
 

@@ -1,0 +1,88 @@
+"""Entry points of maintenance runs that the API and the worker call: submit a dedup or reconcile run
+(through the task queue), run a requested dedup, summarise a report."""
+
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+
+from service.deps import Deps
+from service.domain import (
+    DedupAccepted,
+    DedupRequest,
+    DedupRunReport,
+    ReconcileRequest,
+)
+from service.jobs import DedupJob, ReconcileJob
+from service.maintenance.records import RunStore
+from service.maintenance.sweep import DedupSweep
+from service.queue import now_iso
+
+log = structlog.get_logger(__name__)
+
+
+
+
+
+# =================================================================================================
+# Entry points: API submission, the on-demand job, the cron
+# =================================================================================================
+
+
+def summary(report: DedupRunReport) -> dict[str, Any]:
+    return {
+        "run_id": report.run_id,
+        "status": report.status,
+        "dry_run": report.dry_run,
+        "detail": report.detail,
+        "totals": report.totals.model_dump(),
+        "run_url": f"/v1/maintenance/runs/{report.run_id}",
+    }
+
+
+async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
+    """POST /v1/maintenance/dedup: enqueue a run through the task queue (task id = run id).
+
+    Every request is a new run (the identity carries the request time): repeating "run now" must run
+    again, and the lock keeps overlapping runs from both working."""
+    identity = {"user_id": req.user_id, "dry_run": req.dry_run, "requested_ns": time.time_ns()}
+    task_id = await deps.tasks.enqueue(DedupJob(user_id=req.user_id, dry_run=req.dry_run), identity)
+    queued = DedupRunReport(
+        run_id=task_id, trigger="api", status="queued", dry_run=req.dry_run, user_id=req.user_id, task_id=task_id,
+        threshold=deps.settings.dedup_similarity_threshold, batch_size=deps.settings.dedup_batch_size,
+        queued_at=now_iso(),
+    )
+    await RunStore(deps.redis, deps.settings).save(queued, only_new=True)  # the worker may have started it
+    log.info("dedup_run_queued", run_id=task_id, user_id=req.user_id, dry_run=req.dry_run)
+    return DedupAccepted(
+        task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+        run_url=f"/v1/maintenance/runs/{task_id}",
+    )
+
+
+async def run_requested_dedup(deps: Deps, task_id: str, job: DedupJob) -> dict[str, Any]:
+    """The job of a POST /v1/maintenance/dedup (ARQ function `maintenance_dedup`)."""
+    report = await DedupSweep.from_deps(deps).run(
+        task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id, queued_at=job.accepted_at,
+    )
+    return summary(report)
+
+
+async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> DedupAccepted:
+    """POST /v1/maintenance/reconcile: a full reconcile through the task queue (task id = run id)."""
+    identity = {"user_id": req.user_id, "dry_run": req.dry_run, "requested_ns": time.time_ns()}
+    task_id = await deps.tasks.enqueue(ReconcileJob(user_id=req.user_id, dry_run=req.dry_run), identity)
+    queued = DedupRunReport(run_id=task_id, kind="reconcile", trigger="api", status="queued", dry_run=req.dry_run,
+                            user_id=req.user_id, task_id=task_id, queued_at=now_iso())
+    await RunStore(deps.redis, deps.settings).save(queued, only_new=True)
+    return DedupAccepted(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+                         run_url=f"/v1/maintenance/runs/{task_id}")
+
+
+def make_runs(deps: Deps) -> RunStore:
+    return RunStore(deps.redis, deps.settings)
+
+
