@@ -18,7 +18,7 @@ from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
 from service.settings import Settings
 from service.stores.graph import GraphStore
-from service.stores.neo4j_graph import Neo4jGraphStore
+from service.stores.neo4j import Neo4jGraphStore
 from service.stores.vector import VectorStore
 
 log = structlog.get_logger(__name__)

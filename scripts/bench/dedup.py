@@ -55,7 +55,7 @@ from service.maintenance.sweep import DedupSweep  # noqa: E402
 from service.queue import connect_redis  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j_graph import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
 from service.stores.vector import MemoryFilter  # noqa: E402
 

@@ -35,9 +35,10 @@ if str(ROOT) not in sys.path:
 
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.graph_writer import GraphWriter  # noqa: E402
-from service.stores import neo4j_graph  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j_graph import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
+from service.stores.neo4j import store as neo4j_store  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
 PLACES = ("Lisbon", "Berlin", "Oslo", "Kyoto", "Quito")
@@ -106,7 +107,7 @@ async def run_mode(graph: Neo4jGraphStore, mode: str, writes: list[tuple[Memory,
 
 
 def unsorted_rows(original: Any) -> Any:
-    """`_link_rows` as it was before this change: rows in the order the memories name them."""
+    """`link_rows` as it was before this change: rows in the order the memories name them."""
     def rows(*args: Any, **kwargs: Any) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = original(*args, **kwargs)
         rng = random.Random(len(out["entities"]))
@@ -135,17 +136,17 @@ async def main(args: argparse.Namespace) -> int:
     tag = uuid.uuid4().hex[:8]
     results: list[Result] = []
     users: list[str] = []
-    original = neo4j_graph._link_rows
+    original = neo4j_rows.link_rows
     try:
         for mode in ("per-job", "sorted", "coalesced"):
             user = f"bench-contention-{tag}-{mode}"
             users.append(user)
             writes = make_writes(user, args.n, args.seed)
-            neo4j_graph._link_rows = unsorted_rows(original) if mode == "per-job" else original  # type: ignore[assignment]
+            neo4j_store.link_rows = unsorted_rows(original) if mode == "per-job" else original  # type: ignore[attr-defined]
             results.append(await run_mode(graph, mode, writes, args.concurrency))
-            neo4j_graph._link_rows = original  # type: ignore[assignment]
+            neo4j_store.link_rows = original  # type: ignore[attr-defined]
     finally:
-        neo4j_graph._link_rows = original  # type: ignore[assignment]
+        neo4j_store.link_rows = original  # type: ignore[attr-defined]
         await cleanup(graph, users)
         await graph.close()
     base = results[0]

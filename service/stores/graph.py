@@ -1,4 +1,4 @@
-"""Graph store Protocol. Backend: `neo4j_graph` (async driver, managed transactions).
+"""Graph store Protocol. Backend: `service/stores/neo4j/` (async driver, managed transactions).
 
 All Cypher lives in the backend module.
 """
@@ -33,6 +33,11 @@ class MemoryLinks:
     memory_id: str
     entities: list[EntityRef] = field(default_factory=list)
     relations: list[RelationRef] = field(default_factory=list)
+
+
+def group_id(scope: str, project_id: str | None) -> str:
+    """Seed 001's namespace of one memory: "global" or "project--<id>"."""
+    return "global" if scope == "global" or not project_id else f"project--{project_id}"
 
 
 def groups_for(project_id: str | None) -> list[str]:
@@ -97,14 +102,6 @@ class GraphStore(Protocol):
         (scoped to the memory's user and group), (:Memory)-[:MENTIONS]->(:Entity) and
         (:Entity)-[:RELATES]->(:Entity) edges whose `memory_ids` include the memory.
         Every MERGE is on a deterministic id, so a replay changes nothing."""
-
-    async def entities(self, user_id: str) -> list[dict[str, object]]:
-        """Every entity of the user (introspection and tests)."""
-
-    async def relations(self, user_id: str) -> list[dict[str, object]]:
-        """Every RELATES edge of the user with source/target names (introspection and tests)."""
-
-    async def count_memories(self, user_id: str) -> int: ...
 
     # ---- reads (issue 4) -----------------------------------------------------------------
 

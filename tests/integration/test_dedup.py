@@ -20,7 +20,8 @@ from service.domain import Memory, Scope, content_hash
 from service.maintenance.records import DedupKeys, RunLock
 from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j_graph import Neo4jGraphStore, relation_id
+from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.rows import relation_id
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from tests.integration.procs import free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import redis.asyncio as aioredis
 
-from service.stores.neo4j_graph import Neo4jGraphStore
+from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique

@@ -11,14 +11,9 @@ import pytest
 
 from service.domain import Memory, Scope, content_hash
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
-from service.stores.neo4j_graph import (
-    Neo4jGraphStore,
-    entity_id,
-    iso_utc,
-    lucene_escape,
-    lucene_terms,
-    relation_id,
-)
+from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.rows import entity_id, iso_utc, relation_id
+from service.stores.neo4j.search import lucene_escape, lucene_terms
 
 T0 = "2024-01-01T00:00:00+00:00"
 T1 = "2025-01-01T00:00:00+00:00"

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from service.stores.neo4j_graph import Neo4jGraphStore
+from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique

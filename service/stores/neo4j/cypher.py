@@ -1,0 +1,309 @@
+"""Every Cypher statement of the Neo4j graph store, and the schema (constraints and indexes).
+
+Temporal model of a RELATES edge: `valid_at` is when the fact became true, `invalid_at` when it stopped
+being true (a newer single-valued fact, or an update that no longer states it), and `expired_at` when the
+graph stopped treating it as current (invalidation or loss of every supporting memory). Superseded facts
+stay as history; a user's delete erases (issue 10)."""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+ENTITY_TEXT_INDEX = "entity_text"
+FACT_TEXT_INDEX = "relates_text"
+
+SCHEMA: tuple[LiteralString, ...] = (
+    "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
+    "CREATE CONSTRAINT entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
+    "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.scope, m.project_id)",
+    "CREATE INDEX memory_hash IF NOT EXISTS FOR (m:Memory) ON (m.hash)",
+    "CREATE INDEX entity_user IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.group_id)",
+    "CREATE INDEX entity_name IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.name_lc)",
+    "CREATE INDEX relates_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.id)",
+    "CREATE INDEX relates_user IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id)",
+    # cursor pagination: equality on the user, range + order on the id
+    "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.id)",
+    "CREATE INDEX entity_user_id IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.id)",
+    "CREATE INDEX relates_user_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id, r.id)",
+    # full-text (Lucene, analyzer standard-no-stop-words); 5.26 indexes LIST<STRING> (aliases) too.
+    # invalid_at/expired_at are in the edge index only so a query can exclude history inside
+    # Lucene (`-expired_at:[* TO *]`), before the index applies its limit.
+    "CREATE FULLTEXT INDEX entity_text IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases, e.ft_key]",
+    "CREATE FULLTEXT INDEX relates_text IF NOT EXISTS FOR ()-[r:RELATES]-() "
+    "ON EACH [r.fact, r.ft_key, r.invalid_at, r.expired_at]",
+)
+
+
+# ---- writes ---------------------------------------------------------------------------------
+
+# A stale replay (older updated_at than the node) does not roll content back. `edge_ids` lists
+# every edge the memory has ever supported (history included): lifecycle operations find the
+# edges to touch through it (index seeks) instead of scanning all of the user's edges.
+UPSERT_MEMORIES: LiteralString = """
+UNWIND $rows AS row
+MERGE (m:Memory {id: row.id})
+ON CREATE SET m.edge_ids = []
+WITH m, row
+WHERE m.deleted_at IS NULL AND (m.updated_at IS NULL OR m.updated_at <= row.updated_at)
+SET m += row
+"""
+
+UPSERT_ENTITIES: LiteralString = """
+UNWIND $rows AS row
+MERGE (e:Entity {id: row.id})
+ON CREATE SET e.user_id = row.user_id, e.group_id = row.group_id, e.name = row.name,
+              e.name_lc = row.name_lc, e.type = row.type, e.aliases = [], e.created_at = row.created_at
+SET e.ft_key = row.ft_key,
+    e.type = CASE WHEN e.type = 'thing' THEN row.type ELSE e.type END,
+    e.aliases = reduce(acc = e.aliases, n IN row.names |
+                       CASE WHEN n = e.name OR n IN acc OR size(acc) >= $max_aliases THEN acc ELSE acc + n END)
+"""
+
+UPSERT_MENTIONS: LiteralString = """
+UNWIND $rows AS row
+MATCH (m:Memory {id: row.memory_id})
+MATCH (e:Entity {id: row.entity_id})
+MERGE (m)-[:MENTIONS]->(e)
+"""
+
+# A deleted memory, or a stale replay of an updated one, supports nothing.
+# An invalidated edge stated again *after* it stopped being true lives again from the new
+# valid_at; an edge that only lacked support (expired, not invalid) lives again with support.
+UPSERT_RELATIONS: LiteralString = """
+UNWIND $rows AS row
+MATCH (m:Memory {id: row.memory_id})
+WHERE m.deleted_at IS NULL AND coalesce(m.updated_at, '') <= row.updated_at
+MATCH (s:Entity {id: row.source_id})
+MATCH (o:Entity {id: row.target_id})
+MERGE (s)-[r:RELATES {id: row.id}]->(o)
+ON CREATE SET r.user_id = row.user_id, r.group_id = row.group_id, r.predicate = row.predicate,
+              r.valid_at = row.valid_at, r.invalid_at = null, r.expired_at = null,
+              r.memory_ids = [], r.former_memory_ids = [], r.created_at = row.created_at
+SET r.fact = row.fact, r.ft_key = row.ft_key,
+    r.memory_ids = CASE WHEN row.memory_id IN r.memory_ids THEN r.memory_ids ELSE r.memory_ids + row.memory_id END,
+    m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids
+                      ELSE coalesce(m.edge_ids, []) + row.id END
+WITH r, row,
+     (r.invalid_at IS NOT NULL AND row.valid_at > r.invalid_at) AS restated,
+     (r.invalid_at IS NULL AND r.expired_at IS NOT NULL) AS resupported
+SET r.valid_at = CASE WHEN restated THEN row.valid_at ELSE r.valid_at END,
+    r.invalid_at = CASE WHEN restated THEN null ELSE r.invalid_at END,
+    r.expired_at = CASE WHEN restated OR resupported THEN null ELSE r.expired_at END
+"""
+
+# Single-valued predicates, run per new edge in valid_at order. First: a valid edge from the same
+# subject with the same predicate that is strictly newer makes the new edge history...
+SUPERSEDE_NEW: LiteralString = """
+MATCH (s:Entity {id: $source_id})-[n:RELATES {id: $id}]->()
+WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
+MATCH (s)-[o:RELATES]->()
+WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
+  AND o.valid_at > n.valid_at
+WITH n, min(o.valid_at) AS next
+SET n.invalid_at = next, n.expired_at = $now
+"""
+
+# ... otherwise the new edge replaces every valid edge of that subject and predicate not newer.
+SUPERSEDE_OLD: LiteralString = """
+MATCH (s:Entity {id: $source_id})-[n:RELATES {id: $id}]->()
+WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
+MATCH (s)-[o:RELATES]->()
+WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
+  AND o.valid_at <= n.valid_at
+SET o.invalid_at = n.valid_at, o.expired_at = $now
+"""
+
+# The edges a memory ever supported (index seeks through Memory.edge_ids).
+EDGES_OF: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $memory_ids
+UNWIND coalesce(m.edge_ids, []) AS eid
+WITH DISTINCT eid
+MATCH ()-[r:RELATES {id: eid}]->()
+"""
+
+# Update: edges the memory supported that its new links do not restate lose it; those left
+# without a live supporter become invalid (the memory no longer says so).
+DROP_SUPPORT: LiteralString = EDGES_OF + """
+WITH r WHERE $memory_id IN r.memory_ids AND NOT r.id IN $keep
+WITH r, [x IN r.memory_ids WHERE x <> $memory_id] AS rest, coalesce(r.former_memory_ids, []) AS former
+SET r.memory_ids = rest,
+    r.former_memory_ids = CASE WHEN $memory_id IN former THEN former ELSE former + $memory_id END
+WITH r, rest
+WHERE r.invalid_at IS NULL
+  AND NOT any(x IN rest WHERE EXISTS { MATCH (lm:Memory {id: x}) WHERE lm.deleted_at IS NULL })
+SET r.invalid_at = $now, r.expired_at = coalesce(r.expired_at, $now)
+"""
+
+# What a replace_memory call (identified by its `now`) invalidated: edges it took the memory's
+# support from, and edges of the subjects/predicates it stated single-valued facts for.
+# The same answer on a retry.
+INVALIDATED_BY: LiteralString = """
+CALL () {
+""" + EDGES_OF + """
+    WITH r WHERE NOT $memory_id IN r.memory_ids AND r.invalid_at IS NOT NULL AND r.expired_at = $now
+    RETURN r.id AS id
+  UNION
+    UNWIND $keys AS key
+    MATCH (s:Entity {id: key[0]})-[r:RELATES]->()
+    WHERE r.predicate = key[1] AND r.invalid_at IS NOT NULL AND r.expired_at = $now
+    RETURN r.id AS id
+}
+RETURN id ORDER BY id
+"""
+
+# MERGE, not MATCH: a delete that reaches the graph before the memory's own graph write leaves a
+# tombstone, so the late write cannot bring the memory back (its relations check deleted_at).
+MARK_REMOVED: LiteralString = """
+UNWIND $rows AS row
+MERGE (m:Memory {id: row.id})
+ON CREATE SET m.user_id = row.user_id, m.edge_ids = []
+SET m.deleted_at = coalesce(m.deleted_at, $now),
+    m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
+"""
+
+# A delete erases (issue 10): the removed nodes keep ids and times only; edges no memory states any more
+# lose their text; entities no live memory mentions go, with their edges.
+ERASE_REMOVED: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $memory_ids
+SET m.content = null, m.metadata = null, m.hash = null
+WITH collect(m) AS gone
+UNWIND gone AS m
+OPTIONAL MATCH (m)-[:MENTIONS]->(e:Entity)
+WITH DISTINCT e WHERE e IS NOT NULL
+  AND NOT EXISTS { MATCH (live:Memory)-[:MENTIONS]->(e) WHERE live.deleted_at IS NULL }
+DETACH DELETE e
+"""
+
+ERASE_FACTS: LiteralString = EDGES_OF + """
+WITH r WHERE size(r.memory_ids) = 0
+SET r.fact = null
+"""
+
+# Removed memories (deleted or duplicates) stop supporting their edges. Edges left without
+# support expire (they are not known to be false: invalid_at stays). A duplicate's survivor is
+# not added to edges it did not support itself (issue 5: those edges expire).
+DROP_REMOVED: LiteralString = EDGES_OF + """
+WITH r WHERE any(x IN r.memory_ids WHERE x IN $memory_ids)
+WITH r, [x IN r.memory_ids WHERE NOT x IN $memory_ids] AS supporters,
+     [x IN r.memory_ids WHERE x IN $memory_ids] AS gone
+SET r.memory_ids = supporters,
+    r.former_memory_ids = reduce(acc = coalesce(r.former_memory_ids, []), x IN gone |
+                                 CASE WHEN x IN acc THEN acc ELSE acc + x END)
+WITH r
+WHERE size(r.memory_ids) = 0 AND r.expired_at IS NULL
+SET r.expired_at = $now
+"""
+
+# A survivor takes over its duplicates' edges in its own edge_ids.
+ADOPT_EDGES: LiteralString = """
+UNWIND keys($dups) AS dup
+MATCH (d:Memory {id: dup})
+MATCH (sv:Memory {id: $dups[dup]})
+UNWIND coalesce(d.edge_ids, []) AS eid
+MATCH ()-[r:RELATES {id: eid}]->()
+WHERE sv.id IN r.memory_ids
+WITH sv, collect(DISTINCT eid) AS eids
+SET sv.edge_ids = coalesce(sv.edge_ids, []) + [e IN eids WHERE NOT e IN coalesce(sv.edge_ids, [])]
+"""
+
+EXPIRED_BY: LiteralString = EDGES_OF + """
+WITH r WHERE r.expired_at = $now AND size(r.memory_ids) = 0
+RETURN r.id AS id ORDER BY id
+"""
+
+LEGACY_MEMORY_USERS: LiteralString = """
+MATCH (m:Memory) WHERE m.edge_ids IS NULL
+RETURN DISTINCT m.user_id AS user_id LIMIT 100
+"""
+
+# One pass over the user's edges (index on RELATES.user_id), grouped by supporting memory.
+BACKFILL_EDGE_IDS: LiteralString = """
+CALL () {
+    MATCH ()-[r:RELATES]->() WHERE r.user_id = $user_id
+    UNWIND r.memory_ids + coalesce(r.former_memory_ids, []) AS mid
+    WITH mid, collect(DISTINCT r.id) AS eids
+    MATCH (m:Memory {id: mid}) WHERE m.edge_ids IS NULL
+    SET m.edge_ids = eids
+}
+MATCH (m:Memory {user_id: $user_id}) WHERE m.edge_ids IS NULL
+SET m.edge_ids = []
+"""
+
+# ---- reads ----------------------------------------------------------------------------------
+
+FACT_FIELDS: LiteralString = """
+r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at, .memory_ids, .created_at,
+  source: startNode(r).name, target: endNode(r).name,
+  source_id: startNode(r).id, target_id: endNode(r).id} AS fact
+"""
+
+ENTITY_TEXT_HITS: LiteralString = """
+CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $k}) YIELD node, score
+WHERE score > 0 AND node.user_id = $user_id AND node.group_id IN $groups
+RETURN node.id AS id, score
+"""
+
+ENTITY_EXACT_HITS: LiteralString = """
+MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc})
+WHERE e.group_id IN $groups
+RETURN e.id AS id
+"""
+
+ENTITY_EDGES: LiteralString = """
+UNWIND $hits AS hit
+MATCH (e:Entity {id: hit})
+CALL (e) {
+    MATCH (e)-[r:RELATES]-()
+    WHERE $history OR (r.invalid_at IS NULL AND r.expired_at IS NULL)
+    WITH r ORDER BY r.valid_at DESC LIMIT $direct
+    RETURN r, 0 AS hop
+  UNION
+    WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
+    MATCH (e)-[r0:RELATES]-(o:Entity)
+    WHERE o <> e AND ($history OR (r0.invalid_at IS NULL AND r0.expired_at IS NULL))
+      AND COUNT { (o)-[:RELATES]-() } <= $hub
+    WITH o, max(r0.valid_at) AS seen ORDER BY seen DESC LIMIT $neighbours
+    CALL (o, e) {
+        MATCH (o)-[r:RELATES]-(x:Entity)
+        WHERE x <> e AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+        WITH r ORDER BY r.valid_at DESC LIMIT $per_neighbour
+        RETURN r
+    }
+    RETURN r, 1 AS hop
+}
+RETURN hit, hop, """ + FACT_FIELDS
+
+FACT_TEXT_HITS: LiteralString = """
+CALL db.index.fulltext.queryRelationships($index, $lucene, {limit: $k}) YIELD relationship AS r, score
+WHERE score > 0 AND r.user_id = $user_id AND r.group_id IN $groups
+  AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+RETURN score, """ + FACT_FIELDS
+
+LIST_NODES: LiteralString = """
+MATCH (e:Entity)
+WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
+WITH e ORDER BY e.user_id, e.id LIMIT $limit  // the (user_id, id) index order: no sort
+RETURN e{.id, .name, .type, .aliases, .group_id, .created_at} AS item
+"""
+
+LIST_EDGES: LiteralString = """
+MATCH ()-[r:RELATES]->()
+WHERE r.user_id = $user_id AND r.id > $cursor AND ($groups IS NULL OR r.group_id IN $groups)
+  AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+WITH r ORDER BY r.user_id, r.id LIMIT $limit  // the (user_id, id) index order: no sort
+RETURN """ + FACT_FIELDS
+
+LIST_EPISODES: LiteralString = """
+MATCH (m:Memory)
+WHERE m.user_id = $user_id AND m.id > $cursor AND ($groups IS NULL OR m.group_id IN $groups)
+WITH m ORDER BY m.user_id, m.id LIMIT $limit  // the (user_id, id) index order: no sort
+RETURN m{.id, .content, .category, .scope, .project_id, .group_id, .agent_id, .created_at, .updated_at,
+         .deleted_at, .duplicate_of} AS item
+"""
+
+MEMORY_NODES: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $ids AND m.user_id = $user_id
+RETURN m{.id, .user_id, .content, .category, .scope, .project_id, .agent_id, .hash, .metadata, .created_at,
+         .updated_at, .task_id, .deleted_at} AS item
+"""
+

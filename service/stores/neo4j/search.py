@@ -1,0 +1,93 @@
+"""Full-text search of the Neo4j graph store: Lucene escaping, the tenant key of every query, and fact scoring.
+
+Full-text search is multi-tenant: every Entity and RELATES edge carries `ft_key`, one Lucene token derived
+from (user, group), and each query requires one of the caller's keys. So the index's own `limit` only ever
+sees the caller's documents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import structlog
+
+from service.stores.neo4j.rows import MAX_QUERY_CHARS, MAX_TERM_CHARS, MAX_TERMS, iso_utc
+
+log = structlog.get_logger(__name__)
+
+# ---- search tuning ---------------------------------------------------------------------------
+
+ENTITY_HITS = 20          # entities kept from the name/alias match
+DIRECT_EDGES = 50         # edges read per matched entity
+NEIGHBOURS = 10           # neighbours followed per matched entity
+NEIGHBOUR_EDGES = 5       # edges read per neighbour
+HUB_DEGREE = 200          # neighbours with more edges than this are not followed (no topical signal)
+ONE_HOP_WEIGHT = 0.4      # a neighbour's edge counts this much of the entity match that reached it
+RECENCY_HALF_LIFE_DAYS = 180.0
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+_LUCENE_SPECIAL = frozenset('+-&|!(){}[]^"~*?:\\/')
+_LUCENE_OPERATORS = frozenset({"AND", "OR", "NOT"})
+
+
+def lucene_escape(term: str) -> str:
+    """One user-typed term as a literal Lucene term: every query-syntax character is
+    backslash-escaped (whitespace too, so it stays one clause) and the bare operators AND/OR/NOT
+    are escaped so they are searched for, not applied."""
+    escaped = "".join("\\" + ch if ch in _LUCENE_SPECIAL or ch.isspace() else ch for ch in term)
+    return "\\" + escaped if term in _LUCENE_OPERATORS else escaped
+
+
+def lucene_terms(query: str) -> list[str]:
+    """The query's searchable terms, escaped: split on whitespace, terms without a letter or digit
+    dropped (they analyse to nothing, and an empty required clause would match everything),
+    case-insensitive duplicates dropped, at most MAX_TERMS of at most MAX_TERM_CHARS."""
+    seen: set[str] = set()
+    terms: list[str] = []
+    for raw in query[:MAX_QUERY_CHARS].split():
+        term = raw[:MAX_TERM_CHARS]
+        folded = term.casefold()
+        if folded in seen or not any(ch.isalnum() for ch in term):
+            continue
+        seen.add(folded)
+        terms.append(lucene_escape(term))
+        if len(terms) == MAX_TERMS:
+            break
+    return terms
+
+
+def lucene_query(keys: list[str], fields: tuple[str, ...], terms: list[str], live_only: bool = False) -> str:
+    """`+ft_key:(k1 k2)^0 +(field:(t1 t2) ...)`: one of the caller's tenant keys is required and
+    scores nothing (boost 0); the terms score as usual. `live_only` excludes documents that have
+    an invalid_at or expired_at (open range = "field exists")."""
+    body = " ".join(terms)
+    matches = " ".join(f"{f}:({body})" for f in fields)
+    live = " -invalid_at:[* TO *] -expired_at:[* TO *]" if live_only else ""
+    return f"+ft_key:({' '.join(keys)})^0 +({matches}){live}"
+
+
+
+
+def recency(valid_at: str | None, now: datetime) -> float:
+    stamp = iso_utc(valid_at)
+    if stamp is None:
+        return 0.5
+    age_days = max(0.0, (now - datetime.fromisoformat(stamp)).total_seconds() / 86400)
+    return float(0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS))
+
+
+def fact_score(evidence: list[float], support: int, valid_at: str | None, now: datetime) -> float:
+    """Relevance in [0, 1]. `evidence` are the edge's match strengths in [0, 1] (entity or fact
+    full-text normalised by the best in the result, one-hop ones weighted down), combined as a
+    probabilistic OR; support (number of memories) and recency then scale it within [0.7, 1].
+    So an edge of a matched entity always ranks above a neighbour's edge reached through it."""
+    miss = 1.0
+    for e in evidence:
+        miss *= 1.0 - min(1.0, max(0.0, e))
+    relevance = 1.0 - miss
+    support_part = 1.0 - 0.5 ** max(0, support)
+    score = relevance * (0.7 + 0.2 * support_part + 0.1 * recency(valid_at, now))
+    return round(min(1.0, max(0.0, score)), 6)
+
+
