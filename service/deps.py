@@ -13,7 +13,8 @@ from arq.connections import ArqRedis
 
 from service.ai.embeddings import BatchingEmbedder, Embedder, HashEmbedder, LocalEmbedder
 from service.ai.extraction import Extractor
-from service.memory_service import MemoryService
+from service.ai.offline import RuleLinkFinder
+from service.memory import MemoryService
 from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
 from service.settings import Settings
@@ -125,7 +126,7 @@ async def build_deps(settings: Settings) -> Deps:
         raise
     tasks = TaskQueue(redis, settings)
     service = MemoryService(settings, tasks, vectors, graph, embedder, extractor, Outbox(redis, settings),
-                            MemoryLocks(redis, settings))
+                            MemoryLocks(redis, settings), RuleLinkFinder())
     log.info(
         "deps_ready",
         profile=settings.profile,

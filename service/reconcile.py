@@ -27,7 +27,7 @@ import structlog
 from service.domain import DedupRunReport, Memory, Scope
 from service.errors import DependencyUnavailable
 from service.maintenance.records import RunStore
-from service.memory_service import MemoryService
+from service.memory import MemoryService
 from service.outbox import Intent
 from service.queue import now_iso
 from service.stores.vector import MemoryFilter

@@ -71,3 +71,14 @@ class Extractor(Protocol):
     name: str
 
     async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult: ...
+
+
+class LinkFinder(Protocol):
+    """The graph side of one stored statement without an LLM: its entities and relations (raw writes,
+    updates, and the reconciler's repairs). Injected into the memory service (service/deps.py)."""
+
+    name: str
+
+    def find(
+        self, content: str, category: str, project_id: str | None
+    ) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]: ...

@@ -997,3 +997,14 @@ def _entities(mentions: list[Mention], relations: list[ExtractedRelation]) -> li
         kind = "person" if name == USER_ENTITY else "project" if name in subjects else "setting"
         entities.append(ExtractedEntity(name=name, type=kind))
     return entities[:MAX_ENTITIES]
+
+
+class RuleLinkFinder:
+    """The LinkFinder of the offline rules (graph_links)."""
+
+    name = "rules"
+
+    def find(
+        self, content: str, category: str, project_id: str | None
+    ) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+        return graph_links(content, category, project_id)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from service.deps import Deps
-from service.memory_service import MemoryService
+from service.memory import MemoryService
 
 
 def get_deps(request: Request) -> Deps:

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query
 from service.api.deps import ServiceDep
 from service.api.security import CallerDep, OptionalUserQuery
 from service.domain import ID_PATTERN, GraphPage, GraphSearchRequest, GraphSearchResponse
-from service.stores.graph import groups_for
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
@@ -27,16 +26,12 @@ async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: Cal
     return await service.graph_search(req, caller.user(req.user_id))
 
 
-def _groups(project_id: str | None) -> list[str] | None:
-    return groups_for(project_id) if project_id else None
-
-
 @router.get("/nodes", response_model=GraphPage)
 async def nodes(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
     limit: Limit = 100, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.graph.list_nodes(caller.user(user_id), _groups(project_id), limit, cursor)
+    page = await service.list_nodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
@@ -50,7 +45,7 @@ async def edges(
     cursor: Cursor = None,
     include_history: bool = False,
 ) -> GraphPage:
-    page = await service.graph.list_edges(caller.user(user_id), _groups(project_id), limit, cursor, include_history)
+    page = await service.list_edges(caller.user(user_id), project_id, limit, cursor, include_history)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
@@ -59,5 +54,5 @@ async def episodes(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
     limit: Limit = 100, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.graph.list_episodes(caller.user(user_id), _groups(project_id), limit, cursor)
+    page = await service.list_episodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)

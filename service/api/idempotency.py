@@ -17,7 +17,7 @@ from fastapi import Header, HTTPException
 
 from service.auth import Caller
 from service.domain import AcceptedResponse
-from service.memory_service import MemoryService
+from service.memory import MemoryService
 from service.queue import redis_guard
 
 IdempotencyKey = Annotated[

@@ -53,13 +53,7 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
     write_path = WritePathHealth()
     if checks["redis"] == "ok":
         try:
-            depth, oldest = await deps.service.outbox.stats()
-            stats = await deps.tasks.stats()
-            write_path = WritePathHealth(
-                outbox_depth=depth, outbox_oldest_age_s=oldest, pending_tasks=await deps.tasks.pending_count(),
-                graph_transient_retries=stats.get("graph_transient_retries", 0),
-                deadlock_retries=stats.get("deadlock_retries", 0),
-            )
+            write_path = await deps.service.write_path_stats()
         except DependencyUnavailable as exc:  # Redis went away between the two calls: the figures stay unset
             log.warning("health_write_path_unavailable", error=str(exc)[:300])
     body = HealthResponse(

@@ -31,7 +31,7 @@ from service.errors import DependencyUnavailable, ServiceError
 
 if TYPE_CHECKING:
     from service.auth import Caller
-    from service.memory_service import MemoryService
+    from service.memory import MemoryService
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

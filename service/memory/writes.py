@@ -1,42 +1,24 @@
-"""The operations the API, the MCP server and the worker share.
-
-API side: validate, enqueue, read. Worker side: embed, write both stores.
-"""
+"""Writes: the API side (validate, enqueue a typed job) and the worker side (extract, embed, write both
+stores through the outbox; update and delete under the memory's lock)."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import structlog
 
-from service.ai.embeddings import Embedder
-from service.ai.extraction import ExtractedFact, ExtractionResult, Extractor
-from service.ai.offline import graph_links
+from service.ai.extraction import ExtractedFact, ExtractionResult
 from service.domain import (
-    CATEGORIES,
     AcceptedResponse,
     BulkDeleteRequest,
-    ContextGroup,
-    ContextResponse,
     ConversationRequest,
-    GraphFactOut,
-    GraphSearchRequest,
-    GraphSearchResponse,
     Memory,
     MemoryOut,
-    MemoryPage,
-    MemoryRecord,
     Message,
     RawMemoryRequest,
     Scope,
-    SearchRequest,
-    SearchResponse,
-    SearchResult,
-    TaskResponse,
     UpdateMemoryRequest,
     check_category,
     content_hash,
@@ -45,58 +27,22 @@ from service.domain import (
     resolve_scope,
 )
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
-from service.graph_writer import GraphWriter
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
-from service.outbox import Intent, MemoryLocks, Outbox
-from service.queue import TaskQueue, now_iso
-from service.settings import Settings
+from service.memory.base import MemoryBase
+from service.outbox import Intent
+from service.queue import now_iso
 from service.stores.graph import (
     EntityRef,
-    GraphFact,
-    GraphStore,
     MemoryLinks,
     RelationRef,
-    groups_for,
-    scope_of_group,
 )
-from service.stores.vector import MemoryFilter, ScoredMemory, VectorStore
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 
-class MemoryService:
-    def __init__(
-        self,
-        settings: Settings,
-        tasks: TaskQueue,
-        vectors: VectorStore,
-        graph: GraphStore,
-        embedder: Embedder,
-        extractor: Extractor,
-        outbox: Outbox,
-        locks: MemoryLocks,
-    ) -> None:
-        self.settings = settings
-        self.tasks = tasks
-        self.vectors = vectors
-        self.graph = graph
-        self.embedder = embedder
-        self.extractor = extractor
-        self.outbox = outbox
-        self.locks = locks
-        self.graph_writer = GraphWriter(graph)
 
-    # ------------------------------------------------------------------ validation
-
-    def check_content(self, content: str) -> str:
-        if not content.strip():
-            raise DomainError("content is empty")
-        limit = self.settings.max_content_chars
-        if len(content) > limit:
-            raise PayloadTooLarge(f"content has {len(content)} characters; the limit is {limit} (MAX_CONTENT_CHARS)")
-        return content
-
+class MemoryWrites(MemoryBase):
     # ------------------------------------------------------------------ writes (API side)
 
     async def submit_raw(self, req: RawMemoryRequest, user_id: str) -> AcceptedResponse:
@@ -219,10 +165,9 @@ class MemoryService:
         graph = await self.write_memories(task_id, [memory], [self.links_of(memory)])
         return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
 
-    @staticmethod
-    def links_of(memory: Memory) -> MemoryLinks:
-        """Graph side of a raw write or an update: the rule-based entity/relation finder (no LLM)."""
-        entities, relations = graph_links(memory.content, memory.category, memory.project_id)
+    def links_of(self, memory: Memory) -> MemoryLinks:
+        """Graph side of a raw write or an update: the injected LinkFinder (no LLM)."""
+        entities, relations = self.links.find(memory.content, memory.category, memory.project_id)
         valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
         return MemoryLinks(
             memory_id=memory.id,
@@ -315,18 +260,6 @@ class MemoryService:
                 break
         return ids
 
-    # ------------------------------------------------------------------ lifecycle (API side)
-
-    async def _existing(self, ids: list[str], user_id: str | None) -> list[Memory]:
-        found = {m.id: m for m in await self.vectors.get(ids)}
-        missing = [i for i in ids if i not in found or (user_id is not None and found[i].user_id != user_id)]
-        if missing:
-            raise NotFound(f"unknown memory id '{missing[0]}'")
-        return [found[i] for i in ids]
-
-    async def get_memory(self, memory_id: str, user_id: str | None) -> MemoryRecord:
-        [memory] = await self._existing([memory_id], user_id)
-        return MemoryRecord.of(memory)
 
     async def submit_update(self, memory_id: str, req: UpdateMemoryRequest, user_id: str | None) -> AcceptedResponse:
         self.check_content(req.content)
@@ -368,87 +301,6 @@ class MemoryService:
         job = DeleteJob(**payload)
         return self._accepted(await self.tasks.enqueue(job, payload))
 
-    async def task_status(self, task_id: str, owner: str | None) -> TaskResponse:
-        """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
-        rec = await self.tasks.record(task_id)
-        if rec is None or (owner is not None and rec.get("user_id") != owner):
-            raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
-        return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"])
-
-    @staticmethod
-    def _accepted(task_id: str) -> AcceptedResponse:
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
-
-    # ------------------------------------------------------------------ listing and context
-
-    @staticmethod
-    def _list_filter(
-        user_id: str,
-        scope: str | None,
-        category: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        *,
-        all_scopes: bool,
-    ) -> MemoryFilter:
-        """Listing filter. Without scope: with project_id -> global + that project; without
-        project_id -> every memory of the user (all_scopes) ."""
-        if category is not None:
-            check_category(category)
-        scope_value = Scope(scope) if scope else None
-        if scope_value is None and project_id is None and all_scopes:
-            # MemoryFilter's no-scope rule is "global only"; a listing of everything asks per scope.
-            return MemoryFilter(user_id=user_id, categories=(category,) if category else None, agent_id=agent_id,
-                                all_scopes=True)
-        return MemoryFilter(
-            user_id=user_id,
-            project_id=project_id,
-            scope=scope_value,
-            categories=(category,) if category else None,
-            agent_id=agent_id,
-        )
-
-    async def list_memories(
-        self,
-        user_id: str,
-        *,
-        scope: str | None = None,
-        category: str | None = None,
-        project_id: str | None = None,
-        agent_id: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> MemoryPage:
-        flt = self._list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
-        page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
-        return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
-
-    async def context(self, user_id: str, project_id: str | None, per_category: int = 200) -> ContextResponse:
-        """The user's global memories plus the project's, grouped by category (DESIGN.md §4 order),
-        oldest first within a category."""
-        flt = MemoryFilter(user_id=user_id, project_id=project_id)
-        memories: list[Memory] = []
-        cursor: str | None = None
-        for _ in range(100):  # bounded: 100 pages of 500
-            page, cursor = await self.vectors.scroll(flt, 500, cursor)
-            memories += page
-            if cursor is None:
-                break
-        groups: dict[str, list[Memory]] = {}
-        for m in memories:
-            groups.setdefault(m.category, []).append(m)
-        ordered = [
-            ContextGroup(
-                category=name,
-                group=CATEGORIES[name].group,
-                memories=[MemoryRecord.of(m) for m in sorted(groups[name], key=lambda m: (m.created_at, m.id))][
-                    :per_category
-                ],
-            )
-            for name in CATEGORIES
-            if name in groups
-        ]
-        return ContextResponse(user_id=user_id, project_id=project_id, categories=ordered, total=len(memories))
 
     async def write_memories(self, task_id: str, memories: list[Memory], links: list[MemoryLinks]) -> str:
         """Both stores, intent first: returns "stored" when the graph holds them too, "pending" when
@@ -469,87 +321,3 @@ class MemoryService:
         await self.graph_writer.upsert(user_id, memories, links)
         return True
 
-    # ------------------------------------------------------------------ reads
-
-    async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
-        """Vector memories and graph facts in one list.
-
-        Order (seed 001): vector-1, graph-1, vector-2, graph-2, ...; when one list runs out the
-        other continues; at most `limit` results. Graph facts that a returned vector memory
-        already states (it supports them, or the texts are equal) are removed. If the graph is
-        down or slower than GRAPH_TIMEOUT_SECONDS the vector results come back with
-        degraded=["graph"]. `categories` filters the vector memories; graph facts have none.
-        """
-        categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
-        [vector] = await self.embedder.embed([req.query])
-        flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories)
-        hits, (facts, degraded) = await asyncio.gather(
-            self.vectors.search(vector, flt, req.limit),
-            self._graph_facts(user_id, req.project_id, req.query, req.limit),
-        )
-        facts = await self._live_facts(user_id, facts)
-        vector_results = [self._vector_result(h) for h in hits]
-        shown_ids = {h.memory.id for h in hits}
-        shown_text = {normalise(h.memory.content) for h in hits}
-        graph_results = [
-            self._graph_result(f)
-            for f in facts
-            if not shown_ids.intersection(f.memory_ids) and normalise(f.fact) not in shown_text
-        ]
-        merged: list[SearchResult] = []
-        for pair in itertools.zip_longest(vector_results, graph_results):
-            merged += [r for r in pair if r is not None]
-        return SearchResponse(results=merged[: req.limit], degraded=degraded)
-
-    async def _live_facts(self, user_id: str, facts: list[GraphFact]) -> list[GraphFact]:
-        """Facts with at least one supporting memory the vector store still holds: the facts of a
-        memory whose delete has not reached the graph yet are never returned."""
-        ids = sorted({mid for f in facts for mid in f.memory_ids})
-        if not ids:
-            return facts
-        live = {m.id for m in await self.vectors.get(ids) if m.user_id == user_id}
-        return [f for f in facts if live.intersection(f.memory_ids)]
-
-    async def _graph_facts(
-        self, user_id: str, project_id: str | None, query: str, limit: int, include_history: bool = False
-    ) -> tuple[list[GraphFact], list[str]]:
-        try:
-            async with asyncio.timeout(self.settings.graph_timeout_seconds):
-                facts = await self.graph.search_facts(user_id, groups_for(project_id), query, limit, include_history)
-            return facts, []
-        except (DependencyUnavailable, TimeoutError) as exc:
-            log.warning("graph_search_degraded", error=str(exc) or "timeout")
-            return [], ["graph"]
-
-    @staticmethod
-    def _vector_result(h: ScoredMemory) -> SearchResult:
-        m = h.memory
-        return SearchResult(
-            id=m.id, content=m.content, score=h.score, source="vector", category=m.category, scope=m.scope,
-            project_id=m.project_id, created_at=m.created_at, agent_id=m.agent_id, metadata=m.metadata,
-        )
-
-    @staticmethod
-    def _graph_result(f: GraphFact) -> SearchResult:
-        scope, project_id = scope_of_group(f.group_id)
-        return SearchResult(
-            id=f.id, content=f.fact, score=f.score, source="graph", category=None, scope=Scope(scope),
-            project_id=project_id, created_at=f.created_at, source_entity=f.source, target_entity=f.target,
-            predicate=f.predicate, valid_at=f.valid_at, invalid_at=f.invalid_at, memory_ids=f.memory_ids,
-        )
-
-    async def graph_search(self, req: GraphSearchRequest, user_id: str) -> GraphSearchResponse:
-        """Graph facts only; unlike /v1/search a graph outage is an error (503), not a degradation."""
-        facts = await self.graph.search_facts(
-            user_id, groups_for(req.project_id), req.query, req.limit, req.include_history
-        )
-        return GraphSearchResponse(results=[self._fact_out(f) for f in facts])
-
-    @staticmethod
-    def _fact_out(f: GraphFact) -> GraphFactOut:
-        scope, project_id = scope_of_group(f.group_id)
-        return GraphFactOut(
-            id=f.id, fact=f.fact, predicate=f.predicate, source=f.source, target=f.target, scope=Scope(scope),
-            project_id=project_id, valid_at=f.valid_at, invalid_at=f.invalid_at, expired_at=f.expired_at,
-            memory_ids=f.memory_ids, score=f.score,
-        )
