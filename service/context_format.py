@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.domain import ContextResponse
+from service.schemas import ContextResponse
 
 
 def render_markdown(ctx: ContextResponse, max_chars: int) -> str:

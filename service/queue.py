@@ -30,9 +30,10 @@ from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from redis.exceptions import RedisError
 
-from service.domain import ID_NAMESPACE, TaskResponse, TaskStatus
+from service.domain import ID_NAMESPACE, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.jobs import FUNCTIONS, Job
+from service.schemas import TaskResponse
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)

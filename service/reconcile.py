@@ -24,12 +24,13 @@ from typing import Any
 
 import structlog
 
-from service.domain import DedupRunReport, Memory, Scope
+from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable
 from service.maintenance.records import RunStore
 from service.memory import MemoryService
 from service.outbox import Intent
 from service.queue import now_iso
+from service.schemas import DedupRunReport
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)

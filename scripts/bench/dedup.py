@@ -49,10 +49,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
-from service.domain import DedupRunReport, Memory, Scope  # noqa: E402
+from service.domain import Memory, Scope  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
 from service.queue import connect_redis  # noqa: E402
+from service.schemas import DedupRunReport  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402

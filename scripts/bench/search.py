@@ -436,7 +436,7 @@ async def measure_in_process(
     deps: Any, args: argparse.Namespace, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
     cells: list[Cell], suffix: str = "", graph_only_too: bool = True,
 ) -> None:
-    from service.domain import SearchRequest
+    from service.schemas import SearchRequest
     from service.stores.graph import groups_for
     from service.stores.vector import MemoryFilter
 

@@ -10,7 +10,8 @@ from fastapi.responses import PlainTextResponse
 from service.api.deps import ServiceDep
 from service.api.security import CallerDep, OptionalUserQuery
 from service.context_format import render_markdown
-from service.domain import ID_PATTERN, ContextResponse
+from service.domain import ID_PATTERN
+from service.schemas import ContextResponse
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
 

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query
 
 from service.api.deps import ServiceDep
 from service.api.security import CallerDep, OptionalUserQuery
-from service.domain import ID_PATTERN, GraphPage, GraphSearchRequest, GraphSearchResponse
+from service.domain import ID_PATTERN
+from service.schemas import GraphPage, GraphSearchRequest, GraphSearchResponse
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 

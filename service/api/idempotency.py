@@ -16,9 +16,9 @@ from typing import Annotated, Any
 from fastapi import Header, HTTPException
 
 from service.auth import Caller
-from service.domain import AcceptedResponse
 from service.memory import MemoryService
 from service.queue import redis_guard
+from service.schemas import AcceptedResponse
 
 IdempotencyKey = Annotated[
     str | None,

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Body, Path, Query
 
 from service.api.deps import DepsDep
 from service.api.security import CallerDep
-from service.domain import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
 from service.errors import NotFound
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
+from service.schemas import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 

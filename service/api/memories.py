@@ -9,15 +9,14 @@ from fastapi import APIRouter, Path, Query
 from service.api.deps import ServiceDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.security import CallerDep, OptionalUserQuery
-from service.domain import (
-    ID_PATTERN,
+from service.domain import ID_PATTERN, Scope
+from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,
     ConversationRequest,
     MemoryPage,
     MemoryRecord,
     RawMemoryRequest,
-    Scope,
     TaskResponse,
     UpdateMemoryRequest,
 )

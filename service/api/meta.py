@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
 from service.api.security import CallerDep
-from service.domain import CATEGORIES, CategoryOut, HealthResponse, WritePathHealth
+from service.domain import CATEGORIES
 from service.errors import DependencyUnavailable
+from service.schemas import CategoryOut, HealthResponse, WritePathHealth
 
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from service.api.deps import ServiceDep
 from service.api.security import CallerDep
-from service.domain import SearchRequest, SearchResponse
+from service.schemas import SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

@@ -14,15 +14,10 @@ import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.domain import (
-    DedupGroup,
-    DedupPhaseReport,
-    DedupRunReport,
-    DedupRunSummary,
-)
 from service.errors import NotFound
 from service.maintenance.algorithm import stamp_of
 from service.queue import aw, redis_guard
+from service.schemas import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)

@@ -10,16 +10,11 @@ from typing import Any
 import structlog
 
 from service.deps import Deps
-from service.domain import (
-    DedupAccepted,
-    DedupRequest,
-    DedupRunReport,
-    ReconcileRequest,
-)
 from service.jobs import DedupJob, ReconcileJob
 from service.maintenance.records import RunStore
 from service.maintenance.sweep import DedupSweep
 from service.queue import now_iso
+from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileRequest
 
 log = structlog.get_logger(__name__)
 

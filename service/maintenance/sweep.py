@@ -35,12 +35,6 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.deps import Deps
-from service.domain import (
-    DedupPhaseReport,
-    DedupRunReport,
-    DedupTotals,
-    DedupUserReport,
-)
 from service.errors import DependencyUnavailable
 from service.maintenance.algorithm import (
     BLOCK_COLS,
@@ -65,6 +59,7 @@ from service.maintenance.records import (
 )
 from service.outbox import MemoryLocks
 from service.queue import now_iso
+from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport
 from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import Boundary, VectorStore

@@ -14,7 +14,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from service.domain import (
+from service.errors import DependencyUnavailable, ServiceError
+from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,
     ContextResponse,
@@ -27,7 +28,6 @@ from service.domain import (
     SearchResponse,
     TaskResponse,
 )
-from service.errors import DependencyUnavailable, ServiceError
 
 if TYPE_CHECKING:
     from service.auth import Caller

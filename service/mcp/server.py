@@ -27,9 +27,10 @@ from starlette.responses import JSONResponse
 from service.api.security import caller_of
 from service.auth import Caller
 from service.context_format import render_markdown
-from service.domain import (
-    CATEGORIES,
-    ID_PATTERN,
+from service.domain import CATEGORIES, ID_PATTERN, Message, Scope, TaskStatus
+from service.errors import ServiceError
+from service.mcp.backend import MemoryBackend, ServiceBackend
+from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,
     ContextResponse,
@@ -37,16 +38,11 @@ from service.domain import (
     GraphSearchRequest,
     GraphSearchResponse,
     MemoryPage,
-    Message,
     RawMemoryRequest,
-    Scope,
     SearchRequest,
     SearchResponse,
     TaskResponse,
-    TaskStatus,
 )
-from service.errors import ServiceError
-from service.mcp.backend import MemoryBackend, ServiceBackend
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -9,16 +9,12 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.extraction import Extractor, LinkFinder
-from service.domain import (
-    AcceptedResponse,
-    Memory,
-    Scope,
-    check_category,
-)
+from service.domain import Memory, Scope, check_category
 from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.graph_writer import GraphWriter
 from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue
+from service.schemas import AcceptedResponse
 from service.settings import Settings
 from service.stores.graph import (
     GraphStore,

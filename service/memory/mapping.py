@@ -6,11 +6,8 @@ from typing import TypeVar
 
 import structlog
 
-from service.domain import (
-    GraphFactOut,
-    Scope,
-    SearchResult,
-)
+from service.domain import Scope
+from service.schemas import GraphFactOut, SearchResult
 from service.stores.graph import (
     GraphFact,
     scope_of_group,

@@ -8,13 +8,15 @@ from typing import TypeVar
 
 import structlog
 
-from service.domain import (
-    CATEGORIES,
+from service.domain import CATEGORIES, Memory, check_category, normalise
+from service.errors import DependencyUnavailable, NotFound
+from service.memory.base import MemoryBase
+from service.memory.mapping import fact_out, graph_result, vector_result
+from service.schemas import (
     ContextGroup,
     ContextResponse,
     GraphSearchRequest,
     GraphSearchResponse,
-    Memory,
     MemoryPage,
     MemoryRecord,
     SearchRequest,
@@ -22,12 +24,7 @@ from service.domain import (
     SearchResult,
     TaskResponse,
     WritePathHealth,
-    check_category,
-    normalise,
 )
-from service.errors import DependencyUnavailable, NotFound
-from service.memory.base import MemoryBase
-from service.memory.mapping import fact_out, graph_result, vector_result
 from service.stores.graph import (
     GraphFact,
     Page,

@@ -10,27 +10,20 @@ from typing import Any, TypeVar
 import structlog
 
 from service.ai.extraction import ExtractedFact, ExtractionResult
-from service.domain import (
-    AcceptedResponse,
-    BulkDeleteRequest,
-    ConversationRequest,
-    Memory,
-    MemoryOut,
-    Message,
-    RawMemoryRequest,
-    Scope,
-    UpdateMemoryRequest,
-    check_category,
-    content_hash,
-    memory_id_for,
-    normalise,
-    resolve_scope,
-)
+from service.domain import Memory, Message, Scope, check_category, content_hash, memory_id_for, normalise, resolve_scope
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
 from service.memory.base import MemoryBase
 from service.outbox import Intent
 from service.queue import now_iso
+from service.schemas import (
+    AcceptedResponse,
+    BulkDeleteRequest,
+    ConversationRequest,
+    MemoryOut,
+    RawMemoryRequest,
+    UpdateMemoryRequest,
+)
 from service.stores.graph import (
     EntityRef,
     MemoryLinks,

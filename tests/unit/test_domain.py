@@ -2,15 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain import (
-    CATEGORIES,
-    Scope,
-    check_category,
-    content_hash,
-    memory_id_for,
-    normalise,
-    resolve_scope,
-)
+from service.domain import CATEGORIES, Scope, check_category, content_hash, memory_id_for, normalise, resolve_scope
 from service.errors import DomainError
 
 

@@ -1,0 +1,389 @@
+"""The API's request and response models (and the maintenance run reports). Domain rules are in
+service/domain.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from service.domain import (
+    ID_PATTERN,
+    MAX_MESSAGES,
+    MAX_METADATA_KEYS,
+    Memory,
+    Message,
+    Scope,
+    TaskStatus,
+)
+
+
+class MemoryOut(BaseModel):
+    id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    created_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            content=m.content,
+            category=m.category,
+            scope=m.scope,
+            project_id=m.project_id,
+            created_at=m.created_at,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Requests / responses
+# --------------------------------------------------------------------------------------------
+
+OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 2000  # one value, as JSON
+MAX_METADATA_DEPTH = 3  # {"a": {"b": {"c": 1}}} is depth 3
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Bounds of `metadata` (number of keys is the field's max_length): key length, the JSON size of each
+    value, nesting depth. The error names the limit."""
+    for key, item in value.items():
+        if len(key) > MAX_METADATA_KEY_CHARS:
+            raise ValueError(f"metadata key '{key[:20]}...' is longer than {MAX_METADATA_KEY_CHARS} characters")
+        if len(json.dumps(item, default=str)) > MAX_METADATA_VALUE_CHARS:
+            raise ValueError(f"metadata value of '{key}' is over {MAX_METADATA_VALUE_CHARS} characters as JSON")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+RequestMetadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
+TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                 description="The user the request acts for. With a user API key it may be omitted (the key's "
+                             "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
+
+
+class RawMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Length is checked in the service (400 empty / 413 over MAX_CONTENT_CHARS), not here.
+    content: str
+    user_id: str | None = TenantId
+    category: str = Field(min_length=1, max_length=64)
+    scope: Scope | None = None
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+
+
+
+class ConversationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+
+
+class AcceptedResponse(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    task_id: str
+    poll_url: str
+
+
+class TaskResponse(BaseModel):
+    task_id: str
+    status: TaskStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    categories: list[str] | None = Field(default=None, max_length=13)
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class SearchResult(BaseModel):
+    id: str
+    content: str
+    score: float
+    source: Literal["vector", "graph"]
+    category: str | None
+    scope: Scope | None
+    project_id: str | None
+    created_at: str | None
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # graph results: the fact's entities and validity
+    source_entity: str | None = None
+    target_entity: str | None = None
+    predicate: str | None = None
+    valid_at: str | None = None
+    invalid_at: str | None = None
+    memory_ids: list[str] | None = None
+
+
+class SearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[SearchResult]
+    degraded: list[str] = Field(default_factory=list)
+
+
+class MemoryRecord(BaseModel):
+    """A memory as the read routes return it."""
+
+    id: str
+    user_id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    agent_id: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryRecord:
+        return cls.model_validate(m.model_dump(exclude={"hash", "task_id"}))
+
+
+class MemoryPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    memories: list[MemoryRecord]
+    next_cursor: str | None
+
+
+class UpdateMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    user_id: str | None = OptionalId
+
+
+class BulkDeleteRequest(BaseModel):
+    """Delete by ids, or by filter. A filter needs at least one field besides user_id, or all=true."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = TenantId
+    memory_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    scope: Scope | None = None
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    all: bool = False
+
+
+class GraphSearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    limit: int = Field(default=10, ge=1, le=100)
+    include_history: bool = False
+
+
+class GraphFactOut(BaseModel):
+    id: str
+    fact: str
+    predicate: str
+    source: str
+    target: str
+    scope: Scope
+    project_id: str | None
+    valid_at: str | None
+    invalid_at: str | None
+    expired_at: str | None
+    memory_ids: list[str]
+    score: float
+
+
+class GraphSearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[GraphFactOut]
+
+
+class GraphPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+class ContextGroup(BaseModel):
+    category: str
+    group: str
+    memories: list[MemoryRecord]
+
+
+class ContextResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    user_id: str
+    project_id: str | None
+    categories: list[ContextGroup]
+    total: int
+
+
+class CategoryOut(BaseModel):
+    name: str
+    group: str
+    default_scope: str
+    description: str
+
+
+class WritePathHealth(BaseModel):
+    """The write path's backlog: outbox intents not yet in both stores, tasks not ended, and the graph
+    transactions re-run on a transient error (deadlocks) by this process since it started."""
+
+    outbox_depth: int | None = None
+    outbox_oldest_age_s: float | None = None
+    pending_tasks: int | None = None
+    graph_transient_retries: int = 0
+    deadlock_retries: int = 0
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "degraded"]
+    service: str
+    profile: str
+    checks: dict[str, str]
+    embedder: str
+    extractor: str
+    write_path: WritePathHealth = Field(default_factory=WritePathHealth)
+    errors: dict[str, str] | None = None  # why a check is down: admin keys only
+
+
+# --------------------------------------------------------------------------------------------
+# Maintenance: dedup runs (worker/dedup.py, docs/dedup.md)
+# --------------------------------------------------------------------------------------------
+
+
+class DedupRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                description="Only this user's memories; unset = every user")
+    dry_run: bool = Field(default=False, description="Report what would be removed, remove nothing")
+
+
+class DedupAccepted(AcceptedResponse):
+    run_id: str
+    run_url: str
+
+
+class DedupGroup(BaseModel):
+    """One duplicate group: `keep` is its newest memory, `remove` the others."""
+
+    keep: str
+    remove: list[str]
+
+
+class DedupPhaseReport(BaseModel):
+    scanned: int = 0  # memories the phase compared
+    groups: int = 0  # duplicate groups found
+    removed: int = 0  # memories removed (dry run: that would be removed)
+    removed_ids: list[str] = Field(default_factory=list)
+    group_details: list[DedupGroup] = Field(default_factory=list)
+    skipped_changed: int = 0  # not removed: the memory or its survivor changed or vanished during the run
+    graph_edges_expired: int = 0
+    graph_expired_edge_ids: list[str] = Field(default_factory=list)
+    truncated: bool = False  # id lists cut at the report bound (counts stay exact)
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupUserReport(BaseModel):
+    user_id: str
+    boundaries: int = 0  # scopes swept: global and each project
+    skipped_recent: int = 0  # memories written after the run started (never touched by it)
+    exact: DedupPhaseReport = Field(default_factory=DedupPhaseReport)
+    near: DedupPhaseReport = Field(default_factory=DedupPhaseReport)
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupGraphRetry(BaseModel):
+    """The graph part of earlier runs that had failed (kept pending in Redis), retried by this run."""
+
+    pending_before: int = 0
+    retried: int = 0
+    graph_edges_expired: int = 0
+    pending_after: int = 0
+    errors: list[str] = Field(default_factory=list)
+
+
+class DedupTotals(BaseModel):
+    scanned: int = 0
+    exact_groups: int = 0
+    exact_removed: int = 0
+    near_groups: int = 0
+    near_removed: int = 0
+    graph_edges_expired: int = 0
+    errors: int = 0
+
+
+DedupStatus = Literal["queued", "running", "completed", "partial", "skipped", "failed", "interrupted"]
+
+
+class DedupRunSummary(BaseModel):
+    """A maintenance run: a dedup sweep (`kind` "dedup") or a full reconcile ("reconcile", whose
+    `repairs` counts each kind of repair; its threshold and dedup totals stay 0)."""
+
+    run_id: str
+    kind: Literal["dedup", "reconcile"] = "dedup"
+    trigger: Literal["api", "cron", "manual"]
+    status: DedupStatus
+    dry_run: bool
+    user_id: str | None = None
+    task_id: str | None = None
+    threshold: float = 0.0
+    batch_size: int = 0
+    repairs: dict[str, int] = Field(default_factory=dict)
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float | None = None
+    detail: str | None = None  # why skipped / partial / failed
+    totals: DedupTotals = Field(default_factory=DedupTotals)
+
+
+class DedupRunReport(DedupRunSummary):
+    graph_retry: DedupGraphRetry = Field(default_factory=DedupGraphRetry)
+    users: list[DedupUserReport] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    # reconcile runs: repaired memory ids per user and kind of repair (at most 1,000 per kind)
+    repaired_ids: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+
+
+class ReconcileRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                description="Only this user's memories; unset = every user")
+    dry_run: bool = Field(default=False, description="Report the drift, repair nothing")
+
+
+class DedupRunList(BaseModel):
+    status: Literal["ok"] = "ok"
+    runs: list[DedupRunSummary]
+
