@@ -11,8 +11,10 @@ from typing import Any
 import structlog
 from arq.connections import ArqRedis
 
-from service.ai.embeddings import BatchingEmbedder, Embedder, HashEmbedder, LocalEmbedder
+from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
+from service.ai.hashing import HashEmbedder
+from service.ai.local import LocalEmbedder
 from service.ai.offline import RuleLinkFinder
 from service.memory import MemoryService
 from service.outbox import MemoryLocks, Outbox

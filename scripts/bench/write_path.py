@@ -141,7 +141,8 @@ async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[s
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep model-loading chatter out of the figures
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    from service.ai.embeddings import HashEmbedder, LocalEmbedder
+    from service.ai.hashing import HashEmbedder
+    from service.ai.local import LocalEmbedder
 
     embedder: HashEmbedder | LocalEmbedder = LocalEmbedder(batch_size=batch) if kind == "local" else HashEmbedder()
     await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import math
 
-from service.ai.embeddings import BatchingEmbedder, HashEmbedder, LocalEmbedder
+from service.ai.embeddings import BatchingEmbedder
+from service.ai.hashing import HashEmbedder
+from service.ai.local import LocalEmbedder
 
 
 def cos(a: list[float], b: list[float]) -> float:

@@ -19,7 +19,7 @@ from service.ai.gemini import (
     GeminiUnavailable,
     make_client,
 )
-from service.ai.prompts import SYSTEM_INSTRUCTION
+from service.ai.gemini.prompts import SYSTEM_INSTRUCTION
 from service.domain import CATEGORIES
 from service.errors import DependencyUnavailable
 from tests.fakes import FakeGemini, fake_embedding

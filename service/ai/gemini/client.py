@@ -1,0 +1,188 @@
+"""The google-genai client and one request with our own retries: the client is built without SDK retry
+options, so every attempt is one HTTP request we can log, back off from and (for the extractor) fall
+back from. Nothing here reads the environment; keys, models and limits come in through the constructors."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import structlog
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from service.errors import DependencyUnavailable, ServiceError
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+# HTTP statuses worth another attempt on the same model.
+TRANSIENT_CODES = frozenset({408, 429, 500, 502, 503, 504})
+# Statuses after which the extractor switches to the fallback model once the retries are spent:
+# overloaded or out of quota.
+FALLBACK_CODES = frozenset({429, 503})
+# Also falls back (without retrying) when the primary model does not exist, e.g. a retired preview.
+MODEL_NOT_FOUND = 404
+MAX_ITEMS_PER_FACT = 32  # ExtractedFact.entities / relations max_length
+GEMINI_MAX_EMBED_BATCH = 100  # batchEmbedContents accepts at most 100 requests
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Connection errors and timeouts of whichever HTTP stack google-genai uses (httpx2 or httpx)."""
+    found: list[type[BaseException]] = [TimeoutError, ConnectionError]
+    for module_name in ("httpx2", "httpx"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # pragma: no cover - depends on the install
+            continue
+        found.append(module.TransportError)
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+CALL_ERRORS: tuple[type[BaseException], ...] = (genai_errors.APIError, *TRANSPORT_ERRORS)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+class GeminiError(ServiceError):
+    """A Gemini call failed for good. `code` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, model: str, code: int | None = None, status: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.code = code
+        self.status = status
+
+
+class GeminiUnavailable(GeminiError, DependencyUnavailable):
+    """Transient failures (429/5xx/timeouts) outlasted every retry (and the fallback model)."""
+
+
+class GeminiRequestError(GeminiError):
+    """Gemini rejected the request (400/401/403/404 ...): retrying the same request will not help."""
+
+
+class GeminiResponseError(GeminiError):
+    """Gemini answered, but not with the JSON the response schema asks for, twice in a row."""
+
+
+class Malformed(Exception):
+    pass
+
+
+def make_client(
+    api_key: str, base_url: str | None = None, timeout_s: float = 60, *, api_version: str = "v1beta"
+) -> genai.Client:
+    """A Gemini Developer API client (never Vertex), without SDK-level retries.
+
+    `base_url` points the client at a proxy or a test fake (e.g. "http://127.0.0.1:8123/");
+    requests go to `{base_url}{api_version}/models/{model}:{method}`. The API version is pinned
+    because google-genai 3.x defaults to "v1" (or $GOOGLE_GENAI_API_VERSION); structured output
+    and the preview models are documented on v1beta. HttpOptions.timeout is in milliseconds.
+    """
+    if not api_key:
+        # An empty key would make google-genai fall back to $GOOGLE_API_KEY / $GEMINI_API_KEY.
+        raise ValueError("make_client needs a Gemini API key (GOOGLE_API_KEY)")
+    options = types.HttpOptions(api_version=api_version, timeout=max(1, int(timeout_s * 1000)))
+    if base_url:
+        options.base_url = base_url
+    return genai.Client(api_key=api_key, vertexai=False, http_options=options)
+
+
+def _retry_hint_s(exc: BaseException) -> float | None:
+    """`retryDelay` ("12s") from a 429's google.rpc.RetryInfo detail, if present."""
+    if not isinstance(exc, genai_errors.APIError) or not isinstance(exc.details, dict):
+        return None
+    details = exc.details.get("error", exc.details).get("details") or []
+    for detail in details if isinstance(details, list) else []:
+        raw = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(raw, str) and raw.endswith("s"):
+            try:
+                return float(raw[:-1])
+            except ValueError:
+                return None
+    return None
+
+
+class Backoff:
+    def __init__(self, base_delay_s: float, max_delay_s: float) -> None:
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+
+    def delay(self, failures: int, exc: BaseException | None = None) -> float:
+        """Exponential with jitter: base * 2^(n-1) * [0.5, 1], capped; a server hint raises the floor."""
+        raw = min(self.max_delay_s, self.base_delay_s * 2.0 ** max(0, failures - 1))
+        delay = raw * (0.5 + random.random() / 2)
+        hint = _retry_hint_s(exc) if exc is not None else None
+        if hint is not None:
+            delay = min(self.max_delay_s, max(delay, hint))
+        return delay
+
+
+def _describe(exc: BaseException) -> tuple[int | None, str]:
+    if isinstance(exc, genai_errors.APIError):
+        return exc.code, str(exc.status or "")
+    if isinstance(exc, TimeoutError):
+        return None, "TIMEOUT"
+    return None, type(exc).__name__
+
+
+async def request_with_retries(
+    request: Callable[[], Awaitable[T]],
+    *,
+    model: str,
+    max_retries: int,
+    backoff: Backoff,
+    timeout_s: float,
+    event: str,
+    **fields: Any,
+) -> tuple[T, int, int]:
+    """Run one HTTP request, retrying transient failures -> (result, attempt, latency_ms).
+
+    Raises GeminiRequestError at once for a non-transient status, GeminiUnavailable once
+    1 + max_retries attempts have failed transiently.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        started = time.perf_counter()
+        try:
+            result = await asyncio.wait_for(request(), timeout=timeout_s)
+        except CALL_ERRORS as exc:
+            latency_ms = round((time.perf_counter() - started) * 1000)
+            code, status = _describe(exc)
+            what = f"{code} {status}" if code is not None else status
+            transient = not isinstance(exc, genai_errors.APIError) or exc.code in TRANSIENT_CODES
+            log.warning(
+                f"{event}_failed",
+                model=model,
+                attempt=attempt,
+                code=code,
+                status=status,
+                latency_ms=latency_ms,
+                transient=transient,
+                error=str(exc)[:300],
+                **fields,
+            )
+            if not transient:
+                detail = getattr(exc, "message", None) or exc
+                raise GeminiRequestError(
+                    f"Gemini rejected the request to {model}: {what}: {detail}", model=model, code=code, status=status
+                ) from exc
+            if attempt > max_retries:
+                raise GeminiUnavailable(
+                    f"Gemini {model} failed {attempt} times; last: {what}", model=model, code=code, status=status
+                ) from exc
+            await asyncio.sleep(backoff.delay(attempt, exc))
+            continue
+        return result, attempt, round((time.perf_counter() - started) * 1000)
+
