@@ -108,7 +108,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.resolved_allowed_hosts)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: before anything reads the body
-    # MCP over streamable HTTP at /mcp/ (docs/mcp.md); its session manager runs in the lifespan above.
+    # MCP over streamable HTTP at /mcp/ (README "Use with an agent"); its session manager runs in the lifespan above.
     mcp_sessions = None
     if settings.mcp_transport == "http":
         from service.mcp.server import mount_http

@@ -1,4 +1,19 @@
-"""One exception root for the service; the API maps each kind to an HTTP status in one handler."""
+"""One exception root for the service; the API maps each kind to an HTTP status in one handler
+(service/app.py: `status_code` of the class; 401 adds WWW-Authenticate, 429 adds Retry-After).
+
+Every exception class of the service, and where it lives:
+
+- here: ServiceError (500), DomainError (400), PayloadTooLarge (413), NotFound (404),
+  DependencyUnavailable (503: a store, Redis or Gemini unavailable; the worker retries it),
+  StoreConfigError (500), Unauthorized (401), Forbidden (403), RateLimited (429);
+- service/ai/gemini/client.py: GeminiError and its kinds GeminiUnavailable (also a
+  DependencyUnavailable), GeminiRequestError, GeminiResponseError; Malformed (internal: an answer
+  that is not the JSON asked for, retried, never leaves the module);
+- service/outbox.py: MemoryBusy (409: another job holds a memory's lock; the worker retries it);
+- service/mcp/backend.py: ApiError (the REST API's 4xx/5xx, seen by the stdio MCP server).
+
+What the worker retries and what ends a task failed is decided in one place: worker/jobs.py (is_transient).
+"""
 
 from __future__ import annotations
 

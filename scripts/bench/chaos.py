@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import random
 import shutil
@@ -61,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.integration.procs importable from a checkout
 
+from scripts.bench.common import pct  # noqa: E402
 from tests.integration.procs import free_port, start_neo4j, stop, wait_port  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
@@ -83,12 +83,6 @@ SERVICE_START_S = 120.0
 FINAL = ("completed", "failed")
 
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile; 0.0 for an empty list."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 # --------------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
+from scripts.bench.common import pct  # noqa: E402
 from service.domain import Memory, Scope  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
@@ -65,11 +66,6 @@ PROJECT, OTHER_PROJECT = "proj-a", "proj-b"
 MAX_SECONDS = 6 * 3600  # every loop below is bounded by count, and the whole run by this
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 # =================================================================================================

@@ -58,8 +58,6 @@ import math
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -77,6 +75,9 @@ import structlog
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+
+from scripts.bench.common import pct  # noqa: E402
+from tests.integration.procs import free_port, stop, wait_port  # noqa: E402
 
 PROJECTS = tuple(f"proj-{i}" for i in range(5))
 GLOBAL_CATEGORIES = ("preference", "technical_skill", "decision", "workflow", "personal_fact", "interaction")
@@ -146,12 +147,6 @@ QUERY_TEMPLATES = (
 QUERIES_PER_USER = 60
 
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile; 0.0 for an empty list."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,33 +261,6 @@ class RandomVectors:
 # processes
 # --------------------------------------------------------------------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float, name: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited with {proc.returncode} before listening on 127.0.0.1:{port}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{name} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
-
-
-def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def start_neo4j(home: Path, heap: str, pagecache: str) -> tuple[subprocess.Popen[bytes], int]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import random
 import sys
 import time
@@ -52,9 +51,16 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `scripts.bench.common` importable when run as a script
+
+from scripts.bench.common import pct  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
 PLACES = ("Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi")
@@ -105,12 +111,6 @@ ROUTE_EPISODES = "GET /v1/graph/episodes"
 ROUTE_HEALTH = "GET /health"
 
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile; 0.0 for an empty list."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
 # --------------------------------------------------------------------------------------------

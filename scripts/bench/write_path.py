@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
+from scripts.bench.common import pct  # noqa: E402
+
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
     "Prefers {x} for {y}",
@@ -59,12 +61,6 @@ def make_texts(n: int, run_tag: str) -> list[str]:
     ]
 
 
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile; 0.0 for an empty list."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 async def submit(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, body: dict[str, str]) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.deps import ServiceDep
-from service.api.security import CallerDep, OptionalUserQuery
+from service.api.params import OptionalUserQuery, ProjectPath
+from service.api.security import CallerDep
 from service.context_format import render_markdown
-from service.domain import ID_PATTERN
 from service.schemas import ContextResponse
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
@@ -40,7 +40,7 @@ async def global_context(
 async def project_context(
     service: ServiceDep,
     caller: CallerDep,
-    project_id: Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)],
+    project_id: ProjectPath,
     user_id: OptionalUserQuery = None,
     format: Format = "json",
     max_chars: MaxChars = 4000,

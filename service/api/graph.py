@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from service.api.deps import ServiceDep
-from service.api.security import CallerDep, OptionalUserQuery
-from service.domain import ID_PATTERN
+from service.api.params import Cursor, GraphProjectQuery, OptionalUserQuery, PageLimit
+from service.api.security import CallerDep
 from service.schemas import GraphPage, GraphSearchRequest, GraphSearchResponse
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
-ProjectQuery = Annotated[
-    str | None,
-    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="With project_id: global + that project's graph; without: every group of the user"),
-]
-Limit = Annotated[int, Query(ge=1, le=500)]
-Cursor = Annotated[str | None, Query(max_length=64)]
 
 
 @router.post("/search", response_model=GraphSearchResponse)
@@ -29,8 +20,8 @@ async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: Cal
 
 @router.get("/nodes", response_model=GraphPage)
 async def nodes(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
-    limit: Limit = 100, cursor: Cursor = None,
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    limit: PageLimit = 100, cursor: Cursor = None,
 ) -> GraphPage:
     page = await service.list_nodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
@@ -41,8 +32,8 @@ async def edges(
     service: ServiceDep,
     caller: CallerDep,
     user_id: OptionalUserQuery = None,
-    project_id: ProjectQuery = None,
-    limit: Limit = 100,
+    project_id: GraphProjectQuery = None,
+    limit: PageLimit = 100,
     cursor: Cursor = None,
     include_history: bool = False,
 ) -> GraphPage:
@@ -52,8 +43,8 @@ async def edges(
 
 @router.get("/episodes", response_model=GraphPage)
 async def episodes(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: ProjectQuery = None,
-    limit: Limit = 100, cursor: Cursor = None,
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    limit: PageLimit = 100, cursor: Cursor = None,
 ) -> GraphPage:
     page = await service.list_episodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Query
+from fastapi import APIRouter, Body, Query
 
 from service.api.deps import DepsDep
+from service.api.params import RunId
 from service.api.security import CallerDep
 from service.errors import NotFound
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
@@ -15,7 +16,6 @@ from service.schemas import DedupAccepted, DedupRequest, DedupRunList, DedupRunR
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 
-RunId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
 @router.post("/dedup", status_code=202, response_model=DedupAccepted)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from service.api.deps import ServiceDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.security import CallerDep, OptionalUserQuery
-from service.domain import ID_PATTERN, Scope
+from service.api.params import Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
+from service.api.security import CallerDep
+from service.domain import Scope
 from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,
@@ -23,14 +24,6 @@ from service.schemas import (
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
-OwnerQuery = Annotated[
-    str | None,
-    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="When given, the memory must belong to this user (else 404). With a user API key it may "
-                      "be omitted (the key's user); naming another user is 403."),
-]
-IdQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
-MemoryId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 
 
 @router.post("", status_code=202, response_model=AcceptedResponse)
@@ -55,8 +48,7 @@ async def create_raw_memory(
 
 @router.get("/status/{task_id}", response_model=TaskResponse)
 async def task_status(
-    service: ServiceDep, caller: CallerDep,
-    task_id: str = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$"),
+    task_id: TaskId, service: ServiceDep, caller: CallerDep,
 ) -> TaskResponse:
     return await service.task_status(task_id, caller.user_filter(None))
 
@@ -70,8 +62,8 @@ async def list_memories(
     category: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     project_id: IdQuery = None,
     agent_id: IdQuery = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    limit: PageLimit = 50,
+    cursor: Cursor = None,
 ) -> MemoryPage:
     """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
     Without scope and project_id: everything of the user; with project_id: global + that project."""

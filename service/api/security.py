@@ -11,13 +11,12 @@ import time
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Request
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
-from service.domain import ID_PATTERN
 from service.errors import DependencyUnavailable, RateLimited, Unauthorized
 from service.queue import redis_guard
 
@@ -83,12 +82,6 @@ async def get_caller(request: Request) -> Caller:
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
-OptionalUserQuery = Annotated[
-    str | None,
-    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="The user the request acts for. With a user API key it may be omitted (the key's user); "
-                      "naming another user is 403. Required with an admin key or AUTH_MODE=none."),
-]
 
 
 def is_write(method: str, path: str) -> bool:

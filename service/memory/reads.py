@@ -67,7 +67,7 @@ class MemoryReads(MemoryBase):
         return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
 
     async def context(self, user_id: str, project_id: str | None, per_category: int = 200) -> ContextResponse:
-        """The user's global memories plus the project's, grouped by category (DESIGN.md §4 order),
+        """The user's global memories plus the project's, grouped by category (in the order of CATEGORIES),
         oldest first within a category."""
         flt = MemoryFilter(user_id=user_id, project_id=project_id)
         memories: list[Memory] = []

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from service.domain import Memory, Scope
 
-# Payload fields that get an index (DESIGN.md §5). user_id is the tenant key.
+# Payload fields that get an index (docs/architecture.md, "Data model"). user_id is the tenant key.
 INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
 
 

@@ -1,0 +1,34 @@
+"""Path, query and header parameter types the routers share (one definition each)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path, Query
+
+from service.domain import ID_PATTERN
+
+OptionalUserQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="The user the request acts for. With a user API key it may be omitted (the key's user); "
+                      "naming another user is 403. Required with an admin key or AUTH_MODE=none."),
+]
+OwnerQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="When given, the memory must belong to this user (else 404). With a user API key it may "
+                      "be omitted (the key's user); naming another user is 403."),
+]
+IdQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+GraphProjectQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="With project_id: global + that project's graph; without: every group of the user"),
+]
+MemoryId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+TaskId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+RunId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+ProjectPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
+PageLimit = Annotated[int, Query(ge=1, le=500)]
+Cursor = Annotated[str | None, Query(max_length=64)]
