@@ -60,13 +60,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.integration.procs importable from a checkout
 
-from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, pct  # noqa: E402
 from tests.integration.procs import free_port, start_neo4j, stop, wait_port  # noqa: E402
 
-PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
-PLACES = ("Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi")
-TOOLS = ("PostgreSQL", "Rust", "Python", "Redis", "Docker", "Kubernetes", "Neo4j", "FastAPI")
-CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge", "decision", "interaction")
 TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
     "{p1} prefers {tool} over {tool2} for side projects",
@@ -212,7 +208,7 @@ def make_writes(n: int, users: list[str], tag: str, rng: random.Random) -> list[
         p1, p2 = rng.sample(PEOPLE, 2)
         tool, tool2 = rng.sample(TOOLS, 2)
         text = rng.choice(TEMPLATES).format(p1=p1, p2=p2, tool=tool, tool2=tool2, place=rng.choice(PLACES))
-        out.append(Write(i, users[i % len(users)], f"{text} (chaos {tag} #{i})", rng.choice(CATEGORIES)))
+        out.append(Write(i, users[i % len(users)], f"{text} (chaos {tag} #{i})", rng.choice(RAW_CATEGORIES)))
     return out
 
 

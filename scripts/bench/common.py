@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import math
 
+# The shared name pool of the write-path benches (soak, chaos): few names, so concurrent jobs contend on
+# the same graph entities, as one user's memories do.
+PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
+PLACES = ("Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi")
+TOOLS = ("PostgreSQL", "Rust", "Python", "Redis", "Docker", "Kubernetes", "Neo4j", "FastAPI")
+RAW_CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge", "decision", "interaction")
+
 
 def pct(values: list[float], q: float) -> float:
     """Nearest-rank percentile (the smallest value with at least q % of the values at or below it);

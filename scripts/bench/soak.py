@@ -60,12 +60,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `scripts.bench.common` importable when run as a script
 
-from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, pct  # noqa: E402
 
-PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
-PLACES = ("Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi")
-TOOLS = ("PostgreSQL", "Rust", "Python", "Redis", "Docker", "Kubernetes", "Neo4j", "FastAPI")
-RAW_CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge", "decision", "interaction")
 RAW_TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
     "{p1} prefers {tool} over {tool2} for side projects",
