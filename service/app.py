@@ -13,7 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 
-from service.api import context, graph, maintenance, memories, meta, search
+from service.api import context, graph, legacy, maintenance, memories, meta, search
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(context.router)
     app.include_router(meta.router)
     app.include_router(maintenance.router)
+    app.include_router(legacy.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])

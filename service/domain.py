@@ -63,7 +63,8 @@ CATEGORIES: dict[str, CategoryInfo] = {
 def check_category(name: str) -> CategoryInfo:
     info = CATEGORIES.get(name)
     if info is None:
-        raise DomainError(f"unknown category '{name}'; valid categories: {', '.join(CATEGORIES)}")
+        # The seed's wording (clients match on it), then the valid names.
+        raise DomainError(f"Invalid category '{name}'. Valid categories: {', '.join(CATEGORIES)}")
     return info
 
 

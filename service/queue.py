@@ -352,6 +352,15 @@ class TaskQueue:
         await self.mark_failed(task_id, reason)
         return "failed"
 
+    async def get_json(self, name: str) -> Any:
+        """A small JSON value under `<queue>:<name>` (None when missing)."""
+        raw = await self._guard("get", self._redis.get(self.key(name)))
+        return json.loads(raw) if raw else None
+
+    async def set_json(self, name: str, value: Any, ttl_s: int | None = None) -> None:
+        await self._guard("set", self._redis.set(self.key(name), json.dumps(value),
+                                                 ex=ttl_s or self._settings.task_ttl_seconds))
+
     async def add_stats(self, **deltas: int) -> None:
         """Cluster-wide write-path counters (`<queue>:stats`), shown by /health."""
         async def run() -> None:

@@ -122,6 +122,11 @@ class Settings(BaseSettings):
     # The API key `python -m service.mcp` (stdio) sends to the API (needed when AUTH_MODE=keys).
     memory_api_key: SecretStr | None = None
 
+    # --- Agent observations (the Claude Code hooks, docs/hooks.md) ---------------------------
+    # task_context memories a hook captured (metadata with session_id and tool) older than this are
+    # removed by a daily maintenance cron; 0 = keep them.
+    observation_ttl_days: int = Field(default=30, ge=0, le=3650)
+
     # --- Dedup (cron) ---------------------------------------------------------------------
     dedup_similarity_threshold: float = Field(default=0.95, gt=0, le=1)
     dedup_batch_size: int = Field(default=100, ge=1, le=10_000)

@@ -16,7 +16,7 @@ from arq.cron import CronJob, cron
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
-from service.maintenance.runs import summary
+from service.maintenance.runs import expire_observations, summary
 from service.maintenance.sweep import DedupSweep
 from service.reconcile import Reconciler
 from service.settings import Settings
@@ -68,6 +68,16 @@ async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     return {"run_id": run_id, "status": report.status, "repairs": report.repairs}
 
 
+async def observation_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Daily: agent observations older than OBSERVATION_TTL_DAYS are deleted (through the queue)."""
+    deps: Deps = ctx["deps"]
+    try:
+        return {"queued": await expire_observations(deps)}
+    except DependencyUnavailable as exc:
+        log.warning("observation_ttl_failed", error=str(exc)[:300])
+        return None
+
+
 def cron_jobs(settings: Settings) -> list[CronJob]:
     every = settings.reconcile_interval_seconds
     jobs = [
@@ -76,6 +86,9 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
     ]
     if settings.reconcile_cron_enabled:
         jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=settings.reconcile_cron_hour, minute=30,
+                         unique=True, run_at_startup=False, max_tries=1))
+    if settings.observation_ttl_days > 0:
+        jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=settings.reconcile_cron_hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
     if settings.dedup_cron_enabled:
         jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,

@@ -5,16 +5,18 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from service.deps import Deps
-from service.jobs import DedupJob, ReconcileJob
+from service.jobs import DedupJob, DeleteJob, ReconcileJob
 from service.maintenance.records import RunStore
 from service.maintenance.sweep import DedupSweep
 from service.queue import now_iso
 from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileRequest
+from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
 
@@ -81,3 +83,29 @@ def make_runs(deps: Deps) -> RunStore:
     return RunStore(deps.redis, deps.settings)
 
 
+async def expire_observations(deps: Deps, limit_per_user: int = 100_000) -> int:
+    """Observations (task_context memories a hook captured: metadata with session_id and tool) older than
+    OBSERVATION_TTL_DAYS go through the normal delete path (so deleting erases). Returns how many were
+    queued for deletion."""
+    days = deps.settings.observation_ttl_days
+    if days <= 0:
+        return 0
+    cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    queued = 0
+    for user in sorted({b.user_id for b in await deps.vectors.boundaries(None)}):
+        flt = MemoryFilter(user_id=user, all_scopes=True, categories=("task_context",))
+        old: list[str] = []
+        cursor: str | None = None
+        for _ in range(limit_per_user // 500 + 1):
+            page, cursor = await deps.vectors.scroll(flt, 500, cursor)
+            old += [m.id for m in page if "session_id" in m.metadata and "tool" in m.metadata
+                    and m.created_at < cutoff]
+            if cursor is None:
+                break
+        for start in range(0, len(old), 1000):
+            ids = old[start : start + 1000]
+            await deps.tasks.enqueue(DeleteJob(user_id=user, memory_ids=ids), {"expire": ids})
+            queued += len(ids)
+    if queued:
+        log.info("observations_expired", queued=queued, ttl_days=days)
+    return queued

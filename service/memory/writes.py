@@ -155,7 +155,14 @@ class MemoryWrites(MemoryBase):
             updated_at=job.accepted_at,
             task_id=task_id,
         )
+        folded = await self._fold(task_id, job)
+        if folded is not None:
+            return folded
         graph = await self.write_memories(task_id, [memory], [self.links_of(memory)])
+        session, fold_key = job.metadata.get("session_id"), job.metadata.get("fold_key")
+        if isinstance(session, str) and session and isinstance(fold_key, str) and fold_key:
+            await self.tasks.set_json(self._fold_pointer(job, session),
+                                      {"fold_key": fold_key, "memory_id": memory.id, "count": 1, "last_task": task_id})
         return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
 
     def links_of(self, memory: Memory) -> MemoryLinks:
@@ -176,25 +183,56 @@ class MemoryWrites(MemoryBase):
             if current.updated_at > job.accepted_at:  # a newer update landed first: this one is history
                 return {"memories": [MemoryOut.of(current).model_dump(mode="json")], "invalidated_edges": [],
                         "graph": "stored", "superseded": True}
-            updated = current.model_copy(update={
-                "content": job.content,
-                "category": job.category or current.category,
-                "hash": content_hash(job.content),
-                "updated_at": job.accepted_at,
-                "task_id": task_id,
-                "stored_at": now_iso(),
-            })
-            links = self.links_of(updated)
-            intent = Intent(op="replace", task_id=task_id, user_id=updated.user_id, memories=[updated],
-                            links=Intent.of_links([links]), now=job.accepted_at)
-            await self.outbox.put(intent)
-            [vector] = await self.embedder.embed([job.content])
-            await self.vectors.upsert([updated], [vector])
-            invalidated = await self._graph_step(
-                intent, self.graph_writer.replace(updated.user_id, updated, links, job.accepted_at))
+            return await self._replace(task_id, current, job.content, job.category or current.category,
+                                       current.metadata, job.accepted_at)
+
+    async def _replace(
+        self, task_id: str, current: Memory, content: str, category: str, metadata: dict[str, Any], accepted_at: str
+    ) -> dict[str, Any]:
+        """New content for an existing memory in both stores (the caller holds the memory's lock)."""
+        updated = current.model_copy(update={
+            "content": content, "category": category, "hash": content_hash(content), "metadata": metadata,
+            "updated_at": accepted_at, "task_id": task_id, "stored_at": now_iso(),
+        })
+        links = self.links_of(updated)
+        intent = Intent(op="replace", task_id=task_id, user_id=updated.user_id, memories=[updated],
+                        links=Intent.of_links([links]), now=accepted_at)
+        await self.outbox.put(intent)
+        [vector] = await self.embedder.embed([content])
+        await self.vectors.upsert([updated], [vector])
+        invalidated = await self._graph_step(
+            intent, self.graph_writer.replace(updated.user_id, updated, links, accepted_at))
         log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated or []))
         return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated or [],
                 "graph": "stored" if invalidated is not None else "pending"}
+
+    async def _fold(self, task_id: str, job: RawJob) -> dict[str, Any] | None:
+        """An observation that repeats the session's previous one (same `metadata.fold_key`, e.g. the same
+        file edited again) folds into that memory with a count instead of being stored again. None: not a
+        repeat (the caller stores it and it becomes the session's previous observation)."""
+        fold_key, session = job.metadata.get("fold_key"), job.metadata.get("session_id")
+        if not (isinstance(fold_key, str) and fold_key and isinstance(session, str) and session):
+            return None
+        pointer = await self.tasks.get_json(self._fold_pointer(job, session))
+        if not pointer or pointer.get("fold_key") != fold_key:
+            return None
+        async with self.locks.hold([pointer["memory_id"]]):
+            found = [m for m in await self.vectors.get([pointer["memory_id"]]) if m.user_id == job.user_id]
+            if not found:
+                return None  # deleted meanwhile: store a new one
+            [current] = found
+            replay = pointer.get("last_task") == task_id
+            count = int(pointer.get("count", 1)) + (0 if replay else 1)
+            content = f"{job.content} (x{count})"
+            result = await self._replace(task_id, current, content, current.category,
+                                         {**job.metadata, "count": count}, job.accepted_at)
+        await self.tasks.set_json(self._fold_pointer(job, session),
+                                  {**pointer, "count": count, "last_task": task_id})
+        return {**result, "folded": True, "count": count}
+
+    @staticmethod
+    def _fold_pointer(job: RawJob, session: str) -> str:
+        return f"fold:{job.user_id}:{job.project_id or '-'}:{session}"
 
     async def apply_delete(self, task_id: str, job: DeleteJob) -> dict[str, Any]:
         """Remove vectors, mark (:Memory) nodes deleted, expire edges no live memory supports.

@@ -274,11 +274,11 @@ async def test_bad_arguments_are_tool_errors(api: str, transport: str) -> None:
     user = unique(f"mcp-bad-{transport}")
     async with connect(transport, api) as client:
         msg = await fails(client, "remember", content="x", user_id=user, category="favourite_color")
-        assert "unknown category 'favourite_color'" in msg and "preference" in msg
+        assert "Invalid category 'favourite_color'" in msg and "preference" in msg
         msg = await fails(client, "recall_memories", query="x", user_id=user, categories=["nope"])
-        assert "unknown category 'nope'" in msg
+        assert "Invalid category 'nope'" in msg
         msg = await fails(client, "list_memories", user_id=user, category="nope")
-        assert "unknown category 'nope'" in msg
+        assert "Invalid category 'nope'" in msg
 
         msg = await fails(client, "remember", content="x", category="preference")
         assert "user_id" in msg and "required" in msg.lower()

@@ -25,6 +25,8 @@ PUBLIC_ROUTES = {
     ("GET", "/health"),
     ("POST", "/v1/maintenance/dedup"),
     ("POST", "/v1/maintenance/reconcile"),
+    ("POST", "/memories/async"),
+    ("GET", "/memories/status/{task_id}"),
     ("GET", "/v1/maintenance/runs"),
     ("GET", "/v1/maintenance/runs/{run_id}"),
 }
