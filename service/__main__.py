@@ -2,6 +2,8 @@
 
 `python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
+`python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
+`python -m service.hooks ...`, docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -74,11 +76,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     listing.add_argument("--user", default=None)
     revoke = keys.add_parser("revoke", help="revoke a key: refused from the next request on")
     revoke.add_argument("key_id")
+    hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
+    hooks.add_argument("hook", choices=["session-start", "post-tool-use", "stop"])
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "hooks":  # a client of the API: no settings of the service, always exit 0
+        from service.hooks.__main__ import main as hook_main
+
+        return hook_main([args.hook])
     settings = Settings()
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))

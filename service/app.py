@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
@@ -18,6 +19,7 @@ from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
 from service.logging import configure_logging
+from service.metrics import HTTP_DURATION
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -80,10 +82,16 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     async def bind_request_id(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(request_id=request_id[:64])
+        started = time.perf_counter()
+        status = 500
         try:
             response = await call_next(request)
+            status = response.status_code
         finally:
             structlog.contextvars.unbind_contextvars("request_id")
+            route = request.scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"  # the template, never the ids in a path
+            HTTP_DURATION.labels(template, request.method, str(status)).observe(time.perf_counter() - started)
         response.headers["x-request-id"] = request_id[:64]
         return response
 

@@ -295,6 +295,15 @@ class TaskQueue:
     async def pending_count(self) -> int:
         return int(await self._guard("pending", self._redis.zcard(self.pending_key)))
 
+    async def queued_jobs(self) -> int:
+        """Jobs in ARQ's queue (waiting or deferred)."""
+        return int(await self._guard("queue depth", self._redis.zcard(self._settings.arq_queue_name)))
+
+    async def oldest_pending_age_s(self) -> float:
+        first = aw(self._redis.zrange(self.pending_key, 0, 0, withscores=True))
+        oldest: list[Any] = await self._guard("pending", first)
+        return max(0.0, time.time() - oldest[0][1] / 1000) if oldest else 0.0
+
     async def is_pending(self, task_id: str) -> bool:
         return await self._guard("pending", self._redis.zscore(self.pending_key, task_id)) is not None
 

@@ -28,6 +28,7 @@ from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable
 from service.maintenance.records import RunStore
 from service.memory import MemoryService
+from service.metrics import RECONCILE_REPAIRS
 from service.outbox import Intent
 from service.queue import now_iso
 from service.schemas import DedupRunReport
@@ -93,6 +94,8 @@ class Reconciler:
         await self.s.outbox.clear(intent.task_id)
         await self.s.tasks.set_graph_state(intent.task_id, "stored")
         await self.s.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
+        if landed:
+            RECONCILE_REPAIRS.labels(f"outbox_{intent.op}").inc()
         return "landed" if landed else "skipped"
 
     async def _apply(self, intent: Intent) -> bool:
@@ -187,6 +190,8 @@ class Reconciler:
                  "vector_of_deleted_memory": of_deleted, "delete_finished": finish_delete}
         for kind, ids in found.items():
             report.repairs[kind] = report.repairs.get(kind, 0) + len(ids)
+            if ids and not dry_run:
+                RECONCILE_REPAIRS.labels(kind).inc(len(ids))
             if ids:
                 report.repaired_ids.setdefault(user, {})[kind] = ids[:REPORT_IDS]
         if any(found.values()):

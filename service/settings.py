@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     # The API key `python -m service.mcp` (stdio) sends to the API (needed when AUTH_MODE=keys).
     memory_api_key: SecretStr | None = None
 
+    # --- Metrics (Prometheus) ---------------------------------------------------------------
+    # With AUTH_MODE=keys, GET /metrics needs an admin key or this token (Authorization: Bearer <token>).
+    metrics_token: SecretStr | None = None
+    # A standalone worker serves its metrics on this port (unset = none).
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+
     # --- Agent observations (the Claude Code hooks, docs/hooks.md) ---------------------------
     # task_context memories a hook captured (metadata with session_id and tool) older than this are
     # removed by a daily maintenance cron; 0 = keep them.

@@ -23,6 +23,10 @@ async def startup(ctx: dict[str, Any]) -> None:
             "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
         )
     ctx["deps"] = await build_deps(settings)
+    if settings.worker_metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

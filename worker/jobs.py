@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from service.deps import Deps
 from service.errors import DependencyUnavailable
 from service.jobs import ConversationJob, DedupJob, DeleteJob, RawJob, ReconcileJob, UpdateJob
 from service.maintenance.runs import run_requested_dedup
+from service.metrics import JOB_DURATION, JOBS
 from service.outbox import MemoryBusy
 from service.queue import LEASE_TTL_S
 from service.reconcile import Reconciler
@@ -78,6 +80,9 @@ async def run_job(
     retries_before = (deps.graph.transient_retries, deps.graph.deadlock_retries)
     structlog.contextvars.bind_contextvars(task_id=task_id, user_id=raw.get("user_id"), kind=raw.get("kind"))
     lease: asyncio.Task[None] | None = None
+    kind = str(raw.get("kind") or model.__name__)
+    started = time.perf_counter()
+    outcome = "failed"
     try:
         try:
             job = model.model_validate(raw)
@@ -92,14 +97,18 @@ async def run_job(
             if is_transient(exc) and attempt < settings.arq_max_retries:
                 defer = backoff(attempt)
                 log.warning("job_retry", attempt=attempt, defer_s=defer, error=f"{type(exc).__name__}: {exc}"[:500])
+                outcome = "retried"
                 raise Retry(defer=defer) from exc
             reason = _reason(exc, attempt)
             log.error("job_failed", attempt=attempt, reason=reason, exc_info=not is_transient(exc))
             await _fail(deps, task_id, reason)
             return
+        outcome = "completed"
         log.info("job_completed", attempt=attempt, memories=len(result.get("memories", [])),
                  graph=result.get("graph"))
     finally:
+        JOBS.labels(kind, outcome).inc()
+        JOB_DURATION.labels(kind).observe(time.perf_counter() - started)
         if lease is not None:
             lease.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Awaitable, Callable
 
 import structlog
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
-from service.api.security import CallerDep
+from service.api.security import CallerDep, api_key_of, caller_of
 from service.domain import CATEGORIES
-from service.errors import DependencyUnavailable
+from service.errors import DependencyUnavailable, Forbidden
+from service.metrics import exposition
 from service.schemas import CategoryOut, HealthResponse, WritePathHealth
 
 router = APIRouter(tags=["meta"])
@@ -36,6 +38,24 @@ async def _check(ping: Callable[[], Awaitable[None]], limit_s: float) -> str:
         return "ok"
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"[:300]
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(deps: DepsDep, request: Request) -> Response:
+    """Prometheus metrics. With AUTH_MODE=keys: an admin key, or `Authorization: Bearer <METRICS_TOKEN>`."""
+    if deps.settings.resolved_auth_mode == "keys":
+        token = api_key_of(request.headers)
+        expected = deps.settings.metrics_token.get_secret_value() if deps.settings.metrics_token else None
+        if not (token and expected and hmac.compare_digest(token, expected)):
+            caller = await caller_of(deps, request.headers)
+            if not caller.admin:
+                raise Forbidden("/metrics needs an admin key or METRICS_TOKEN")
+    try:
+        await deps.service.refresh_gauges()
+    except DependencyUnavailable as exc:  # the process's own counters are still worth answering with
+        log.warning("metrics_gauges_unavailable", error=str(exc)[:200])
+    body, content_type = exposition()
+    return Response(body, media_type=content_type)
 
 
 @router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})

@@ -57,6 +57,7 @@ from service.maintenance.records import (
     extend_capped,
     record_phase,
 )
+from service.metrics import DEDUP_REMOVED
 from service.outbox import MemoryLocks
 from service.queue import now_iso
 from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport
@@ -356,6 +357,9 @@ class DedupSweep:
                 await self.pending.done(not_deleted)
         record_phase(user.exact, plan.exact, removable, deleted, plan.scanned)
         record_phase(user.near, plan.near, removable, deleted, plan.near_scanned)
+        if not state.dry_run:
+            DEDUP_REMOVED.labels("exact").inc(sum(1 for r in exact_ids if r in deleted))
+            DEDUP_REMOVED.labels("near").inc(sum(1 for r in near_ids if r in deleted))
         if failure is not None:
             raise failure
         if state.dry_run or not deleted:

@@ -12,6 +12,7 @@ from service.domain import CATEGORIES, Memory, check_category, normalise
 from service.errors import DependencyUnavailable, NotFound
 from service.memory.base import MemoryBase
 from service.memory.mapping import fact_out, graph_result, vector_result
+from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST, SEARCH_DURATION, timed
 from service.schemas import (
     ContextGroup,
     ContextResponse,
@@ -30,7 +31,7 @@ from service.stores.graph import (
     Page,
     groups_for,
 )
-from service.stores.vector import MemoryFilter
+from service.stores.vector import MemoryFilter, ScoredMemory
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -106,12 +107,20 @@ class MemoryReads(MemoryBase):
         degraded=["graph"]. `categories` filters the vector memories; graph facts have none.
         """
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
-        [vector] = await self.embedder.embed([req.query])
         flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories)
-        hits, (facts, degraded) = await asyncio.gather(
-            self.vectors.search(vector, flt, req.limit),
-            self._graph_facts(user_id, req.project_id, req.query, req.limit),
-        )
+
+        async def vector_half() -> list[ScoredMemory]:
+            with timed(SEARCH_DURATION, retriever="vector"):
+                [vector] = await self.embedder.embed([req.query])
+                return await self.vectors.search(vector, flt, req.limit)
+
+        async def graph_half() -> tuple[list[GraphFact], list[str]]:
+            with timed(SEARCH_DURATION, retriever="graph"):
+                return await self._graph_facts(user_id, req.project_id, req.query, req.limit)
+
+        # the graph half starts at once, beside the query's embedding
+        with timed(SEARCH_DURATION, retriever="merged"):
+            hits, (facts, degraded) = await asyncio.gather(vector_half(), graph_half())
         facts = await self._live_facts(user_id, facts)
         vector_results = [vector_result(h) for h in hits]
         shown_ids = {h.memory.id for h in hits}
@@ -166,6 +175,13 @@ class MemoryReads(MemoryBase):
 
     async def list_episodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> Page:
         return await self.graph.list_episodes(user_id, groups_for(project_id) if project_id else None, limit, cursor)
+
+    async def refresh_gauges(self) -> None:
+        """Queue, task and outbox gauges, read from Redis when /metrics is scraped."""
+        depth, _ = await self.outbox.stats()
+        OUTBOX_DEPTH.set(depth)
+        QUEUE_DEPTH.set(await self.tasks.queued_jobs())
+        QUEUE_OLDEST.set(await self.tasks.oldest_pending_age_s())
 
     async def write_path_stats(self) -> WritePathHealth:
         """The write path's backlog for /health (Redis must be up)."""

@@ -14,6 +14,7 @@ from service.domain import Memory, Message, Scope, check_category, content_hash,
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
 from service.memory.base import MemoryBase
+from service.metrics import LLM_CALLS, LLM_TOKENS, STAGE, timed
 from service.outbox import Intent
 from service.queue import now_iso
 from service.schemas import (
@@ -84,7 +85,13 @@ class MemoryWrites(MemoryBase):
             extraction = ExtractionResult.model_validate_json(cached)
         else:
             messages = [Message.model_validate(m) for m in job.messages]
-            extraction = await self.extractor.extract(messages, project_id)
+            with timed(STAGE, stage="extract"):
+                extraction = await self.extractor.extract(messages, project_id)
+            usage = extraction.usage
+            if usage.calls:
+                LLM_CALLS.labels("extract", extraction.extractor, "ok").inc(usage.calls)
+                LLM_TOKENS.labels("extract", extraction.extractor, "prompt").inc(usage.prompt_tokens)
+                LLM_TOKENS.labels("extract", extraction.extractor, "output").inc(usage.output_tokens)
             await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
         memories: list[Memory] = []
         links: list[MemoryLinks] = []
@@ -342,9 +349,12 @@ class MemoryWrites(MemoryBase):
         intent = Intent(op="upsert", task_id=task_id, user_id=user_id, memories=memories,
                         links=Intent.of_links(links))
         await self.outbox.put(intent)
-        vectors = await self.embedder.embed([m.content for m in memories])
-        await self.vectors.upsert(memories, vectors)
-        done = await self._graph_step(intent, self._upsert_graph(user_id, memories, links))
+        with timed(STAGE, stage="embed"):
+            vectors = await self.embedder.embed([m.content for m in memories])
+        with timed(STAGE, stage="vector"):
+            await self.vectors.upsert(memories, vectors)
+        with timed(STAGE, stage="graph"):
+            done = await self._graph_step(intent, self._upsert_graph(user_id, memories, links))
         log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=bool(done))
         return "stored" if done else "pending"
 

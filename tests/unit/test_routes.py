@@ -23,6 +23,7 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/context/{project_id}"),
     ("GET", "/v1/categories"),
     ("GET", "/health"),
+    ("GET", "/metrics"),
     ("POST", "/v1/maintenance/dedup"),
     ("POST", "/v1/maintenance/reconcile"),
     ("POST", "/memories/async"),

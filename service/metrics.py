@@ -1,0 +1,46 @@
+"""Prometheus metrics (prometheus-client): what the API and the worker do, with low-cardinality labels only
+(never a user id, a memory id or a task id).
+
+The API serves them at `GET /metrics` (an admin key or `METRICS_TOKEN` under AUTH_MODE=keys); a standalone
+worker serves its own on `WORKER_METRICS_PORT`. Queue and outbox gauges are read from Redis when scraped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+HTTP_DURATION = Histogram(
+    "http_request_duration_seconds", "HTTP request duration by route template, method and status",
+    ["route", "method", "status"],
+)
+QUEUE_DEPTH = Gauge("memory_queue_depth", "Jobs waiting in the ARQ queue")
+QUEUE_OLDEST = Gauge("memory_queue_oldest_age_seconds", "Age of the oldest task not ended yet")
+OUTBOX_DEPTH = Gauge("memory_outbox_depth", "Write intents not yet held by both stores")
+JOBS = Counter("memory_jobs_total", "Jobs by kind and outcome (completed, retried, failed)", ["kind", "outcome"])
+JOB_DURATION = Histogram("memory_job_duration_seconds", "Job duration by kind", ["kind"])
+STAGE = Histogram("memory_job_stage_seconds", "Time in each stage of a write", ["stage"])
+LLM_CALLS = Counter("memory_llm_calls_total", "LLM calls by stage, model and outcome", ["stage", "model", "outcome"])
+LLM_TOKENS = Counter("memory_llm_tokens_total", "LLM tokens by stage, model and kind (prompt, output)",
+                     ["stage", "model", "kind"])
+DEDUP_REMOVED = Counter("memory_dedup_removed_total", "Memories removed by the dedup sweep", ["phase"])
+RECONCILE_REPAIRS = Counter("memory_reconcile_repairs_total", "Repairs by the reconciler", ["kind"])
+SEARCH_DURATION = Histogram("memory_search_duration_seconds", "Search time by retriever (vector, graph, merged)",
+                            ["retriever"])
+
+
+@contextmanager
+def timed(histogram: Histogram, **labels: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        histogram.labels(**labels).observe(time.perf_counter() - started)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The current metrics in the Prometheus text format, and its content type."""
+    return generate_latest(), CONTENT_TYPE_LATEST
