@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from service.settings import Settings
 
@@ -35,3 +41,33 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
     }
     base.update(overrides)
     return Settings(_env_file=None, **base)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def hanging_url() -> Iterator[str]:
+    """A listening socket that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.settimeout(0.1)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        deadline = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        listener.close()

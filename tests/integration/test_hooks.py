@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,34 +235,6 @@ def closed_url() -> str:
     return f"http://127.0.0.1:{free_port()}"
 
 
-@pytest.fixture
-def hanging_url() -> Iterator[str]:
-    """A listening socket that accepts connections and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    listener.settimeout(0.1)
-    held: list[socket.socket] = []
-    done = threading.Event()
-
-    def accept() -> None:
-        deadline = time.monotonic() + 120
-        while not done.is_set() and time.monotonic() < deadline:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        done.set()
-        thread.join(5)
-        for conn in held:
-            conn.close()
-        listener.close()
 
 
 CASES = [
