@@ -14,7 +14,7 @@ from service.domain import Memory, Message, Scope, check_category, content_hash,
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
 from service.memory.base import MemoryBase
-from service.metrics import LLM_CALLS, LLM_TOKENS, STAGE, timed
+from service.metrics import STAGE, timed
 from service.outbox import Intent
 from service.queue import now_iso
 from service.schemas import (
@@ -85,13 +85,8 @@ class MemoryWrites(MemoryBase):
             extraction = ExtractionResult.model_validate_json(cached)
         else:
             messages = [Message.model_validate(m) for m in job.messages]
-            with timed(STAGE, stage="extract"):
+            with timed(STAGE, stage="extract"):  # LLM calls and tokens are counted per call by the Gemini client
                 extraction = await self.extractor.extract(messages, project_id)
-            usage = extraction.usage
-            if usage.calls:
-                LLM_CALLS.labels("extract", extraction.extractor, "ok").inc(usage.calls)
-                LLM_TOKENS.labels("extract", extraction.extractor, "prompt").inc(usage.prompt_tokens)
-                LLM_TOKENS.labels("extract", extraction.extractor, "output").inc(usage.output_tokens)
             await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
         memories: list[Memory] = []
         links: list[MemoryLinks] = []

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
@@ -117,10 +118,19 @@ async def test_fallback_model_after_repeated_503(gemini_stack: tuple[httpx.Async
     fake.reset()
     fake.respond_with(FACTS)
     fake.script(PRIMARY, [503, 503, 503, 503])
+
+    def calls(model: str, outcome: str) -> float:
+        return REGISTRY.get_sample_value(
+            "memory_llm_calls_total", {"stage": "extract", "model": model, "outcome": outcome}) or 0.0
+
+    before = (calls(PRIMARY, "retried"), calls(PRIMARY, "failed"), calls(FALLBACK, "ok"))
     done = await _run(client, unique("fallback"))
     assert done["status"] == "completed", done
     assert done["result"]["extractor"] == FALLBACK  # type: ignore[index]
     assert fake.models("generateContent") == [PRIMARY] * 4 + [FALLBACK]
+    # the per-call LLM metrics: 3 retried 503s and the last one given up on, then the fallback's answer
+    after = (calls(PRIMARY, "retried"), calls(PRIMARY, "failed"), calls(FALLBACK, "ok"))
+    assert [a - b for a, b in zip(after, before, strict=True)] == [3, 1, 1]
 
 
 async def test_malformed_output_is_retried_then_reported(gemini_stack: tuple[httpx.AsyncClient, Deps],

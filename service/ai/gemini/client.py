@@ -17,6 +17,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from service.errors import DependencyUnavailable, ServiceError
+from service.metrics import LLM_CALLS
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -144,6 +145,7 @@ async def request_with_retries(
     backoff: Backoff,
     timeout_s: float,
     event: str,
+    stage: str = "extract",
     **fields: Any,
 ) -> tuple[T, int, int]:
     """Run one HTTP request, retrying transient failures -> (result, attempt, latency_ms).
@@ -162,6 +164,7 @@ async def request_with_retries(
             code, status = _describe(exc)
             what = f"{code} {status}" if code is not None else status
             transient = not isinstance(exc, genai_errors.APIError) or exc.code in TRANSIENT_CODES
+            LLM_CALLS.labels(stage, model, "retried" if transient and attempt <= max_retries else "failed").inc()
             log.warning(
                 f"{event}_failed",
                 model=model,
@@ -184,5 +187,6 @@ async def request_with_retries(
                 ) from exc
             await asyncio.sleep(backoff.delay(attempt, exc))
             continue
+        LLM_CALLS.labels(stage, model, "ok").inc()
         return result, attempt, round((time.perf_counter() - started) * 1000)
 

@@ -68,6 +68,7 @@ class GeminiEmbedder:
             backoff=self._backoff,
             timeout_s=self._timeout_s,
             event="gemini_embed",
+            stage="embed",
             batch=len(texts),
         )
         vectors = [list(e.values or []) for e in (response.embeddings or [])]

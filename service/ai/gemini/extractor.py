@@ -35,6 +35,7 @@ from service.ai.gemini.client import (
 )
 from service.ai.gemini.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation, render_message
 from service.domain import normalise
+from service.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 
@@ -219,6 +220,8 @@ class GeminiExtractor:
             )
             call_usage = _usage_of(response)
             usage = usage.add(call_usage)
+            LLM_TOKENS.labels("extract", model, "prompt").inc(call_usage.prompt_tokens)
+            LLM_TOKENS.labels("extract", model, "output").inc(call_usage.output_tokens)
             tokens = {
                 "prompt_tokens": call_usage.prompt_tokens,
                 "output_tokens": call_usage.output_tokens,
