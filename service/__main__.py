@@ -2,6 +2,7 @@
 
 `python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
+`python -m service dedup run|runs`, `reconcile` and `stats` drive the running API (service/cli.py).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -63,6 +64,24 @@ async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
         await redis.aclose()
 
 
+def operator_command(settings: Settings, args: argparse.Namespace) -> int:
+    from service import cli
+
+    try:
+        if args.command == "dedup" and args.action == "run":
+            cli.dedup_run(settings, args.user, args.dry_run)
+        elif args.command == "dedup":
+            cli.runs(settings, args.limit)
+        elif args.command == "reconcile":
+            cli.reconcile(settings, args.user, args.dry_run)
+        else:
+            cli.stats(settings, args.user)
+    except cli.CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m service", description="Serve the memory API, or manage API keys.")
     sub = parser.add_subparsers(dest="command")
@@ -76,6 +95,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     listing.add_argument("--user", default=None)
     revoke = keys.add_parser("revoke", help="revoke a key: refused from the next request on")
     revoke.add_argument("key_id")
+    dedup = sub.add_parser("dedup", help="the dedup sweep (through the running API)").add_subparsers(
+        dest="action", required=True)
+    dedup_run = dedup.add_parser("run", help="start a run and follow it to its end")
+    dedup_run.add_argument("--user", default=None)
+    dedup_run.add_argument("--dry-run", action="store_true")
+    dedup_runs = dedup.add_parser("runs", help="the latest dedup and reconcile runs")
+    dedup_runs.add_argument("--limit", type=int, default=20)
+    rec = sub.add_parser("reconcile", help="a full Qdrant <-> Neo4j reconcile (through the running API)")
+    rec.add_argument("--user", default=None)
+    rec.add_argument("--dry-run", action="store_true")
+    st = sub.add_parser("stats", help="health and the write-path backlog (and one user's memory count)")
+    st.add_argument("--user", default=None)
     hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
     hooks.add_argument("hook", choices=["session-start", "post-tool-use", "stop"])
     return parser.parse_args(argv)
@@ -90,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
+    if args.command in ("dedup", "reconcile", "stats"):
+        return operator_command(settings, args)
     serve(settings)
     return 0
 

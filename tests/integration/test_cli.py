@@ -1,0 +1,54 @@
+"""The operator commands of `python -m service` against a running service, and with the API down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import unique
+from tests.integration.procs import ROOT, free_port, start_service, stop
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
+    env = {"REDIS_URL": os.environ["TEST_REDIS_URL"], "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
+           "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"), "DATA_DIR": str(tmp_path / "data"),
+           "ARQ_QUEUE_NAME": unique("test:cliq"), "EMBEDDER": "hash", "DEDUP_CRON_ENABLED": "false"}
+    proc, port = start_service(env, tmp_path / "service.log")
+    cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "ARQ_", "MEMORY_"))},
+               **env, "MEMORY_API_URL": f"http://127.0.0.1:{port}"}
+    user = unique("cli")
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            task = c.post("/v1/memories/raw", json={"content": "I use Ansible", "user_id": user,
+                                                    "category": "technical_skill"}).json()["task_id"]
+            for _ in range(200):
+                if c.get(f"/v1/memories/status/{task}").json()["status"] == "completed":
+                    break
+        stats = _cli(cli_env, "stats", "--user", user)
+        assert stats.returncode == 0, stats.stderr
+        report = json.loads(stats.stdout)
+        assert report["status"] == "ok" and report["user"] == {"user_id": user, "memories": 1}
+        dedup = _cli(cli_env, "dedup", "run", "--user", user, "--dry-run")
+        assert dedup.returncode == 0, dedup.stderr
+        assert "dedup run" in dedup.stdout and "completed" in dedup.stdout and "scanned 1" in dedup.stdout
+        rec = _cli(cli_env, "reconcile", "--user", user, "--dry-run")
+        assert rec.returncode == 0, rec.stderr
+        assert "reconcile run" in rec.stdout and "completed" in rec.stdout
+        listed = _cli(cli_env, "dedup", "runs", "--limit", "5")
+        assert listed.returncode == 0 and "reconcile run" in listed.stdout and "dedup run" in listed.stdout
+    finally:
+        stop(proc)
+    down = {**cli_env, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
+    for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",)):
+        out = _cli(down, *args)
+        assert out.returncode == 1 and "not reachable" in out.stderr, (args, out.stderr)
