@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from service.auth import ApiKeyStore
+from service.jobs import RawJob
 from tests.conftest import unique
-from tests.integration.conftest import running_app
+from tests.integration.conftest import running_app, wait_task
 
 
 async def test_metrics_are_exposed_and_guarded(tmp_path: Path) -> None:
@@ -38,3 +41,36 @@ async def test_metrics_are_exposed_and_guarded(tmp_path: Path) -> None:
         assert 'route="/v1/memories/status/{task_id}"' in text  # templates, never ids
         assert task not in text and "mu-" not in text
         assert 'retriever="graph"' in text and 'stage="embed"' in text
+
+
+async def test_counters_move_by_the_right_amounts(tmp_path: Path) -> None:
+    async with running_app(tmp_path) as (client, deps):
+        def scrape(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+            return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                    for family in text_string_to_metric_families(text) for s in family.samples}
+
+        def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+            return name, tuple(sorted(labels.items()))
+
+        before = scrape((await client.get("/metrics")).text)
+        user = unique("mc")
+        ok = await client.post("/v1/memories/raw", json={"content": "I use Loki", "user_id": user,
+                                                         "category": "preference"})
+        assert (await wait_task(client, ok.json()["task_id"]))["status"] == "completed"
+        bad = await deps.tasks.enqueue(RawJob(user_id=user, scope="galactic", category="preference", content="x"),
+                                       {"probe": unique("p")})
+        assert (await wait_task(client, bad))["status"] == "failed"
+        assert (await client.post("/v1/search", json={"query": "Loki", "user_id": user})).status_code == 200
+        after = scrape((await client.get("/metrics")).text)
+
+        def moved(k: tuple[str, tuple[tuple[str, str], ...]]) -> float:
+            return after.get(k, 0.0) - before.get(k, 0.0)
+
+        assert moved(key("memory_jobs_total", kind="raw", outcome="completed")) == 1
+        assert moved(key("memory_jobs_total", kind="raw", outcome="failed")) == 1
+        assert moved(key("memory_search_duration_seconds_count", retriever="merged")) == 1
+        assert moved(key("memory_search_duration_seconds_count", retriever="vector")) == 1
+        assert moved(key("http_request_duration_seconds_count", route="/v1/search", method="POST", status="200")) == 1
+        assert moved(key("memory_job_stage_seconds_count", stage="embed")) == 1
+        for (name, labels) in after:
+            assert all(user not in v and ok.json()["task_id"] not in v for _, v in labels), (name, labels)
