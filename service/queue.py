@@ -180,9 +180,10 @@ class TaskQueue:
         )
         return submitted is not None
 
-    async def status(self, task_id: str) -> TaskResponse:
+    async def status(self, task_id: str, owner: str | None = None) -> TaskResponse:
+        """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
         rec = await self.record(task_id)
-        if rec is None:
+        if rec is None or (owner is not None and rec.get("user_id") != owner):
             raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
         return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"])
 

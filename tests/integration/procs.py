@@ -72,6 +72,24 @@ def start_neo4j(tmp: Path, port: int | None = None) -> tuple[subprocess.Popen[by
     return proc, port
 
 
+def stack_env(data_dir: Path, queue: str, **extra: str) -> dict[str, str]:
+    """The environment of a `python -m service` on the test stack (TEST_* variables), own data and queue."""
+    return {
+        "REDIS_URL": os.environ["TEST_REDIS_URL"],
+        "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
+        "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"),
+        "DATA_DIR": str(data_dir),
+        "ARQ_QUEUE_NAME": queue,
+        "EMBEDDER": "hash",
+        **extra,
+    }
+
+
+def cli_env(env: dict[str, str], drop: tuple[str, ...] = ("REDIS_", "ARQ_")) -> dict[str, str]:
+    """This process's environment without its own service settings, plus `env` (for CLI subprocesses)."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(drop)}, **env}
+
+
 def start_service(
     env_overrides: dict[str, str], log_path: Path, port: int | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:

@@ -7,7 +7,6 @@ without editing this file; a new route with a body needs an example body below f
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from service.deps import Deps
 from service.settings import Settings
 from tests.conftest import make_settings, unique
 from tests.integration.conftest import running_app
-from tests.integration.procs import ROOT, start_service, stop
+from tests.integration.procs import ROOT, cli_env, stack_env, start_service, stop
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/memories"): {"messages": [{"role": "user", "content": "I use Rust."}]},
@@ -211,17 +210,15 @@ async def test_secrets_never_leak_through_health_or_errors(tmp_path: Path) -> No
 
 async def test_keys_cli_and_mcp_http_transport_need_a_key(tmp_path: Path) -> None:
     queue = unique("test:authq")
-    env = {"REDIS_URL": os.environ["TEST_REDIS_URL"], "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
-           "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"), "DATA_DIR": str(tmp_path / "data"),
-           "ARQ_QUEUE_NAME": queue, "EMBEDDER": "hash", "AUTH_MODE": "keys", "MCP_TRANSPORT": "http"}
-    cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "ARQ_"))}, **env}
+    env = stack_env(tmp_path / "data", queue, AUTH_MODE="keys", MCP_TRANSPORT="http")
+    cli = cli_env(env)
     created = subprocess.run([sys.executable, "-m", "service", "keys", "create", "--user", "cli-user", "--name", "t"],
-                             cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=60)
+                             cwd=ROOT, env=cli, capture_output=True, text=True, timeout=60)
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip().splitlines()[-1]
     assert key.startswith("msk_")
     listed = subprocess.run([sys.executable, "-m", "service", "keys", "list", "--user", "cli-user"],
-                            cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=60)
+                            cwd=ROOT, env=cli, capture_output=True, text=True, timeout=60)
     assert key.split("_")[1] in listed.stdout and key.split("_", 2)[2] not in listed.stdout
     proc, port = start_service(env, tmp_path / "service.log")
     try:
@@ -243,7 +240,7 @@ async def test_keys_cli_and_mcp_http_transport_need_a_key(tmp_path: Path) -> Non
             assert not own["result"]["isError"], own
             assert (await c.get("/v1/memories", headers={"Authorization": f"Bearer {key}"})).status_code == 200
             revoked = subprocess.run([sys.executable, "-m", "service", "keys", "revoke", key.split("_")[1]],
-                                     cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=60)
+                                     cwd=ROOT, env=cli, capture_output=True, text=True, timeout=60)
             assert revoked.returncode == 0, revoked.stderr
             assert (await c.get("/v1/memories", headers={"Authorization": f"Bearer {key}"})).status_code == 401
     finally:

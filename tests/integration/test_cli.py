@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import unique
-from tests.integration.procs import ROOT, free_port, start_service, stop
+from tests.integration.procs import ROOT, cli_env, free_port, stack_env, start_service, stop
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -20,12 +19,9 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
-    env = {"REDIS_URL": os.environ["TEST_REDIS_URL"], "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
-           "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"), "DATA_DIR": str(tmp_path / "data"),
-           "ARQ_QUEUE_NAME": unique("test:cliq"), "EMBEDDER": "hash", "DEDUP_CRON_ENABLED": "false"}
+    env = stack_env(tmp_path / "data", unique("test:cliq"), DEDUP_CRON_ENABLED="false")
     proc, port = start_service(env, tmp_path / "service.log")
-    cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "ARQ_", "MEMORY_"))},
-               **env, "MEMORY_API_URL": f"http://127.0.0.1:{port}"}
+    cli = cli_env({**env, "MEMORY_API_URL": f"http://127.0.0.1:{port}"}, drop=("REDIS_", "ARQ_", "MEMORY_"))
     user = unique("cli")
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
@@ -34,21 +30,21 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
             for _ in range(200):
                 if c.get(f"/v1/memories/status/{task}").json()["status"] == "completed":
                     break
-        stats = _cli(cli_env, "stats", "--user", user)
+        stats = _cli(cli, "stats", "--user", user)
         assert stats.returncode == 0, stats.stderr
         report = json.loads(stats.stdout)
         assert report["status"] == "ok" and report["user"] == {"user_id": user, "memories": 1}
-        dedup = _cli(cli_env, "dedup", "run", "--user", user, "--dry-run")
+        dedup = _cli(cli, "dedup", "run", "--user", user, "--dry-run")
         assert dedup.returncode == 0, dedup.stderr
         assert "dedup run" in dedup.stdout and "completed" in dedup.stdout and "scanned 1" in dedup.stdout
-        rec = _cli(cli_env, "reconcile", "--user", user, "--dry-run")
+        rec = _cli(cli, "reconcile", "--user", user, "--dry-run")
         assert rec.returncode == 0, rec.stderr
         assert "reconcile run" in rec.stdout and "completed" in rec.stdout
-        listed = _cli(cli_env, "dedup", "runs", "--limit", "5")
+        listed = _cli(cli, "dedup", "runs", "--limit", "5")
         assert listed.returncode == 0 and "reconcile run" in listed.stdout and "dedup run" in listed.stdout
     finally:
         stop(proc)
-    down = {**cli_env, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
+    down = {**cli, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
     for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",)):
         out = _cli(down, *args)
         assert out.returncode == 1 and "not reachable" in out.stderr, (args, out.stderr)

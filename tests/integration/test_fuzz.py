@@ -4,7 +4,6 @@ Bounded: a few examples per operation."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.conftest import unique
-from tests.integration.procs import ROOT, start_service, stop
+from tests.integration.procs import ROOT, cli_env, stack_env, start_service, stop
 
 MAX_EXAMPLES = 12
 
@@ -27,13 +26,10 @@ MAX_EXAMPLES = 12
 @pytest.fixture(scope="module")
 def fuzz_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp: Path = tmp_path_factory.mktemp("fuzz")
-    env = {"REDIS_URL": os.environ["TEST_REDIS_URL"], "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
-           "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"), "DATA_DIR": str(tmp / "data"),
-           "ARQ_QUEUE_NAME": unique("test:fuzzq"), "EMBEDDER": "hash", "AUTH_MODE": "keys",
-           "RATE_LIMIT_WRITES_PER_MINUTE": "0", "RATE_LIMIT_READS_PER_MINUTE": "0", "DEDUP_CRON_ENABLED": "false"}
-    cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "ARQ_"))}, **env}
+    env = stack_env(tmp / "data", unique("test:fuzzq"), AUTH_MODE="keys", RATE_LIMIT_WRITES_PER_MINUTE="0",
+                    RATE_LIMIT_READS_PER_MINUTE="0", DEDUP_CRON_ENABLED="false")
     made = subprocess.run([sys.executable, "-m", "service", "keys", "create", "--user", "fuzz-admin", "--admin"],
-                          cwd=ROOT, env=cli_env, capture_output=True, text=True, timeout=60)
+                          cwd=ROOT, env=cli_env(env), capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     proc, port = start_service(env, tmp / "service.log")
     try:

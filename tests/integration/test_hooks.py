@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.conftest import unique
-from tests.integration.procs import ROOT, free_port, start_service, stop
+from tests.integration.procs import ROOT, free_port, stack_env, start_service, stop
 
 PAYLOADS = ROOT / "tests" / "data" / "hooks"
 RECORDED_ROOT = "/home/dev/projects/shop-api"
@@ -37,14 +37,7 @@ TIMINGS: dict[str, list[float]] = {}
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("hooks")
-    env = {
-        "REDIS_URL": os.environ["TEST_REDIS_URL"],
-        "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
-        "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"),
-        "DATA_DIR": str(tmp / "data"),
-        "ARQ_QUEUE_NAME": unique("test:hooksq"),
-        "EMBEDDER": "hash",
-    }
+    env = stack_env(tmp / "data", unique("test:hooksq"))
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GOOGLE_API_KEY", raising=False)
         proc, port = start_service(env, tmp / "service.log")

@@ -4,7 +4,6 @@ Redis restarted with jobs queued, Neo4j stopped for a minute. Bounded in count a
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import time
@@ -18,7 +17,7 @@ from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import free_port, start_neo4j, start_redis, start_service, stop
+from tests.integration.procs import free_port, stack_env, start_neo4j, start_redis, start_service, stop
 from worker.embedded import EmbeddedWorker
 
 FAST_RECONCILE = {"RECONCILE_INTERVAL_SECONDS": "2", "RECONCILE_GRACE_SECONDS": "1", "RECONCILE_CRON_ENABLED": "false",
@@ -44,11 +43,7 @@ async def _post_until_accepted(port_ref: list[int], body: dict[str, Any], deadli
 async def test_sigkill_three_times_during_a_stream_of_writes_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     queue = unique("test:chaosq")
     user = unique("chaos")
-    env = {
-        "REDIS_URL": os.environ["TEST_REDIS_URL"], "NEO4J_URI": os.environ["TEST_NEO4J_URI"],
-        "NEO4J_DATABASE": os.environ.get("TEST_NEO4J_DATABASE", "memory"), "DATA_DIR": str(tmp_path / "data"),
-        "ARQ_QUEUE_NAME": queue, "ARQ_JOB_TIMEOUT": "30", "ARQ_MAX_JOBS": "2", "EMBEDDER": "hash", **FAST_RECONCILE,
-    }
+    env = stack_env(tmp_path / "data", queue, ARQ_JOB_TIMEOUT="30", ARQ_MAX_JOBS="2", **FAST_RECONCILE)
     log_path = tmp_path / "service.log"
     port = free_port()
     proc, _ = start_service(env, log_path, port)
