@@ -9,7 +9,7 @@ from typing import TypeVar
 import structlog
 
 from service.domain import CATEGORIES, Memory, check_category, normalise
-from service.errors import DependencyUnavailable, NotFound
+from service.errors import DependencyUnavailable
 from service.memory.base import MemoryBase
 from service.memory.mapping import fact_out, graph_result, vector_result
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST, SEARCH_DURATION, timed
