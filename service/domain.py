@@ -7,6 +7,7 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -98,6 +99,16 @@ def content_hash(content: str) -> str:
     return hashlib.md5(normalise(content).encode("utf-8")).hexdigest()
 
 
+def utc(moment: datetime) -> datetime:
+    """An aware UTC datetime; a naive one is taken as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """The stored form of a time: UTC, ISO 8601 (as acceptance times are written)."""
+    return utc(moment).isoformat()
+
+
 def memory_id_for(task_id: str, index: int) -> str:
     """Deterministic per job: a replayed job upserts the same points and nodes."""
     return str(uuid.uuid5(ID_NAMESPACE, f"{task_id}:{index}"))
@@ -124,6 +135,11 @@ class Memory(BaseModel):
     # When the worker wrote it to the stores (created_at/updated_at are acceptance times): the dedup
     # sweep leaves alone what was written after it started, whenever it was accepted.
     stored_at: str | None = None
+    # When what it says happened or was said (a message's timestamp, a raw write's occurred_at, else the
+    # acceptance time); created_at stays the acceptance time. Search's after/before and time phrases use it.
+    occurred_at: str | None = None
+    # The conversation messages it came from: their ids, or their indexes (as strings) without ids.
+    source_message_ids: list[str] = Field(default_factory=list)
 
 
 
@@ -132,6 +148,7 @@ MAX_MESSAGES = 500
 
 
 class Message(BaseModel):
+    id: str | None = Field(default=None, min_length=1, max_length=128)
     role: Role
     content: str = Field(min_length=1, max_length=20_000)
     timestamp: str | None = Field(default=None, max_length=64)

@@ -27,6 +27,7 @@ class RawJob(_Job):
     content: str
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
 
 
 class ConversationJob(_Job):

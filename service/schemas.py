@@ -4,9 +4,10 @@ service/domain.py."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from service.domain import (
     ID_PATTERN,
@@ -16,6 +17,7 @@ from service.domain import (
     Message,
     Scope,
     TaskStatus,
+    utc,
 )
 
 
@@ -87,6 +89,8 @@ class RawMemoryRequest(BaseModel):
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
     metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+    occurred_at: datetime | None = Field(
+        default=None, description="When what it says happened (ISO 8601; without a zone, UTC). Default: now.")
 
 
 
@@ -121,6 +125,24 @@ class SearchRequest(BaseModel):
     project_id: str | None = OptionalId
     categories: list[str] | None = Field(default=None, max_length=13)
     limit: int = Field(default=10, ge=1, le=100)
+    after: datetime | None = Field(
+        default=None, description="Only memories whose occurred_at is at or after this (ISO 8601; UTC without a zone).")
+    before: datetime | None = Field(
+        default=None, description="Only memories whose occurred_at is before this (ISO 8601; UTC without a zone).")
+
+    @model_validator(mode="after")
+    def _window(self) -> SearchRequest:
+        if self.after is not None and self.before is not None and utc(self.after) >= utc(self.before):
+            raise ValueError("'after' must be earlier than 'before'")
+        return self
+
+
+class Signal(BaseModel):
+    """One retriever's vote for a result: its rank (1 = first) in that retriever's list and its own score."""
+
+    retriever: Literal["dense", "lexical", "graph", "time"]
+    rank: int
+    score: float
 
 
 class SearchResult(BaseModel):
@@ -141,6 +163,11 @@ class SearchResult(BaseModel):
     valid_at: str | None = None
     invalid_at: str | None = None
     memory_ids: list[str] | None = None
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+    signals: list[Signal] = Field(
+        default_factory=list, description="Which retrievers returned it and at what rank; `score` is the fused "
+                                          "score (reciprocal rank fusion, docs/retrieval.md).")
 
 
 class SearchResponse(BaseModel):
@@ -162,6 +189,8 @@ class MemoryRecord(BaseModel):
     metadata: dict[str, Any]
     created_at: str
     updated_at: str
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, m: Memory) -> MemoryRecord:

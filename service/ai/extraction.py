@@ -10,7 +10,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
-from service.domain import CATEGORIES, Message, Scope
+from service.domain import CATEGORIES, MAX_MESSAGES, Message, Scope
 
 __all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionResult", "Extractor", "Message",
            "TokenUsage"]
@@ -36,6 +36,8 @@ class ExtractedFact(BaseModel):
     relations: list[ExtractedRelation] = Field(default_factory=list, max_length=32)
     # When the fact became true, if the conversation says (ISO 8601 date or datetime).
     valid_at: str | None = Field(default=None, max_length=64)
+    # Indexes (0-based, into the conversation's messages) of the messages it came from.
+    source_messages: list[int] = Field(default_factory=list, max_length=MAX_MESSAGES)
 
     @field_validator("category")
     @classmethod

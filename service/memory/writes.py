@@ -10,7 +10,17 @@ from typing import Any, TypeVar
 import structlog
 
 from service.ai.extraction import ExtractedFact, ExtractionResult
-from service.domain import Memory, Message, Scope, check_category, content_hash, memory_id_for, normalise, resolve_scope
+from service.domain import (
+    Memory,
+    Message,
+    Scope,
+    check_category,
+    content_hash,
+    iso,
+    memory_id_for,
+    normalise,
+    resolve_scope,
+)
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
 from service.memory.base import MemoryBase
@@ -50,8 +60,12 @@ class MemoryWrites(MemoryBase):
             "category": req.category,
             "content": normalise(req.content),
         }
+        occurred_at = iso(req.occurred_at) if req.occurred_at is not None else None
+        if occurred_at is not None:  # the same words at another time are another event
+            identity["occurred_at"] = occurred_at
         job = RawJob(user_id=user_id, scope=scope.value, project_id=project_id, category=req.category,
-                     content=req.content, agent_id=req.agent_id, metadata=req.metadata or {})
+                     content=req.content, agent_id=req.agent_id, metadata=req.metadata or {},
+                     occurred_at=occurred_at)
         return self._accepted(await self.tasks.enqueue(job, identity))
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:
@@ -156,6 +170,7 @@ class MemoryWrites(MemoryBase):
             created_at=job.accepted_at,
             updated_at=job.accepted_at,
             task_id=task_id,
+            occurred_at=job.occurred_at or job.accepted_at,
         )
         folded = await self._fold(task_id, job)
         if folded is not None:
