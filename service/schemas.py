@@ -19,6 +19,7 @@ from service.domain import (
     TaskStatus,
     utc,
 )
+from service.timephrases import TimeWindow
 
 
 class MemoryOut(BaseModel):
@@ -125,6 +126,9 @@ class SearchRequest(BaseModel):
     project_id: str | None = OptionalId
     categories: list[str] | None = Field(default=None, max_length=13)
     limit: int = Field(default=10, ge=1, le=100)
+    retrievers: list[Literal["dense", "lexical", "graph", "time"]] | None = Field(
+        default=None, min_length=1, max_length=4,
+        description="Which retrievers run (default: all). `time` runs when the query names a time.")
     after: datetime | None = Field(
         default=None, description="Only memories whose occurred_at is at or after this (ISO 8601; UTC without a zone).")
     before: datetime | None = Field(
@@ -170,10 +174,24 @@ class SearchResult(BaseModel):
                                           "score (reciprocal rank fusion, docs/retrieval.md).")
 
 
+class SearchWindow(BaseModel):
+    """The time the query names, as the time retriever searched it (occurred_at in [start, end))."""
+
+    phrase: str
+    start: str
+    end: str
+    period: str
+
+    @classmethod
+    def of(cls, w: TimeWindow) -> SearchWindow:
+        return cls(phrase=w.phrase, start=w.start.isoformat(), end=w.end.isoformat(), period=w.period)
+
+
 class SearchResponse(BaseModel):
     status: Literal["ok"] = "ok"
     results: list[SearchResult]
     degraded: list[str] = Field(default_factory=list)
+    time_window: SearchWindow | None = None
 
 
 class MemoryRecord(BaseModel):

@@ -1,57 +1,53 @@
-"""Retrieval-quality harness on conversations in the public LoCoMo JSON layout.
+"""Retrieval quality on conversations in the public LoCoMo JSON layout, through the public API only.
 
-    .venv/bin/python scripts/bench/recall.py --data tests/data/locomo_sample.json --url http://127.0.0.1:8199 \
-        [--mode vector|merged|both] [--json-out FILE]
+    .venv/bin/python scripts/bench/recall.py --data ../shared/data/locomo-dev.json --url http://127.0.0.1:8199 \
+        [--ingest turns|sessions] [--fit] [--json-out FILE]
 
-Input: a list of samples, each with `conversation` (`speaker_a`, `speaker_b`, `session_<n>` lists of
-turns `{speaker, dia_id, text}` and `session_<n>_date_time`) and `qa` items
-`{question, answer, evidence: [dia_id], category}`.
+1. Ingest, one user per sample:
+   - `turns`: every turn is one `POST /v1/memories/raw` (category `interaction`, content
+     `"<speaker>: <text>"` plus ` [shares a photo: <caption>]` when the turn has one, `occurred_at` = its
+     session's date, metadata `dia_id`, `session`, `speaker`); the task result's memory id maps back to
+     the dia_id (identical turns of one user at one time share a task and so a memory).
+   - `sessions`: every session is one `POST /v1/memories` (the conversation path, through extraction:
+     messages `{id: dia_id, role: "user", content: "<speaker>: <text>", timestamp: session date}`); a
+     memory covers the turns in its `source_message_ids`.
+2. Query: every QA item with evidence, for its sample's user, once per variant: `dense`, `lexical`,
+   `graph` (`retrievers: [<one>]`, limit 50) and `fused` (the API's default search, limit 20). Category 5
+   (adversarial: no evidence) is left out.
+   Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
+   from the lists: it must match `fused`, a check of the harness) and `interleave` (seed 001's order:
+   dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
+   the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
+   reports the odd ones, so the printed figure is not the one it was chosen on).
+3. Score: recall@k = evidence turns covered by the top k / evidence turns, mean per category (1
+   multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall.
 
-1. Ingest: every turn becomes one memory through the public API, `POST /v1/memories/raw` with
-   user `<prefix>-<sample>` (one user per sample), category `interaction`, content
-   `"<speaker>: <text>"` (plus ` [shares a photo: <blip_caption>]` when the turn has one) and
-   metadata `{dia_id, session, session_date_time, speaker, sample_id}`. Every task is polled until
-   it is completed; the memory id in the task result maps the memory back to its dia_id(s)
-   (identical turns of one user share a task and therefore a memory).
-2. Query: every QA item with evidence goes through `POST /v1/search` for its sample's user
-   (`--limit`, default 20).
-   - merged: the results of a `limit=20` request in the order the API returns them. A vector
-     result covers its memory's dia_id(s); a graph result covers the dia_ids of all its
-     `memory_ids`.
-   - vector: the first 20 results with `source == "vector"` of a `limit=40` request. The API
-     interleaves vector and graph results and truncates to `limit`, so in a `limit=20` answer
-     graph facts could push vector hits 11-20 out; with `limit=40` the vector store returns its
-     top 40 and the first 20 of them always survive the merge, which is exactly the vector-only
-     top 20.
-   The API drops a graph fact when one of its supporting memories is among the vector results,
-   so for a user with no more memories than `limit` merged equals vector by construction (every
-   memory is a vector result). `--limit 5` shows the merge on small samples (recall@1/5 only).
-3. Score: recall@k of a question = |evidence turns covered by the top k| / |evidence turns|;
-   the table shows its mean per QA category (LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain,
-   4 single-hop, 5 adversarial) and over all questions. Evidence ids that name no turn of the
-   conversation are dropped (and counted); QA items left without evidence are skipped.
-
-Exit status: 0 when every turn was ingested and every search answered 200 (and, for merged
-figures, none came back degraded); 1 otherwise; 2 for unusable input.
+Exit status: 0 when everything was ingested and every search answered 200 without `degraded`; 1
+otherwise; 2 for unusable input.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import re
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+import dateparser
 import httpx
 
 KS = (1, 5, 10, 20)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+RETRIEVERS = ("dense", "lexical", "graph", "time")
+LIST_LIMIT = 50
 POLL_INTERVAL = 0.2
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.:@-]")
@@ -76,23 +72,22 @@ class Sample:
 
 
 @dataclass
-class Scores:
-    """Per category: the recall@k of every question, per mode."""
+class Question:
+    sample: Sample
+    index: int
+    category: int
+    text: str
+    evidence: set[str]
+    lists: dict[str, list[str]] = field(default_factory=dict)  # variant -> memory ids, best first
 
-    ks: tuple[int, ...] = KS
-    per_question: dict[tuple[str, int], list[dict[int, float]]] = field(default_factory=dict)
 
-    def add(self, mode: str, category: int, recall: dict[int, float]) -> None:
-        self.per_question.setdefault((mode, category), []).append(recall)
-
-    def mean(self, mode: str, category: int | None) -> tuple[int, dict[int, float]]:
-        rows = [
-            r for (m, c), rs in self.per_question.items() if m == mode and (category is None or c == category)
-            for r in rs
-        ]
-        if not rows:
-            return 0, {k: 0.0 for k in self.ks}
-        return len(rows), {k: sum(r[k] for r in rows) / len(rows) for k in self.ks}
+def session_time(text: Any) -> str | None:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as ISO 8601 (UTC), or None."""
+    if not text:
+        return None
+    moment = dateparser.parse(str(text), languages=["en"],
+                              settings={"TIMEZONE": "UTC", "RETURN_AS_TIMEZONE_AWARE": True})
+    return None if moment is None else moment.astimezone(UTC).isoformat()
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,7 +120,7 @@ def load_samples(path: Path, prefix: str) -> list[Sample]:
                     speaker=str(turn["speaker"]),
                     content=f"{turn['speaker']}: {text}",
                     session=n,
-                    date_time=conv.get(f"session_{n}_date_time"),
+                    date_time=session_time(conv.get(f"session_{n}_date_time")),
                 ))
         if not turns:
             raise ValueError(f"{path}: sample {sample_id} has no turns")
@@ -147,39 +142,65 @@ def evidence_ids(item: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-async def ingest(
-    client: httpx.AsyncClient, samples: list[Sample], concurrency: int, timeout_s: float
-) -> list[str]:
-    """Write every turn and wait for every task; returns the problems (empty = all ingested)."""
+def write_requests(samples: list[Sample], mode: str) -> list[tuple[Sample, str, dict[str, Any]]]:
+    """(sample, path, body) of every write of the mode."""
+    out: list[tuple[Sample, str, dict[str, Any]]] = []
+    for sample in samples:
+        if mode == "turns":
+            for t in sample.turns:
+                body: dict[str, Any] = {
+                    "content": t.content, "user_id": sample.user_id, "category": "interaction",
+                    "metadata": {"dia_id": t.dia_id, "session": t.session, "speaker": t.speaker}}
+                if t.date_time:
+                    body["occurred_at"] = t.date_time
+                out.append((sample, "/v1/memories/raw", body))
+            continue
+        for _, group in itertools.groupby(sample.turns, key=lambda t: t.session):
+            turns = list(group)
+            messages = [{"id": t.dia_id, "role": "user", "content": t.content[:20_000],
+                         **({"timestamp": t.date_time} if t.date_time else {})} for t in turns]
+            for start in range(0, len(messages), 500):
+                out.append((sample, "/v1/memories", {"messages": messages[start:start + 500],
+                                                      "user_id": sample.user_id}))
+    return out
+
+
+def map_memories(sample: Sample, body: dict[str, Any], memories: list[dict[str, Any]]) -> str | None:
+    """Record which dia_ids each stored memory covers; a problem text when it cannot be told."""
+    if "content" in body:  # a raw write: its one memory is the turn
+        if len(memories) != 1:
+            return f"expected one memory in the result, got {len(memories)}"
+        sample.memory_dia.setdefault(memories[0]["id"], set()).add(body["metadata"]["dia_id"])
+        return None
+    known = {m["id"] for m in body["messages"]}
+    for m in memories:
+        ids = set(m.get("source_message_ids") or []) & known
+        if not ids:
+            return f"memory {m['id']} names no source message of its conversation"
+        sample.memory_dia.setdefault(m["id"], set()).update(ids)
+    return None
+
+
+async def ingest(client: httpx.AsyncClient, samples: list[Sample], mode: str, concurrency: int,
+                 timeout_s: float) -> list[str]:
+    """Send every write and wait for every task; returns the problems (empty = all ingested)."""
     sem = asyncio.Semaphore(concurrency)
     problems: list[str] = []
-    task_turns: dict[str, list[tuple[Sample, Turn]]] = {}
+    tasks: dict[str, list[tuple[Sample, dict[str, Any]]]] = {}
 
-    async def submit(sample: Sample, turn: Turn) -> None:
-        body = {
-            "content": turn.content,
-            "user_id": sample.user_id,
-            "category": "interaction",
-            "metadata": {
-                "dia_id": turn.dia_id,
-                "session": turn.session,
-                "session_date_time": turn.date_time,
-                "speaker": turn.speaker,
-                "sample_id": sample.sample_id,
-            },
-        }
+    async def submit(sample: Sample, path: str, body: dict[str, Any]) -> None:
         async with sem:
             try:
-                resp = await client.post("/v1/memories/raw", json=body)
+                resp = await client.post(path, json=body)
             except httpx.HTTPError as exc:
-                problems.append(f"{sample.sample_id} {turn.dia_id}: {type(exc).__name__}: {exc}")
+                problems.append(f"{sample.sample_id} {path}: {type(exc).__name__}: {exc}")
                 return
         if resp.status_code != 202:
-            problems.append(f"{sample.sample_id} {turn.dia_id}: HTTP {resp.status_code}: {resp.text[:200]}")
+            problems.append(f"{sample.sample_id} {path}: HTTP {resp.status_code}: {resp.text[:200]}")
             return
-        task_turns.setdefault(resp.json()["task_id"], []).append((sample, turn))
+        tasks.setdefault(resp.json()["task_id"], []).append((sample, body))
 
-    await asyncio.gather(*(submit(s, t) for s in samples for t in s.turns))
+    await asyncio.gather(*(submit(s, p, b) for s, p, b in write_requests(samples, mode)))
 
     async def poll(task_id: str) -> bool:
         async with sem:
@@ -187,33 +208,29 @@ async def ingest(
                 resp = await client.get(f"/v1/memories/status/{task_id}")
             except httpx.HTTPError:
                 return False  # transient: next round
-        if resp.status_code == 404:
-            problems.append(f"task {task_id}: unknown or expired (404)")
-            return True
         if resp.status_code != 200:
-            return False
-        body = resp.json()
-        if body["status"] == "failed":
-            problems.append(f"task {task_id}: failed: {body.get('error')}")
+            if resp.status_code == 404:
+                problems.append(f"task {task_id}: unknown or expired (404)")
+            return resp.status_code == 404
+        status = resp.json()
+        if status["status"] == "failed":
+            problems.append(f"task {task_id}: failed: {status.get('error')}")
             return True
-        if body["status"] != "completed":
+        if status["status"] != "completed":
             return False
-        memories = (body.get("result") or {}).get("memories") or []
-        if len(memories) != 1:
-            problems.append(f"task {task_id}: expected one memory in the result, got {len(memories)}")
-            return True
-        for sample, turn in task_turns[task_id]:
-            sample.memory_dia.setdefault(memories[0]["id"], set()).add(turn.dia_id)
+        memories = (status.get("result") or {}).get("memories") or []
+        for sample, body in tasks[task_id]:
+            if (problem := map_memories(sample, body, memories)) is not None:
+                problems.append(f"task {task_id}: {problem}")
         return True
 
-    pending = list(task_turns)
+    pending = list(tasks)
     deadline = time.monotonic() + timeout_s
     for _ in range(int(timeout_s / POLL_INTERVAL) + 1):
         if not pending or time.monotonic() >= deadline:
             break
-        # Tasks finish roughly in submission order: walk the pending ones in windows and end the
-        # round at the first window where nothing finished, so thousands of pending turns do not
-        # mean thousands of status requests every round.
+        # Tasks finish roughly in submission order: poll in windows and stop a round at the first
+        # window where nothing finished, so thousands of pending tasks are not polled every round.
         window = 4 * concurrency
         still: list[str] = []
         for start in range(0, len(pending), window):
@@ -231,84 +248,107 @@ async def ingest(
 
 
 # --------------------------------------------------------------------------------------------
-# queries
+# queries and offline fusion
 # --------------------------------------------------------------------------------------------
 
 
-def covered(results: list[dict[str, Any]], memory_dia: dict[str, set[str]]) -> list[set[str]]:
-    """The dia_ids each result stands for, in result order."""
-    out: list[set[str]] = []
-    for r in results:
-        if r.get("source") == "graph":
-            ids: set[str] = set()
-            for mid in r.get("memory_ids") or []:
-                ids |= memory_dia.get(mid, set())
-            out.append(ids)
-        else:
-            out.append(set(memory_dia.get(r["id"], set())))
+def questions_of(samples: list[Sample]) -> tuple[list[Question], dict[str, int]]:
+    out: list[Question] = []
+    stats = {"skipped_no_evidence": 0, "dropped_evidence_ids": 0}
+    for sample in samples:
+        known = {t.dia_id for t in sample.turns}
+        for item in sample.qa:
+            wanted = evidence_ids(item)
+            evidence = {e for e in wanted if e in known}
+            stats["dropped_evidence_ids"] += len(wanted) - len(evidence)
+            category = int(item.get("category") or 0)
+            if not evidence or category == 5 or not str(item.get("question") or "").strip():
+                stats["skipped_no_evidence"] += 1
+                continue
+            out.append(Question(sample, len(out), category, str(item["question"])[:2000], evidence))
+    return out, stats
+
+
+async def run_queries(client: httpx.AsyncClient, questions: list[Question], concurrency: int) -> list[str]:
+    """Fill every question's lists: one request per retriever (limit 50) and the served search (limit 20)."""
+    sem = asyncio.Semaphore(concurrency)
+    problems: list[str] = []
+
+    async def one(q: Question, variant: str) -> None:
+        body: dict[str, Any] = {"query": q.text, "user_id": q.sample.user_id,
+                                "limit": 20 if variant == "fused" else LIST_LIMIT}
+        if variant != "fused":
+            body["retrievers"] = [variant]
+        async with sem:
+            try:
+                resp = await client.post("/v1/search", json=body)
+            except httpx.HTTPError as exc:
+                problems.append(f"search {q.text[:60]!r}: {type(exc).__name__}: {exc}")
+                return
+        if resp.status_code != 200:
+            problems.append(f"search {q.text[:60]!r}: HTTP {resp.status_code}: {resp.text[:200]}")
+            return
+        answer = resp.json()
+        if answer.get("degraded"):
+            problems.append(f"search {q.text[:60]!r}: degraded {answer['degraded']}")
+        q.lists[variant] = [r["id"] for r in answer["results"]]
+
+    await asyncio.gather(*(one(q, v) for q in questions for v in (*RETRIEVERS, "fused")))
+    return problems
+
+
+def rrf(lists: dict[str, list[str]], weights: dict[str, float], k: float) -> list[str]:
+    """The service's fusion (service/memory/fusion.py) over the retrievers' lists."""
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for name, ids in lists.items():
+        for rank, mid in enumerate(ids, start=1):
+            scores[mid] = scores.get(mid, 0.0) + weights.get(name, 0.0) / (k + rank)
+            best[mid] = min(best.get(mid, rank), rank)
+    return sorted(scores, key=lambda m: (-scores[m], best[m], m))
+
+
+def interleave(lists: dict[str, list[str]]) -> list[str]:
+    out: list[str] = []
+    for pair in itertools.zip_longest(lists.get("dense", []), lists.get("graph", [])):
+        out += [m for m in pair if m is not None and m not in out]
     return out
 
 
-def recall_at(per_result: list[set[str]], evidence: set[str], ks: tuple[int, ...]) -> dict[int, float]:
-    recall: dict[int, float] = {}
-    for k in ks:
-        found: set[str] = set().union(*per_result[:k]) & evidence
-        recall[k] = len(found) / len(evidence)
-    return recall
+def recall_at(q: Question, ranked: list[str], k: int) -> float:
+    found: set[str] = set()
+    for mid in ranked[:k]:
+        found |= q.sample.memory_dia.get(mid, set())
+    return len(found & q.evidence) / len(q.evidence)
 
 
-async def run_queries(
-    client: httpx.AsyncClient, samples: list[Sample], modes: list[str], concurrency: int, limit: int
-) -> tuple[Scores, list[str], dict[str, int]]:
-    scores = Scores(ks=tuple(k for k in KS if k <= limit))
-    problems: list[str] = []
-    stats = {"questions": 0, "skipped_no_evidence": 0, "dropped_evidence_ids": 0, "degraded": 0,
-             "graph_results": 0, "questions_with_graph_results": 0}
-    sem = asyncio.Semaphore(concurrency)
+def mean_recall(questions: list[Question], ranked: dict[int, list[str]], k: int) -> float:
+    return sum(recall_at(q, ranked[q.index], k) for q in questions) / max(1, len(questions))
 
-    async def search(user_id: str, question: str, limit: int) -> dict[str, Any] | None:
-        async with sem:
-            try:
-                resp = await client.post("/v1/search", json={"query": question, "user_id": user_id, "limit": limit})
-            except httpx.HTTPError as exc:
-                problems.append(f"search {question[:60]!r}: {type(exc).__name__}: {exc}")
-                return None
-        if resp.status_code != 200:
-            problems.append(f"search {question[:60]!r}: HTTP {resp.status_code}: {resp.text[:200]}")
-            return None
-        body: dict[str, Any] = resp.json()
-        return body
 
-    async def one(sample: Sample, item: dict[str, Any]) -> None:
-        known = {t.dia_id for t in sample.turns}
-        wanted = evidence_ids(item)
-        evidence = {e for e in wanted if e in known}
-        stats["dropped_evidence_ids"] += len(wanted) - len(evidence)
-        if not evidence or not str(item.get("question") or "").strip():
-            stats["skipped_no_evidence"] += 1
-            return
-        stats["questions"] += 1
-        category = int(item.get("category") or 0)
-        question = str(item["question"])[:2000]
-        if "merged" in modes:
-            body = await search(sample.user_id, question, limit)
-            if body is not None:
-                if "graph" in (body.get("degraded") or []):
-                    stats["degraded"] += 1
-                    problems.append(f"search {question[:60]!r}: degraded {body['degraded']}")
-                graph = sum(1 for r in body["results"] if r.get("source") == "graph")
-                stats["graph_results"] += graph
-                stats["questions_with_graph_results"] += int(graph > 0)
-                per_result = covered(body["results"], sample.memory_dia)
-                scores.add("merged", category, recall_at(per_result, evidence, scores.ks))
-        if "vector" in modes:
-            body = await search(sample.user_id, question, min(100, 2 * limit))
-            if body is not None:
-                vector = [r for r in body["results"] if r.get("source") == "vector"][:limit]
-                scores.add("vector", category, recall_at(covered(vector, sample.memory_dia), evidence, scores.ks))
+def fit(questions: list[Question], split: str) -> dict[str, Any]:
+    """Grid search of RRF weights and k by R@10 on one half of the questions, reported on the other half."""
+    train = [q for q in questions if (q.index % 2 == 0) == (split == "even")]
+    test = [q for q in questions if q not in train]
+    grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 0.75, 1.0, 1.5, 2.0), "graph": (0.0, 0.1, 0.25, 0.5, 1.0),
+            "time": (0.0, 0.5, 1.0), "k": (5.0, 10.0, 20.0, 40.0, 60.0)}
+    best: tuple[float, dict[str, float]] | None = None
+    for lex, gr, tm, k in itertools.product(grid["lexical"], grid["graph"], grid["time"], grid["k"]):
+        weights = {"dense": 1.0, "lexical": lex, "graph": gr, "time": tm}
+        ranked = {q.index: rrf(retriever_lists(q), weights, k) for q in train}
+        score = mean_recall(train, ranked, 10)
+        if best is None or score > best[0] + 1e-9:
+            best = (score, {**weights, "k": k})
+    assert best is not None
+    params = best[1]
+    weights = {r: params[r] for r in RETRIEVERS}
+    held = {q.index: rrf(retriever_lists(q), weights, params["k"]) for q in test}
+    return {"params": params, "train_questions": len(train), "train_r10": round(best[0], 4),
+            "test_questions": len(test), "test_r10": round(mean_recall(test, held, 10), 4)}
 
-    await asyncio.gather(*(one(s, item) for s in samples for item in s.qa))
-    return scores, problems, stats
+
+def retriever_lists(q: Question) -> dict[str, list[str]]:
+    return {r: q.lists.get(r, []) for r in RETRIEVERS}
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,26 +356,28 @@ async def run_queries(
 # --------------------------------------------------------------------------------------------
 
 
-def table(scores: Scores, modes: list[str]) -> tuple[str, list[dict[str, Any]]]:
-    categories = sorted({c for (_, c) in scores.per_question})
-    header = f"{'category':<16}{'n':>4}  {'mode':<7}" + "".join(f"{'R@' + str(k):>7}" for k in scores.ks)
+def rankings(questions: list[Question], weights: dict[str, float], k: float) -> dict[str, dict[int, list[str]]]:
+    out: dict[str, dict[int, list[str]]] = {v: {q.index: q.lists.get(v, []) for q in questions}
+                                            for v in ("dense", "lexical", "graph", "fused")}
+    out["fused-replay"] = {q.index: rrf(retriever_lists(q), weights, k) for q in questions}
+    out["interleave"] = {q.index: interleave(q.lists) for q in questions}
+    return out
+
+
+def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) -> tuple[str, list[dict[str, Any]]]:
+    header = f"{'category':<16}{'n':>4}  {'variant':<13}" + "".join(f"{'R@' + str(k):>7}" for k in KS)
     lines = [header, "-" * len(header)]
     rows: list[dict[str, Any]] = []
-    for category in [*categories, None]:
+    for category in [*sorted({q.category for q in questions}), None]:
+        subset = [q for q in questions if category is None or q.category == category]
         label = "all" if category is None else f"{category} {CATEGORY_NAMES.get(category, '?')}"
-        for i, mode in enumerate(modes):
-            n, mean = scores.mean(mode, category)
-            lines.append(
-                f"{label if i == 0 else '':<16}{n if i == 0 else '':>4}  {mode:<7}"
-                + "".join(f"{mean[k]:>7.3f}" for k in scores.ks)
-            )
-            rows.append({"category": category if category is not None else "all", "mode": mode, "n": n,
-                         **{f"recall@{k}": round(mean[k], 4) for k in scores.ks}})
+        for i, (variant, lists) in enumerate(ranked.items()):
+            values = {k: mean_recall(subset, lists, k) for k in KS}
+            lines.append(f"{label if i == 0 else '':<16}{len(subset) if i == 0 else '':>4}  {variant:<13}"
+                         + "".join(f"{values[k]:>7.3f}" for k in KS))
+            rows.append({"category": category if category is not None else "all", "variant": variant,
+                         "n": len(subset), **{f"recall@{k}": round(values[k], 4) for k in KS}})
     return "\n".join(lines), rows
-
-
-def write_json(path: str, data: dict[str, Any]) -> None:
-    Path(path).write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -345,11 +387,8 @@ async def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot read {args.data}: {exc}")
         return 2
-    modes = ["vector", "merged"] if args.mode == "both" else [args.mode]
-    turns = sum(len(s.turns) for s in samples)
-    questions = sum(len(s.qa) for s in samples)
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
-    async with httpx.AsyncClient(base_url=args.url, timeout=60.0, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=args.url, timeout=120.0, limits=limits) as client:
         try:
             health = await client.get("/health")
         except httpx.HTTPError as exc:
@@ -359,11 +398,11 @@ async def main(args: argparse.Namespace) -> int:
             print(f"error: {args.url}/health answered {health.status_code}: {health.text[:300]}")
             return 1
         info = health.json()
-        print(f"target {args.url}  embedder={info.get('embedder')}  samples={len(samples)}  turns={turns}  "
-              f"qa={questions}  users={prefix}-*")
-
+        turns = sum(len(s.turns) for s in samples)
+        print(f"target {args.url}  embedder={info.get('embedder')}  ingest={args.ingest}  samples={len(samples)}  "
+              f"turns={turns}  users={prefix}-*")
         t0 = time.perf_counter()
-        problems = await ingest(client, samples, args.concurrency, args.timeout)
+        problems = await ingest(client, samples, args.ingest, args.concurrency, args.timeout)
         mapped = sum(len(s.memory_dia) for s in samples)
         print(f"ingested {turns} turns as {mapped} memories in {time.perf_counter() - t0:.1f}s")
         if problems:
@@ -371,40 +410,57 @@ async def main(args: argparse.Namespace) -> int:
                 print(f"  ingestion problem: {p}")
             print(f"error: {len(problems)} ingestion problem(s); no figures")
             return 1
-
+        questions, stats = questions_of(samples)
         t0 = time.perf_counter()
-        scores, query_problems, stats = await run_queries(client, samples, modes, args.concurrency, args.limit)
-        print(f"searched {stats['questions']} questions x {len(modes)} mode(s) in {time.perf_counter() - t0:.1f}s  "
-              f"(skipped without evidence: {stats['skipped_no_evidence']}, "
-              f"evidence ids naming no turn: {stats['dropped_evidence_ids']})")
-        if "merged" in modes:
-            print(f"merged answers held {stats['graph_results']} graph result(s); "
-                  f"{stats['questions_with_graph_results']} question(s) got at least one")
-
-    text, rows = table(scores, modes)
+        query_problems = await run_queries(client, questions, args.concurrency)
+        print(f"searched {len(questions)} questions x {len(RETRIEVERS) + 1} variants in {time.perf_counter() - t0:.1f}s"
+              f"  (skipped: {stats['skipped_no_evidence']} without evidence or adversarial; evidence ids naming no "
+              f"turn: {stats['dropped_evidence_ids']})")
+    served = {r: float(args.weights.get(r, 0.0)) for r in RETRIEVERS}
+    ranked = rankings(questions, served, float(args.weights.get("k", 60.0)))
+    text, rows = table(questions, ranked)
     print()
     print(text)
+    report: dict[str, Any] = {"ingest": args.ingest, "questions": len(questions), "stats": stats, "rows": rows,
+                              "problems": query_problems, "memories": mapped}
+    if args.fit:
+        report["fit"] = fit(questions, args.fit_split)
+        print(f"\nfit ({args.fit_split} questions) -> {json.dumps(report['fit'])}")
     if args.json_out:
-        write_json(args.json_out, {"modes": modes, "stats": stats, "rows": rows, "problems": query_problems})
+        write_json(args.json_out, report)
     for p in query_problems[:10]:
         print(f"  search problem: {p}")
     return 1 if query_problems else 0
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        out[name.strip()] = float(value)
+    return out
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="LoCoMo-layout JSON file")
     p.add_argument("--url", default="http://127.0.0.1:8199", help="base URL of a running service")
-    p.add_argument("--mode", choices=("vector", "merged", "both"), default="both")
+    p.add_argument("--ingest", choices=("turns", "sessions"), default="turns")
     p.add_argument("--user-prefix", default=None, help="user id prefix (default: locomo-<random>); one user per sample")
-    p.add_argument("--limit", type=int, default=20,
-                   help="search limit (1-50); recall@k is reported for k in 1,5,10,20 up to it")
+    p.add_argument("--weights", type=parse_weights, default=parse_weights(
+        "dense=1,lexical=1,graph=0.5,time=1,k=60"), help="the service's RRF weights and k, for fused-replay")
+    p.add_argument("--fit", action="store_true", help="grid-search RRF weights on half of the questions")
+    p.add_argument("--fit-split", choices=("even", "odd"), default="even")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for ingestion tasks")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ingestion tasks")
     p.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     args = p.parse_args()
-    if args.concurrency < 1 or args.timeout <= 0 or not 1 <= args.limit <= 50:
-        p.error("--concurrency must be >= 1, --timeout > 0 and 1 <= --limit <= 50")
+    if args.concurrency < 1 or args.timeout <= 0:
+        p.error("--concurrency must be >= 1 and --timeout > 0")
     return args
 
 

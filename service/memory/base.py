@@ -3,6 +3,7 @@ the listing filter. Writes are in writes.py, reads in reads.py; MemoryService (s
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TypeVar
 
 import structlog
@@ -49,6 +50,7 @@ class MemoryBase:
         self.locks = locks
         self.links = links
         self.graph_writer = GraphWriter(graph)
+        self.query_vectors: OrderedDict[str, list[float]] = OrderedDict()  # search's query-embedding LRU
 
     # ------------------------------------------------------------------ validation
 

@@ -6,32 +6,26 @@ from typing import TypeVar
 
 import structlog
 
-from service.domain import Scope
-from service.schemas import GraphFactOut, SearchResult
+from service.domain import Memory, Scope
+from service.schemas import GraphFactOut, SearchResult, Signal
 from service.stores.graph import (
     GraphFact,
     scope_of_group,
 )
-from service.stores.vector import ScoredMemory
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 
 
-def vector_result(h: ScoredMemory) -> SearchResult:
-    m = h.memory
+def memory_result(m: Memory, score: float, signals: dict[str, tuple[int, float]]) -> SearchResult:
+    """A fused search hit: the memory, its fused score and each retriever's rank and own score."""
     return SearchResult(
-        id=m.id, content=m.content, score=h.score, source="vector", category=m.category, scope=m.scope,
+        id=m.id, content=m.content, score=round(score, 6), source="vector", category=m.category, scope=m.scope,
         project_id=m.project_id, created_at=m.created_at, agent_id=m.agent_id, metadata=m.metadata,
-    )
-
-def graph_result(f: GraphFact) -> SearchResult:
-    scope, project_id = scope_of_group(f.group_id)
-    return SearchResult(
-        id=f.id, content=f.fact, score=f.score, source="graph", category=None, scope=Scope(scope),
-        project_id=project_id, created_at=f.created_at, source_entity=f.source, target_entity=f.target,
-        predicate=f.predicate, valid_at=f.valid_at, invalid_at=f.invalid_at, memory_ids=f.memory_ids,
+        occurred_at=m.occurred_at or m.created_at, source_message_ids=m.source_message_ids,
+        signals=[Signal(retriever=name, rank=rank, score=round(own, 6))  # type: ignore[arg-type]
+                 for name, (rank, own) in sorted(signals.items(), key=lambda kv: kv[1][0])],
     )
 
 def fact_out(f: GraphFact) -> GraphFactOut:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
+from dataclasses import replace
+from datetime import datetime
 from typing import TypeVar
 
 import structlog
 
-from service.domain import CATEGORIES, Memory, check_category, normalise
+from service.domain import CATEGORIES, Memory, check_category, iso
 from service.errors import DependencyUnavailable
 from service.memory.base import MemoryBase
-from service.memory.mapping import fact_out, graph_result, vector_result
+from service.memory.fusion import fuse
+from service.memory.mapping import fact_out, memory_result
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST, SEARCH_DURATION, timed
 from service.schemas import (
     ContextGroup,
@@ -22,7 +24,7 @@ from service.schemas import (
     MemoryRecord,
     SearchRequest,
     SearchResponse,
-    SearchResult,
+    SearchWindow,
     TaskResponse,
     WritePathHealth,
 )
@@ -32,9 +34,22 @@ from service.stores.graph import (
     groups_for,
 )
 from service.stores.vector import MemoryFilter, ScoredMemory
+from service.timephrases import TimeWindow, find_time_window
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
+RETRIEVERS = ("dense", "lexical", "graph", "time")
+
+
+def _narrow(flt: MemoryFilter, window: TimeWindow | None) -> MemoryFilter | None:
+    """`flt` within the query's time window; None when there is no window or the two do not overlap."""
+    if window is None:
+        return None
+    after = max(filter(None, [flt.after, iso(window.start)]), key=lambda t: datetime.fromisoformat(t))
+    before = min(filter(None, [flt.before, iso(window.end)]), key=lambda t: datetime.fromisoformat(t))
+    if datetime.fromisoformat(after) >= datetime.fromisoformat(before):
+        return None
+    return replace(flt, after=after, before=before)
 
 
 
@@ -95,51 +110,96 @@ class MemoryReads(MemoryBase):
     # ------------------------------------------------------------------ reads
 
     async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
-        """Vector memories and graph facts in one list.
-
-        Order (seed 001): vector-1, graph-1, vector-2, graph-2, ...; when one list runs out the
-        other continues; at most `limit` results. Graph facts that a returned vector memory
-        already states (it supports them, or the texts are equal) are removed. If the graph is
-        down or slower than GRAPH_TIMEOUT_SECONDS the vector results come back with
-        degraded=["graph"]. `categories` filters the vector memories; graph facts have none.
-        """
+        """Hybrid search (docs/retrieval.md): the dense, lexical, graph and time retrievers each rank up to
+        SEARCH_CANDIDATES memories under the same filter; weighted reciprocal rank fusion orders them. Every
+        result names the retrievers that returned it and at what rank (`signals`); `score` is the fused
+        score. The graph retriever starts at once, beside the query's embedding, and is bounded by
+        GRAPH_TIMEOUT_SECONDS: past it, or with Neo4j down, the answer says degraded=["graph"]."""
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
-        flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories)
+        flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories,
+                           after=iso(req.after) if req.after else None, before=iso(req.before) if req.before else None)
+        use = set(req.retrievers or RETRIEVERS)
+        n = max(self.settings.search_candidates, req.limit)
+        window = find_time_window(req.query) if "time" in use else None
+        vector: asyncio.Future[list[float]] | None = (
+            asyncio.ensure_future(self._query_vector(req.query)) if use & {"dense", "time"} else None)
 
-        async def vector_half() -> list[ScoredMemory]:
-            with timed(SEARCH_DURATION, retriever="vector"):
-                [vector] = await self.embedder.embed([req.query])
-                return await self.vectors.search(vector, flt, req.limit)
+        async def dense() -> list[ScoredMemory]:
+            assert vector is not None
+            with timed(SEARCH_DURATION, retriever="dense"):
+                return await self.vectors.search(await vector, flt, n)
 
-        async def graph_half() -> tuple[list[GraphFact], list[str]]:
+        async def lexical() -> list[ScoredMemory]:
+            with timed(SEARCH_DURATION, retriever="lexical"):
+                return await self.vectors.search_text(req.query, flt, n)
+
+        async def in_window() -> list[ScoredMemory]:
+            narrowed = _narrow(flt, window)
+            if vector is None or narrowed is None:
+                return []
+            with timed(SEARCH_DURATION, retriever="time"):
+                return await self.vectors.search(await vector, narrowed, n)
+
+        async def graph() -> tuple[list[ScoredMemory], list[str]]:
             with timed(SEARCH_DURATION, retriever="graph"):
-                return await self._graph_facts(user_id, req.project_id, req.query, req.limit)
+                facts, degraded = await self._graph_facts(user_id, req.project_id, req.query, n)
+                return await self._graph_memories(facts, flt), degraded
 
-        # the graph half starts at once, beside the query's embedding
-        with timed(SEARCH_DURATION, retriever="merged"):
-            hits, (facts, degraded) = await asyncio.gather(vector_half(), graph_half())
-        facts = await self._live_facts(user_id, facts)
-        vector_results = [vector_result(h) for h in hits]
-        shown_ids = {h.memory.id for h in hits}
-        shown_text = {normalise(h.memory.content) for h in hits}
-        graph_results = [
-            graph_result(f)
-            for f in facts
-            if not shown_ids.intersection(f.memory_ids) and normalise(f.fact) not in shown_text
-        ]
-        merged: list[SearchResult] = []
-        for pair in itertools.zip_longest(vector_results, graph_results):
-            merged += [r for r in pair if r is not None]
-        return SearchResponse(results=merged[: req.limit], degraded=degraded)
+        async def nothing() -> list[ScoredMemory]:
+            return []
 
-    async def _live_facts(self, user_id: str, facts: list[GraphFact]) -> list[GraphFact]:
-        """Facts with at least one supporting memory the vector store still holds: the facts of a
-        memory whose delete has not reached the graph yet are never returned."""
-        ids = sorted({mid for f in facts for mid in f.memory_ids})
-        if not ids:
-            return facts
-        live = {m.id for m in await self.vectors.get(ids) if m.user_id == user_id}
-        return [f for f in facts if live.intersection(f.memory_ids)]
+        async def no_graph() -> tuple[list[ScoredMemory], list[str]]:
+            return [], []
+
+        with timed(SEARCH_DURATION, retriever="fused"):
+            try:
+                dense_hits, lexical_hits, time_hits, (graph_hits, degraded) = await asyncio.gather(
+                    dense() if "dense" in use else nothing(),
+                    lexical() if "lexical" in use else nothing(),
+                    in_window() if window is not None else nothing(),
+                    graph() if "graph" in use else no_graph(),
+                )
+            finally:
+                if vector is not None and not vector.done():
+                    vector.cancel()
+            lists = {"dense": dense_hits, "lexical": lexical_hits, "graph": graph_hits, "time": time_hits}
+            memories = {h.memory.id: h.memory for hits in lists.values() for h in hits}
+            fused = fuse({name: [(h.memory.id, h.score) for h in hits] for name, hits in lists.items() if hits},
+                         self._weights(), self.settings.rrf_k)
+        results = [memory_result(memories[f.id], f.score, f.signals) for f in fused[: req.limit]]
+        return SearchResponse(results=results, degraded=degraded,
+                              time_window=None if window is None else SearchWindow.of(window))
+
+    def _weights(self) -> dict[str, float]:
+        s = self.settings
+        return {"dense": s.search_weight_dense, "lexical": s.search_weight_lexical, "graph": s.search_weight_graph,
+                "time": s.search_weight_time}
+
+    async def _query_vector(self, query: str) -> list[float]:
+        """The query's embedding, from the per-process LRU cache when it was asked before."""
+        cache = self.query_vectors
+        if query in cache:
+            cache.move_to_end(query)
+            return cache[query]
+        [vector] = await self.embedder.embed([query])
+        if self.settings.query_cache_size:
+            cache[query] = vector
+            while len(cache) > self.settings.query_cache_size:
+                cache.popitem(last=False)
+        return vector
+
+    async def _graph_memories(self, facts: list[GraphFact], flt: MemoryFilter) -> list[ScoredMemory]:
+        """The graph retriever's memories: the supporting memories of the ranked facts, in the facts' order,
+        that the vector store still holds and the search's filter admits (a memory whose delete has not
+        reached the graph yet is never returned)."""
+        ranked: dict[str, float] = {}
+        for f in facts:
+            for mid in f.memory_ids:
+                ranked.setdefault(mid, f.score)
+        if not ranked:
+            return []
+        held = {m.id: m for m in await self.vectors.get(list(ranked)) if flt.matches(m)}
+        return [ScoredMemory(held[mid], score) for mid, score in ranked.items() if mid in held]
 
     async def _graph_facts(
         self, user_id: str, project_id: str | None, query: str, limit: int, include_history: bool = False

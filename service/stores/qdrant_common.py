@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from service.domain import Memory, Scope
 from service.errors import DomainError, StoreConfigError
-from service.stores.vector import MemoryFilter
+from service.stores.vector import TIME_FIELD, MemoryFilter
 
 C = TypeVar("C")  # a condition of one client library
 F = TypeVar("F")  # its filter (itself usable as a condition)
@@ -61,8 +61,14 @@ class FilterBuilder(Generic[C, F]):
         any_of: Callable[[str, list[str]], C],
         all_of: Callable[[Sequence[C]], F],
         one_of: Callable[[Sequence[C]], F],
+        time_range: Callable[[str, str | None, str | None], C],
     ) -> None:
         self.eq, self.any_of, self.all_of, self.one_of = eq, any_of, all_of, one_of
+        self.time_range = time_range  # (key, gte, lt)
+
+    def tenant(self, user_id: str) -> F:
+        """All of one user's memories (the IDF corpus of the lexical retriever)."""
+        return self.all_of([self.eq("user_id", user_id)])
 
     def build(self, flt: MemoryFilter) -> F | None:
         """The filter for `flt`; None when nothing can match."""
@@ -86,4 +92,6 @@ class FilterBuilder(Generic[C, F]):
             must.append(self.any_of("category", list(flt.categories)))
         if flt.agent_id is not None:
             must.append(eq("agent_id", flt.agent_id))
+        if flt.after is not None or flt.before is not None:
+            must.append(self.time_range(TIME_FIELD, flt.after, flt.before))
         return self.all_of(must)

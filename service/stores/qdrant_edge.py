@@ -21,14 +21,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import qdrant_edge as qe
+import structlog
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, StoreConfigError
+from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
     memory_of,
@@ -37,9 +40,20 @@ from service.stores.qdrant_common import (
     plain_vector,
     valid_ids,
 )
-from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
+from service.stores.vector import (
+    INDEXED_FIELDS,
+    LEXICAL_VECTOR,
+    TIME_FIELD,
+    Boundary,
+    MemoryFilter,
+    ScoredMemory,
+    VectorRecord,
+)
 
+log = structlog.get_logger(__name__)
 SIDECAR = "memory_store.json"
+LAYOUT = 2  # 1: one dense vector; 2: + the BM25 sparse vector and the occurred_at index
+MIGRATED = "MIGRATED"
 _T = TypeVar("_T")
 
 
@@ -70,17 +84,18 @@ class EdgeVectorStore:
             self._dim, self._embedder = dim, embedder
 
     def _open_shard(self, dim: int, embedder: str) -> qe.EdgeShard:
+        self._finish_migration()
         self._dir.mkdir(parents=True, exist_ok=True)
         stored = self._read_sidecar()
         if stored is not None:
             self._check_same(str(stored.get("embedder")), int(stored.get("dim", 0)), embedder, dim)
-        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        exists = (self._dir / "edge_config.json").exists()
+        if exists and stored is not None and int(stored.get("layout", 1)) < LAYOUT:
+            self._migrate(dim, embedder)
         try:
-            if (self._dir / "edge_config.json").exists():
-                # With a config, load() checks it against the segments (size, distance).
-                shard = qe.EdgeShard.load(str(self._dir), config)
-            else:
-                shard = qe.EdgeShard.create(str(self._dir), config)
+            # With a config, load() checks it against the segments (size, distance, vector names).
+            shard = qe.EdgeShard.load(str(self._dir), _config(dim)) if exists else qe.EdgeShard.create(
+                str(self._dir), _config(dim))
         except Exception as e:
             msg = str(e)
             if "incompatible" in msg.lower():
@@ -96,18 +111,62 @@ class EdgeVectorStore:
             raise DependencyUnavailable(f"cannot open qdrant edge shard {self._dir}: {msg}") from e
         try:
             if stored is None:
-                self._write_sidecar(dim, embedder)
-            have = set(shard.info().payload_schema)
-            for field in INDEXED_FIELDS:
-                if field not in have:
-                    schema: qe.PayloadSchemaType | qe.KeywordIndexParams = (
-                        qe.KeywordIndexParams(is_tenant=True) if field == "user_id" else qe.PayloadSchemaType.Keyword
-                    )
-                    shard.update(qe.UpdateOperation.create_field_index(field, schema))
+                self._write_sidecar(self._dir, dim, embedder)
+            _ensure_indexes(shard)
         except BaseException:
             shard.close()
             raise
         return shard
+
+    # A shard made before the lexical retriever (layout 1: one dense vector) cannot gain a sparse vector in
+    # place (Edge refuses the config), so it is copied once, at start, into a new shard with BM25 vectors
+    # (and occurred_at = created_at where missing). The old directory is kept beside it as `<dir>.layout1`.
+    def _migrate(self, dim: int, embedder: str) -> None:
+        target = self._dir.with_name(self._dir.name + ".migrating")
+        shutil.rmtree(target, ignore_errors=True)
+        old = qe.EdgeShard.load(str(self._dir))
+        new = qe.EdgeShard.create(str(target), _config(dim))
+        moved, offset = 0, None
+        try:
+            for _ in range(1_000_000):  # bounded: pages of 1,000
+                records, offset = old.scroll(qe.ScrollRequest(offset=offset, limit=1000, with_payload=True,
+                                                              with_vector=True))
+                points = []
+                for r in records:
+                    memory = memory_of(r.id, r.payload)
+                    if memory.occurred_at is None:
+                        memory = memory.model_copy(update={"occurred_at": memory.created_at})
+                    points.append(_point(memory, plain_vector(r.vector)))
+                if points:
+                    new.update(qe.UpdateOperation.upsert_points(points))
+                moved += len(points)
+                if offset is None:
+                    break
+            _ensure_indexes(new)
+            new.flush()
+        finally:
+            new.close()
+            old.close()
+        self._write_sidecar(target, dim, embedder)
+        (target / MIGRATED).touch()
+        self._finish_migration()
+        log.info("qdrant_edge_migrated", path=str(self._dir), layout=LAYOUT, points=moved,
+                 kept=str(self._dir.with_name(self._dir.name + ".layout1")))
+
+    def _finish_migration(self) -> None:
+        """Swap a completed migration in (also after a crash between its two renames); drop an unfinished one."""
+        target = self._dir.with_name(self._dir.name + ".migrating")
+        if not target.exists():
+            return
+        if not (target / MIGRATED).exists():
+            shutil.rmtree(target, ignore_errors=True)
+            return
+        if self._dir.exists():
+            backup = self._dir.with_name(self._dir.name + ".layout1")
+            shutil.rmtree(backup, ignore_errors=True)
+            self._dir.rename(backup)
+        (target / MIGRATED).unlink()
+        target.rename(self._dir)
 
     def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
         if stored_embedder != embedder or stored_dim != dim:
@@ -135,10 +194,11 @@ class EdgeVectorStore:
             raise StoreConfigError(f"unreadable vector store metadata {p}: not a JSON object")
         return data
 
-    def _write_sidecar(self, dim: int, embedder: str) -> None:
-        p = self._dir / SIDECAR
+    def _write_sidecar(self, where: Path, dim: int, embedder: str) -> None:
+        p = where / SIDECAR
         tmp = p.with_suffix(".tmp")
-        body = {"embedder": embedder, "dim": dim, "distance": "cosine", "collection": self._collection}
+        body = {"embedder": embedder, "dim": dim, "distance": "cosine", "collection": self._collection,
+                "layout": LAYOUT}
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(body, f)
             f.flush()
@@ -179,7 +239,7 @@ class EdgeVectorStore:
             return
         for v in vectors:
             self._check_dim(v)
-        points = [qe.Point(m.id, list(v), payload_of(m)) for m, v in zip(memories, vectors, strict=True)]
+        points = [_point(m, v) for m, v in zip(memories, vectors, strict=True)]
         op = qe.UpdateOperation.upsert_points(points)
         async with self._write_lock:
             await self._run(lambda s: s.update(op))
@@ -202,6 +262,19 @@ class EdgeVectorStore:
         if f is None or limit <= 0:
             return []
         req = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vector)), filter=f, with_payload=True)
+        points = await self._run(lambda s: s.query(req))
+        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in points]
+
+    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        f = build_filter(flt)
+        indices, values = _BM25.query(text)
+        if f is None or limit <= 0 or not indices:
+            return []
+        corpus = _filters.tenant(flt.user_id)  # IDF over the user's memories only
+        req = qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(qe.SparseVector(indices, values), using=LEXICAL_VECTOR), filter=f,
+            with_payload=True, params=qe.SearchParams(idf=qe.IdfParams(corpus=corpus)),
+        )
         points = await self._run(lambda s: s.query(req))
         return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in points]
 
@@ -309,5 +382,34 @@ _filters: FilterBuilder[qe.ConditionType, qe.Filter] = FilterBuilder(
     any_of=lambda key, values: qe.FieldCondition(key, match=qe.MatchAny(values)),
     all_of=lambda conds: qe.Filter(must=list(conds)),
     one_of=lambda conds: qe.Filter(should=list(conds)),
+    time_range=lambda key, gte, lt: qe.FieldCondition(key, range=qe.RangeDateTime(gte=gte, lt=lt)),
 )
 build_filter = _filters.build
+_BM25 = Bm25Encoder()
+
+
+def _config(dim: int) -> qe.EdgeConfig:
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+        sparse_vectors={LEXICAL_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+    )
+
+
+def _point(m: Memory, vector: list[float]) -> qe.Point:
+    indices, values = _BM25.document(m.content)
+    vectors: dict[str, qe.NamedVector] = {"": list(vector)}
+    if indices:  # a memory with no indexable term (only stop words) has no lexical vector
+        vectors[LEXICAL_VECTOR] = qe.SparseVector(indices, values)
+    return qe.Point(m.id, vectors, payload_of(m))
+
+
+def _ensure_indexes(shard: qe.EdgeShard) -> None:
+    have = set(shard.info().payload_schema)
+    for field in INDEXED_FIELDS:
+        if field not in have:
+            schema: qe.PayloadSchemaType | qe.KeywordIndexParams = (
+                qe.KeywordIndexParams(is_tenant=True) if field == "user_id" else qe.PayloadSchemaType.Keyword
+            )
+            shard.update(qe.UpdateOperation.create_field_index(field, schema))
+    if TIME_FIELD not in have:
+        shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, qe.PayloadSchemaType.Datetime))

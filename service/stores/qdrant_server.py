@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -22,6 +23,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, StoreConfigError
+from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
     memory_of,
@@ -30,7 +32,15 @@ from service.stores.qdrant_common import (
     plain_vector,
     valid_ids,
 )
-from service.stores.vector import INDEXED_FIELDS, Boundary, MemoryFilter, ScoredMemory, VectorRecord
+from service.stores.vector import (
+    INDEXED_FIELDS,
+    LEXICAL_VECTOR,
+    TIME_FIELD,
+    Boundary,
+    MemoryFilter,
+    ScoredMemory,
+    VectorRecord,
+)
 
 # HTTP answers that mean "the store cannot serve", as opposed to a bad request from us.
 _UNAVAILABLE_STATUS = {401, 403, 408, 429}
@@ -78,6 +88,7 @@ class QdrantServerVectorStore:
                     await self._client.create_collection(
                         c,
                         vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
+                        sparse_vectors_config={LEXICAL_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
                         metadata={"embedder": embedder, "dim": dim},
                     )
                 except UnexpectedResponse as e:
@@ -97,6 +108,12 @@ class QdrantServerVectorStore:
                 await self._client.update_collection(c, metadata={"embedder": embedder, "dim": dim})
             else:
                 self._check_same(str(stored_embedder), vectors.size, embedder, dim)
+            if LEXICAL_VECTOR not in (info.config.params.sparse_vectors or {}):
+                raise StoreConfigError(
+                    f"vector collection '{c}' at {self._where} has no '{LEXICAL_VECTOR}' sparse vector (it was made "
+                    "before lexical search). Create a new collection (QDRANT_COLLECTION) and move the memories "
+                    "with `python -m service export` / `import` (they are re-embedded), see docs/deployment.md."
+                )
             if vectors.distance != qm.Distance.COSINE:
                 raise StoreConfigError(
                     f"vector collection '{c}' at {self._where} uses {vectors.distance} distance, "
@@ -114,6 +131,9 @@ class QdrantServerVectorStore:
                             ),
                             wait=True,
                         )
+                if TIME_FIELD not in have:
+                    await self._client.create_payload_index(
+                        c, TIME_FIELD, field_schema=qm.PayloadSchemaType.DATETIME, wait=True)
         self._dim, self._embedder = dim, embedder
 
     def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
@@ -154,10 +174,8 @@ class QdrantServerVectorStore:
             return
         for v in vectors:
             self._check_dim(v)
-        points = [
-            qm.PointStruct(id=m.id, vector=list(v), payload=payload_of(m))
-            for m, v in zip(memories, vectors, strict=True)
-        ]
+        points = [qm.PointStruct(id=m.id, vector=_vectors(m, v), payload=payload_of(m))
+                  for m, v in zip(memories, vectors, strict=True)]
         self._check_open()
         with self._errors("upsert"):
             await self._client.upsert(self._collection, points=points, wait=True)
@@ -185,6 +203,25 @@ class QdrantServerVectorStore:
                 self._collection, query=list(vector), query_filter=f, limit=limit, with_payload=True
             )
         return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
+
+    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        f = build_filter(flt)
+        indices, values = _BM25.query(text)
+        if f is None or limit <= 0 or not indices:
+            return []
+        corpus = _filters.tenant(flt.user_id)  # IDF over the user's memories only
+        self._check_open()
+        with self._errors("search_text"):
+            res = await self._client.query_points(
+                self._collection, query=qm.SparseVector(indices=indices, values=values), using=LEXICAL_VECTOR,
+                query_filter=f, limit=limit, with_payload=True, search_params=qm.SearchParams(
+                    idf=qm.IdfCorpusParams(corpus=corpus)),
+            )
+        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
+
+    async def optimize(self) -> bool:
+        """Nothing to do: a Qdrant server builds its HNSW in the background, in its own process."""
+        return False
 
     async def get(self, ids: list[str]) -> list[Memory]:
         valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
@@ -298,5 +335,20 @@ _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
     any_of=lambda key, values: qm.FieldCondition(key=key, match=qm.MatchAny(any=values)),
     all_of=lambda conds: qm.Filter(must=list(conds)),
     one_of=lambda conds: qm.Filter(should=list(conds)),
+    time_range=lambda key, gte, lt: qm.FieldCondition(key=key, range=qm.DatetimeRange(
+        gte=_moment(gte), lt=_moment(lt))),
 )
 build_filter = _filters.build
+_BM25 = Bm25Encoder()
+
+
+def _moment(stamp: str | None) -> datetime | None:
+    return None if stamp is None else datetime.fromisoformat(stamp)
+
+
+def _vectors(m: Memory, dense: list[float]) -> dict[str, qm.Vector]:
+    indices, values = _BM25.document(m.content)
+    out: dict[str, qm.Vector] = {"": list(dense)}
+    if indices:
+        out[LEXICAL_VECTOR] = qm.SparseVector(indices=indices, values=values)
+    return out

@@ -6,12 +6,15 @@ The rest of the code sees only this Protocol. All Qdrant calls live in the backe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from service.domain import Memory, Scope
+from service.domain import Memory, Scope, utc
 
 # Payload fields that get an index (docs/architecture.md, "Data model"). user_id is the tenant key.
 INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
+TIME_FIELD = "occurred_at"  # datetime payload index
+LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,30 @@ class MemoryFilter:
     categories: tuple[str, ...] | None = None
     agent_id: str | None = None
     all_scopes: bool = False
+    # occurred_at window, stored form (domain.iso): after <= occurred_at < before
+    after: str | None = None
+    before: str | None = None
+
+    def matches(self, m: Memory) -> bool:
+        """The same rules in Python, for memories reached through the graph."""
+        if m.user_id != self.user_id:
+            return False
+        if self.scope is None:
+            ok = m.scope is Scope.GLOBAL or self.all_scopes or (
+                self.project_id is not None and m.scope is Scope.PROJECT and m.project_id == self.project_id)
+        elif self.scope is Scope.GLOBAL:
+            ok = m.scope is Scope.GLOBAL
+        else:
+            ok = m.scope is Scope.PROJECT and (self.project_id is None or m.project_id == self.project_id)
+        if not ok or (self.categories is not None and m.category not in self.categories):
+            return False
+        if self.agent_id is not None and m.agent_id != self.agent_id:
+            return False
+        if self.after is None and self.before is None:
+            return True
+        when = utc(datetime.fromisoformat(m.occurred_at)) if m.occurred_at else None
+        return when is not None and (self.after is None or when >= utc(datetime.fromisoformat(self.after))) and (
+            self.before is None or when < utc(datetime.fromisoformat(self.before)))
 
 
 @dataclass(frozen=True)
@@ -72,7 +99,15 @@ class VectorStore(Protocol):
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None: ...
 
-    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]: ...
+    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        """Dense: nearest by cosine."""
+
+    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
+        """Lexical: BM25 over the memories' content (sparse vectors, IDF over the user's memories)."""
+
+    async def optimize(self) -> bool:
+        """Build the vector indexes now (HNSW); True when anything changed. docs/decisions.md says where
+        each backend runs it."""
 
     async def get(self, ids: list[str]) -> list[Memory]:
         """The memories with these ids that exist, in no particular order."""

@@ -68,8 +68,9 @@ async def test_counters_move_by_the_right_amounts(tmp_path: Path) -> None:
 
         assert moved(key("memory_jobs_total", kind="raw", outcome="completed")) == 1
         assert moved(key("memory_jobs_total", kind="raw", outcome="failed")) == 1
-        assert moved(key("memory_search_duration_seconds_count", retriever="merged")) == 1
-        assert moved(key("memory_search_duration_seconds_count", retriever="vector")) == 1
+        assert moved(key("memory_search_duration_seconds_count", retriever="fused")) == 1
+        for retriever in ("dense", "lexical", "graph"):
+            assert moved(key("memory_search_duration_seconds_count", retriever=retriever)) == 1
         assert moved(key("http_request_duration_seconds_count", route="/v1/search", method="POST", status="200")) == 1
         assert moved(key("memory_job_stage_seconds_count", stage="embed")) == 1
         for (name, labels) in after:

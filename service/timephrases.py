@@ -1,0 +1,72 @@
+"""Time named in a search query ("last May", "in 2022", "on 8 June 2023", "two weeks ago") as a window of
+occurred_at, found and resolved by `dateparser` (English) relative to the time of the search.
+
+`dateparser.search.search_dates` also reads ordinary words as dates ("may" the verb, "we" as Wednesday),
+so a match counts only when it carries a digit, spans more than one word, is a capitalised word inside the
+query ("... in May"), or is one of the relative day words. The window's length follows the period
+dateparser reports for the phrase: a day, a week (centred on the date), a month or a year.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from dateparser.date import DateDataParser
+from dateparser.search import search_dates
+
+_DAY_WORDS = frozenset({"yesterday", "today", "tonight", "tomorrow"})
+_LANGUAGES = ["en"]
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    phrase: str
+    start: datetime  # inclusive, UTC
+    end: datetime  # exclusive, UTC
+    period: str  # day | week | month | year
+
+
+def _settings(now: datetime) -> dict[str, object]:
+    return {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone(UTC).replace(tzinfo=None),
+            "RETURN_AS_TIMEZONE_AWARE": True, "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"}
+
+
+def _plausible(phrase: str, query: str) -> bool:
+    words = phrase.split()
+    if any(ch.isdigit() for ch in phrase) or len(words) > 1:
+        return True
+    word = words[0] if words else ""
+    if word.casefold() in _DAY_WORDS:
+        return True
+    return word[:1].isupper() and not query.lstrip().startswith(word)
+
+
+def _window(moment: datetime, period: str) -> tuple[datetime, datetime]:
+    moment = moment.astimezone(UTC)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "year":
+        start = day.replace(month=1, day=1)
+        return start, start.replace(year=start.year + 1)
+    if period == "month":
+        start = day.replace(day=1)
+        return start, (start + timedelta(days=32)).replace(day=1)
+    if period == "week":
+        return day - timedelta(days=3), day + timedelta(days=4)
+    return day, day + timedelta(days=1)
+
+
+def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | None:
+    """The first time phrase of `query` as a window, or None when it names no time."""
+    now = now or datetime.now(UTC)
+    settings = _settings(now)
+    found = search_dates(query, languages=_LANGUAGES, settings=settings) or []
+    parser = DateDataParser(languages=_LANGUAGES, settings=settings)
+    for phrase, moment in found:
+        phrase = phrase.strip()
+        if not _plausible(phrase, query):
+            continue
+        period = parser.get_date_data(phrase).period or "day"
+        start, end = _window(moment, period)
+        return TimeWindow(phrase=phrase, start=start, end=end, period=period)
+    return None
