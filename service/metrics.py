@@ -28,7 +28,8 @@ LLM_TOKENS = Counter("memory_llm_tokens_total", "LLM tokens by stage, model and 
                      ["stage", "model", "kind"])
 DEDUP_REMOVED = Counter("memory_dedup_removed_total", "Memories removed by the dedup sweep", ["phase"])
 RECONCILE_REPAIRS = Counter("memory_reconcile_repairs_total", "Repairs by the reconciler", ["kind"])
-SEARCH_DURATION = Histogram("memory_search_duration_seconds", "Search time by retriever (dense, lexical, graph, time; fused = the whole search)",
+SEARCH_DURATION = Histogram("memory_search_duration_seconds",
+                            "Search time by retriever (dense, lexical, graph, time; fused = the whole search)",
                             ["retriever"])
 
 

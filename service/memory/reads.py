@@ -29,7 +29,6 @@ from service.schemas import (
     WritePathHealth,
 )
 from service.stores.graph import (
-    GraphFact,
     Page,
     groups_for,
 )
@@ -142,8 +141,13 @@ class MemoryReads(MemoryBase):
 
         async def graph() -> tuple[list[ScoredMemory], list[str]]:
             with timed(SEARCH_DURATION, retriever="graph"):
-                facts, degraded = await self._graph_facts(user_id, req.project_id, req.query, n)
-                return await self._graph_memories(facts, flt), degraded
+                try:
+                    async with asyncio.timeout(self.settings.graph_timeout_seconds):
+                        ranked = await self.graph.search_memories(user_id, groups_for(req.project_id), req.query, n)
+                except (DependencyUnavailable, TimeoutError) as exc:
+                    log.warning("graph_search_degraded", error=str(exc) or "timeout")
+                    return [], ["graph"]
+                return await self._held(ranked, flt), []
 
         async def nothing() -> list[ScoredMemory]:
             return []
@@ -188,30 +192,13 @@ class MemoryReads(MemoryBase):
                 cache.popitem(last=False)
         return vector
 
-    async def _graph_memories(self, facts: list[GraphFact], flt: MemoryFilter) -> list[ScoredMemory]:
-        """The graph retriever's memories: the supporting memories of the ranked facts, in the facts' order,
-        that the vector store still holds and the search's filter admits (a memory whose delete has not
-        reached the graph yet is never returned)."""
-        ranked: dict[str, float] = {}
-        for f in facts:
-            for mid in f.memory_ids:
-                ranked.setdefault(mid, f.score)
+    async def _held(self, ranked: list[tuple[str, float]], flt: MemoryFilter) -> list[ScoredMemory]:
+        """The graph retriever's memories that the vector store still holds and the search's filter admits
+        (a memory whose delete has not reached the graph yet is never returned), in the graph's order."""
         if not ranked:
             return []
-        held = {m.id: m for m in await self.vectors.get(list(ranked)) if flt.matches(m)}
-        return [ScoredMemory(held[mid], score) for mid, score in ranked.items() if mid in held]
-
-    async def _graph_facts(
-        self, user_id: str, project_id: str | None, query: str, limit: int, include_history: bool = False
-    ) -> tuple[list[GraphFact], list[str]]:
-        try:
-            async with asyncio.timeout(self.settings.graph_timeout_seconds):
-                facts = await self.graph.search_facts(user_id, groups_for(project_id), query, limit, include_history)
-            return facts, []
-        except (DependencyUnavailable, TimeoutError) as exc:
-            log.warning("graph_search_degraded", error=str(exc) or "timeout")
-            return [], ["graph"]
-
+        held = {m.id: m for m in await self.vectors.get([mid for mid, _ in ranked]) if flt.matches(m)}
+        return [ScoredMemory(held[mid], score) for mid, score in ranked if mid in held]
 
     async def graph_search(self, req: GraphSearchRequest, user_id: str) -> GraphSearchResponse:
         """Graph facts only; unlike /v1/search a graph outage is an error (503), not a degradation."""

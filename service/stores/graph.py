@@ -112,6 +112,11 @@ class GraphStore(Protocol):
         full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
         Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
 
+    async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
+        """The graph retriever: (memory id, score) of the memories that mention an entity the query names
+        (name, alias or full text) or one of its RELATES neighbours, rare entities counting more. Best first.
+        Ids of memories the vector store may no longer hold are possible: the caller checks."""
+
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
 
     async def list_edges(

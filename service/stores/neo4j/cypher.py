@@ -273,6 +273,32 @@ CALL (e) {
 }
 RETURN hit, hop, """ + FACT_FIELDS
 
+# The graph retriever: memories that mention a matched entity (hop 0) or an entity one valid RELATES edge
+# away from it (hop 1), each with the entity's mention count (its document frequency, for the score).
+ENTITY_MEMORIES: LiteralString = """
+UNWIND $hits AS hit
+MATCH (e:Entity {id: hit})
+CALL (e) {
+    MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
+    WITH m ORDER BY m.created_at DESC LIMIT $per_entity
+    RETURN m.id AS mid, 0 AS hop, e.id AS via
+  UNION
+    WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
+    MATCH (e)-[r:RELATES]-(o:Entity)
+    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
+    WITH DISTINCT o LIMIT $neighbours
+    CALL (o) {
+        MATCH (m:Memory)-[:MENTIONS]->(o) WHERE m.deleted_at IS NULL
+        WITH m ORDER BY m.created_at DESC LIMIT $per_neighbour
+        RETURN m
+    }
+    RETURN m.id AS mid, 1 AS hop, o.id AS via
+}
+WITH hit, mid, hop, via
+MATCH (v:Entity {id: via})
+RETURN hit, mid, hop, COUNT { (:Memory)-[:MENTIONS]->(v) } AS df
+"""
+
 FACT_TEXT_HITS: LiteralString = """
 CALL db.index.fulltext.queryRelationships($index, $lucene, {limit: $k}) YIELD relationship AS r, score
 WHERE score > 0 AND r.user_id = $user_id AND r.group_id IN $groups

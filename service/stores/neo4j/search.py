@@ -6,7 +6,9 @@ sees the caller's documents."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
+from typing import Any
 
 import structlog
 
@@ -23,6 +25,8 @@ NEIGHBOUR_EDGES = 5       # edges read per neighbour
 HUB_DEGREE = 200          # neighbours with more edges than this are not followed (no topical signal)
 ONE_HOP_WEIGHT = 0.4      # a neighbour's edge counts this much of the entity match that reached it
 RECENCY_HALF_LIFE_DAYS = 180.0
+MEMORIES_PER_ENTITY = 100  # the graph retriever: memories read per matched entity
+MEMORIES_PER_NEIGHBOUR = 10
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -91,3 +95,16 @@ def fact_score(evidence: list[float], support: int, valid_at: str | None, now: d
     return round(min(1.0, max(0.0, score)), 6)
 
 
+
+
+def memory_scores(hits: dict[str, float], rows: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """The graph retriever's ranking. A memory scores, for each matched entity that reaches it, the entity's
+    match strength (in [0, 1]) divided by log2(1 + the mentions of the entity it mentions), so a rare entity
+    counts more than one the user mentions everywhere (an IDF), and a neighbour's ONE_HOP_WEIGHT of that.
+    Best first; ties by id."""
+    scores: dict[str, float] = {}
+    for r in rows:
+        weight = hits.get(str(r["hit"]), 0.0) * (1.0 if r["hop"] == 0 else ONE_HOP_WEIGHT)
+        mid = str(r["mid"])
+        scores[mid] = scores.get(mid, 0.0) + weight / math.log2(1 + max(1, int(r["df"])))
+    return sorted(((m, round(v, 6)) for m, v in scores.items() if v > 0), key=lambda mv: (-mv[1], mv[0]))

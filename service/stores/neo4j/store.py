@@ -38,12 +38,15 @@ from service.stores.neo4j.search import (
     DIRECT_EDGES,
     ENTITY_HITS,
     HUB_DEGREE,
+    MEMORIES_PER_ENTITY,
+    MEMORIES_PER_NEIGHBOUR,
     NEIGHBOUR_EDGES,
     NEIGHBOURS,
     ONE_HOP_WEIGHT,
     fact_score,
     lucene_query,
     lucene_terms,
+    memory_scores,
 )
 
 log = structlog.get_logger(__name__)
@@ -258,36 +261,20 @@ class Neo4jGraphStore:
     async def search_facts(
         self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
     ) -> list[GraphFact]:
-        check_id(user_id, "user_id")
-        checked = check_groups(groups) or []
+        checked, terms, keys = self._search_scope(user_id, groups, query)
         limit = clamp(limit, MAX_SEARCH_LIMIT)
         if not checked:
             return []
-        terms = lucene_terms(query)
-        name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
-        keys = [ft_key(user_id, g) for g in checked]
-        entity_q = lucene_query(keys, ("name", "aliases"), terms) if terms else None
         fact_q = lucene_query(keys, ("fact",), terms, live_only=not include_history) if terms else None
         common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": include_history}
 
         async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]],
                                                              list[dict[str, Any]]]:
-            hits: dict[str, float] = {}
-            if entity_q:
-                result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX, lucene=entity_q,
-                                      k=ENTITY_HITS, **common)
-                raw = {str(r["id"]): float(r["score"]) for r in await result.data()}
-                top = max(raw.values(), default=0.0)
-                hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
-            if name_lc:
-                for r in await (await tx.run(cypher.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
-                    hits[str(r["id"])] = 1.0
-            best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
-            hits = {h: hits[h] for h in best}
+            hits = await _entity_hits(tx, query, terms, keys, common)
             edges: list[dict[str, Any]] = []
             if hits:
-                result = await tx.run(cypher.ENTITY_EDGES, hits=best, direct=DIRECT_EDGES, neighbours=NEIGHBOURS,
-                                      per_neighbour=NEIGHBOUR_EDGES, hub=HUB_DEGREE, **common)
+                result = await tx.run(cypher.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
+                                      neighbours=NEIGHBOURS, per_neighbour=NEIGHBOUR_EDGES, hub=HUB_DEGREE, **common)
                 edges = await result.data()
             facts: list[dict[str, Any]] = []
             if fact_q:
@@ -320,6 +307,30 @@ class Neo4jGraphStore:
         ]
         scored.sort(key=lambda f: (-f.score, f.id))
         return [f for f in scored if f.score > 0][:limit]
+
+    async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
+        checked, terms, keys = self._search_scope(user_id, groups, query)
+        if not checked:
+            return []
+        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
+
+        async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]]]:
+            hits = await _entity_hits(tx, query, terms, keys, common)
+            if not hits:
+                return hits, []
+            result = await tx.run(cypher.ENTITY_MEMORIES, hits=list(hits), per_entity=MEMORIES_PER_ENTITY,
+                                  neighbours=NEIGHBOURS, per_neighbour=MEMORIES_PER_NEIGHBOUR, hub=HUB_DEGREE)
+            return hits, list(await result.data())
+
+        hits, rows = await self._read(run)
+        return memory_scores(hits, rows)[: clamp(limit, MAX_PAGE_LIMIT)]
+
+    @staticmethod
+    def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
+        """(checked groups, the query's Lucene terms, the caller's full-text tenant keys)."""
+        check_id(user_id, "user_id")
+        checked = check_groups(groups) or []
+        return checked, lucene_terms(query), [ft_key(user_id, g) for g in checked]
 
     async def _page(
         self, stmt: LiteralString, user_id: str, groups: list[str] | None, limit: int, cursor: str | None,
@@ -430,3 +441,22 @@ class Neo4jGraphStore:
     async def close(self) -> None:
         await self._driver.close()
 
+
+
+async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str], keys: list[str],
+                       common: dict[str, Any]) -> dict[str, float]:
+    """The entities the query names: full-text over names and aliases (scores normalised by the best) and
+    an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
+    hits: dict[str, float] = {}
+    if terms:
+        result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX,
+                              lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
+        raw = {str(r["id"]): float(r["score"]) for r in await result.data()}
+        top = max(raw.values(), default=0.0)
+        hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
+    name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
+    if name_lc:
+        for r in await (await tx.run(cypher.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
+            hits[str(r["id"])] = 1.0
+    best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
+    return {h: hits[h] for h in best}
