@@ -29,6 +29,8 @@ class MemoryOut(BaseModel):
     scope: Scope
     project_id: str | None
     created_at: str
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -39,6 +41,8 @@ class MemoryOut(BaseModel):
             scope=m.scope,
             project_id=m.project_id,
             created_at=m.created_at,
+            occurred_at=m.occurred_at,
+            source_message_ids=list(m.source_message_ids),
         )
 
 

@@ -61,7 +61,8 @@ Long-term memory for the user and their projects.
   if any) to load what is already known.
 - Before answering questions about the user's preferences, setup or past decisions, call recall_memories.
 - When you learn a durable fact (a preference, a convention, a decision and its reason), call remember
-  with the best category; or pass a whole exchange to remember_conversation to have facts extracted.
+  with the best category; or pass a whole exchange to remember_conversation to have facts extracted
+  (what yields no fact is kept as interaction memories).
 - Writes are queued: they return a task id (get_task_status), or the stored memory with wait=true.
 Always pass the same user_id (and project_id for project work)."""
 
@@ -220,8 +221,12 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
         messages: Annotated[
             list[Message],
             Field(min_length=1, max_length=500,
-                  description="The exchange, oldest first: {role: user|assistant|system|tool, content}. "
-                              "Facts are extracted from the user's turns only."),
+                  description="The exchange, oldest first: {role: user|assistant|system|tool, content, id?, "
+                              "timestamp?}. Facts are extracted from the user's turns; every other message "
+                              "with content is kept as an 'interaction' memory of its window. id (1-128 "
+                              "chars) names the message in each memory's source_message_ids (else its "
+                              "0-based index); timestamp (ISO 8601 or a plain English date; one that does "
+                              "not parse is ignored) becomes the memory's occurred_at."),
         ],
         user_id: UserId,
         project_id: ProjectId = None,
@@ -229,7 +234,9 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
         wait: Wait = False,
     ) -> WriteOutcome:
         """Extract categorised facts from a conversation and store them (the extraction path: Gemini when
-        configured, else rule-based). Returns the task id; with wait=true the stored memories."""
+        configured, else rule-based); messages no fact came from are stored as 'interaction' memories
+        ("<role>: <text>" lines), so nothing said is lost. Every memory lists its source_message_ids.
+        Returns the task id; with wait=true the stored memories."""
         with _tool_errors():
             req = ConversationRequest(messages=messages, user_id=user_id, project_id=project_id, agent_id=agent_id)
             backend = backend_of()

@@ -4,7 +4,7 @@ stores through the outbox; update and delete under the memory's lock)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import structlog
@@ -24,6 +24,14 @@ from service.domain import (
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
 from service.memory.base import MemoryBase
+from service.memory.windows import (
+    Window,
+    first_time,
+    interaction_windows,
+    parse_timestamp,
+    source_ids,
+    valid_indexes,
+)
 from service.metrics import STAGE, timed
 from service.outbox import Intent
 from service.queue import now_iso
@@ -43,6 +51,50 @@ from service.stores.graph import (
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
+INTERACTION = "interaction"
+
+
+class _Drafts:
+    """The memories of one conversation as they are collected. What repeats an earlier memory (same
+    content hash, scope and project; or a window whose text is a fact's content) is not stored twice:
+    its messages join the earlier memory's sources, which keeps its own time."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.memories: list[Memory] = []
+        self.sources: list[set[int]] = []
+        self.links: list[MemoryLinks | None] = []
+        self._keys: dict[tuple[str, str, str | None], int] = {}
+        self._facts: dict[str, int] = {}  # content hash of a fact -> its position
+
+    def add(self, memory: Memory, sources: list[int], links: MemoryLinks | None, *,
+            fact: bool = False, alias: str | None = None) -> None:
+        """`links` None: found by the LinkFinder when finished. `alias`: another content hash that
+        counts as the same text as a fact (a one-message window's bare text)."""
+        at = self._keys.get((memory.hash, memory.scope.value, memory.project_id))
+        if at is None and not fact:
+            at = next((self._facts[h] for h in (memory.hash, alias) if h is not None and h in self._facts), None)
+        if at is not None:
+            self.sources[at].update(sources)
+            return
+        self._keys[(memory.hash, memory.scope.value, memory.project_id)] = len(self.memories)
+        if fact:
+            self._facts.setdefault(memory.hash, len(self.memories))
+        self.memories.append(memory)
+        self.sources.append(set(sources))
+        self.links.append(links)
+
+    def finish(self, links_of: Callable[[Memory], MemoryLinks]) -> tuple[list[Memory], list[MemoryLinks]]:
+        """The memories with their source message ids, and their graph links."""
+        memories = [m.model_copy(update={"source_message_ids": source_ids(s, self.messages)})
+                    for m, s in zip(self.memories, self.sources, strict=True)]
+        links = [found if found is not None else links_of(m) for m, found in zip(memories, self.links, strict=True)]
+        return memories, links
+
+
+def _single_text(window: Window, messages: list[Message]) -> str | None:
+    """The content hash of a one-message window's bare text (what a fact repeating it would hash to)."""
+    return content_hash(messages[window.indexes[0]].content) if len(window.indexes) == 1 else None
 
 
 
@@ -81,7 +133,10 @@ class MemoryWrites(MemoryBase):
         identity = {
             "user_id": user_id,
             "project_id": req.project_id,
-            "messages": [[m["role"], normalise(m["content"])] for m in messages],
+            # id and timestamp only when given, so a conversation without them hashes as before
+            "messages": [[m["role"], normalise(m["content"])]
+                         + ([m["id"], m["timestamp"]] if m["id"] is not None or m["timestamp"] is not None else [])
+                         for m in messages],
         }
         job = ConversationJob(user_id=user_id, project_id=req.project_id, agent_id=req.agent_id,
                               metadata=req.metadata or {}, messages=messages)
@@ -90,38 +145,41 @@ class MemoryWrites(MemoryBase):
     # ------------------------------------------------------------------ writes (worker side)
 
     async def store_conversation(self, task_id: str, job: ConversationJob) -> dict[str, Any]:
-        """Extract facts, then store each as a raw write would, plus its entities and relations."""
-        project_id = job.project_id
+        """Extract facts and store each as a raw write would, plus its entities and relations; store the
+        messages no fact came from as `interaction` windows (service/memory/windows.py), so nothing said is
+        lost. Memory ids are positions: facts first, then windows in message order."""
+        messages = [Message.model_validate(m) for m in job.messages]
         # A replayed job reuses the first extraction: an LLM may not answer the same twice,
         # and memory ids are positions in this list.
         cached = await self.tasks.load_step(task_id, "extraction")
         if cached is not None:
             extraction = ExtractionResult.model_validate_json(cached)
         else:
-            messages = [Message.model_validate(m) for m in job.messages]
             with timed(STAGE, stage="extract"):  # LLM calls and tokens are counted per call by the Gemini client
-                extraction = await self.extractor.extract(messages, project_id)
+                extraction = await self.extractor.extract(messages, job.project_id)
             await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
-        memories: list[Memory] = []
-        links: list[MemoryLinks] = []
-        seen: set[tuple[str, str, str | None]] = set()
+        drafts = _Drafts(messages)
+        covered: set[int] = set()
         for fact in extraction.facts:
-            memory = self._fact_memory(task_id, len(memories), fact, job)
-            key = (memory.hash, memory.scope.value, memory.project_id)
-            if key in seen:
-                continue
-            seen.add(key)
-            memories.append(memory)
-            links.append(MemoryLinks(
+            sources = valid_indexes(fact.source_messages, len(messages))
+            covered.update(sources)
+            memory = self._fact_memory(task_id, len(drafts.memories), fact, job,
+                                       first_time(sources, messages, job.accepted_at))
+            drafts.add(memory, sources, MemoryLinks(
                 memory_id=memory.id,
                 entities=[EntityRef(e.name, e.type) for e in fact.entities],
                 relations=[
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],
-            ))
+            ), fact=True)
+        facts = len(drafts.memories)
+        for window in interaction_windows(messages, covered):
+            memory = self._window_memory(task_id, len(drafts.memories), window, messages, job)
+            drafts.add(memory, list(window.indexes), None, alias=_single_text(window, messages))
+        memories, links = drafts.finish(self.links_of)
         graph = await self.write_memories(task_id, memories, links) if memories else "stored"
-        log.info("conversation_extracted", extractor=extraction.extractor, facts=len(memories),
-                 dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
+        log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
+                 interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {
             "memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories],
             "graph": graph,
@@ -130,7 +188,9 @@ class MemoryWrites(MemoryBase):
             "dropped": extraction.dropped,
         }
 
-    def _fact_memory(self, task_id: str, index: int, fact: ExtractedFact, job: ConversationJob) -> Memory:
+    def _fact_memory(
+        self, task_id: str, index: int, fact: ExtractedFact, job: ConversationJob, occurred_at: str
+    ) -> Memory:
         project_id = job.project_id
         # A project-default fact from a conversation without a project_id is kept as global
         # rather than dropped (docs/decisions.md).
@@ -152,6 +212,30 @@ class MemoryWrites(MemoryBase):
             created_at=job.accepted_at,
             updated_at=job.accepted_at,
             task_id=task_id,
+            occurred_at=occurred_at,
+        )
+
+    @staticmethod
+    def _window_memory(
+        task_id: str, index: int, window: Window, messages: list[Message], job: ConversationJob
+    ) -> Memory:
+        """An `interaction` memory of messages no fact came from (scope: the category's flexible rule)."""
+        scope = resolve_scope(INTERACTION, None, job.project_id)
+        first = messages[window.indexes[0]]
+        return Memory(
+            id=memory_id_for(task_id, index),
+            user_id=job.user_id,
+            content=window.content,
+            category=INTERACTION,
+            scope=scope,
+            project_id=job.project_id if scope is Scope.PROJECT else None,
+            agent_id=job.agent_id,
+            hash=content_hash(window.content),
+            metadata=dict(job.metadata),
+            created_at=job.accepted_at,
+            updated_at=job.accepted_at,
+            task_id=task_id,
+            occurred_at=parse_timestamp(first.timestamp, job.accepted_at) or job.accepted_at,
         )
 
     async def store_raw(self, task_id: str, job: RawJob) -> dict[str, Any]:
@@ -183,8 +267,11 @@ class MemoryWrites(MemoryBase):
         return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
 
     def links_of(self, memory: Memory) -> MemoryLinks:
-        """Graph side of a raw write or an update: the injected LinkFinder (no LLM)."""
+        """Graph side of a raw write, an update or an interaction window: the injected LinkFinder (no LLM).
+        A window gets mentions only: its "I" may be the assistant, so first-person relations would lie."""
         entities, relations = self.links.find(memory.content, memory.category, memory.project_id)
+        if memory.category == INTERACTION and memory.source_message_ids:
+            relations = []
         valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
         return MemoryLinks(
             memory_id=memory.id,

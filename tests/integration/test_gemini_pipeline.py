@@ -1,5 +1,6 @@
 """The real worker and the real google-genai client against a local fake of the Gemini API:
-extraction and embeddings by Gemini, fallback model after repeated 503s, malformed output."""
+extraction and embeddings by Gemini, source messages and interaction windows, fallback model after
+repeated 503s, malformed output."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ FACTS = {
             "relations": [{"subject": "user", "predicate": "prefers", "object": "Neovim",
                            "fact": "The user prefers Neovim over VS Code."}],
             "valid_at": None,
+            "source_messages": [0],
         },
         {
             "content": "The billing service uses PostgreSQL 16.",
@@ -36,6 +38,7 @@ FACTS = {
             "relations": [{"subject": "billing service", "predicate": "uses", "object": "PostgreSQL",
                            "fact": "The billing service uses PostgreSQL 16."}],
             "valid_at": "2026-03-01",
+            "source_messages": [2, 9, -1],  # 9 and -1 point at no message: dropped
         },
         {"content": "Gossip about a colleague.", "category": "gossip", "scope": "global", "entities": [],
          "relations": []},
@@ -90,17 +93,21 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
     assert result["dropped"] == 1  # the unknown category is dropped, never stored
     assert result["usage"]["prompt_tokens"] == 120 and result["usage"]["calls"] == 1
     cats = {m["category"]: m for m in result["memories"]}
-    assert set(cats) == {"preference", "tech_stack"}
+    assert set(cats) == {"preference", "tech_stack", "interaction"}
     assert cats["tech_stack"]["scope"] == "project" and cats["tech_stack"]["project_id"] == "billing"
+    # the model's source_messages become source ids; the message no fact came from is kept as said
+    assert cats["preference"]["source_message_ids"] == ["0"] and cats["tech_stack"]["source_message_ids"] == ["2"]
+    assert cats["interaction"]["content"] == "assistant: Got it."
+    assert cats["interaction"]["source_message_ids"] == ["1"]
 
     # the prompt carried the user's words; embeddings came from Gemini too
     [call] = fake.calls("generateContent")
-    assert "Neovim" in call.prompt
+    assert "Neovim" in call.prompt and "[2] user: Since March" in call.prompt
     assert fake.models("batchEmbedContents")
     assert deps.embedder.name == "gemini:gemini-embedding-001:64"
 
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 2
-    assert await deps.graph.count_memories(user) == 2
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 3
+    assert await deps.graph.count_memories(user) == 3
     rels = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
     assert ("user", "prefers", "Neovim") in rels
     assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01T00:00:00+00:00"
@@ -110,6 +117,46 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
 
     search = await client.post("/v1/search", json={"query": "The user prefers Neovim over VS Code.", "user_id": user})
     assert search.json()["results"][0]["content"] == "The user prefers Neovim over VS Code."
+
+
+async def test_gemini_sources_map_to_message_ids_and_a_window_repeating_a_fact_is_not_stored_twice(
+    gemini_stack: tuple[httpx.AsyncClient, Deps], fake: FakeGemini
+) -> None:
+    client, deps = gemini_stack
+    fake.reset()
+    neovim, postgres, _ = FACTS["facts"]
+    fake.respond_with({"facts": [
+        {**neovim, "source_messages": [0, 3]},  # message 3 confirms message 0
+        {**postgres, "source_messages": [2]},
+        # the model could not tell where this came from; its text is message 1's, whose window it absorbs
+        {"content": "Deploys go through Fly.io.", "category": "tech_stack", "scope": "project", "entities": [],
+         "relations": [], "source_messages": []},
+    ]})
+    messages = [
+        {"id": "u-1", "role": "user", "content": "I really prefer Neovim over VS Code.",
+         "timestamp": "2026-02-01T08:30:00-05:00"},
+        {"id": "u-2", "role": "user", "content": "Deploys go through Fly.io."},
+        {"id": "u-3", "role": "user", "content": "Since March the billing service runs on PostgreSQL 16."},
+        {"id": "u-4", "role": "user", "content": "Yes, Neovim it is."},
+        {"id": "a-5", "role": "assistant", "content": "Great, I'll keep that in mind."},
+    ]
+    user = unique("gem-src")
+    resp = await client.post("/v1/memories", json={"messages": messages, "user_id": user, "project_id": "billing"})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"], timeout=60)
+    assert done["status"] == "completed", done
+    memories = done["result"]["memories"]
+    got = [(m["content"], m["source_message_ids"]) for m in memories]
+    assert got == [
+        ("The user prefers Neovim over VS Code.", ["u-1", "u-4"]),
+        ("The billing service uses PostgreSQL 16.", ["u-3"]),
+        ("Deploys go through Fly.io.", ["u-2"]),
+        ("assistant: Great, I'll keep that in mind.", ["a-5"]),
+    ]
+    assert memories[0]["occurred_at"] == "2026-02-01T13:30:00+00:00"
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 4
+    record = (await client.get(f"/v1/memories/{memories[2]['id']}", params={"user_id": user})).json()
+    assert record["source_message_ids"] == ["u-2"]
 
 
 async def test_fallback_model_after_repeated_503(gemini_stack: tuple[httpx.AsyncClient, Deps],
@@ -141,7 +188,7 @@ async def test_malformed_output_is_retried_then_reported(gemini_stack: tuple[htt
     fake.script(PRIMARY, ["malformed"])
     recovered = await _run(client, unique("malformed1"))
     assert recovered["status"] == "completed"
-    assert len(recovered["result"]["memories"]) == 2  # type: ignore[index]
+    assert len(recovered["result"]["memories"]) == 3  # type: ignore[index]  # 2 facts, 1 window
 
     fake.reset()
     fake.script(PRIMARY, ["malformed"] * 10)

@@ -341,3 +341,31 @@ async def test_embedder_400_raises_at_once(fake: FakeGemini, client: genai.Clien
 def test_make_client_needs_a_key() -> None:
     with pytest.raises(ValueError, match="API key"):
         make_client("")
+
+
+async def test_source_messages_are_asked_for_and_invalid_indexes_dropped(
+    fake: FakeGemini, client: genai.Client
+) -> None:
+    def responder(body: dict[str, Any], model: str) -> dict[str, Any]:
+        text = body["contents"][0]["parts"][0]["text"]
+        if "[0] user" in text:  # the first window shows messages 0 and 1
+            return {"facts": [{**TABS, "source_messages": [0, 0, "1", 2, -1, True, "x", 99]},
+                              {**STACK, "source_messages": "not a list"}]}
+        return {"facts": [{**TABS, "source_messages": [2, 1]}]}  # 1 is in the other window: dropped
+
+    fake.respond_with(responder)
+    msgs = conversation("I prefer tabs. " + "y" * 300, "Noted. " + "y" * 300, "Tabs, really. " + "y" * 300)
+    ex = extractor(client, window_chars=700)
+    assert [start for start, _ in ex.windows(msgs)] == [0, 2]
+
+    result = await ex.extract(msgs, project_id="proj-1")
+
+    tabs, stack = result.facts
+    assert tabs.source_messages == [0, 1, 2]  # merged across windows
+    assert stack.source_messages == []  # the model could not tell: an empty list
+    assert result.dropped == 0  # bad indexes are dropped, not counted as dropped items
+    first = fake.calls("generateContent")[0]
+    assert "[0] user: I prefer tabs" in first.prompt and "[1] assistant: Noted." in first.prompt
+    item_schema = first.body["generationConfig"]["responseSchema"]["properties"]["facts"]["items"]
+    assert item_schema["properties"]["source_messages"]["type"] == "ARRAY"
+    assert "source_messages" in first.system_instruction

@@ -106,7 +106,7 @@ class GeminiExtractor:
         windows = self.windows(messages)
         usage = TokenUsage()
         facts: list[ExtractedFact] = []
-        seen: set[tuple[str, str]] = set()
+        seen: dict[tuple[str, str], ExtractedFact] = {}
         dropped = 0
         model = self.model
         for number, (start, window) in enumerate(windows):
@@ -114,14 +114,17 @@ class GeminiExtractor:
             items, window_usage, model = await self._call_with_fallback(model, prompt, number)
             usage = usage.add(window_usage)
             for item in items:
-                fact, bad = self._validate(item, project_id, model)
+                fact, bad = self._validate(item, project_id, model, range(start, start + len(window)))
                 dropped += bad
                 if fact is None:
                     continue
                 key = (normalise(fact.content), fact.category)
-                if key not in seen:
-                    seen.add(key)
+                first = seen.get(key)
+                if first is None:
+                    seen[key] = fact
                     facts.append(fact)
+                else:  # the same fact from another window: it came from those messages too
+                    first.source_messages[:] = sorted({*first.source_messages, *fact.source_messages})
         log.info(
             "gemini_extracted",
             model=model,
@@ -258,8 +261,13 @@ class GeminiExtractor:
 
     # --- validation ---------------------------------------------------------------------
 
-    def _validate(self, item: Any, project_id: str | None, model: str) -> tuple[ExtractedFact | None, int]:
-        """One returned item -> (fact or None, number of dropped items incl. nested ones)."""
+    def _validate(
+        self, item: Any, project_id: str | None, model: str, shown: range | None = None
+    ) -> tuple[ExtractedFact | None, int]:
+        """One returned item -> (fact or None, number of dropped items incl. nested ones).
+
+        `shown`: the message indexes the model saw; a `source_messages` entry outside it (or not an
+        integer) is dropped without counting, and a fact may end with none."""
         if not isinstance(item, dict):
             log.warning("gemini_item_dropped", model=model, reason="not an object", item=repr(item)[:200])
             return None, 1
@@ -312,6 +320,7 @@ class GeminiExtractor:
             "entities": entities,
             "relations": relations,
             "valid_at": _iso_or_none(item.get("valid_at")),
+            "source_messages": _indexes(item.get("source_messages"), shown),
         }
         try:
             fact = ExtractedFact.model_validate(candidate_fact)
@@ -325,6 +334,17 @@ class GeminiExtractor:
             )
             return None, dropped + 1
         return fact, dropped
+
+
+def _indexes(value: Any, shown: range | None) -> list[int]:
+    """The valid message indexes of a `source_messages` answer, sorted, each once."""
+    found: set[int] = set()
+    for raw in _as_list(value):
+        if isinstance(raw, str) and raw.strip().isdigit():
+            raw = int(raw.strip())
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 and (shown is None or raw in shown):
+            found.add(raw)
+    return sorted(found)
 
 
 def _as_list(value: Any) -> list[Any]:

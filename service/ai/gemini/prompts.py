@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.ai.extraction import Message
 from service.domain import CATEGORIES
 
-PROMPT_VERSION = "2025-1"
+PROMPT_VERSION = "2025-2"
 
 # 1-2 examples per category; keys must be exactly the 13 domain categories (checked below).
 CATEGORY_EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -131,6 +131,10 @@ RELATIONS
   database), deploys_to (project -> its deployment target).
 - Only relations the fact states; none is fine.
 
+SOURCES
+- Each message starts with "[n] role". source_messages lists the n of every message the fact
+  was stated, confirmed or accepted in (at least one; e.g. [0, 3] when message 3 confirms message 0).
+
 TIME
 - valid_at: when the fact became true, as an ISO 8601 date (YYYY-MM-DD) or datetime, only when the
   conversation states or dates it (a message timestamp with "today", "since March 2024" -> "2024-03-01").
@@ -142,7 +146,8 @@ TRUNCATED = " [...truncated]"
 
 
 def render_message(index: int, message: Message, max_chars: int | None = None) -> str:
-    """One message as a prompt line; cut to `max_chars` (with a marker) when given and too long."""
+    """One message as a prompt line, "[index] role: text" (the index is what `source_messages` names);
+    cut to `max_chars` (with a marker) when given and too long."""
     header = f"[{index}] {message.role}"
     if message.timestamp:
         header += f" @ {message.timestamp}"
@@ -201,6 +206,7 @@ class SchemaFact(BaseModel):
     entities: list[SchemaEntity] = Field(description="Named things the fact is about.")
     relations: list[SchemaRelation] = Field(description="subject-predicate-object triples the fact states.")
     valid_at: str | None = Field(default=None, description="ISO 8601 date when stated, else null.")
+    source_messages: list[int] = Field(description="The [n] indexes of the messages the fact comes from.")
 
 
 class ExtractionResponse(BaseModel):

@@ -40,9 +40,11 @@ class OfflineExtractor:
         return ExtractionResult(facts=self.extract_sync(messages, project_id), extractor=self.name, usage=TokenUsage())
 
     def extract_sync(self, messages: list[Message], project_id: str | None = None) -> list[ExtractedFact]:
+        """Each fact's `source_messages` is the index of the user message it came from; a clause
+        repeated in a later message adds that message's index to the first fact instead of a new fact."""
         facts: list[ExtractedFact] = []
-        seen: set[str] = set()
-        for message in messages:
+        seen: dict[str, ExtractedFact] = {}
+        for index, message in enumerate(messages):
             if message.role != "user":
                 continue
             for sentence in split_sentences(message.content):
@@ -51,9 +53,13 @@ class OfflineExtractor:
                     if fact is None:
                         continue
                     key = " ".join(fact.content.split()).casefold().rstrip(".!")
-                    if key in seen:
+                    first = seen.get(key)
+                    if first is not None:
+                        if index not in first.source_messages:
+                            first.source_messages.append(index)
                         continue
-                    seen.add(key)
+                    fact.source_messages.append(index)
+                    seen[key] = fact
                     facts.append(fact)
                     if len(facts) >= self.max_facts:
                         return facts

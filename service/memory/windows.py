@@ -1,0 +1,110 @@
+"""What a conversation stores beside its facts: the messages no fact came from, grouped into interaction
+windows, and the helpers that map messages to source ids and times (docs/decisions.md, "Conversations
+keep what was said")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import dateparser
+
+from service.domain import Message, iso
+
+WINDOW_MESSAGES = 4  # at most this many messages in one interaction window
+WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" lines (one message may exceed it)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Consecutive messages that produced no fact, stored as one `interaction` memory."""
+
+    indexes: tuple[int, ...]
+    content: str
+
+
+def source_id(index: int, message: Message) -> str:
+    """How a memory names a message it came from: the message's id, else its 0-based index."""
+    return message.id if message.id is not None else str(index)
+
+
+def source_ids(indexes: Iterable[int], messages: Sequence[Message]) -> list[str]:
+    """Source ids of the given message indexes, in message order, each once."""
+    return [source_id(i, messages[i]) for i in sorted(set(indexes))]
+
+
+def valid_indexes(indexes: Iterable[int], count: int) -> list[int]:
+    """The indexes that point at one of `count` messages (others are dropped), sorted, each once."""
+    return sorted({i for i in indexes if 0 <= i < count})
+
+
+def line(message: Message) -> str:
+    """A message as a window line: the speaker, then the text."""
+    return f"{message.role}: {message.content.strip()}"
+
+
+def interaction_windows(
+    messages: Sequence[Message],
+    covered: Iterable[int],
+    max_messages: int = WINDOW_MESSAGES,
+    max_chars: int = WINDOW_CHARS,
+) -> list[Window]:
+    """Group the messages with content whose index is not in `covered` (no fact came from them) into
+    windows of consecutive messages: at most `max_messages` messages and `max_chars` characters, never
+    across a covered message. A message longer than `max_chars` is a window of its own, kept whole."""
+    skip = set(covered)
+    windows: list[Window] = []
+    current: list[int] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal current, size
+        if current:
+            windows.append(Window(tuple(current), "\n".join(line(messages[i]) for i in current)))
+        current, size = [], 0
+
+    for index, message in enumerate(messages):
+        if index in skip:
+            flush()
+            continue
+        if not message.content.strip():
+            continue  # nothing was said
+        length = len(line(message)) + (1 if current else 0)
+        if current and (len(current) >= max_messages or size + length > max_chars):
+            flush()
+            length -= 1
+        current.append(index)
+        size += length
+    flush()
+    return windows
+
+
+def parse_timestamp(value: str | None, accepted_at: str) -> str | None:
+    """A message timestamp in the stored form (UTC ISO 8601), or None when it is missing or does not parse.
+
+    ISO 8601 first; then `dateparser` (English, e.g. "March 2, 2024 3pm", "Tue, 02 Mar 2024 10:00 +0100",
+    epoch seconds), with relative phrases ("yesterday 5pm") taken from the acceptance time so a replay
+    parses the same. A time without a zone is UTC."""
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return iso(datetime.fromisoformat(text))
+    except ValueError:
+        pass
+    base = datetime.fromisoformat(accepted_at) if accepted_at else None
+    settings: dict[str, object] = {"TIMEZONE": "UTC", "TO_TIMEZONE": "UTC", "RETURN_AS_TIMEZONE_AWARE": True}
+    if base is not None:
+        settings["RELATIVE_BASE"] = base.replace(tzinfo=None)
+    parsed = dateparser.parse(text, languages=["en"], settings=settings)
+    return iso(parsed) if isinstance(parsed, datetime) else None
+
+
+def first_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:
+    """When the first of these messages with a parseable timestamp was said, else the acceptance time."""
+    for i in sorted(set(indexes)):
+        moment = parse_timestamp(messages[i].timestamp, accepted_at)
+        if moment is not None:
+            return moment
+    return accepted_at
