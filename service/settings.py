@@ -58,10 +58,10 @@ class Settings(BaseSettings):
 
     # --- Search (docs/retrieval.md) --------------------------------------------------------
     search_candidates: int = Field(default=50, ge=1, le=500)  # each retriever's list length
-    rrf_k: float = Field(default=60.0, gt=0)
+    rrf_k: float = Field(default=5.0, gt=0)
     search_weight_dense: float = Field(default=1.0, ge=0)
     search_weight_lexical: float = Field(default=1.0, ge=0)
-    search_weight_graph: float = Field(default=0.5, ge=0)
+    search_weight_graph: float = Field(default=0.1, ge=0)
     search_weight_time: float = Field(default=1.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
 

@@ -11,12 +11,13 @@
    - `sessions`: every session is one `POST /v1/memories` (the conversation path, through extraction:
      messages `{id: dia_id, role: "user", content: "<speaker>: <text>", timestamp: session date}`); a
      memory covers the turns in its `source_message_ids`.
-2. Query: every QA item with evidence, for its sample's user, once per variant: `dense`, `lexical`,
-   `graph` (`retrievers: [<one>]`, limit 50) and `fused` (the API's default search, limit 20). Category 5
-   (adversarial: no evidence) is left out.
+2. Query: every QA item with evidence, for its sample's user, once per retriever: `dense`, `lexical`,
+   `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (the API's default search, limit 20).
+   Category 5 (adversarial: no evidence) is left out.
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
-   from the lists: it must match `fused`, a check of the harness) and `interleave` (seed 001's order:
-   dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
+   from the lists with `--weights`: it must match `fused`, a check of the harness), `fused-no-graph`
+   (the same without the graph retriever: what the second store adds) and `interleave` (seed 001's
+   order: dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
    the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
    reports the odd ones, so the printed figure is not the one it was chosen on).
 3. Score: recall@k = evidence turns covered by the top k / evidence turns, mean per category (1
@@ -331,7 +332,7 @@ def fit(questions: list[Question], split: str) -> dict[str, Any]:
     train = [q for q in questions if (q.index % 2 == 0) == (split == "even")]
     test = [q for q in questions if q not in train]
     grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 0.75, 1.0, 1.5, 2.0), "graph": (0.0, 0.1, 0.25, 0.5, 1.0),
-            "time": (0.0, 0.5, 1.0), "k": (5.0, 10.0, 20.0, 40.0, 60.0)}
+            "time": (0.0, 0.5, 1.0), "k": (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 60.0)}
     best: tuple[float, dict[str, float]] | None = None
     for lex, gr, tm, k in itertools.product(grid["lexical"], grid["graph"], grid["time"], grid["k"]):
         weights = {"dense": 1.0, "lexical": lex, "graph": gr, "time": tm}
@@ -360,6 +361,8 @@ def rankings(questions: list[Question], weights: dict[str, float], k: float) -> 
     out: dict[str, dict[int, list[str]]] = {v: {q.index: q.lists.get(v, []) for q in questions}
                                             for v in ("dense", "lexical", "graph", "fused")}
     out["fused-replay"] = {q.index: rrf(retriever_lists(q), weights, k) for q in questions}
+    # the same fusion without the graph: what the second store adds
+    out["fused-no-graph"] = {q.index: rrf(retriever_lists(q), {**weights, "graph": 0.0}, k) for q in questions}
     out["interleave"] = {q.index: interleave(q.lists) for q in questions}
     return out
 
@@ -452,7 +455,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--ingest", choices=("turns", "sessions"), default="turns")
     p.add_argument("--user-prefix", default=None, help="user id prefix (default: locomo-<random>); one user per sample")
     p.add_argument("--weights", type=parse_weights, default=parse_weights(
-        "dense=1,lexical=1,graph=0.5,time=1,k=60"), help="the service's RRF weights and k, for fused-replay")
+        "dense=1,lexical=1,graph=0.1,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
     p.add_argument("--fit", action="store_true", help="grid-search RRF weights on half of the questions")
     p.add_argument("--fit-split", choices=("even", "odd"), default="even")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")

@@ -454,3 +454,89 @@ async def test_unreachable_server_is_dependency_unavailable() -> None:
             await store.count()
     finally:
         await store.close()
+
+
+# -------------------------------------------------------------------------------------------
+# lexical retriever and the occurred_at window
+# -------------------------------------------------------------------------------------------
+
+
+async def test_search_text_finds_a_rare_token_the_vectors_miss(store: VectorStore) -> None:
+    plain = [mem(content=f"we talked about the weather on day {i}") for i in range(6)]
+    rare = mem(content="the incident ticket is ZX-4411, assigned to Ingvild")
+    await store.upsert([*plain, rare], [unit(0)] * 6 + [unit(5)])
+    # the dense query points at the plain ones; the lexical query names the ticket
+    dense = await store.search(unit(0), MemoryFilter("alice"), 3)
+    assert rare.id not in {h.memory.id for h in dense}
+    lexical = await store.search_text("what about ZX-4411?", MemoryFilter("alice"), 3)
+    assert [h.memory.id for h in lexical][:1] == [rare.id]
+    assert lexical[0].score > 0
+    by_name = await store.search_text("Ingvild", MemoryFilter("alice"), 3)
+    assert [h.memory.id for h in by_name] == [rare.id]
+    # stop words only: nothing to match
+    assert await store.search_text("the is to", MemoryFilter("alice"), 3) == []
+
+
+async def test_search_text_keeps_tenants_and_filters(store: VectorStore) -> None:
+    mine = mem(content="Kafka cluster Zeta")
+    theirs = mem(user="bob", content="Kafka cluster Zeta")
+    project = mem(content="Kafka in the billing project", category="tech_stack", scope=Scope.PROJECT,
+                  project_id="billing")
+    await store.upsert([mine, theirs, project], [unit(0), unit(0), unit(1)])
+    assert [h.memory.id for h in await store.search_text("Kafka", MemoryFilter("alice"), 10)] == [mine.id]
+    both = await store.search_text("Kafka", MemoryFilter("alice", project_id="billing"), 10)
+    assert {h.memory.id for h in both} == {mine.id, project.id}
+    assert await store.search_text("Kafka", MemoryFilter("carol"), 10) == []
+
+
+async def test_occurred_at_window_filters_every_read(store: VectorStore) -> None:
+    times = ["2023-01-10T09:00:00+00:00", "2023-05-10T09:00:00+00:00", "2024-02-01T09:00:00+00:00"]
+    ms = [mem(content=f"went hiking {i}").model_copy(update={"occurred_at": t}) for i, t in enumerate(times)]
+    await store.upsert(ms, [unit(0)] * 3)
+    window = MemoryFilter("alice", after="2023-03-01T00:00:00+00:00", before="2024-01-01T00:00:00+00:00")
+    assert [h.memory.id for h in await store.search(unit(0), window, 10)] == [ms[1].id]
+    assert [h.memory.id for h in await store.search_text("hiking", window, 10)] == [ms[1].id]
+    assert await ids_of(store, window) == {ms[1].id}
+    assert await ids_of(store, MemoryFilter("alice", before=times[1])) == {ms[0].id}  # before is exclusive
+    assert await ids_of(store, MemoryFilter("alice", after=times[1])) == {ms[1].id, ms[2].id}
+    for m in ms:  # the Python form of the rule agrees with the store's
+        assert window.matches(m) == (m.id == ms[1].id)
+
+
+async def test_layout_1_edge_shard_is_migrated_once_keeping_every_point(tmp_path: Path) -> None:
+    """A shard written before the lexical retriever (one dense vector, no occurred_at) is copied into the
+    new layout at start: same points and payloads, BM25 vectors added, occurred_at = created_at."""
+    import json
+
+    import qdrant_edge as qe
+
+    shard_dir = tmp_path / "edge" / COLLECTION
+    old = qe.EdgeShard.create(str(shard_dir), qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=DIM,
+                                                                                        distance=qe.Distance.Cosine)))
+    ms = [mem(content=f"note {i} about Postgres replication") for i in range(1200)]  # more than one page
+    payloads = [{k: v for k, v in m.model_dump(mode="json", exclude={"id"}).items()
+                 if k not in ("occurred_at", "source_message_ids")} for m in ms]
+    old.update(qe.UpdateOperation.upsert_points([qe.Point(m.id, unit(i % DIM), p)
+                                                 for i, (m, p) in enumerate(zip(ms, payloads, strict=True))]))
+    old.flush()
+    old.close()
+    (shard_dir / "memory_store.json").write_text(json.dumps({"embedder": EMBEDDER, "dim": DIM}))
+
+    store = EdgeVectorStore(tmp_path / "edge", COLLECTION)
+    await store.ensure_collection(DIM, EMBEDDER)
+    try:
+        assert await store.count() == len(ms)
+        [got] = await store.get([ms[7].id])
+        assert got.content == ms[7].content and got.occurred_at == ms[7].created_at
+        hits = await store.search_text("Postgres replication", MemoryFilter("alice"), 5)
+        assert len(hits) == 5
+        [nearest] = await store.search(unit(3), MemoryFilter("alice"), 1)
+        assert nearest.memory.id in {m.id for i, m in enumerate(ms) if i % DIM == 3}
+    finally:
+        await store.close()
+    assert (tmp_path / "edge" / f"{COLLECTION}.layout1").is_dir()  # the old shard is kept beside it
+    assert json.loads((shard_dir / "memory_store.json").read_text())["layout"] == 2
+    again = EdgeVectorStore(tmp_path / "edge", COLLECTION)  # a second start does not migrate again
+    await again.ensure_collection(DIM, EMBEDDER)
+    assert await again.count() == len(ms)
+    await again.close()

@@ -1,0 +1,100 @@
+"""Hybrid search through the API (real Redis, Neo4j, Qdrant Edge, ARQ worker; hash embedder): each
+retriever finds what only it can, `signals` say which did, and time narrows or ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import unique
+from tests.integration.conftest import write_raw
+
+
+async def search(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    resp = await client.post("/v1/search", json=body)
+    assert resp.status_code == 200, resp.text
+    answer: dict[str, Any] = resp.json()
+    assert answer["degraded"] == []
+    return answer
+
+
+def signals(result: dict[str, Any]) -> dict[str, int]:
+    return {s["retriever"]: s["rank"] for s in result["signals"]}
+
+
+async def stored(client: httpx.AsyncClient, **body: Any) -> str:
+    done = await write_raw(client, **body)
+    return str(done["result"]["memories"][0]["id"])
+
+
+async def test_lexical_match_on_a_rare_token(client: httpx.AsyncClient) -> None:
+    user = unique("lex")
+    for i in range(8):
+        await stored(client, user_id=user, category="interaction", content=f"we had lunch and talked on day {i}")
+    ticket = await stored(client, user_id=user, category="interaction", content="the outage ticket is ZX-4411")
+    answer = await search(client, user_id=user, query="ZX-4411", limit=3)
+    top = answer["results"][0]
+    assert top["id"] == ticket
+    assert signals(top)["lexical"] == 1
+    assert top["score"] > 0 and top["source"] == "vector"
+    only = await search(client, user_id=user, query="ZX-4411", retrievers=["lexical"], limit=5)
+    assert [r["id"] for r in only["results"]] == [ticket]
+    assert {s["retriever"] for r in only["results"] for s in r["signals"]} == {"lexical"}
+
+
+async def test_graph_only_match_through_one_relation(client: httpx.AsyncClient) -> None:
+    """"Acme" names an entity; "I live in Oslo" shares no word with it but mentions the user, whom a
+    RELATES edge (user works_at Acme) links to Acme: only the graph retriever can return it."""
+    user = unique("graph")
+    work = await stored(client, user_id=user, category="personal_fact", content="I work at Acme.")
+    home = await stored(client, user_id=user, category="personal_fact", content="I live in Oslo")
+    graph = await search(client, user_id=user, query="Acme", retrievers=["graph"], limit=5)
+    ranked = [r["id"] for r in graph["results"]]
+    assert ranked[:1] == [work] and home in ranked  # the entity's own memory first, then one hop
+    lexical = await search(client, user_id=user, query="Acme", retrievers=["lexical"], limit=5)
+    assert home not in [r["id"] for r in lexical["results"]]
+    fused = await search(client, user_id=user, query="Acme", limit=5)
+    by_id = {r["id"]: r for r in fused["results"]}
+    assert "graph" in signals(by_id[home]) and "lexical" not in signals(by_id[home])
+    assert {"graph", "lexical", "dense"} <= set(signals(by_id[work]))
+
+
+async def test_after_and_before_filter_on_occurred_at(client: httpx.AsyncClient) -> None:
+    user = unique("window")
+    times = {"jan": "2023-01-10T09:00:00Z", "may": "2023-05-10T09:00:00Z", "feb": "2024-02-01T09:00:00Z"}
+    ids = {k: await stored(client, user_id=user, category="interaction", content=f"went hiking with Sam ({k})",
+                           occurred_at=t) for k, t in times.items()}
+    answer = await search(client, user_id=user, query="hiking", after="2023-03-01T00:00:00Z",
+                          before="2024-01-01T00:00:00Z")
+    assert [r["id"] for r in answer["results"]] == [ids["may"]]
+    assert answer["results"][0]["occurred_at"].startswith("2023-05-10T09:00:00")
+    later = await search(client, user_id=user, query="hiking", after="2023-05-10T09:00:00Z")
+    assert {r["id"] for r in later["results"]} == {ids["may"], ids["feb"]}
+    bad = await client.post("/v1/search", json={"user_id": user, "query": "hiking", "after": "2024-01-01T00:00:00Z",
+                                                "before": "2023-01-01T00:00:00Z"})
+    assert bad.status_code == 422 and "after" in bad.text
+
+
+async def test_a_time_phrase_ranks_the_memory_from_that_period_first(client: httpx.AsyncClient) -> None:
+    user = unique("phrase")
+    times = ["2023-01-12T10:00:00Z", "2023-05-14T10:00:00Z", "2023-09-20T10:00:00Z"]
+    ids = [await stored(client, user_id=user, category="interaction", content=f"Sam and I went to the lake {n}",
+                        occurred_at=t) for n, t in zip(("again", "once more", "one more time"), times, strict=True)]
+    answer = await search(client, user_id=user, query="what did we do at the lake in May 2023?", limit=3)
+    assert answer["time_window"]["period"] == "month"
+    assert answer["time_window"]["start"].startswith("2023-05-01")
+    top = answer["results"][0]
+    assert top["id"] == ids[1] and signals(top)["time"] == 1
+    plain = await search(client, user_id=user, query="what did we do at the lake?", limit=3)
+    assert plain["time_window"] is None
+    assert all("time" not in signals(r) for r in plain["results"])
+
+
+async def test_search_results_carry_occurred_at_and_users_stay_apart(client: httpx.AsyncClient) -> None:
+    alice, bob = unique("alice"), unique("bob")
+    mine = await stored(client, user_id=alice, category="interaction", content="Kafka cluster Zeta is down")
+    await stored(client, user_id=bob, category="interaction", content="Kafka cluster Zeta is down")
+    answer = await search(client, user_id=alice, query="Kafka Zeta", limit=10)
+    assert [r["id"] for r in answer["results"]] == [mine]
+    assert answer["results"][0]["occurred_at"] == answer["results"][0]["created_at"]
