@@ -2,7 +2,7 @@
 
 `python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
-`python -m service dedup run|runs`, `reconcile` and `stats` drive the running API (service/cli.py).
+`python -m service dedup run|runs`, `reconcile`, `optimize` and `stats` drive the running API (service/cli.py).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -74,6 +74,8 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
             cli.runs(settings, args.limit)
         elif args.command == "reconcile":
             cli.reconcile(settings, args.user, args.dry_run)
+        elif args.command == "optimize":
+            cli.optimize(settings)
         else:
             cli.stats(settings, args.user)
     except cli.CliError as exc:
@@ -105,6 +107,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     rec = sub.add_parser("reconcile", help="a full Qdrant <-> Neo4j reconcile (through the running API)")
     rec.add_argument("--user", default=None)
     rec.add_argument("--dry-run", action="store_true")
+    sub.add_parser("optimize", help="build the vector index now (through the running API; Qdrant Edge builds "
+                                    "it in a child process and swaps it in)")
     st = sub.add_parser("stats", help="health and the write-path backlog (and one user's memory count)")
     st.add_argument("--user", default=None)
     hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
-    if args.command in ("dedup", "reconcile", "stats"):
+    if args.command in ("dedup", "reconcile", "optimize", "stats"):
         return operator_command(settings, args)
     serve(settings)
     return 0

@@ -99,6 +99,11 @@ def reconcile(settings: Settings, user: str | None, dry_run: bool, out: Any = sy
         _follow(api, accepted["task_id"], accepted["run_id"], out)
 
 
+def optimize(settings: Settings, out: Any = sys.stdout) -> None:
+    with Api(settings, timeout_s=3600.0) as api:
+        print(json.dumps(api.call("POST", "/v1/maintenance/optimize"), indent=2), file=out)
+
+
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:
     with Api(settings) as api:
         for run in api.call("GET", "/v1/maintenance/runs", params={"limit": limit})["runs"]:

@@ -426,6 +426,15 @@ class DedupRunReport(DedupRunSummary):
     repaired_ids: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
 
 
+class OptimizeReport(BaseModel):
+    status: Literal["ok"] = "ok"
+    backend: str
+    changed: bool
+    backlog_before: int  # points outside the vector index before and after
+    backlog_after: int
+    figures: dict[str, Any] = Field(default_factory=dict)  # Qdrant Edge: build_seconds, swap_pause_ms, ...
+
+
 class ReconcileRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     search_weight_graph: float = Field(default=0.1, ge=0)
     search_weight_time: float = Field(default=1.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
+    # Qdrant Edge: build the HNSW index (in a child process) once this many points are outside it (0 = never)
+    optimize_min_unindexed: int = Field(default=20_000, ge=0)
 
     # --- Redis / ARQ ----------------------------------------------------------------------
     redis_url: str = "redis://localhost:6379"

@@ -68,6 +68,18 @@ async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     return {"run_id": run_id, "status": report.status, "repairs": report.repairs}
 
 
+async def optimize_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Every 10 minutes: when OPTIMIZE_MIN_UNINDEXED points are outside the vector index, build it (Qdrant
+    Edge: in a child process, then swapped in; a Qdrant server indexes by itself, so its backlog is 0)."""
+    deps: Deps = ctx["deps"]
+    threshold = deps.settings.optimize_min_unindexed
+    backlog = await deps.vectors.index_backlog()
+    if not threshold or backlog < threshold:
+        return None
+    changed = await deps.vectors.optimize()
+    return {"backlog": backlog, "changed": changed}
+
+
 async def observation_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Daily: agent observations older than OBSERVATION_TTL_DAYS are deleted (through the queue)."""
     deps: Deps = ctx["deps"]
@@ -84,6 +96,9 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
         cron(reconcile_tick, name="reconcile_tick", second=set(range(0, 60, every)), unique=True,
              run_at_startup=True, max_tries=1),
     ]
+    if settings.optimize_min_unindexed:
+        jobs.append(cron(optimize_cron, name="optimize_cron", minute=set(range(0, 60, 10)), unique=True,
+                         run_at_startup=False, max_tries=1, timeout=3600))
     if settings.reconcile_cron_enabled:
         jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=settings.reconcile_cron_hour, minute=30,
                          unique=True, run_at_startup=False, max_tries=1))

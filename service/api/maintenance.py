@@ -12,7 +12,14 @@ from service.api.params import RunId
 from service.api.security import CallerDep
 from service.errors import NotFound
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
-from service.schemas import DedupAccepted, DedupRequest, DedupRunList, DedupRunReport, ReconcileRequest
+from service.schemas import (
+    DedupAccepted,
+    DedupRequest,
+    DedupRunList,
+    DedupRunReport,
+    OptimizeReport,
+    ReconcileRequest,
+)
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 
@@ -36,6 +43,20 @@ async def start_reconcile(
     drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
     caller.require_admin("a reconcile run")
     return await submit_reconcile(deps, req or ReconcileRequest())
+
+
+@router.post("/optimize", response_model=OptimizeReport)
+async def optimize(deps: DepsDep, caller: CallerDep) -> OptimizeReport:
+    """Build the vector index now (the worker also does it every 10 minutes once OPTIMIZE_MIN_UNINDEXED
+    points are outside it). Qdrant Edge builds it in a child process on a copy of the shard and swaps the copy
+    in (searches pause for `swap_pause_ms`); a Qdrant server indexes by itself (`changed` false). Answers when
+    done: minutes at 100k+ memories."""
+    caller.require_admin("building the vector index")
+    backlog = await deps.vectors.index_backlog()
+    changed = await deps.vectors.optimize()
+    figures = getattr(deps.vectors, "last_optimize", {}) if changed or backlog else {}
+    return OptimizeReport(backend=deps.vectors.name, changed=changed, backlog_before=backlog,
+                          backlog_after=await deps.vectors.index_backlog(), figures=figures)
 
 
 @router.get("/runs", response_model=DedupRunList)

@@ -22,6 +22,8 @@ import asyncio
 import json
 import os
 import shutil
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,6 +70,11 @@ class EdgeVectorStore:
         self._embedder: str | None = None
         self._write_lock = asyncio.Lock()
         self._closed = False
+        self._journal: list[qe.UpdateOperation] | None = None  # updates made while a copy is optimized
+        self._serving = asyncio.Event()  # cleared while an optimized copy is swapped in: reads wait
+        self._serving.set()
+        self._in_flight = 0
+        self.last_optimize: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------------
     # lifecycle
@@ -154,7 +161,15 @@ class EdgeVectorStore:
                  kept=str(self._dir.with_name(self._dir.name + ".layout1")))
 
     def _finish_migration(self) -> None:
-        """Swap a completed migration in (also after a crash between its two renames); drop an unfinished one."""
+        """Swap a completed migration in (also after a crash between its two renames); drop an unfinished one.
+        Also undo an optimize swap a crash interrupted (`optimize`), and drop a copy left half-optimized."""
+        old, marker, staged = self._sibling("old"), self._sibling("swap"), self._sibling("next")
+        if old.exists() and (marker.exists() or not self._dir.exists()):
+            shutil.rmtree(self._dir, ignore_errors=True)  # the optimized copy may lack journaled updates
+            old.rename(self._dir)
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
         target = self._dir.with_name(self._dir.name + ".migrating")
         if not target.exists():
             return
@@ -224,9 +239,91 @@ class EdgeVectorStore:
         await self._run(lambda s: s.info())
 
     async def optimize(self) -> bool:
-        """Merge segments and build HNSW. Holds the GIL for its whole run: not for a request path."""
+        """Build the indexes (segment merge + HNSW) without holding this process's GIL for the build.
+
+        1. Under the write lock: flush, copy the shard directory to `<dir>.next`, start a journal of updates.
+        2. A child process (`service.stores.edge_optimize`) optimizes the copy; reads and writes go on here.
+        3. Under the write lock, with reads paused: close the live shard, swap the directories (the old one
+           is kept as `<dir>.old` until the end, and a `<dir>.swap` marker says a swap is under way), load the
+           optimized shard, replay the journal, flush; drop the marker and the old directory.
+        A crash at any step leaves either the live shard or, after step 3 started, `<dir>.old` with every
+        update: the next start restores it (`_finish_migration`). Returns True when it changed anything."""
+        if self._shard is None:
+            raise DependencyUnavailable(f"qdrant edge store {self._dir} is not open")
+        staged = self._sibling("next")
         async with self._write_lock:
-            return await self._run(lambda s: s.optimize())
+            await self._run(lambda s: s.flush())
+            await asyncio.to_thread(shutil.rmtree, staged, True)
+            await asyncio.to_thread(shutil.copytree, self._dir, staged)
+            self._journal = []
+        try:
+            started = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "service.stores.edge_optimize", str(staged),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            try:
+                out, err = await proc.communicate()
+            except BaseException:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                raise
+            if proc.returncode != 0:
+                raise DependencyUnavailable(f"optimizing {staged} failed (exit {proc.returncode}): "
+                                            f"{err.decode(errors='replace')[-500:]}")
+            figures = json.loads(out.decode().strip().splitlines()[-1])
+            build_s = time.perf_counter() - started
+            async with self._write_lock:
+                pause_s = await self._swap_in(staged)
+        except BaseException:
+            self._journal = None
+            await asyncio.to_thread(shutil.rmtree, staged, True)
+            raise
+        self.last_optimize = {**figures, "build_seconds": round(build_s, 2), "swap_pause_ms": round(pause_s * 1000, 1)}
+        log.info("qdrant_edge_optimized", path=str(self._dir), **self.last_optimize)
+        return bool(figures.get("changed"))
+
+    async def _swap_in(self, staged: Path) -> float:
+        """Step 3 of `optimize` (the caller holds the write lock); returns how long reads were paused."""
+        old, marker = self._sibling("old"), self._sibling("swap")
+        self._serving.clear()
+        paused = time.perf_counter()
+        try:
+            for _ in range(10_000):  # bounded: in-flight reads finish in milliseconds
+                if self._in_flight == 0:
+                    break
+                await asyncio.sleep(0.001)
+            live, self._shard = self._shard, None
+            journal, self._journal = self._journal or [], None
+
+            def swap() -> qe.EdgeShard:
+                assert live is not None
+                live.flush()
+                live.close()
+                marker.touch()
+                shutil.rmtree(old, ignore_errors=True)
+                self._dir.rename(old)
+                staged.rename(self._dir)
+                shard = qe.EdgeShard.load(str(self._dir))
+                for op in journal:
+                    shard.update(op)
+                shard.flush()
+                marker.unlink()
+                return shard
+
+            self._shard = await asyncio.to_thread(swap)
+        finally:
+            self._serving.set()
+        pause = time.perf_counter() - paused
+        await asyncio.to_thread(shutil.rmtree, old, True)
+        return pause
+
+    def _sibling(self, suffix: str) -> Path:
+        return self._dir.with_name(f"{self._dir.name}.{suffix}")
+
+    async def index_backlog(self) -> int:
+        info = await self._run(lambda s: s.info())
+        return max(0, info.points_count - info.indexed_vectors_count)
 
     # ---------------------------------------------------------------------------------------
     # writes
@@ -242,7 +339,7 @@ class EdgeVectorStore:
         points = [_point(m, v) for m, v in zip(memories, vectors, strict=True)]
         op = qe.UpdateOperation.upsert_points(points)
         async with self._write_lock:
-            await self._run(lambda s: s.update(op))
+            await self._update(op)
 
     async def delete(self, ids: list[str]) -> None:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]
@@ -250,7 +347,7 @@ class EdgeVectorStore:
             return
         op = qe.UpdateOperation.delete_points(valid)
         async with self._write_lock:
-            await self._run(lambda s: s.update(op))
+            await self._update(op)
 
     # ---------------------------------------------------------------------------------------
     # reads
@@ -354,11 +451,24 @@ class EdgeVectorStore:
                 f"vector has {len(vector)} dimensions, collection '{self._collection}' expects {self._dim}"
             )
 
+    async def _update(self, op: qe.UpdateOperation) -> None:
+        """Apply one update (the caller holds the write lock); journaled while a copy is being optimized."""
+        await self._run(lambda s: s.update(op))
+        if self._journal is not None:
+            self._journal.append(op)
+
     async def _run(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+        if not self._serving.is_set():
+            try:
+                async with asyncio.timeout(30):
+                    await self._serving.wait()
+            except TimeoutError as e:
+                raise DependencyUnavailable(f"qdrant edge store {self._dir}: index swap takes over 30 s") from e
         shard = self._shard
         if shard is None:
             state = "closed" if self._closed else "not initialised (call ensure_collection first)"
             raise DependencyUnavailable(f"qdrant edge store {self._dir} is {state}")
+        self._in_flight += 1
         try:
             return await asyncio.to_thread(fn, shard)
         except Exception as e:
@@ -366,6 +476,8 @@ class EdgeVectorStore:
             if type(e) is Exception:
                 raise DependencyUnavailable(f"qdrant edge store {self._dir}: {e}") from e
             raise
+        finally:
+            self._in_flight -= 1
 
 
 # -------------------------------------------------------------------------------------------

@@ -223,6 +223,9 @@ class QdrantServerVectorStore:
         """Nothing to do: a Qdrant server builds its HNSW in the background, in its own process."""
         return False
 
+    async def index_backlog(self) -> int:
+        return 0
+
     async def get(self, ids: list[str]) -> list[Memory]:
         valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
         if not valid:

@@ -109,6 +109,9 @@ class VectorStore(Protocol):
         """Build the vector indexes now (HNSW); True when anything changed. docs/decisions.md says where
         each backend runs it."""
 
+    async def index_backlog(self) -> int:
+        """Points not in a vector index yet (0 where the backend indexes by itself)."""
+
     async def get(self, ids: list[str]) -> list[Memory]:
         """The memories with these ids that exist, in no particular order."""
 
