@@ -38,6 +38,12 @@ class NotFound(ServiceError):
     status_code = 404
 
 
+class Conflict(ServiceError):
+    """The operation is already under way (e.g. an index build)."""
+
+    status_code = 409
+
+
 class DependencyUnavailable(ServiceError):
     """A store or the queue is unreachable: never fall back silently, answer 503."""
 

@@ -6,8 +6,10 @@ worker's ARQ_JOB_TIMEOUT (a longer cron timeout would also delay ARQ's rerun of 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -74,10 +76,24 @@ async def optimize_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     deps: Deps = ctx["deps"]
     threshold = deps.settings.optimize_min_unindexed
     backlog = await deps.vectors.index_backlog()
-    if not threshold or backlog < threshold:
+    running: set[asyncio.Task[bool]] = ctx.setdefault("index_builds", set())
+    if not threshold or backlog < threshold or running:
         return None
-    changed = await deps.vectors.optimize()
-    return {"backlog": backlog, "changed": changed}
+    # In the background: a build takes minutes, and a cron job's timeout would stretch ARQ's in-progress
+    # lock of every job (it is the longest function timeout + 10 s). The store's close() cancels it.
+    build = asyncio.create_task(deps.vectors.optimize())
+    running.add(build)
+    build.add_done_callback(_build_done(running))
+    return {"backlog": backlog, "started": True}
+
+
+def _build_done(running: set[asyncio.Task[bool]]) -> Callable[[asyncio.Task[bool]], None]:
+    def done(task: asyncio.Task[bool]) -> None:
+        running.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("index_build_failed", error=str(task.exception()))
+
+    return done
 
 
 async def observation_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
@@ -98,7 +114,7 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
     ]
     if settings.optimize_min_unindexed:
         jobs.append(cron(optimize_cron, name="optimize_cron", minute=set(range(0, 60, 10)), unique=True,
-                         run_at_startup=False, max_tries=1, timeout=3600))
+                         run_at_startup=False, max_tries=1))
     if settings.reconcile_cron_enabled:
         jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=settings.reconcile_cron_hour, minute=30,
                          unique=True, run_at_startup=False, max_tries=1))

@@ -54,7 +54,7 @@ async def optimize(deps: DepsDep, caller: CallerDep) -> OptimizeReport:
     caller.require_admin("building the vector index")
     backlog = await deps.vectors.index_backlog()
     changed = await deps.vectors.optimize()
-    figures = getattr(deps.vectors, "last_optimize", {}) if changed or backlog else {}
+    figures = getattr(deps.vectors, "last_optimize", {})
     return OptimizeReport(backend=deps.vectors.name, changed=changed, backlog_before=backlog,
                           backlog_after=await deps.vectors.index_backlog(), figures=figures)
 

@@ -19,6 +19,7 @@ Facts about qdrant-edge-py 0.9.0 this module relies on (checked, not assumed):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ import qdrant_edge as qe
 import structlog
 
 from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, StoreConfigError
+from service.errors import Conflict, DependencyUnavailable, StoreConfigError
 from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
@@ -74,7 +75,9 @@ class EdgeVectorStore:
         self._serving = asyncio.Event()  # cleared while an optimized copy is swapped in: reads wait
         self._serving.set()
         self._in_flight = 0
+        self._optimizing: asyncio.Task[Any] | None = None  # the running optimize(), cancelled by close()
         self.last_optimize: dict[str, Any] = {}
+        self._indexed_points = 0
 
     # ---------------------------------------------------------------------------------------
     # lifecycle
@@ -94,6 +97,7 @@ class EdgeVectorStore:
         self._finish_migration()
         self._dir.mkdir(parents=True, exist_ok=True)
         stored = self._read_sidecar()
+        self._indexed_points = int((stored or {}).get("indexed_points", 0))
         if stored is not None:
             self._check_same(str(stored.get("embedder")), int(stored.get("dim", 0)), embedder, dim)
         exists = (self._dir / "edge_config.json").exists()
@@ -209,11 +213,12 @@ class EdgeVectorStore:
             raise StoreConfigError(f"unreadable vector store metadata {p}: not a JSON object")
         return data
 
-    def _write_sidecar(self, where: Path, dim: int, embedder: str) -> None:
+    def _write_sidecar(self, where: Path, dim: int, embedder: str, indexed_points: int = 0) -> None:
+        """`indexed_points`: the points the last index build saw (the backlog is what came after)."""
         p = where / SIDECAR
         tmp = p.with_suffix(".tmp")
         body = {"embedder": embedder, "dim": dim, "distance": "cosine", "collection": self._collection,
-                "layout": LAYOUT}
+                "layout": LAYOUT, "indexed_points": indexed_points}
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(body, f)
             f.flush()
@@ -221,6 +226,11 @@ class EdgeVectorStore:
         os.replace(tmp, p)
 
     async def close(self) -> None:
+        building = self._optimizing
+        if building is not None and building is not asyncio.current_task():
+            building.cancel()  # its cleanup kills the child process and drops the copy
+            with contextlib.suppress(BaseException):
+                await building
         async with self._write_lock:
             self._closed = True
             shard, self._shard = self._shard, None
@@ -250,6 +260,15 @@ class EdgeVectorStore:
         update: the next start restores it (`_finish_migration`). Returns True when it changed anything."""
         if self._shard is None:
             raise DependencyUnavailable(f"qdrant edge store {self._dir} is not open")
+        if self._optimizing is not None:
+            raise Conflict(f"an index build of {self._dir} is already running")
+        self._optimizing = asyncio.current_task()
+        try:
+            return await self._optimize()
+        finally:
+            self._optimizing = None
+
+    async def _optimize(self) -> bool:
         staged = self._sibling("next")
         async with self._write_lock:
             await self._run(lambda s: s.flush())
@@ -273,8 +292,10 @@ class EdgeVectorStore:
                                             f"{err.decode(errors='replace')[-500:]}")
             figures = json.loads(out.decode().strip().splitlines()[-1])
             build_s = time.perf_counter() - started
+            self._write_sidecar(staged, self._dim or 0, self._embedder or "", int(figures["points"]))
             async with self._write_lock:
                 pause_s = await self._swap_in(staged)
+            self._indexed_points = int(figures["points"])
         except BaseException:
             self._journal = None
             await asyncio.to_thread(shutil.rmtree, staged, True)
@@ -322,8 +343,10 @@ class EdgeVectorStore:
         return self._dir.with_name(f"{self._dir.name}.{suffix}")
 
     async def index_backlog(self) -> int:
-        info = await self._run(lambda s: s.info())
-        return max(0, info.points_count - info.indexed_vectors_count)
+        """Points written since the last index build (Edge's indexed_vectors_count also counts the always
+        indexed sparse vectors, so it cannot tell)."""
+        points = await self._run(lambda s: s.info().points_count)
+        return max(0, points - self._indexed_points)
 
     # ---------------------------------------------------------------------------------------
     # writes

@@ -114,6 +114,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
     assert all(r["user_id"] == stack.users["a"] for r in runs_a)
     # maintenance writes need an admin key
     assert (await c.post("/v1/maintenance/dedup", json={}, headers=stack.h("b"))).status_code == 403
+    assert (await c.post("/v1/maintenance/optimize", headers=stack.h("b"))).status_code == 403
 
 
 async def test_user_key_acts_for_its_user_without_naming_it_and_admin_for_any(stack: Stack) -> None:

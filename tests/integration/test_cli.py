@@ -40,11 +40,16 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         rec = _cli(cli, "reconcile", "--user", user, "--dry-run")
         assert rec.returncode == 0, rec.stderr
         assert "reconcile run" in rec.stdout and "completed" in rec.stdout
+        opt = _cli(cli, "optimize")  # Qdrant Edge: a copy is optimized in a child process and swapped in
+        assert opt.returncode == 0, opt.stderr
+        built = json.loads(opt.stdout)
+        assert built["backend"] == "qdrant_edge" and built["backlog_after"] <= built["backlog_before"]
+        assert built["figures"]["points"] >= 1 and built["figures"]["swap_pause_ms"] >= 0
         listed = _cli(cli, "dedup", "runs", "--limit", "5")
         assert listed.returncode == 0 and "reconcile run" in listed.stdout and "dedup run" in listed.stdout
     finally:
         stop(proc)
     down = {**cli, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
-    for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",)):
+    for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",), ("optimize",)):
         out = _cli(down, *args)
         assert out.returncode == 1 and "not reachable" in out.stderr, (args, out.stderr)

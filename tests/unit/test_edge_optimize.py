@@ -38,6 +38,7 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
     await store.ensure_collection(DIM, "test")
     first = [memory(i) for i in range(3000)]
     await store.upsert(first, [vector(rng) for _ in first])
+    assert await store.index_backlog() == len(first)  # never built
     probe = vector(rng)
     before = [h.memory.id for h in await store.search(probe, MemoryFilter("alice"), 5)]
 
@@ -71,6 +72,8 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
     assert isinstance(changed, bool)
     assert len(answered) > 5, "searches kept answering while the index was built"
     assert store.last_optimize["points"] >= len(first)
+    # the backlog is what the build did not see: the writes made while it ran (less the delete)
+    assert 0 <= await store.index_backlog() <= len(during)
     # every write made during the build is in the swapped-in shard
     got = {m.id for m in await store.get([m.id for m in during])}
     assert got == {m.id for m in during}

@@ -26,6 +26,7 @@ PUBLIC_ROUTES = {
     ("GET", "/metrics"),
     ("POST", "/v1/maintenance/dedup"),
     ("POST", "/v1/maintenance/reconcile"),
+    ("POST", "/v1/maintenance/optimize"),
     ("POST", "/memories/async"),
     ("GET", "/memories/status/{task_id}"),
     ("GET", "/v1/maintenance/runs"),

@@ -274,29 +274,31 @@ CALL (e) {
 RETURN hit, hop, """ + FACT_FIELDS
 
 # The graph retriever: memories that mention a matched entity (hop 0) or an entity one valid RELATES edge
-# away from it (hop 1), each with the entity's mention count (its document frequency, for the score).
+# away from it (hop 1), with the entity's mention count (its document frequency, for the score). Mention
+# counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions times is a
+# hub whose memories are not read (it says little about any of them), and every read is LIMITed.
 ENTITY_MEMORIES: LiteralString = """
 UNWIND $hits AS hit
 MATCH (e:Entity {id: hit})
-CALL (e) {
+WITH hit, e, COUNT { (e)<-[:MENTIONS]-() } AS df
+CALL (e, df) {
+    WITH e WHERE df <= $max_mentions
     MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
-    WITH m ORDER BY m.created_at DESC LIMIT $per_entity
-    RETURN m.id AS mid, 0 AS hop, e.id AS via
+    RETURN m.id AS mid, 0 AS hop, df AS mdf
+    LIMIT $per_entity
   UNION
     WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
     MATCH (e)-[r:RELATES]-(o:Entity)
     WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
     WITH DISTINCT o LIMIT $neighbours
+    WITH o, COUNT { (o)<-[:MENTIONS]-() } AS odf WHERE odf <= $max_mentions
     CALL (o) {
         MATCH (m:Memory)-[:MENTIONS]->(o) WHERE m.deleted_at IS NULL
-        WITH m ORDER BY m.created_at DESC LIMIT $per_neighbour
-        RETURN m
+        RETURN m LIMIT $per_neighbour
     }
-    RETURN m.id AS mid, 1 AS hop, o.id AS via
+    RETURN m.id AS mid, 1 AS hop, odf AS mdf
 }
-WITH hit, mid, hop, via
-MATCH (v:Entity {id: via})
-RETURN hit, mid, hop, COUNT { (:Memory)-[:MENTIONS]->(v) } AS df
+RETURN hit, mid, hop, mdf AS df
 """
 
 FACT_TEXT_HITS: LiteralString = """

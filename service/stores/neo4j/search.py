@@ -27,6 +27,7 @@ ONE_HOP_WEIGHT = 0.4      # a neighbour's edge counts this much of the entity ma
 RECENCY_HALF_LIFE_DAYS = 180.0
 MEMORIES_PER_ENTITY = 100  # the graph retriever: memories read per matched entity
 MEMORIES_PER_NEIGHBOUR = 10
+MAX_MENTIONS = 1000  # an entity mentioned more often is a hub: its memories are not read
 
 
 # ---- helpers --------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from service.stores.neo4j.search import (
     DIRECT_EDGES,
     ENTITY_HITS,
     HUB_DEGREE,
+    MAX_MENTIONS,
     MEMORIES_PER_ENTITY,
     MEMORIES_PER_NEIGHBOUR,
     NEIGHBOUR_EDGES,
@@ -319,7 +320,8 @@ class Neo4jGraphStore:
             if not hits:
                 return hits, []
             result = await tx.run(cypher.ENTITY_MEMORIES, hits=list(hits), per_entity=MEMORIES_PER_ENTITY,
-                                  neighbours=NEIGHBOURS, per_neighbour=MEMORIES_PER_NEIGHBOUR, hub=HUB_DEGREE)
+                                  neighbours=NEIGHBOURS, per_neighbour=MEMORIES_PER_NEIGHBOUR, hub=HUB_DEGREE,
+                                  max_mentions=MAX_MENTIONS)
             return hits, list(await result.data())
 
         hits, rows = await self._read(run)
