@@ -14,7 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 
-from service.api import context, graph, legacy, maintenance, memories, meta, search
+from service.api import context, graph, legacy, maintenance, memories, meta, portability, search
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
@@ -111,12 +111,14 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(context.router)
     app.include_router(meta.router)
     app.include_router(maintenance.router)
+    app.include_router(portability.router)
     app.include_router(legacy.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.resolved_allowed_hosts)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: before anything reads the body
+    # outermost: before anything reads the body; an import file may be larger than a request
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, paths={"/v1/import": settings.max_import_bytes})
     # MCP over streamable HTTP at /mcp/ (README "Use with an agent"); its session manager runs in the lifespan above.
     mcp_sessions = None
     if settings.mcp_transport == "http":

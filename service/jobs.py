@@ -71,10 +71,19 @@ class ReconcileJob(_Job):
     dry_run: bool = False
 
 
+class ImportJob(_Job):
+    """An uploaded export (service/memory/portability.py), held in Redis under `blob` until the job ends."""
+
+    kind: Literal["import"] = "import"
+    user_id: str
+    blob: str
+
+
 Job = Annotated[
-    RawJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob, Field(discriminator="kind")
+    RawJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob,
+    Field(discriminator="kind"),
 ]
-JobKind = Literal["raw", "conversation", "update", "delete", "dedup", "reconcile"]
+JobKind = Literal["raw", "conversation", "update", "delete", "dedup", "reconcile", "import"]
 
 # The ARQ function that runs each kind (registered in worker/settings.py).
 FUNCTIONS: dict[str, str] = {
@@ -84,4 +93,5 @@ FUNCTIONS: dict[str, str] = {
     "delete": "memory_delete",
     "dedup": "maintenance_dedup",
     "reconcile": "maintenance_reconcile",
+    "import": "memory_import",
 }

@@ -185,7 +185,8 @@ class TaskQueue:
         rec = await self.record(task_id)
         if rec is None or (owner is not None and rec.get("user_id") != owner):
             raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
-        return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"])
+        return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"],
+                            progress=rec.get("progress"))
 
     async def record(self, task_id: str) -> dict[str, Any] | None:
         raw = await self._guard("status", self._redis.get(self._task_prefix + task_id))
@@ -275,6 +276,23 @@ class TaskQueue:
                 await self._release(keys=[idem_key], args=[task_id, keep])
 
         await self._guard("finish", run())
+
+    async def set_progress(self, task_id: str, done: int, total: int) -> None:
+        """What a long task reports while it runs (task status `progress`)."""
+        await self._update(task_id, progress={"done": done, "total": total})
+
+    async def store_blob(self, name: str, body: bytes) -> str:
+        """An upload a job reads later (an import file), kept for TASK_TTL_SECONDS; returns its key."""
+        key = self.key(f"blob:{name}")
+        await self._guard("upload", self._redis.set(key, body, ex=self._settings.task_ttl_seconds))
+        return key
+
+    async def load_blob(self, key: str) -> bytes | None:
+        raw: bytes | None = await self._guard("upload", self._redis.get(key))
+        return raw
+
+    async def drop_blob(self, key: str) -> None:
+        await self._guard("upload", self._redis.delete(key))
 
     async def save_step(self, task_id: str, step: str, value: str) -> None:
         """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""

@@ -115,11 +115,18 @@ class AcceptedResponse(BaseModel):
     poll_url: str
 
 
+class Progress(BaseModel):
+    done: int
+    total: int
+
+
 class TaskResponse(BaseModel):
     task_id: str
     status: TaskStatus
     result: dict[str, Any] | None = None
     error: str | None = None
+    progress: Progress | None = Field(default=None, description="While a long task (import, dedup, reconcile) "
+                                                               "runs: how far it is")
 
 
 class SearchRequest(BaseModel):

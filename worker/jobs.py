@@ -25,9 +25,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.deps import Deps
-from service.errors import DependencyUnavailable
-from service.jobs import ConversationJob, DedupJob, DeleteJob, RawJob, ReconcileJob, UpdateJob
+from service.errors import DependencyUnavailable, DomainError
+from service.jobs import ConversationJob, DedupJob, DeleteJob, ImportJob, RawJob, ReconcileJob, UpdateJob
 from service.maintenance.runs import run_requested_dedup
+from service.memory.portability import decode_body
 from service.metrics import JOB_DURATION, JOBS
 from service.outbox import MemoryBusy
 from service.queue import LEASE_TTL_S
@@ -166,6 +167,19 @@ async def _reconcile(deps: Deps, task_id: str, job: ReconcileJob) -> dict[str, A
             "run_url": f"/v1/maintenance/runs/{report.run_id}"}
 
 
+async def _import(deps: Deps, task_id: str, job: ImportJob) -> dict[str, Any]:
+    body = await deps.tasks.load_blob(job.blob)
+    if body is None:
+        raise DomainError("the uploaded file is gone (uploads are kept for TASK_TTL_SECONDS)")
+
+    async def progress(done: int, total: int) -> None:
+        await deps.tasks.set_progress(task_id, done, total)
+
+    result = await deps.service.import_lines(job.user_id, decode_body(body), progress)
+    await deps.tasks.drop_blob(job.blob)
+    return result
+
+
 async def memory_raw(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
     await run_job(ctx, task_id, job, RawJob, _raw)
 
@@ -180,6 +194,10 @@ async def memory_update(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) 
 
 async def memory_delete(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
     await run_job(ctx, task_id, job, DeleteJob, _delete)
+
+
+async def memory_import(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
+    await run_job(ctx, task_id, job, ImportJob, _import)
 
 
 async def maintenance_dedup(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
@@ -197,4 +215,5 @@ JOB_FUNCTIONS = {
     "memory_delete": memory_delete,
     "maintenance_dedup": maintenance_dedup,
     "maintenance_reconcile": maintenance_reconcile,
+    "memory_import": memory_import,
 }

@@ -420,7 +420,7 @@ async def measure_in_process(
             return False
 
         async def merged(q: str, project: str | None, user: str = user) -> bool:
-            resp = await deps.service.search(SearchRequest(query=q, user_id=user, project_id=project, limit=args.limit))
+            resp = await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             return bool(resp.degraded)
 
         paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]]]] = [("vector-only", vector_only)]
@@ -461,7 +461,7 @@ async def optimized_phase(
                 break
             q, project = queries[size][i % len(queries[size])]
             s0 = time.perf_counter()
-            await deps.service.search(SearchRequest(query=q, user_id=user, project_id=project, limit=args.limit))
+            await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             during.latencies_ms.append((time.perf_counter() - s0) * 1000)
         await build
         cells.append(during)

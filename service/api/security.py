@@ -126,17 +126,20 @@ class BodyLimit:
     """413 for a body over `limit` bytes, before it is read: by Content-Length when it is sent, else
     while the body streams in (the request is cut off at the limit)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, paths: dict[str, int] | None = None) -> None:
         self.app = app
-        self.limit = limit
+        self.default = limit
+        self.paths = paths or {}  # path -> its own limit (MAX_IMPORT_BYTES for /v1/import)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.paths.get(scope.get("path", ""), self.default)
+        setting = "MAX_IMPORT_BYTES" if limit != self.default else "MAX_BODY_BYTES"
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self._reject(send)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await self._reject(send, limit, setting)
             return
         seen = 0
         rejected = False
@@ -149,10 +152,10 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     rejected = True
                     if not started:
-                        await self._reject(send)
+                        await self._reject(send, limit, setting)
                     return {"type": "http.disconnect"}  # the app stops reading; its answer is dropped
             return message
 
@@ -169,8 +172,9 @@ class BodyLimit:
             if not rejected:
                 raise  # the app's own error; after a rejection it is only the cut-off body
 
-    async def _reject(self, send: Send) -> None:
-        body = (b'{"detail":"request body over MAX_BODY_BYTES (' + str(self.limit).encode() + b' bytes)"}')
+    @staticmethod
+    async def _reject(send: Send, limit: int, setting: str) -> None:
+        body = f'{{"detail":"request body over {setting} ({limit} bytes)"}}'.encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

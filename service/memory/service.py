@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from service.memory.portability import MemoryPortability
 from service.memory.reads import MemoryReads
 from service.memory.writes import MemoryWrites
 
 
-class MemoryService(MemoryWrites, MemoryReads):
+class MemoryService(MemoryWrites, MemoryReads, MemoryPortability):
     """API side: validate, enqueue, read. Worker side: extract, embed, write both stores."""

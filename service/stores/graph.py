@@ -119,6 +119,17 @@ class GraphStore(Protocol):
 
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
 
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters."""
+
+    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
+        """memory id -> the ids of the entities it MENTIONS."""
+
+    async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
+                           mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
+        """MERGE exported memories (a deleted one lives again), entities, mentions and facts by id, keeping
+        every property (fact history too), in one transaction. Facts may name memories of earlier calls."""
+
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
     ) -> Page: ...

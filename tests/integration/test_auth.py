@@ -7,6 +7,7 @@ without editing this file; a new route with a body needs an example body below f
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -96,7 +97,11 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
             assert anon.status_code == 401, (method, path, anon.text)
             assert anon.headers.get("www-authenticate") == "Bearer"
             # 2. A's key naming B: 403 (maintenance writes: 403 for a user key anyway)
-            if query_user or has_body:
+            if path == "/v1/import":  # the body is an export file; its header names the user
+                header = {"type": "header", "format": "memory-export", "version": 1, "user_id": b}
+                resp = await c.post(url, content=json.dumps(header).encode() + b"\n", headers=stack.h("a"))
+                assert resp.status_code == 403, (method, path, resp.status_code, resp.text)
+            elif query_user or has_body:
                 params = {"user_id": b} if query_user else None
                 named = {**(body or {}), "user_id": b} if has_body else None
                 resp = await c.request(method, url, params=params, json=named, headers=stack.h("a"))

@@ -27,6 +27,8 @@ PUBLIC_ROUTES = {
     ("POST", "/v1/maintenance/dedup"),
     ("POST", "/v1/maintenance/reconcile"),
     ("POST", "/v1/maintenance/optimize"),
+    ("GET", "/v1/export"),
+    ("POST", "/v1/import"),
     ("POST", "/memories/async"),
     ("GET", "/memories/status/{task_id}"),
     ("GET", "/v1/maintenance/runs"),

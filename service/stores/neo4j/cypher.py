@@ -335,3 +335,52 @@ RETURN m{.id, .user_id, .content, .category, .scope, .project_id, .agent_id, .ha
          .updated_at, .task_id, .deleted_at} AS item
 """
 
+
+
+# ---- export / import (service/portability.py) ---------------------------------------------------
+
+EXPORT_FACTS: LiteralString = """
+MATCH ()-[r:RELATES]->()
+WHERE r.user_id = $user_id AND r.id > $cursor AND ($groups IS NULL OR r.group_id IN $groups)
+WITH r ORDER BY r.user_id, r.id LIMIT $limit
+RETURN r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at, .memory_ids,
+         .former_memory_ids, .created_at, source_id: startNode(r).id, target_id: endNode(r).id} AS item
+"""
+
+MENTIONS_OF: LiteralString = """
+MATCH (m:Memory)-[:MENTIONS]->(e:Entity)
+WHERE m.id IN $ids AND m.user_id = $user_id
+RETURN m.id AS memory_id, collect(e.id) AS entity_ids
+"""
+
+# Entities and edges keep their ids and every property (validity history included); the tenant key and
+# the lower-cased name are derived again, as on a write.
+IMPORT_ENTITIES: LiteralString = """
+UNWIND $rows AS row
+MERGE (e:Entity {id: row.id})
+SET e.user_id = $user_id, e.group_id = row.group_id, e.name = row.name, e.name_lc = row.name_lc,
+    e.type = row.type, e.aliases = row.aliases, e.created_at = row.created_at, e.ft_key = row.ft_key
+"""
+
+# An import restores: a memory deleted here before (its node kept as a tombstone) lives again.
+IMPORT_MEMORIES: LiteralString = """
+UNWIND $rows AS row
+MERGE (m:Memory {id: row.id})
+ON CREATE SET m.edge_ids = []
+SET m += row, m.deleted_at = null, m.duplicate_of = null
+"""
+
+IMPORT_FACTS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Entity {id: row.source_id, user_id: $user_id})
+MATCH (o:Entity {id: row.target_id, user_id: $user_id})
+MERGE (s)-[r:RELATES {id: row.id}]->(o)
+SET r.user_id = $user_id, r.group_id = row.group_id, r.predicate = row.predicate, r.fact = row.fact,
+    r.valid_at = row.valid_at, r.invalid_at = row.invalid_at, r.expired_at = row.expired_at,
+    r.memory_ids = row.memory_ids, r.former_memory_ids = row.former_memory_ids, r.created_at = row.created_at,
+    r.ft_key = row.ft_key
+WITH row
+UNWIND row.memory_ids + row.former_memory_ids AS mid
+MATCH (m:Memory {id: mid})
+SET m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids ELSE coalesce(m.edge_ids, []) + row.id END
+"""

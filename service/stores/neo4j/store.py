@@ -27,6 +27,7 @@ from service.stores.neo4j.rows import (
     check_id,
     clamp,
     edge_item,
+    entity_name,
     fact_of,
     ft_key,
     iso_utc,
@@ -366,6 +367,40 @@ class Neo4jGraphStore:
     ) -> Page:
         rows = await self._page(cypher.LIST_EDGES, user_id, groups, limit, cursor, include_history)
         return self._paged([edge_item(r["fact"]) for r in rows], limit)
+
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, list[str]]:
+            result = await tx.run(cypher.MENTIONS_OF, ids=memory_ids, user_id=user_id)
+            return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
+
+        found: dict[str, list[str]] = await self._read(run)
+        return found
+
+    async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
+                           mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
+        check_id(user_id, "user_id")
+        memory_rows = [memory_row(m) for m in memories if m.user_id == user_id]
+        ent_rows = [{**e, "name_lc": entity_name(str(e["name"])).casefold(),
+                     "ft_key": ft_key(user_id, str(e["group_id"]))} for e in entities]
+        fact_rows = [{**f, "ft_key": ft_key(user_id, str(f["group_id"]))} for f in facts]
+
+        async def run(tx: AsyncManagedTransaction) -> None:
+            if ent_rows:
+                await (await tx.run(cypher.IMPORT_ENTITIES, rows=ent_rows, user_id=user_id)).consume()
+            if memory_rows:
+                await (await tx.run(cypher.IMPORT_MEMORIES, rows=memory_rows)).consume()
+            if mentions:
+                await (await tx.run(cypher.UPSERT_MENTIONS, rows=mentions)).consume()
+            if fact_rows:
+                await (await tx.run(cypher.IMPORT_FACTS, rows=fact_rows, user_id=user_id)).consume()
+
+        await self._write(run)
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)

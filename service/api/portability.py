@@ -1,0 +1,54 @@
+"""Export a user's memories as NDJSON (streamed) and import such a file (through the queue: 202 + task id)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from service.api.deps import ServiceDep
+from service.api.params import IdQuery, OptionalUserQuery
+from service.api.security import CallerDep
+from service.errors import DomainError
+from service.jobs import ImportJob
+from service.memory.portability import decode_body, export_owner
+from service.schemas import AcceptedResponse
+
+router = APIRouter(prefix="/v1", tags=["portability"])
+
+
+@router.get("/export", response_class=StreamingResponse,
+            responses={200: {"content": {"application/x-ndjson": {}}, "description": "One JSON object per line"}})
+async def export(
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: IdQuery = None,
+    include_vectors: Annotated[bool, Query(description="Also write each memory's vector")] = False,
+) -> StreamingResponse:
+    """The user's memories (with `project_id`: the global ones and that project's), entities with aliases
+    and facts with their validity history, as NDJSON, page by page (docs/portability.md)."""
+    user = caller.user(user_id)
+    await service.vectors.ping()  # fail before the 200 starts, not halfway through the stream
+    filename = f"memories-{user}{'-' + project_id if project_id else ''}.ndjson"
+    return StreamingResponse(service.export(user, project_id, include_vectors), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@router.post("/import", status_code=202, response_model=AcceptedResponse,
+             openapi_extra={"requestBody": {"required": True, "description": "An export file: NDJSON, or gzip of it "
+                                            "(any content type; gzip is recognised by its magic bytes)",
+                                            "content": {"application/octet-stream": {
+                                                "schema": {"type": "string", "format": "binary"}}}}})
+async def import_file(request: Request, service: ServiceDep, caller: CallerDep) -> AcceptedResponse:
+    """An export file (NDJSON, or gzip-compressed NDJSON) as the body, up to MAX_IMPORT_BYTES. It is
+    imported by the worker for the user its header names (a user key may import only its own user's file);
+    the task result counts what was imported and lists rejected lines with their reasons. Ids are kept, so
+    importing the same file twice changes nothing."""
+    body = await request.body()
+    if not body.strip():
+        raise DomainError("the body is empty: send an export file (GET /v1/export)")
+    user = caller.user(export_owner(decode_body(body)) or None)
+    digest = hashlib.sha256(body).hexdigest()
+    blob = await service.tasks.store_blob(f"import:{digest}", body)
+    task_id = await service.tasks.enqueue(ImportJob(user_id=user, blob=blob), {"user_id": user, "import": digest})
+    return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")

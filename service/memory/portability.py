@@ -1,0 +1,220 @@
+"""Export and import of one user's memories as NDJSON (docs/portability.md).
+
+An export is a stream of JSON lines, written page by page (nothing of the user is held in memory):
+
+    {"type": "header", "format": "memory-export", "version": 1, "user_id", "project_id", "embedder", "dim",
+     "include_vectors", "exported_at", "totals": {"memories": n}}
+    {"type": "entity", "entity": {"id", "name", "type", "aliases", "group_id", "created_at"}}
+    {"type": "memory", "memory": {...every stored field...}, "entity_ids": [...], "vector"?: [...]}
+    {"type": "fact", "fact": {"id", "source_id", "target_id", "predicate", "fact", "group_id", "valid_at",
+     "invalid_at", "expired_at", "memory_ids", "former_memory_ids", "created_at"}}     history included
+    {"type": "end", "counts": {"entities", "memories", "facts"}}
+
+Entities come before the memories that mention them and facts after the memories that support them, so an
+import can write them in one pass. Import keeps every id (a repeated import changes nothing), writes the
+vectors (re-embedding when the file's embedder is not the running one or a line has no vector) and then the
+graph, and reports counts and the rejected lines with their reasons.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from service.domain import Memory
+from service.errors import DomainError
+from service.memory.base import MemoryBase
+from service.stores.graph import groups_for
+from service.stores.vector import MemoryFilter
+
+log = structlog.get_logger(__name__)
+FORMAT = "memory-export"
+VERSION = 1
+PAGE = 500
+MAX_REJECTS_LISTED = 100
+Progress = Callable[[int, int], Awaitable[None]]
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def decode_body(body: bytes) -> list[str]:
+    """The lines of an upload: NDJSON, or gzip-compressed NDJSON (detected by its magic bytes)."""
+    if body[:2] == b"\x1f\x8b":
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as e:
+            raise DomainError(f"the upload looks gzip-compressed but does not decompress: {e}") from e
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DomainError(f"the upload is not UTF-8 text (NDJSON, optionally gzip): {e}") from e
+    return text.splitlines()
+
+
+def export_owner(lines: list[str]) -> str:
+    """The user id the file's header names (the import's tenant check happens before enqueueing)."""
+    for raw in lines:
+        if raw.strip():
+            try:
+                header = json.loads(raw)
+            except ValueError as e:
+                raise DomainError(f"line 1 is not JSON: {e}") from e
+            if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
+                raise DomainError(f"line 1 is not a {FORMAT} header (write files with GET /v1/export)")
+            if header.get("version") != VERSION:
+                raise DomainError(f"export version {header.get('version')!r} is not supported (this is {VERSION})")
+            return str(header.get("user_id") or "")
+    raise DomainError("the upload is empty")
+
+
+class MemoryPortability(MemoryBase):
+    async def export(self, user_id: str, project_id: str | None, include_vectors: bool) -> AsyncIterator[bytes]:
+        """The user's memories (with `project_id`: the global ones and that project's), entities and facts."""
+        flt = MemoryFilter(user_id=user_id, project_id=project_id, all_scopes=project_id is None)
+        groups = groups_for(project_id) if project_id else None
+        counts = {"entities": 0, "memories": 0, "facts": 0}
+        yield _line({"type": "header", "format": FORMAT, "version": VERSION, "user_id": user_id,
+                     "project_id": project_id, "embedder": self.embedder.name, "dim": self.embedder.dim,
+                     "include_vectors": include_vectors, "exported_at": datetime.now(UTC).isoformat(),
+                     "totals": {"memories": await self.vectors.count(flt)}})
+        cursor: str | None = None
+        for _ in range(100_000):  # bounded: pages of PAGE
+            page = await self.graph.list_nodes(user_id, groups, PAGE, cursor)
+            for item in page.items:
+                counts["entities"] += 1
+                yield _line({"type": "entity", "entity": item})
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        cursor = None
+        for _ in range(100_000):
+            pairs: list[tuple[Memory, list[float] | None]]
+            if include_vectors:
+                records, cursor = await self.vectors.scroll_vectors(flt, PAGE, cursor)
+                pairs = [(r.memory, r.vector) for r in records]
+            else:
+                memories, cursor = await self.vectors.scroll(flt, PAGE, cursor)
+                pairs = [(m, None) for m in memories]
+            mentions = await self.graph.mentions_of(user_id, [m.id for m, _ in pairs]) if pairs else {}
+            for memory, vector in pairs:
+                counts["memories"] += 1
+                line: dict[str, Any] = {"type": "memory", "memory": memory.model_dump(mode="json"),
+                                        "entity_ids": mentions.get(memory.id, [])}
+                if vector is not None:
+                    line["vector"] = vector
+                yield _line(line)
+            if cursor is None:
+                break
+        cursor = None
+        for _ in range(100_000):
+            page = await self.graph.export_facts(user_id, groups, PAGE, cursor)
+            for item in page.items:
+                counts["facts"] += 1
+                yield _line({"type": "fact", "fact": item})
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        yield _line({"type": "end", "counts": counts})
+
+    async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
+        """Write an export into the stores for `user_id` (the file's user). Returns counts and rejects."""
+        if export_owner(lines) != user_id:
+            raise DomainError("the file holds another user's memories")
+        header = json.loads(next(raw for raw in lines if raw.strip()))
+        reuse = (header.get("embedder") == self.embedder.name and header.get("dim") == self.embedder.dim)
+        imported = {"entities": 0, "memories": 0, "facts": 0, "reembedded": 0}
+        rejected: list[dict[str, Any]] = []
+        entities: list[dict[str, Any]] = []
+        memories: list[tuple[Memory, list[float] | None, list[str]]] = []
+        facts: list[dict[str, Any]] = []
+        total = len(lines)
+
+        def reject(number: int, reason: str) -> None:
+            if len(rejected) < MAX_REJECTS_LISTED:
+                rejected.append({"line": number, "reason": reason})
+            imported.setdefault("rejected", 0)
+            imported["rejected"] += 1
+
+        async def flush(done: int) -> None:
+            nonlocal entities, memories, facts
+            if memories:
+                vectors = [v if reuse and v is not None and len(v) == self.embedder.dim else None
+                           for _, v, _ in memories]
+                missing = [i for i, v in enumerate(vectors) if v is None]
+                if missing:
+                    fresh = await self.embedder.embed([memories[i][0].content for i in missing])
+                    for i, v in zip(missing, fresh, strict=True):
+                        vectors[i] = v
+                    imported["reembedded"] += len(missing)
+                await self.vectors.upsert([m for m, _, _ in memories], [v for v in vectors if v is not None])
+            mentions = [{"memory_id": m.id, "entity_id": e} for m, _, eids in memories for e in eids]
+            if entities or memories or facts:
+                await self.graph.import_graph(user_id, [m for m, _, _ in memories], entities, mentions, facts)
+            imported["entities"] += len(entities)
+            imported["memories"] += len(memories)
+            imported["facts"] += len(facts)
+            entities, memories, facts = [], [], []
+            if progress is not None:
+                await progress(done, total)
+
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as e:
+                reject(number, f"not JSON: {e}")
+                continue
+            kind = obj.get("type") if isinstance(obj, dict) else None
+            try:
+                if kind == "entity":
+                    entities.append(_entity(obj["entity"]))
+                elif kind == "memory":
+                    memory = Memory.model_validate(obj.get("memory"))
+                    if memory.user_id != user_id:
+                        raise ValueError(f"memory {memory.id} belongs to another user")
+                    vector = obj.get("vector")
+                    memories.append((memory, [float(x) for x in vector] if isinstance(vector, list) else None,
+                                     [str(e) for e in obj.get("entity_ids") or []]))
+                elif kind == "fact":
+                    facts.append(_fact(obj["fact"]))
+                elif kind not in ("header", "end"):
+                    raise ValueError(f"unknown line type {kind!r}")
+            except (ValidationError, ValueError, TypeError, KeyError) as e:
+                reject(number, f"{type(e).__name__}: {str(e)[:300]}")
+                continue
+            if len(memories) >= PAGE or len(entities) >= PAGE or len(facts) >= PAGE:
+                await flush(number)
+        await flush(total)
+        log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
+        return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
+                "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}
+
+
+def _entity(obj: dict[str, Any]) -> dict[str, Any]:
+    name = str(obj["name"]).strip()
+    if not name:
+        raise ValueError("entity without a name")
+    return {"id": str(obj["id"]), "name": name, "type": str(obj.get("type") or "thing"),
+            "aliases": [str(a) for a in obj.get("aliases") or []], "group_id": str(obj["group_id"]),
+            "created_at": obj.get("created_at")}
+
+
+def _fact(obj: dict[str, Any]) -> dict[str, Any]:
+    for key in ("id", "source_id", "target_id", "predicate", "group_id"):
+        if not obj.get(key):
+            raise ValueError(f"fact without {key}")
+    return {"id": str(obj["id"]), "source_id": str(obj["source_id"]), "target_id": str(obj["target_id"]),
+            "predicate": str(obj["predicate"]), "fact": str(obj.get("fact") or ""), "group_id": str(obj["group_id"]),
+            "valid_at": obj.get("valid_at"), "invalid_at": obj.get("invalid_at"), "expired_at": obj.get("expired_at"),
+            "memory_ids": [str(x) for x in obj.get("memory_ids") or []],
+            "former_memory_ids": [str(x) for x in obj.get("former_memory_ids") or []],
+            "created_at": obj.get("created_at")}
