@@ -2,7 +2,8 @@
 
 `python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
-`python -m service dedup run|runs`, `reconcile`, `optimize` and `stats` drive the running API (service/cli.py).
+`python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import` and `stats` drive the
+running API (service/cli.py).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -76,6 +77,10 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
             cli.reconcile(settings, args.user, args.dry_run)
         elif args.command == "optimize":
             cli.optimize(settings)
+        elif args.command == "export":
+            cli.export(settings, args.user, args.project, args.vectors, args.output)
+        elif args.command == "import":
+            cli.import_file(settings, args.file)
         else:
             cli.stats(settings, args.user)
     except cli.CliError as exc:
@@ -109,6 +114,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     rec.add_argument("--dry-run", action="store_true")
     sub.add_parser("optimize", help="build the vector index now (through the running API; Qdrant Edge builds "
                                     "it in a child process and swaps it in)")
+    exp = sub.add_parser("export", help="a user's memories, entities and facts as NDJSON (through the running API)")
+    exp.add_argument("--user", required=True)
+    exp.add_argument("--project", default=None, help="the global memories and this project's only")
+    exp.add_argument("--vectors", action="store_true", help="also write each memory's vector")
+    exp.add_argument("-o", "--output", default=None, help="file to write (.gz: gzip); default stdout")
+    imp = sub.add_parser("import", help="import an export file (NDJSON or gzip) and follow the task")
+    imp.add_argument("file")
     st = sub.add_parser("stats", help="health and the write-path backlog (and one user's memory count)")
     st.add_argument("--user", default=None)
     hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
@@ -125,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
-    if args.command in ("dedup", "reconcile", "optimize", "stats"):
+    if args.command in ("dedup", "reconcile", "optimize", "export", "import", "stats"):
         return operator_command(settings, args)
     serve(settings)
     return 0

@@ -6,16 +6,29 @@ holds the stores. Each exits 1 with one clear line when the API cannot be reache
     python -m service dedup runs [--limit N]             the latest dedup and reconcile runs
     python -m service reconcile [--user U] [--dry-run]   a full Qdrant <-> Neo4j reconcile, followed
     python -m service stats [--user U]                   health, write-path backlog (and a user's count)
+    python -m service export --user U [--project P] [--vectors] [-o FILE]   NDJSON (FILE.gz: gzip)
+    python -m service import FILE                        an export file, followed to its end
+    python -m service optimize                           build the vector index now
+
+Long runs (dedup, reconcile, export, import) draw a progress bar (done / total, rate) on stderr when it is
+a terminal; the lines on stdout stay the same either way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from service.settings import Settings
 
@@ -40,6 +53,19 @@ class Api:
     def __exit__(self, *exc: object) -> None:
         self._http.close()
 
+    @contextmanager
+    def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        """A streamed answer (the export); errors as in `call`."""
+        try:
+            with self._http.stream(method, path, **kwargs) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}")
+                yield resp
+        except httpx.TransportError as exc:
+            raise CliError(f"the memory API at {self.url} is not reachable ({type(exc).__name__}); start it "
+                           "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL") from exc
+
     def call(self, method: str, path: str, *, accept: tuple[int, ...] = (), **kwargs: Any) -> Any:
         """The JSON answer; a status >= 400 not in `accept` is a CliError with the API's detail."""
         try:
@@ -48,30 +74,54 @@ class Api:
             raise CliError(f"the memory API at {self.url} is not reachable ({type(exc).__name__}); start it "
                            "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL") from exc
         if resp.status_code >= 400 and resp.status_code not in accept:
-            try:
-                detail = resp.json().get("detail", resp.text)
-            except ValueError:
-                detail = resp.text
-            raise CliError(f"{method} {path}: {resp.status_code} {detail}")
+            raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}")
         return resp.json()
 
 
+def _detail(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("detail", resp.text))
+    except ValueError:
+        return resp.text
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[tuple[Progress, TaskID]]:
+    """A rich progress bar on stderr (done / total, rate, elapsed); drawn only when stderr is a terminal."""
+    console = Console(file=sys.stderr)
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                   console=console, disable=not console.is_terminal, transient=True)
+    with bar:
+        yield bar, bar.add_task(what, total=None, rate="")
+
+
+def _advance(bar: Progress, task: TaskID, progress: dict[str, Any] | None, started: float) -> None:
+    if progress:
+        done, total = int(progress.get("done", 0)), int(progress.get("total", 0))
+        rate = done / max(1e-6, time.monotonic() - started)
+        bar.update(task, completed=done, total=total or None, rate=f"{rate:,.0f}/s")
+
+
 def _follow(api: Api, task_id: str, run_id: str, out: Any) -> dict[str, Any]:
-    """Poll a maintenance run until its task ends; one line per change of state."""
+    """Poll a maintenance run until its task ends; one line per change of state, and a progress bar."""
     deadline = time.monotonic() + FOLLOW_S
     last = ""
-    for _ in range(int(FOLLOW_S / POLL_S) + 1):
-        task = api.call("GET", f"/v1/memories/status/{task_id}")
-        run = api.call("GET", f"/v1/maintenance/runs/{run_id}")
-        line = _run_line(run)
-        if line != last:
-            print(line, file=out, flush=True)
-            last = line
-        if task["status"] in ("completed", "failed") or time.monotonic() > deadline:
-            if task["status"] == "failed":
-                raise CliError(f"run {run_id} failed: {task.get('error')}")
-            return dict(run)
-        time.sleep(POLL_S)
+    with progress_bar(f"run {run_id[:12]}") as (bar, bar_task):
+        started = time.monotonic()
+        for _ in range(int(FOLLOW_S / POLL_S) + 1):
+            task = api.call("GET", f"/v1/memories/status/{task_id}")
+            run = api.call("GET", f"/v1/maintenance/runs/{run_id}")
+            _advance(bar, bar_task, run.get("progress"), started)
+            line = _run_line(run)
+            if line != last:
+                print(line, file=out, flush=True)
+                last = line
+            if task["status"] in ("completed", "failed") or time.monotonic() > deadline:
+                if task["status"] == "failed":
+                    raise CliError(f"run {run_id} failed: {task.get('error')}")
+                return dict(run)
+            time.sleep(POLL_S)
     return dict(run)
 
 
@@ -102,6 +152,66 @@ def reconcile(settings: Settings, user: str | None, dry_run: bool, out: Any = sy
 def optimize(settings: Settings, out: Any = sys.stdout) -> None:
     with Api(settings, timeout_s=3600.0) as api:
         print(json.dumps(api.call("POST", "/v1/maintenance/optimize"), indent=2), file=out)
+
+
+def export(settings: Settings, user: str, project: str | None, vectors: bool, output: str | None,
+           out: Any = sys.stdout) -> None:
+    """Stream GET /v1/export into `output` (gzip when it ends in .gz) or stdout; a summary line on stderr."""
+    params: dict[str, Any] = {"user_id": user, "include_vectors": str(vectors).lower()}
+    if project:
+        params["project_id"] = project
+    counts: dict[str, Any] = {}
+    with contextlib.ExitStack() as files:
+        write: Callable[[bytes], object]
+        if output is None:
+            write = (out.buffer if hasattr(out, "buffer") else sys.stdout.buffer).write
+        elif output.endswith(".gz"):
+            write = files.enter_context(gzip.open(output, "wb")).write
+        else:
+            write = files.enter_context(Path(output).open("wb")).write
+        with Api(settings, timeout_s=3600.0) as api, progress_bar(f"export {user}") as (bar, task):
+            started = time.monotonic()
+            with api.stream("GET", "/v1/export", params=params) as resp:
+                memories = 0
+                for line in resp.iter_lines():
+                    if not line:
+                        continue
+                    write(line.encode() + b"\n")
+                    kind = line[9:20]  # '{"type":"<kind>"...': a cheap look, the file is not re-parsed
+                    if kind.startswith("header"):
+                        bar.update(task, total=json.loads(line).get("totals", {}).get("memories"))
+                    elif kind.startswith("memory"):
+                        memories += 1
+                        if memories % 100 == 0:
+                            _advance(bar, task, {"done": memories, "total": bar.tasks[0].total or 0}, started)
+                    elif kind.startswith("end"):
+                        counts = json.loads(line)["counts"]
+    if not counts:
+        raise CliError("the export stream ended early (no end line): the file is incomplete")
+    print(f"exported {counts['memories']} memories, {counts['entities']} entities, {counts['facts']} facts"
+          + (f" to {output}" if output else ""), file=sys.stderr)
+
+
+def import_file(settings: Settings, path: str, out: Any = sys.stdout) -> None:
+    """POST an export file to /v1/import and follow the task; prints its result (counts, rejected lines)."""
+    try:
+        body = Path(path).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc}") from exc
+    with Api(settings, timeout_s=600.0) as api:
+        accepted = api.call("POST", "/v1/import", content=body, headers={"content-type": "application/octet-stream"})
+        task_id = accepted["task_id"]
+        with progress_bar(f"import {Path(path).name}") as (bar, bar_task):
+            started = time.monotonic()
+            for _ in range(int(FOLLOW_S / POLL_S) + 1):
+                task = api.call("GET", f"/v1/memories/status/{task_id}")
+                _advance(bar, bar_task, task.get("progress"), started)
+                if task["status"] in ("completed", "failed"):
+                    break
+                time.sleep(POLL_S)
+    if task["status"] != "completed":
+        raise CliError(f"import task {task_id} {task['status']}: {task.get('error')}")
+    print(json.dumps({"task_id": task_id, **task["result"]}, indent=2), file=out)
 
 
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:

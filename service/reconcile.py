@@ -31,7 +31,7 @@ from service.memory import MemoryService
 from service.metrics import RECONCILE_REPAIRS
 from service.outbox import Intent
 from service.queue import now_iso
-from service.schemas import DedupRunReport
+from service.schemas import DedupRunReport, Progress
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -135,11 +135,14 @@ class Reconciler:
         try:
             users = [user_id] if user_id else await self._users()
             busy = await self.s.outbox.all_ids()
-            for user in users:
+            for done, user in enumerate(users):
+                report.progress = Progress(done=done, total=len(users))
+                await self.runs.save(report)
                 try:
                     await self._user(report, user, busy, dry_run)
                 except DependencyUnavailable as exc:
                     report.errors.append(f"user {user}: {exc}"[:500])
+            report.progress = Progress(done=len(users), total=len(users))
             report.status = "completed" if not report.errors else "partial"
         except Exception as exc:
             report.status = "failed"

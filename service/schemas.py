@@ -423,6 +423,7 @@ class DedupRunSummary(BaseModel):
     duration_s: float | None = None
     detail: str | None = None  # why skipped / partial / failed
     totals: DedupTotals = Field(default_factory=DedupTotals)
+    progress: Progress | None = None  # while it runs: boundaries (dedup) or users (reconcile) done / total
 
 
 class DedupRunReport(DedupRunSummary):

@@ -60,7 +60,7 @@ from service.maintenance.records import (
 from service.metrics import DEDUP_REMOVED
 from service.outbox import MemoryLocks
 from service.queue import now_iso
-from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport
+from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport, Progress
 from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import Boundary, VectorStore
@@ -228,7 +228,8 @@ class DedupSweep:
         boundaries = await self.vectors.boundaries(user_id, MAX_BOUNDARY_LIST)
         # Smallest first: a run that reaches its budget has finished every boundary it could.
         boundaries.sort(key=lambda b: (b.count, b.user_id, b.scope.value, b.project_id or ""))
-        for b in boundaries:
+        for done, b in enumerate(boundaries):
+            report.progress = Progress(done=done, total=len(boundaries))
             if state.should_stop():
                 break
             user = state.user(b.user_id)
@@ -241,6 +242,7 @@ class DedupSweep:
                 log.warning("dedup_boundary_failed", user_id=b.user_id, scope=b.scope.value,
                             project_id=b.project_id, error=str(exc))
             await self._maybe_save(state)
+        report.progress = Progress(done=len(boundaries), total=len(boundaries))
         if not state.dry_run:
             report.graph_retry.pending_after = await self.pending.count()
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -45,11 +46,29 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         built = json.loads(opt.stdout)
         assert built["backend"] == "qdrant_edge" and built["backlog_after"] <= built["backlog_before"]
         assert built["figures"]["points"] >= 1 and built["figures"]["swap_pause_ms"] >= 0
+        dump = tmp_path / "export.ndjson.gz"
+        exported = _cli(cli, "export", "--user", user, "--vectors", "-o", str(dump))
+        assert exported.returncode == 0, exported.stderr
+        assert "exported 1 memories" in exported.stderr
+        lines = [json.loads(x) for x in gzip.decompress(dump.read_bytes()).splitlines()]
+        assert lines[0]["type"] == "header" and lines[-1]["counts"]["memories"] == 1
+        assert [x["memory"]["content"] for x in lines if x["type"] == "memory"] == ["I use Ansible"]
+        imported = _cli(cli, "import", str(dump))
+        assert imported.returncode == 0, imported.stderr
+        result = json.loads(imported.stdout)
+        assert result["imported"]["memories"] == 1 and result["rejected"] == []
+        missing = _cli(cli, "import", str(tmp_path / "nope.ndjson"))
+        assert missing.returncode == 1 and "cannot read" in missing.stderr
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            recent = c.get("/v1/maintenance/runs", params={"limit": 5}).json()["runs"]
+        for run in recent:  # every finished run says how far it got: all of it
+            assert run["progress"]["done"] == run["progress"]["total"] >= 1, run
         listed = _cli(cli, "dedup", "runs", "--limit", "5")
         assert listed.returncode == 0 and "reconcile run" in listed.stdout and "dedup run" in listed.stdout
     finally:
         stop(proc)
     down = {**cli, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
-    for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",), ("optimize",)):
+    for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",), ("optimize",),
+                 ("export", "--user", "u1", "-o", str(tmp_path / "x.ndjson")), ("import", str(dump))):
         out = _cli(down, *args)
         assert out.returncode == 1 and "not reachable" in out.stderr, (args, out.stderr)
