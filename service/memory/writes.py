@@ -173,7 +173,7 @@ class MemoryWrites(MemoryBase):
                 ],
             ), fact=True)
         facts = len(drafts.memories)
-        for window in interaction_windows(messages, covered):
+        for window in interaction_windows(messages, covered, self.settings.interaction_window_messages):
             memory = self._window_memory(task_id, len(drafts.memories), window, messages, job)
             drafts.add(memory, list(window.indexes), None, alias=_single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
