@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from service.domain import Memory
 from service.errors import DomainError
 from service.memory.base import MemoryBase
-from service.stores.graph import groups_for
+from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -85,17 +85,11 @@ class MemoryPortability(MemoryBase):
                      "project_id": project_id, "embedder": self.embedder.name, "dim": self.embedder.dim,
                      "include_vectors": include_vectors, "exported_at": datetime.now(UTC).isoformat(),
                      "totals": {"memories": await self.vectors.count(flt)}})
+        async for item in _pages(lambda c: self.graph.list_nodes(user_id, groups, PAGE, c)):
+            counts["entities"] += 1
+            yield _line({"type": "entity", "entity": item})
         cursor: str | None = None
         for _ in range(100_000):  # bounded: pages of PAGE
-            page = await self.graph.list_nodes(user_id, groups, PAGE, cursor)
-            for item in page.items:
-                counts["entities"] += 1
-                yield _line({"type": "entity", "entity": item})
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        cursor = None
-        for _ in range(100_000):
             pairs: list[tuple[Memory, list[float] | None]]
             if include_vectors:
                 records, cursor = await self.vectors.scroll_vectors(flt, PAGE, cursor)
@@ -113,15 +107,9 @@ class MemoryPortability(MemoryBase):
                 yield _line(line)
             if cursor is None:
                 break
-        cursor = None
-        for _ in range(100_000):
-            page = await self.graph.export_facts(user_id, groups, PAGE, cursor)
-            for item in page.items:
-                counts["facts"] += 1
-                yield _line({"type": "fact", "fact": item})
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        async for item in _pages(lambda c: self.graph.export_facts(user_id, groups, PAGE, c)):
+            counts["facts"] += 1
+            yield _line({"type": "fact", "fact": item})
         yield _line({"type": "end", "counts": counts})
 
     async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
@@ -197,6 +185,18 @@ class MemoryPortability(MemoryBase):
         log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
         return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}
+
+
+async def _pages(fetch: Callable[[str | None], Awaitable[Page]]) -> AsyncIterator[dict[str, object]]:
+    """Every item of a cursor-paged graph listing (bounded: 100,000 pages)."""
+    cursor: str | None = None
+    for _ in range(100_000):
+        page = await fetch(cursor)
+        for item in page.items:
+            yield item
+        cursor = page.next_cursor
+        if cursor is None:
+            return
 
 
 def _entity(obj: dict[str, Any]) -> dict[str, Any]:
