@@ -189,9 +189,11 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
         categories: Categories = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many results.")] = 10,
     ) -> SearchResponse:
-        """Search the user's memories by meaning: stored memories (source "vector") and knowledge-graph facts
-        (source "graph") in one ranked list. With project_id: global memories plus that project's; without:
-        global memories only. Use it before answering anything about the user, their preferences or projects."""
+        """Search the user's memories: by meaning (embeddings), by exact words and names (BM25), through the
+        knowledge graph (memories about the entities the query names and their neighbours) and, when the query
+        names a time ("last May", "in 2023"), by when it happened; one fused ranking, each result's `signals`
+        saying which of these found it. With project_id: global memories plus that project's; without: global
+        memories only. Use it before answering anything about the user, their preferences or projects."""
         with _tool_errors():
             req = SearchRequest(query=query, user_id=user_id, project_id=project_id, categories=categories,
                                 limit=limit)
