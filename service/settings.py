@@ -117,9 +117,9 @@ class Settings(BaseSettings):
     # HOST, keys otherwise.
     auth_mode: Literal["keys", "none"] | None = None
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    # conversations: consecutive messages no fact came from are kept as one `interaction` memory of at most this
-    # many messages (docs/retrieval.md: smaller windows retrieve better)
-    interaction_window_messages: int = Field(default=4, ge=1, le=50)
+    # conversations: every message is also kept verbatim, consecutive ones grouped into `interaction` memories of
+    # at most this many messages (docs/retrieval.md: 2 retrieves best of 1, 2, 4)
+    interaction_window_messages: int = Field(default=2, ge=1, le=50)
     max_import_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, le=512 * 1024 * 1024)  # POST /v1/import
     # Per API key (or per client address without a key), per minute; 0 = no limit.
     rate_limit_writes_per_minute: int = Field(default=6000, ge=0)

@@ -1,5 +1,5 @@
-"""What a conversation stores beside its facts: the messages no fact came from, grouped into interaction
-windows, and the helpers that map messages to source ids and times (docs/decisions.md, "Conversations
+"""What a conversation stores beside its facts: its messages, verbatim, grouped into interaction windows
+(the conversation path passes no `covered` messages: every message is kept), and the helpers that map messages to source ids and times (docs/decisions.md, "Conversations
 keep what was said")."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dateparser
 
 from service.domain import Message, iso
 
-WINDOW_MESSAGES = 4  # at most this many messages in one interaction window
+WINDOW_MESSAGES = 2  # at most this many messages in one interaction window (INTERACTION_WINDOW_MESSAGES)
 WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" lines (one message may exceed it)
 
 

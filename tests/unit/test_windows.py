@@ -33,7 +33,7 @@ def test_windows_group_consecutive_messages_and_never_cross_a_covered_one() -> N
 
 def test_windows_hold_at_most_four_messages_and_the_char_budget() -> None:
     conv = msgs(*[("user", f"m{i}") for i in range(9)])
-    assert [w.indexes for w in interaction_windows(conv, set())] == [(0, 1, 2, 3), (4, 5, 6, 7), (8,)]
+    assert [w.indexes for w in interaction_windows(conv, set(), max_messages=4)] == [(0, 1, 2, 3), (4, 5, 6, 7), (8,)]
     conv = msgs(("user", "a" * 500), ("assistant", "b" * 500), ("user", "c" * 500))
     assert [w.indexes for w in interaction_windows(conv, set(), max_chars=1200)] == [(0, 1), (2,)]
     # exactly at the budget still fits (lines of 600 and 599 chars and one newline); one more char does not
