@@ -1,6 +1,6 @@
 """What a conversation stores beside its facts: its messages, verbatim, grouped into interaction windows
-(the conversation path passes no `covered` messages: every message is kept), and the helpers that map messages to source ids and times (docs/decisions.md, "Conversations
-keep what was said")."""
+(the conversation path passes no `covered` messages: every message is kept), and the helpers that map
+messages to source ids and times (docs/decisions.md, "Conversations keep what was said")."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" line
 
 @dataclass(frozen=True)
 class Window:
-    """Consecutive messages that produced no fact, stored as one `interaction` memory."""
+    """Consecutive messages stored verbatim as one `interaction` memory."""
 
     indexes: tuple[int, ...]
     content: str

@@ -28,7 +28,6 @@ from service.memory.windows import (
     Window,
     first_time,
     interaction_windows,
-    parse_timestamp,
     source_ids,
     valid_indexes,
 )
@@ -145,8 +144,8 @@ class MemoryWrites(MemoryBase):
     # ------------------------------------------------------------------ writes (worker side)
 
     async def store_conversation(self, task_id: str, job: ConversationJob) -> dict[str, Any]:
-        """Extract facts and store each as a raw write would, plus its entities and relations; store the
-        messages no fact came from as `interaction` windows (service/memory/windows.py), so nothing said is
+        """Extract facts and store each as a raw write would, plus its entities and relations; store every
+        message verbatim in `interaction` windows (service/memory/windows.py) beside them, so nothing said is
         lost. Memory ids are positions: facts first, then windows in message order."""
         messages = [Message.model_validate(m) for m in job.messages]
         # A replayed job reuses the first extraction: an LLM may not answer the same twice,
@@ -159,10 +158,8 @@ class MemoryWrites(MemoryBase):
                 extraction = await self.extractor.extract(messages, job.project_id)
             await self.tasks.save_step(task_id, "extraction", extraction.model_dump_json())
         drafts = _Drafts(messages)
-        covered: set[int] = set()
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
-            covered.update(sources)
             memory = self._fact_memory(task_id, len(drafts.memories), fact, job,
                                        first_time(sources, messages, job.accepted_at))
             drafts.add(memory, sources, MemoryLinks(
@@ -222,9 +219,9 @@ class MemoryWrites(MemoryBase):
     def _window_memory(
         task_id: str, index: int, window: Window, messages: list[Message], job: ConversationJob
     ) -> Memory:
-        """An `interaction` memory of messages no fact came from (scope: the category's flexible rule)."""
+        """An `interaction` memory of consecutive messages, verbatim (scope: the category's flexible rule); its
+        time is the first of its messages' timestamps that parses, as for a fact."""
         scope = resolve_scope(INTERACTION, None, job.project_id)
-        first = messages[window.indexes[0]]
         return Memory(
             id=memory_id_for(task_id, index),
             user_id=job.user_id,
@@ -238,7 +235,7 @@ class MemoryWrites(MemoryBase):
             created_at=job.accepted_at,
             updated_at=job.accepted_at,
             task_id=task_id,
-            occurred_at=parse_timestamp(first.timestamp, job.accepted_at) or job.accepted_at,
+            occurred_at=first_time(window.indexes, messages, job.accepted_at),
         )
 
     async def store_raw(self, task_id: str, job: RawJob) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """POST /v1/memories through the offline extractor: categorised memories in Qdrant, entities and
-relations in Neo4j, interaction windows for what yields no fact, source message ids, replays that
-change nothing."""
+relations in Neo4j, every message kept verbatim in interaction windows beside the facts, source message
+ids, replays that change nothing."""
 
 from __future__ import annotations
 
@@ -40,12 +40,17 @@ async def test_conversation_becomes_categorised_memories_and_a_graph(client: htt
     by_category: dict[str, list[dict[str, object]]] = {}
     for m in memories:
         by_category.setdefault(str(m["category"]), []).append(m)
-    # assistant speculation ("you also like Java") is never a fact: it is kept as what the assistant said
+    # assistant speculation ("you also like Java") is never a fact: it is kept as what the assistant said,
+    # verbatim in the window of messages 0-1; message 2 (two facts, not one) is a window of its own
     assert all("Java" not in str(m["content"]) for m in memories if m["category"] != "interaction")
-    [said] = [m for m in memories if m["category"] == "interaction"]
-    assert said["content"] == "assistant: Noted. I guess you also like Java?"
-    assert said["source_message_ids"] == ["1"] and said["scope"] == "project"
-    assert all(m["source_message_ids"] in (["0"], ["2"]) for m in memories if m is not said)
+    windows = [m for m in memories if m["category"] == "interaction"]
+    assert [(m["content"], m["source_message_ids"], m["scope"]) for m in windows] == [
+        (f"user: {CONVERSATION[0]['content']}\nassistant: {CONVERSATION[1]['content']}", ["0", "1"], "project"),
+        (f"user: {CONVERSATION[2]['content']}", ["2"], "project"),
+    ]
+    assert memories[-2:] == windows  # facts first, then the windows
+    facts = memories[:-2]
+    assert len(facts) == 4 and all(m["source_message_ids"] in (["0"], ["2"]) for m in facts)
     assert "preference" in by_category
     assert all(m["scope"] == "global" and m["project_id"] is None for m in by_category["preference"])
     project_facts = [m for m in memories if m["scope"] == "project"]
@@ -102,29 +107,32 @@ async def test_a_conversation_without_facts_is_kept_as_interaction_windows(clien
     done = await _submit(client, messages=SMALL_TALK, user_id=user)
     result = done["result"]
     assert isinstance(result, dict)
-    first, second = result["memories"]
-    assert first["category"] == second["category"] == "interaction"
+    # windows of at most 2 consecutive messages, in message order
+    first, second, third = result["memories"]
+    assert first["category"] == second["category"] == third["category"] == "interaction"
     assert first["scope"] == "global" and first["project_id"] is None  # flexible, no project
-    assert first["content"] == ("user: Hello there! How are you?\nassistant: Fine, thanks.\n"
-                                "user: What time is it?\nassistant: Noon.")
-    assert first["source_message_ids"] == ["m-1", "m-2", "m-3", "m-4"]
+    assert first["content"] == "user: Hello there! How are you?\nassistant: Fine, thanks."
+    assert first["source_message_ids"] == ["m-1", "m-2"]
     assert first["occurred_at"] == "2025-06-01T09:00:00+00:00"  # the window's first message
-    assert second["content"] == "user: ok cool" and second["source_message_ids"] == ["m-5"]
-    assert second["occurred_at"] == first["created_at"]  # unparseable timestamp: the acceptance time
-    assert await deps.vectors.count(MemoryFilter(user_id=user)) == 2
-    assert await deps.graph.count_memories(user) == 2
+    assert second["content"] == "user: What time is it?\nassistant: Noon."
+    assert second["source_message_ids"] == ["m-3", "m-4"]
+    assert second["occurred_at"] == first["created_at"]  # no timestamp: the acceptance time
+    assert third["content"] == "user: ok cool" and third["source_message_ids"] == ["m-5"]
+    assert third["occurred_at"] == first["created_at"]  # unparseable timestamp: the acceptance time
+    assert await deps.vectors.count(MemoryFilter(user_id=user)) == 3
+    assert await deps.graph.count_memories(user) == 3
 
     got = await client.get(f"/v1/memories/{first['id']}", params={"user_id": user})
     assert got.status_code == 200
     record = got.json()
-    assert record["source_message_ids"] == ["m-1", "m-2", "m-3", "m-4"]
+    assert record["source_message_ids"] == ["m-1", "m-2"]
     assert record["occurred_at"] == "2025-06-01T09:00:00+00:00" and record["category"] == "interaction"
 
     # without ids, the messages are named by their 0-based index
     plain = [{"role": m["role"], "content": m["content"]} for m in SMALL_TALK]
     done = await _submit(client, messages=plain, user_id=unique("smalltalk-plain"), project_id="p9")
     memories = done["result"]["memories"]  # type: ignore[index]
-    assert [m["source_message_ids"] for m in memories] == [["0", "1", "2", "3"], ["4"]]
+    assert [m["source_message_ids"] for m in memories] == [["0", "1"], ["2", "3"], ["4"]]
     assert all(m["scope"] == "project" and m["project_id"] == "p9" for m in memories)
 
 
@@ -148,28 +156,31 @@ async def test_a_mixed_conversation_stores_facts_and_windows_with_their_sources(
     memories = done["result"]["memories"]  # type: ignore[index]
     accepted = memories[0]["created_at"]
     got = [(m["category"], m["source_message_ids"], m["occurred_at"]) for m in memories]
-    # facts first, then the windows in message order; windows never cross a message a fact came from
+    # facts first, then every message in windows of 2, in message order, whichever messages facts came from
+    # (a window's time is its first message's); the last message alone is its fact's text: not stored twice
     assert got == [
         ("preference", ["d"], "2025-06-02T10:05:00+00:00"),
         ("tech_stack", ["6"], accepted),
-        ("interaction", ["a", "b", "c"], "2025-06-02T08:00:00+00:00"),
+        ("interaction", ["a", "b"], "2025-06-02T08:00:00+00:00"),
+        ("interaction", ["c", "d"], "2025-06-02T10:05:00+00:00"),  # the first timestamp that parses
         ("interaction", ["e", "f"], accepted),
     ]
     assert memories[0]["content"] == "I prefer pytest over unittest."
-    assert memories[3]["content"] == "assistant: Noted, I will use pytest.\nuser: Thanks!"
+    assert memories[1]["content"] == "We deploy to Fly.io on every merge to main."
+    assert memories[3]["content"] == "user: Ok, go ahead and fix it.\nuser: By the way, I prefer pytest over unittest."
+    assert memories[4]["content"] == "assistant: Noted, I will use pytest.\nuser: Thanks!"
     stored = {m.id: m for m in await deps.vectors.get([m["id"] for m in memories])}
     assert [stored[m["id"]].source_message_ids for m in memories] == [m["source_message_ids"] for m in memories]
     # a window is linked to what it mentions, but states no relation (its "I" may be the assistant)
     relations = await deps.graph.relations(user)
-    assert relations and all(memories[2]["id"] not in r["memory_ids"] and memories[3]["id"] not in r["memory_ids"]
-                             for r in relations)
+    assert relations and all(m["id"] not in r["memory_ids"] for m in memories[2:] for r in relations)
 
     # a replay of the job writes the very same memories
     job = ConversationJob(accepted_at=accepted, user_id=user, project_id="shop", agent_id=None, metadata={},
                           messages=MIXED)
     replay = await deps.service.store_conversation(str(done["task_id"]), job)
     assert replay["memories"] == memories
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop")) == 4
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop")) == 5
 
 
 async def test_conversation_input_rules(client: httpx.AsyncClient) -> None:

@@ -92,13 +92,16 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
     assert result["extractor"] == PRIMARY
     assert result["dropped"] == 1  # the unknown category is dropped, never stored
     assert result["usage"]["prompt_tokens"] == 120 and result["usage"]["calls"] == 1
-    cats = {m["category"]: m for m in result["memories"]}
-    assert set(cats) == {"preference", "tech_stack", "interaction"}
-    assert cats["tech_stack"]["scope"] == "project" and cats["tech_stack"]["project_id"] == "billing"
-    # the model's source_messages become source ids; the message no fact came from is kept as said
-    assert cats["preference"]["source_message_ids"] == ["0"] and cats["tech_stack"]["source_message_ids"] == ["2"]
-    assert cats["interaction"]["content"] == "assistant: Got it."
-    assert cats["interaction"]["source_message_ids"] == ["1"]
+    memories = result["memories"]
+    assert [m["category"] for m in memories] == ["preference", "tech_stack", "interaction", "interaction"]
+    fact, stack, first, second = memories
+    assert stack["scope"] == "project" and stack["project_id"] == "billing"
+    # the model's source_messages become source ids; every message is kept as said, in windows of 2
+    assert fact["source_message_ids"] == ["0"] and stack["source_message_ids"] == ["2"]
+    assert first["content"] == "user: I really prefer Neovim over VS Code.\nassistant: Got it."
+    assert first["source_message_ids"] == ["0", "1"]
+    assert second["content"] == "user: Since March the billing service runs on PostgreSQL 16."
+    assert second["source_message_ids"] == ["2"]
 
     # the prompt carried the user's words; embeddings came from Gemini too
     [call] = fake.calls("generateContent")
@@ -106,8 +109,8 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
     assert fake.models("batchEmbedContents")
     assert deps.embedder.name == "gemini:gemini-embedding-001:64"
 
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 3
-    assert await deps.graph.count_memories(user) == 3
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 4
+    assert await deps.graph.count_memories(user) == 4
     rels = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
     assert ("user", "prefers", "Neovim") in rels
     assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01T00:00:00+00:00"
@@ -126,19 +129,20 @@ async def test_gemini_sources_map_to_message_ids_and_a_window_repeating_a_fact_i
     fake.reset()
     neovim, postgres, _ = FACTS["facts"]
     fake.respond_with({"facts": [
-        {**neovim, "source_messages": [0, 3]},  # message 3 confirms message 0
-        {**postgres, "source_messages": [2]},
-        # the model could not tell where this came from; its text is message 1's, whose window it absorbs
+        {**neovim, "source_messages": [0, 2]},  # message 2 confirms message 0
+        {**postgres, "source_messages": [1]},
+        # the model could not tell where this came from; its text is message 4's, alone in the last window
+        # (5 messages, windows of 2), which it absorbs
         {"content": "Deploys go through Fly.io.", "category": "tech_stack", "scope": "project", "entities": [],
          "relations": [], "source_messages": []},
     ]})
     messages = [
         {"id": "u-1", "role": "user", "content": "I really prefer Neovim over VS Code.",
          "timestamp": "2026-02-01T08:30:00-05:00"},
-        {"id": "u-2", "role": "user", "content": "Deploys go through Fly.io."},
-        {"id": "u-3", "role": "user", "content": "Since March the billing service runs on PostgreSQL 16."},
-        {"id": "u-4", "role": "user", "content": "Yes, Neovim it is."},
-        {"id": "a-5", "role": "assistant", "content": "Great, I'll keep that in mind."},
+        {"id": "u-2", "role": "user", "content": "Since March the billing service runs on PostgreSQL 16."},
+        {"id": "u-3", "role": "user", "content": "Yes, Neovim it is."},
+        {"id": "a-4", "role": "assistant", "content": "Great, I'll keep that in mind."},
+        {"id": "u-5", "role": "user", "content": "Deploys go through Fly.io."},
     ]
     user = unique("gem-src")
     resp = await client.post("/v1/memories", json={"messages": messages, "user_id": user, "project_id": "billing"})
@@ -148,15 +152,17 @@ async def test_gemini_sources_map_to_message_ids_and_a_window_repeating_a_fact_i
     memories = done["result"]["memories"]
     got = [(m["content"], m["source_message_ids"]) for m in memories]
     assert got == [
-        ("The user prefers Neovim over VS Code.", ["u-1", "u-4"]),
-        ("The billing service uses PostgreSQL 16.", ["u-3"]),
-        ("Deploys go through Fly.io.", ["u-2"]),
-        ("assistant: Great, I'll keep that in mind.", ["a-5"]),
-    ]
-    assert memories[0]["occurred_at"] == "2026-02-01T13:30:00+00:00"
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 4
+        ("The user prefers Neovim over VS Code.", ["u-1", "u-3"]),
+        ("The billing service uses PostgreSQL 16.", ["u-2"]),
+        ("Deploys go through Fly.io.", ["u-5"]),
+        ("user: I really prefer Neovim over VS Code.\nuser: Since March the billing service runs on PostgreSQL 16.",
+         ["u-1", "u-2"]),
+        ("user: Yes, Neovim it is.\nassistant: Great, I'll keep that in mind.", ["u-3", "a-4"]),
+    ]  # no "user: Deploys go through Fly.io." window: the fact holds that text
+    assert memories[0]["occurred_at"] == memories[3]["occurred_at"] == "2026-02-01T13:30:00+00:00"
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 5
     record = (await client.get(f"/v1/memories/{memories[2]['id']}", params={"user_id": user})).json()
-    assert record["source_message_ids"] == ["u-2"]
+    assert record["source_message_ids"] == ["u-5"]
 
 
 async def test_fallback_model_after_repeated_503(gemini_stack: tuple[httpx.AsyncClient, Deps],
@@ -188,7 +194,7 @@ async def test_malformed_output_is_retried_then_reported(gemini_stack: tuple[htt
     fake.script(PRIMARY, ["malformed"])
     recovered = await _run(client, unique("malformed1"))
     assert recovered["status"] == "completed"
-    assert len(recovered["result"]["memories"]) == 3  # type: ignore[index]  # 2 facts, 1 window
+    assert len(recovered["result"]["memories"]) == 4  # type: ignore[index]  # 2 facts, 2 windows
 
     fake.reset()
     fake.script(PRIMARY, ["malformed"] * 10)

@@ -186,9 +186,14 @@ async def test_remember_conversation_then_task_status(api: str, transport: str) 
         done = await _until_done(client, queued["task_id"])
         memories = done["result"]["memories"]
         assert memories and done["result"]["extractor"] == "offline"
-        # the assistant's guess is no fact; it is kept only as what the assistant said
+        # the assistant's guess is no fact; it is kept only as what the assistant said, in the window of
+        # messages 0-1; message 2 alone is the text of its fact, so its window is not stored twice
         assert all("Java" not in m["content"] for m in memories if m["category"] != "interaction")
-        assert [m["source_message_ids"] for m in memories if m["category"] == "interaction"] == [["1"]]
+        windows = [m for m in memories if m["category"] == "interaction"]
+        assert [m["source_message_ids"] for m in windows] == [["0", "1"]]
+        assert windows[0]["content"] == ("user: I prefer dark mode in every editor. I work at Acme Corp.\n"
+                                         "assistant: Noted. You probably like Java too?")
+        assert [m["source_message_ids"] for m in memories if m["category"] == "tech_stack"] == [["2"]]
         assert any(m["scope"] == "project" and m["project_id"] == "shop-api" for m in memories)
 
         found = await call(client, "recall_memories", query="dark mode editor", user_id=user, project_id="shop-api")
