@@ -274,7 +274,7 @@ async def test_deleting_erases_the_content_everywhere_the_service_keeps_it(
     conv_done = await wait_task(client, conv.json()["task_id"])
     ids = [m["id"] for m in raw["result"]["memories"]]
     ids += [m["id"] for m in conv_done["result"]["memories"] if marker in m["content"]]
-    assert len(ids) == 2
+    assert len(ids) == 3  # the raw write, the extracted preference, and the message kept verbatim
     assert await _redis_holds(deps, marker) and await _graph_holds(deps, marker)
     deleted = await client.post("/v1/memories/delete", json={"user_id": user, "memory_ids": ids})
     assert (await wait_task(client, deleted.json()["task_id"]))["status"] == "completed"
