@@ -13,7 +13,7 @@ from service.api.params import IdQuery, OptionalUserQuery
 from service.api.security import CallerDep
 from service.errors import DomainError
 from service.jobs import ImportJob
-from service.memory.portability import decode_body, export_owner
+from service.memory.portability import read_header
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1", tags=["portability"])
@@ -47,7 +47,7 @@ async def import_file(request: Request, service: ServiceDep, caller: CallerDep) 
     body = await request.body()
     if not body.strip():
         raise DomainError("the body is empty: send an export file (GET /v1/export)")
-    user = caller.user(export_owner(decode_body(body)) or None)
+    user = caller.user(str(read_header(body).get("user_id") or "") or None)
     digest = hashlib.sha256(body).hexdigest()
     blob = await service.tasks.store_blob(f"import:{digest}", body)
     task_id = await service.tasks.enqueue(ImportJob(user_id=user, blob=blob), {"user_id": user, "import": digest})

@@ -19,6 +19,7 @@ graph, and reports counts and the rejected lines with their reasons.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ FORMAT = "memory-export"
 VERSION = 1
 PAGE = 500
 MAX_REJECTS_LISTED = 100
+HEADER_BYTES = 64 * 1024  # a header line is far shorter
 Progress = Callable[[int, int], Awaitable[None]]
 
 
@@ -59,20 +61,37 @@ def decode_body(body: bytes) -> list[str]:
     return text.splitlines()
 
 
-def export_owner(lines: list[str]) -> str:
-    """The user id the file's header names (the import's tenant check happens before enqueueing)."""
-    for raw in lines:
-        if raw.strip():
-            try:
-                header = json.loads(raw)
-            except ValueError as e:
-                raise DomainError(f"line 1 is not JSON: {e}") from e
-            if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
-                raise DomainError(f"line 1 is not a {FORMAT} header (write files with GET /v1/export)")
-            if header.get("version") != VERSION:
-                raise DomainError(f"export version {header.get('version')!r} is not supported (this is {VERSION})")
-            return str(header.get("user_id") or "")
-    raise DomainError("the upload is empty")
+def check_header(raw: str) -> dict[str, Any]:
+    """The header line of an export, checked: its format and version."""
+    try:
+        header = json.loads(raw)
+    except ValueError as e:
+        raise DomainError(f"line 1 is not JSON: {e}") from e
+    if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
+        raise DomainError(f"line 1 is not a {FORMAT} header (write files with GET /v1/export)")
+    if header.get("version") != VERSION:
+        raise DomainError(f"export version {header.get('version')!r} is not supported (this is {VERSION})")
+    return header
+
+
+def read_header(body: bytes) -> dict[str, Any]:
+    """The header of an upload, reading only its first line (decompressing only that much of a gzip), so the
+    API can check the owner before queueing without unpacking the whole file."""
+    if body[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(body)) as f:
+                first = b""
+                for _ in range(1000):  # bounded: blank lines before the header
+                    first = f.readline(HEADER_BYTES)
+                    if first.strip() or not first:
+                        break
+        except (OSError, EOFError) as e:
+            raise DomainError(f"the upload looks gzip-compressed but does not decompress: {e}") from e
+    else:
+        first = body.lstrip()[:HEADER_BYTES].split(b"\n", 1)[0]
+    if not first.strip():
+        raise DomainError("the upload is empty")
+    return check_header(first.decode("utf-8", errors="replace"))
 
 
 class MemoryPortability(MemoryBase):
@@ -114,11 +133,11 @@ class MemoryPortability(MemoryBase):
 
     async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
         """Write an export into the stores for `user_id` (the file's user). Returns counts and rejects."""
-        if export_owner(lines) != user_id:
+        header = check_header(next((raw for raw in lines if raw.strip()), ""))
+        if header.get("user_id") != user_id:
             raise DomainError("the file holds another user's memories")
-        header = json.loads(next(raw for raw in lines if raw.strip()))
         reuse = (header.get("embedder") == self.embedder.name and header.get("dim") == self.embedder.dim)
-        imported = {"entities": 0, "memories": 0, "facts": 0, "reembedded": 0}
+        imported = {"entities": 0, "memories": 0, "facts": 0, "reembedded": 0, "rejected": 0}
         rejected: list[dict[str, Any]] = []
         entities: list[dict[str, Any]] = []
         memories: list[tuple[Memory, list[float] | None, list[str]]] = []
@@ -128,7 +147,6 @@ class MemoryPortability(MemoryBase):
         def reject(number: int, reason: str) -> None:
             if len(rejected) < MAX_REJECTS_LISTED:
                 rejected.append({"line": number, "reason": reason})
-            imported.setdefault("rejected", 0)
             imported["rejected"] += 1
 
         async def flush(done: int) -> None:
