@@ -45,6 +45,11 @@ from typing import Any
 import dateparser
 import httpx
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+from service.memory.fusion import fuse  # noqa: E402
+
 KS = (1, 5, 10, 20)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 RETRIEVERS = ("dense", "lexical", "graph", "time")
@@ -299,14 +304,8 @@ async def run_queries(client: httpx.AsyncClient, questions: list[Question], conc
 
 
 def rrf(lists: dict[str, list[str]], weights: dict[str, float], k: float) -> list[str]:
-    """The service's fusion (service/memory/fusion.py) over the retrievers' lists."""
-    scores: dict[str, float] = {}
-    best: dict[str, int] = {}
-    for name, ids in lists.items():
-        for rank, mid in enumerate(ids, start=1):
-            scores[mid] = scores.get(mid, 0.0) + weights.get(name, 0.0) / (k + rank)
-            best[mid] = min(best.get(mid, rank), rank)
-    return sorted(scores, key=lambda m: (-scores[m], best[m], m))
+    """The service's own fusion (service/memory/fusion.py) over the retrievers' lists."""
+    return [f.id for f in fuse({name: [(mid, 0.0) for mid in ids] for name, ids in lists.items()}, weights, k)]
 
 
 def interleave(lists: dict[str, list[str]]) -> list[str]:
