@@ -16,6 +16,7 @@ from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import LocalEmbedder
 from service.ai.offline import RuleLinkFinder
+from service.identity import NameVectors, ResolutionGate
 from service.memory import MemoryService
 from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
@@ -98,14 +99,20 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     return embedder, extractor, client
 
 
-def build_graph_store(settings: Settings) -> GraphStore:
+def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphStore:
+    """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling."""
     password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
+    resolver = None
+    if embedder is not None and settings.entity_resolution:
+        gate = ResolutionGate(settings.auto_merge_threshold, settings.pending_match_threshold)
+        resolver = NameVectors(embedder, gate)
     return Neo4jGraphStore(
         settings.neo4j_uri,
         settings.neo4j_user,
         password,
         settings.neo4j_database,
         settings.graph_timeout_seconds,
+        resolver,
     )
 
 
@@ -113,7 +120,7 @@ async def build_deps(settings: Settings) -> Deps:
     redis = await connect_redis(settings)
     embedder, extractor, genai_client = build_ai(settings)
     vectors = build_vector_store(settings)
-    graph = build_graph_store(settings)
+    graph = build_graph_store(settings, embedder)
     try:
         await vectors.ensure_collection(embedder.dim, embedder.name)
         await graph.ensure_schema()

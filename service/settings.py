@@ -155,6 +155,15 @@ class Settings(BaseSettings):
     # False = no scheduled sweep (POST /v1/maintenance/dedup still runs one on demand).
     dedup_cron_enabled: bool = True
 
+    # --- Entity identity (issue 13, docs/identity.md) ----------------------------------------
+    # The resolution gate on every entity write: score = max(exact, variant, 0.45 fuzzy + 0.55 semantic);
+    # merge at or above AUTO_MERGE_THRESHOLD, a pending SAME_AS review pair at or above PENDING_MATCH_THRESHOLD.
+    entity_resolution: bool = True
+    auto_merge_threshold: float = Field(default=0.95, gt=0, le=1)
+    pending_match_threshold: float = Field(default=0.85, gt=0, le=1)
+    # Retrieval traces (POST /v1/search with trace=true) are removed after this many days.
+    trace_ttl_days: int = Field(default=30, ge=1, le=3650)
+
     @field_validator("dedup_cron_hours", mode="before")
     @classmethod
     def _parse_hours(cls, value: object) -> object:
@@ -169,6 +178,12 @@ class Settings(BaseSettings):
         if not value or any(h < 0 or h > 23 for h in value):
             raise ValueError("DEDUP_CRON_HOURS must be a non-empty set of hours 0-23, e.g. 0,6,12,18")
         return value
+
+    @model_validator(mode="after")
+    def _check_resolution(self) -> Settings:
+        if self.pending_match_threshold > self.auto_merge_threshold:
+            raise ValueError("PENDING_MATCH_THRESHOLD must not exceed AUTO_MERGE_THRESHOLD")
+        return self
 
     @model_validator(mode="after")
     def _production_secrets(self) -> Settings:

@@ -83,7 +83,8 @@ _ENTRIES: dict[str, str] = {
         Next.js | NextJS
         Vue | Vue.js | VueJS
         Nuxt | Nuxt.js
-        Angular | AngularJS
+        Angular
+        AngularJS | Angular.js
         Svelte
         SvelteKit
         SolidJS

@@ -48,15 +48,23 @@ WHERE m.deleted_at IS NULL AND (m.updated_at IS NULL OR m.updated_at <= row.upda
 SET m += row
 """
 
+# A new entity carries the resolution gate's decision (service/identity.py); `keys` (every name's and alias's
+# normalised key) is what the gate finds it by; `name_vector` is the embedding of its name.
 UPSERT_ENTITIES: LiteralString = """
 UNWIND $rows AS row
 MERGE (e:Entity {id: row.id})
 ON CREATE SET e.user_id = row.user_id, e.group_id = row.group_id, e.name = row.name,
-              e.name_lc = row.name_lc, e.type = row.type, e.aliases = [], e.created_at = row.created_at
+              e.name_lc = row.name_lc, e.type = row.type, e.aliases = [], e.created_at = row.created_at,
+              e.resolution_action = row.resolution_action, e.resolution_score = row.resolution_score,
+              e.resolution_match_type = row.resolution_match_type, e.resolution_reason = row.resolution_reason,
+              e.resolution_target = row.resolution_target, e.resolved_at = row.resolved_at
 SET e.ft_key = row.ft_key,
     e.type = CASE WHEN e.type = 'thing' THEN row.type ELSE e.type END,
     e.aliases = reduce(acc = e.aliases, n IN row.names |
-                       CASE WHEN n = e.name OR n IN acc OR size(acc) >= $max_aliases THEN acc ELSE acc + n END)
+                       CASE WHEN n = e.name OR n IN acc OR size(acc) >= $max_aliases THEN acc ELSE acc + n END),
+    e.keys = reduce(acc = coalesce(e.keys, []), k IN row.keys | CASE WHEN k IN acc THEN acc ELSE acc + k END)
+WITH e, row WHERE row.vector IS NOT NULL AND coalesce(e.name_vector_model, '') <> row.vector_model
+SET e.name_vector = row.vector, e.name_vector_model = row.vector_model
 """
 
 UPSERT_MENTIONS: LiteralString = """

@@ -13,8 +13,10 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
+from service.identity import NameVectors, keys_of
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, MemoryLinks, Page
-from service.stores.neo4j import cypher
+from service.stores.neo4j import cypher, resolution
+from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
     MAX_NAME_CHARS,
@@ -54,10 +56,16 @@ from service.stores.neo4j.search import (
 log = structlog.get_logger(__name__)
 
 
-async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str) -> None:
-    """MERGE entities, mentions and relations, then let single-valued facts replace older ones."""
+async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
+                      resolver: NameVectors | None) -> None:
+    """Resolve the new entities (when a gate is configured), MERGE entities, mentions and relations, then let
+    single-valued facts replace older ones."""
+    if resolver is not None and graph["entities"]:
+        await resolve(tx, resolver, graph, now)
     if graph["entities"]:
         await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
+    if graph.get("same_as"):
+        await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:
         await (await tx.run(cypher.UPSERT_MENTIONS, rows=graph["mentions"])).consume()
     if graph["relations"]:
@@ -76,7 +84,8 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 class Neo4jGraphStore:
     name = "neo4j"
 
-    def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float) -> None:
+    def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
+                 resolver: NameVectors | None = None) -> None:
         auth = (user, password) if password else None
         self._driver: AsyncDriver = AsyncGraphDatabase.driver(
             uri,
@@ -84,9 +93,12 @@ class Neo4jGraphStore:
             connection_timeout=timeout,
             connection_acquisition_timeout=timeout,
             max_transaction_retry_time=timeout,
+            # "property key does not exist" on a fresh graph (merged_into before any merge) is not news
+            notifications_disabled_classifications=["UNRECOGNIZED"],
         )
         self._db = database
         self._timeout = timeout
+        self._resolver = resolver  # the entity resolution gate; None: one entity per spelling
         self.transient_retries = 0  # transaction functions the driver re-ran on a transient error
         self.deadlock_retries = 0  # ... of which on DeadlockDetected
 
@@ -125,7 +137,7 @@ class Neo4jGraphStore:
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
             await (await tx.run(stmt)).consume()
 
-        for stmt in cypher.SCHEMA:
+        for stmt in cypher.SCHEMA + (resolution.schema(self._resolver.dim) if self._resolver else ()):
             try:
                 await self._write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
@@ -167,6 +179,19 @@ class Neo4jGraphStore:
                 if await self._write(batch, find=find, fill=fill) == 0:
                     break
 
+        async def keys(tx: AsyncManagedTransaction) -> int:  # entities written before the resolution gate
+            rows = await (await tx.run("MATCH (e:Entity) WHERE e.keys IS NULL "
+                                       "RETURN e.id AS id, e.name AS name, e.aliases AS aliases LIMIT 5000")).data()
+            keyed = [{"id": r["id"], "keys": keys_of([r["name"] or "", *(r["aliases"] or [])])} for r in rows]
+            if keyed:
+                await (await tx.run("UNWIND $rows AS row MATCH (e:Entity {id: row.id}) SET e.keys = row.keys",
+                                    rows=keyed)).consume()
+            return len(keyed)
+
+        for _ in range(10_000):
+            if await self._write(keys) == 0:
+                break
+
         async def legacy_users(tx: AsyncManagedTransaction) -> list[str | None]:
             return [r["user_id"] for r in await (await tx.run(cypher.LEGACY_MEMORY_USERS)).data()]
 
@@ -196,7 +221,7 @@ class Neo4jGraphStore:
 
         async def run(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
             await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
-            await apply_links(tx, graph, now)
+            await apply_links(tx, graph, now, self._resolver)
 
         await self._write(run, rows=sorted((memory_row(m) for m in memories), key=lambda r: str(r["id"])))
 
@@ -213,7 +238,7 @@ class Neo4jGraphStore:
             await (await tx.run(cypher.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
             await (await tx.run(cypher.DROP_SUPPORT, memory_ids=[memory.id], memory_id=memory.id, keep=keep,
                                 now=now)).consume()
-            await apply_links(tx, graph, now)
+            await apply_links(tx, graph, now, self._resolver)
             result = await tx.run(cypher.INVALIDATED_BY, memory_ids=[memory.id], memory_id=memory.id, now=now,
                                   keys=[list(k) for k in keys])
             return [str(r["id"]) for r in await result.data()]

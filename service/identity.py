@@ -1,0 +1,245 @@
+"""The entity resolution gate (seed 000): is a newly written entity one the user's graph already holds?
+
+Pure scoring, no I/O. The graph store fetches the candidates (same user, same group, by index) and applies the
+decision. For one new surface form and one candidate:
+
+- `exact` is 1.0 when the two names, or the new name and one of the candidate's aliases, have the same *key*
+  (NFKC, case-folded, separators - _ . ' / and whitespace removed: "Type Script" = "TypeScript",
+  "Node.js" = "NodeJS"; "+" and "#" stay, so "C" is not "C++"), or when the technology lexicon of the offline
+  extractor names both as spellings of one canonical name ("k8s" and "Kubernetes").
+- `fuzzy` is RapidFuzz's normalised Indel similarity (`fuzz.ratio`) of the keys;
+- `semantic` is the cosine of the two names' embeddings (the service's embedder);
+- `variant` is `VARIANT_SCORE` for a *known shape* of one name as another that string and embedding similarity
+  miss: an acronym of the other's words ("NYC" / "New York City"), or, for people, a short first name that
+  begins the other ("Mel" / "Melanie") or a name that is the other's first name ("Melanie" /
+  "Melanie Smith"). It only ever proposes (it sits in the review band), it never merges on its own.
+
+score = max(exact, variant, 0.45 * fuzzy + 0.55 * semantic): merge at or above the auto-merge threshold, pending
+review at or above the pending threshold, else create. Types of different families never match (a person is
+not a tool); "thing" (type unknown) matches any. A pair a reviewer rejected is never proposed again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rapidfuzz import fuzz
+from rapidfuzz.distance import OSA
+
+from service.ai.embeddings import Embedder
+from service.ai.offline.lexicon import lookup
+
+FUZZY_WEIGHT = 0.45
+SEMANTIC_WEIGHT = 0.55
+VARIANT_SCORE = 0.9  # a known shape of a name: always the review band (0.85 <= 0.9 < 0.95 by default)
+
+MERGE, PENDING, CREATE = "merge", "pending", "create"
+
+_FAMILIES: dict[str, str] = {
+    "person": "person", "user": "person", "people": "person",
+    "organisation": "organization", "organization": "organization", "company": "organization", "team": "organization",
+    "place": "place", "location": "place", "city": "place", "country": "place",
+}
+_SEPARATORS = re.compile(r"[\s\-_.'\u2019/]+")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def type_family(entity_type: str) -> str:
+    """person, organization, place, thing (unknown), or technology (every other type: tool, library, database,
+    service, language, project, concept...), which extractors name inconsistently for one thing."""
+    t = entity_type.strip().casefold()
+    if not t or t == "thing":
+        return "thing"
+    return _FAMILIES.get(t, "technology")
+
+
+def compatible(a: str, b: str) -> bool:
+    fa, fb = type_family(a), type_family(b)
+    return fa == fb or "thing" in (fa, fb)
+
+
+def name_key(name: str) -> str:
+    """The key two spellings of one name share: NFKC, case-folded, separators and whitespace removed."""
+    return _SEPARATORS.sub("", unicodedata.normalize("NFKC", name).casefold())
+
+
+def keys_of(names: Sequence[str]) -> list[str]:
+    """Every key an entity is found by: each name's and alias's key, and the key of the lexicon's canonical
+    name for it (so "k8s" and "Kubernetes" share one)."""
+    keys: set[str] = set()
+    for n in names:
+        if key := name_key(n):
+            keys.add(key)
+        term = lookup(n.strip())
+        if term is not None:
+            keys.add(name_key(term.canonical))
+    return sorted(keys)
+
+
+def _canonical(name: str) -> str | None:
+    term = lookup(name.strip())
+    return term.canonical.casefold() if term is not None else None
+
+
+def _words(name: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", name).casefold())
+
+
+def _variant(a: str, b: str, person: bool) -> str | None:
+    """The known shape relating two names, if any (checked both ways round):
+    - "acronym": one word that is the initials of the other's words ("NYC" / "New York City");
+    - "typo": keys one edit apart (a transposition counts one) when both have at least 5 characters, or two
+      edits apart when both have at least 9 ("Kuberentes" / "Kubernetes");
+    - "leading_words": the other name starts with this one's words and adds one or two ("Stripe" /
+      "Stripe, Inc.", "Portland" / "Portland, Oregon", "Melanie" / "Melanie Smith");
+    - people only, "part_name": one word equal to a word of the other ("Wei" / "Zhang Wei"); "short_name": one
+      word of at least 3 letters sharing its first 3 letters with a longer single-word name ("Mel" / "Melanie",
+      "Kate" / "Katherine")."""
+    ka, kb = name_key(a), name_key(b)
+    edits = OSA.distance(ka, kb)
+    if (edits <= 1 and min(len(ka), len(kb)) >= 5) or (edits <= 2 and min(len(ka), len(kb)) >= 9):
+        return "typo"
+    for short, long in ((a, b), (b, a)):
+        sw, lw = _words(short), _words(long)
+        if len(sw) == 1 and len(lw) >= 2 and len(sw[0]) >= 2 and sw[0] == "".join(w[0] for w in lw):
+            return "acronym"
+        if sw and 1 <= len(lw) - len(sw) <= 2 and lw[: len(sw)] == sw:
+            return "leading_words"
+        if person and len(sw) == 1:
+            if len(lw) >= 2 and sw[0] in lw:
+                return "part_name"
+            if len(lw) == 1 and len(sw[0]) >= 3 and len(lw[0]) > len(sw[0]) and lw[0][:3] == sw[0][:3]:
+                return "short_name"
+    return None
+
+
+def cosine(u: Sequence[float] | None, v: Sequence[float] | None) -> float:
+    if not u or not v or len(u) != len(v):
+        return 0.0
+    dot = sum(x * y for x, y in zip(u, v, strict=True))
+    nu = math.sqrt(sum(x * x for x in u))
+    nv = math.sqrt(sum(y * y for y in v))
+    return max(0.0, dot / (nu * nv)) if nu and nv else 0.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entity the graph already holds (or one created earlier in the same write)."""
+
+    id: str
+    name: str
+    type: str
+    aliases: tuple[str, ...] = ()
+    vector: Sequence[float] | None = None
+    rejected: tuple[str, ...] = ()  # keys of names a reviewer said are not this entity
+
+
+@dataclass(frozen=True)
+class Signals:
+    exact: float
+    fuzzy: float
+    semantic: float
+    variant: str | None
+
+    @property
+    def score(self) -> float:
+        return max(self.exact, VARIANT_SCORE if self.variant else 0.0,
+                   FUZZY_WEIGHT * self.fuzzy + SEMANTIC_WEIGHT * self.semantic)
+
+    @property
+    def match_type(self) -> str:
+        if self.exact >= 1.0:
+            return "exact"
+        blended = FUZZY_WEIGHT * self.fuzzy + SEMANTIC_WEIGHT * self.semantic
+        if self.variant and blended <= VARIANT_SCORE:
+            return self.variant
+        return "fuzzy" if FUZZY_WEIGHT * self.fuzzy >= SEMANTIC_WEIGHT * self.semantic else "semantic"
+
+    @property
+    def reason(self) -> str:
+        text = f"exact={self.exact:.2f}, fuzzy={self.fuzzy:.2f}, semantic={self.semantic:.2f}"
+        return text + (f", variant={self.variant}" if self.variant else "")
+
+
+def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: Candidate) -> Signals:
+    key = name_key(name)
+    names = (cand.name, *cand.aliases)
+    canon = _canonical(name)
+    exact = 1.0 if any(name_key(n) == key for n in names) or (
+        canon is not None and any(_canonical(n) == canon for n in names)) else 0.0
+    fuzzy = fuzz.ratio(key, name_key(cand.name)) / 100.0
+    person = type_family(entity_type) == "person" or type_family(cand.type) == "person"
+    variant = next((v for n in names if (v := _variant(name, n, person))), None)
+    return Signals(exact, fuzzy, cosine(vector, cand.vector), variant)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    action: str  # merge | pending | create
+    score: float = 0.0
+    match_type: str = "none"
+    reason: str = "no candidate of a compatible type"
+    target_id: str | None = None  # merge: the entity written to; pending: the entity it may be
+    target_name: str | None = None
+
+
+@dataclass
+class ResolutionGate:
+    auto_merge_threshold: float = 0.95
+    pending_match_threshold: float = 0.85
+    decisions: dict[str, int] = field(default_factory=lambda: {MERGE: 0, PENDING: 0, CREATE: 0})
+
+    def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
+               candidates: Sequence[Candidate]) -> Resolution:
+        """The best compatible candidate decides; ties go to the lower id (the same answer on a replay)."""
+        key = name_key(name)
+        best: tuple[float, Candidate, Signals] | None = None
+        for cand in sorted(candidates, key=lambda c: c.id):
+            if not compatible(entity_type, cand.type) or key in cand.rejected:
+                continue
+            sig = signals(name, entity_type, vector, cand)
+            if best is None or sig.score > best[0]:
+                best = (sig.score, cand, sig)
+        if best is None:
+            return self._count(Resolution(CREATE))
+        score, cand, sig = best
+        action = (MERGE if score >= self.auto_merge_threshold
+                  else PENDING if score >= self.pending_match_threshold else CREATE)
+        return self._count(Resolution(action, round(score, 4), sig.match_type, sig.reason, cand.id, cand.name))
+
+    def _count(self, r: Resolution) -> Resolution:
+        self.decisions[r.action] += 1
+        return r
+
+
+
+class NameVectors:
+    """The resolution gate with the embedder of entity names (an LRU of their vectors per process)."""
+
+    def __init__(self, embedder: Embedder, gate: ResolutionGate, cache_size: int = 10_000) -> None:
+        self.embedder = embedder
+        self.gate = gate
+        self.model = embedder.name
+        self.dim = embedder.dim
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._size = cache_size
+
+    async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
+        """name key -> the embedding of the name (one embed call for the names not cached)."""
+        wanted = {name_key(n): n.strip() for n in names if name_key(n)}
+        missing = [k for k in wanted if k not in self._cache]
+        if missing:
+            for key, vec in zip(missing, await self.embedder.embed([wanted[k] for k in missing]), strict=True):
+                self._cache[key] = vec
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        out: dict[str, list[float]] = {}
+        for key in wanted:
+            self._cache.move_to_end(key)
+            out[key] = self._cache[key]
+        return out

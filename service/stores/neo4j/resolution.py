@@ -1,0 +1,222 @@
+"""The resolution gate applied to a graph write (service/identity.py decides; this module fetches and rewrites).
+
+Inside the write's transaction, before any entity is MERGEd:
+
+1. entities of the batch that already exist keep their decision; one merged into another is written to its
+   target (`merged_into`);
+2. every new one gets candidates from the same user and group by index, never by a scan: the `entity_keys`
+   full-text index (keyword analyzer: the normalised keys of every name and alias, exact), the `entity_text`
+   one (name/alias terms, fuzzy and prefix), and the vector index of the entities' name embeddings;
+   entities created earlier in the same batch are candidates too;
+3. the gate decides: *merge* drops the new node (its mentions and facts go to the target, its spelling joins
+   the target's aliases), *pending* creates it with a `SAME_AS {status: "pending"}` edge to the match,
+   *create* creates it. The decision is stored on the node.
+
+Relation ids are derived from the names of the entities they finally connect, so a fact about an entity
+that resolved to itself keeps the id it always had.
+"""
+
+from __future__ import annotations
+
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction
+
+from service.identity import CREATE, MERGE, PENDING, Candidate, NameVectors, Resolution, name_key
+from service.stores.neo4j.rows import relation_id
+from service.stores.neo4j.search import lucene_escape
+
+KEY_INDEX = "entity_keys"
+CANDIDATES_PER_INDEX = 20
+VECTOR_CANDIDATES = 64  # the vector index is not tenant-filtered: read this many, keep the caller's
+MAX_MERGE_HOPS = 5
+
+
+def vector_index(dim: int) -> str:
+    return f"entity_name_vector_{int(dim)}"
+
+
+def schema(dim: int) -> tuple[LiteralString, ...]:
+    return (
+        # keyword analyzer: each key is one exact token (a list property, one entry per name and alias)
+        "CREATE FULLTEXT INDEX entity_keys IF NOT EXISTS FOR (e:Entity) ON EACH [e.keys, e.ft_key] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'keyword'}}",
+        "CREATE VECTOR INDEX " + vector_index(dim) + " IF NOT EXISTS FOR (e:Entity) "
+        "ON e.name_vector OPTIONS {indexConfig: {`vector.dimensions`: " + str(int(dim)) + ", "
+        "`vector.similarity_function`: 'cosine'}}",
+        "CREATE INDEX same_as_user IF NOT EXISTS FOR ()-[s:SAME_AS]-() ON (s.user_id, s.status)",
+    )
+
+
+EXISTING: LiteralString = """
+UNWIND $ids AS id
+MATCH (e:Entity {id: id})
+RETURN e.id AS id, e.name AS name, e.merged_into AS merged_into
+"""
+
+CANDIDATES: LiteralString = """
+UNWIND $rows AS row
+CALL (row) {
+    CALL db.index.fulltext.queryNodes($key_index, row.key_query, {limit: $k}) YIELD node
+    WHERE node.user_id = row.user_id AND node.group_id = row.group_id
+    RETURN node
+  UNION
+    CALL db.index.fulltext.queryNodes($text_index, row.text_query, {limit: $k}) YIELD node
+    WHERE node.user_id = row.user_id AND node.group_id = row.group_id
+    RETURN node
+  UNION
+    CALL db.index.vector.queryNodes($vector_index, $vk, row.vector) YIELD node
+    WHERE node.user_id = row.user_id AND node.group_id = row.group_id
+    RETURN node
+}
+WITH row, node WHERE node.merged_into IS NULL AND node.id <> row.id
+RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector, .name_vector_model,
+                                  .not_same_as}) AS candidates
+"""
+
+SAME_AS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Entity {id: row.source_id})
+MATCH (t:Entity {id: row.target_id})
+MERGE (s)-[r:SAME_AS]->(t)
+ON CREATE SET r.status = 'pending', r.score = row.score, r.match_type = row.match_type, r.reason = row.reason,
+              r.user_id = row.user_id, r.group_id = row.group_id, r.created_at = row.created_at
+"""
+
+
+def _text_query(ft: str, name: str) -> str:
+    terms = [w for w in name.split() if any(ch.isalnum() for ch in w)][:8]
+    parts: list[str] = []
+    for w in terms:
+        t = lucene_escape(w.casefold())
+        parts.append(t)
+        if len(w) >= 4:
+            parts += [f"{t}~1", f"{t}*"]
+        if len(w) >= 6:
+            parts.append(f"{lucene_escape(w[:3].casefold())}*")
+    body = " ".join(parts) or '"-"'  # no searchable term: a clause that matches nothing
+    return f"+ft_key:{ft}^0 +(name:({body}) aliases:({body}))"
+
+
+def _key_query(ft: str, keys: list[str]) -> str:
+    quoted = " ".join('"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys) or '"-"'
+    return f"+ft_key:{ft}^0 +keys:({quoted})"
+
+
+async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dict[str, list[dict[str, Any]]],
+                  now: str) -> list[Resolution]:
+    """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions, and add
+    `same_as` rows. Returns the decisions made for new entities (in row order)."""
+    rows = graph["entities"]
+    by_key = await resolver.vectors([r["name"] for r in rows])
+    for row in rows:
+        row["vector"], row["vector_model"] = by_key.get(name_key(row["name"])), resolver.model
+    existing = {r["id"]: r for r in await (await tx.run(EXISTING, ids=[r["id"] for r in rows])).data()}
+    remap: dict[str, str] = {}
+    names: dict[str, str] = {r["id"]: r["name"] for r in rows}
+    merged = {i: str(e["merged_into"]) for i, e in existing.items() if e.get("merged_into")}
+    remap.update(await _final_targets(tx, merged, names))
+
+    new = [r for r in rows if r["id"] not in existing]
+    found: dict[str, list[dict[str, Any]]] = {}
+    if new:
+        params = [{"id": r["id"], "user_id": r["user_id"], "group_id": r["group_id"],
+                   "key_query": _key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
+                   "vector": r["vector"]} for r in new]
+        result = await tx.run(CANDIDATES, rows=params, key_index=KEY_INDEX, text_index="entity_text",
+                              vector_index=vector_index(resolver.dim), k=CANDIDATES_PER_INDEX, vk=VECTOR_CANDIDATES)
+        found = {str(r["id"]): list(r["candidates"]) for r in await result.data()}
+        stale = [str(c["name"]) for cs in found.values() for c in cs if c.get("name_vector_model") != resolver.model]
+        if stale:  # written before name vectors, or by another embedder
+            by_key.update(await resolver.vectors(stale))
+
+    decisions: list[Resolution] = []
+    created: list[dict[str, Any]] = []  # new rows kept, candidates for the rows after them
+    same_as: list[dict[str, Any]] = []
+    drop: set[str] = set()
+    for row in new:
+        cands = [_candidate(c, resolver.model, by_key) for c in found.get(row["id"], [])]
+        cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"]) for c in created
+                  if c["group_id"] == row["group_id"]]
+        decision = resolver.gate.decide(row["name"], row["type"], row["vector"], cands)
+        decisions.append(decision)
+        if decision.action == MERGE and decision.target_id:
+            target = remap.get(decision.target_id, decision.target_id)
+            remap[row["id"]] = target
+            names.setdefault(target, decision.target_name or row["name"])
+            drop.add(row["id"])
+            _alias(rows, row, target, names[target])
+            continue
+        row.update(resolution_action=decision.action, resolution_score=decision.score,
+                   resolution_match_type=decision.match_type, resolution_reason=decision.reason,
+                   resolution_target=decision.target_id, resolved_at=now)
+        created.append(row)
+        if decision.action == PENDING and decision.target_id:
+            same_as.append({"source_id": row["id"], "target_id": decision.target_id, "score": decision.score,
+                            "match_type": decision.match_type, "reason": decision.reason,
+                            "user_id": row["user_id"], "group_id": row["group_id"], "created_at": now})
+    for row in rows:  # existing entities keep their decision; new ones without a candidate say so
+        if row["id"] not in existing and "resolution_action" not in row and row["id"] not in drop:
+            row.update(resolution_action=CREATE, resolution_score=0.0, resolution_match_type="none",
+                       resolution_reason="no candidate", resolution_target=None, resolved_at=now)
+    graph["entities"] = sorted((r for r in rows if r["id"] not in drop), key=lambda r: str(r["id"]))
+    _rewire(graph, remap, names)
+    graph["same_as"] = same_as
+    return decisions
+
+
+def _candidate(c: dict[str, Any], model: str, by_key: dict[str, list[float]]) -> Candidate:
+    vec = c.get("name_vector") if c.get("name_vector_model") == model else by_key.get(name_key(str(c["name"])))
+    return Candidate(str(c["id"]), str(c["name"]), str(c.get("type") or "thing"), tuple(c.get("aliases") or ()),
+                     vec, tuple(c.get("not_same_as") or ()))
+
+
+def _alias(rows: list[dict[str, Any]], row: dict[str, Any], target: str, target_name: str) -> None:
+    """The merged spelling joins the target: the target's own row when in the batch, else an alias row."""
+    for r in rows:
+        if r["id"] == target:
+            r["names"] = list(dict.fromkeys([*r["names"], *row["names"]]))
+            r["keys"] = sorted({*r["keys"], *row["keys"]})
+            return
+    rows.append({**row, "id": target, "name": target_name, "name_lc": target_name.casefold(),
+                 "names": row["names"], "vector": None, "vector_model": None})
+
+
+async def _final_targets(tx: AsyncManagedTransaction, merged: dict[str, str],
+                         names: dict[str, str]) -> dict[str, str]:
+    """Each merged entity's live target (following merged_into, at most MAX_MERGE_HOPS)."""
+    final = dict(merged)
+    for _ in range(MAX_MERGE_HOPS):
+        pending = sorted(set(final.values()))
+        if not pending:
+            break
+        rows = {r["id"]: r for r in await (await tx.run(EXISTING, ids=pending)).data()}
+        moved = False
+        for src, tgt in final.items():
+            info = rows.get(tgt)
+            if info is None:
+                continue
+            names[tgt] = str(info["name"])
+            if info.get("merged_into"):
+                final[src] = str(info["merged_into"])
+                moved = True
+        if not moved:
+            break
+    return final
+
+
+def _rewire(graph: dict[str, list[dict[str, Any]]], remap: dict[str, str], names: dict[str, str]) -> None:
+    if not remap:
+        return
+    mentions = {(remap.get(m["entity_id"], m["entity_id"]), m["memory_id"]): m for m in graph["mentions"]}
+    graph["mentions"] = [{**m, "entity_id": e} for (e, _), m in sorted(mentions.items())]
+    relations = []
+    for r in graph["relations"]:
+        src, dst = remap.get(r["source_id"], r["source_id"]), remap.get(r["target_id"], r["target_id"])
+        if src != r["source_id"] or dst != r["target_id"]:
+            group = r["group_id"]
+            r = {**r, "source_id": src, "target_id": dst,
+                 "id": relation_id(r["user_id"], group, names.get(src, ""), r["predicate"], names.get(dst, ""))}
+        relations.append(r)
+    graph["relations"] = sorted(relations, key=lambda r: (min(r["source_id"], r["target_id"]), r["id"],
+                                                          r["memory_id"]))
