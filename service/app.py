@@ -14,7 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 
-from service.api import context, graph, legacy, maintenance, memories, meta, portability, search
+from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(meta.router)
     app.include_router(maintenance.router)
     app.include_router(portability.router)
+    app.include_router(traces.router)
     app.include_router(legacy.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],

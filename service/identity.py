@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from nicknames import NickNamer
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA
 
@@ -45,6 +46,9 @@ _FAMILIES: dict[str, str] = {
     "organisation": "organization", "organization": "organization", "company": "organization", "team": "organization",
     "place": "place", "location": "place", "city": "place", "country": "place",
 }
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "miss", "prof", "sir", "dame", "mme", "mlle", "herr", "frau"})
+_STOP_WORDS = frozenset({"of", "the", "and", "for", "de", "du", "der", "la", "le", "von", "van"})
+_NICKNAMES = NickNamer()
 _SEPARATORS = re.compile(r"[\s\-_.'\u2019/]+")
 _WORD = re.compile(r"[^\W_]+")
 
@@ -63,9 +67,15 @@ def compatible(a: str, b: str) -> bool:
     return fa == fb or "thing" in (fa, fb)
 
 
+def _fold(name: str) -> str:
+    """Compatibility forms unified, accents dropped ("München" -> "munchen"), case-folded."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
 def name_key(name: str) -> str:
-    """The key two spellings of one name share: NFKC, case-folded, separators and whitespace removed."""
-    return _SEPARATORS.sub("", unicodedata.normalize("NFKC", name).casefold())
+    """The key two spellings of one name share: accents dropped, case-folded, separators and whitespace removed."""
+    return _SEPARATORS.sub("", _fold(name))
 
 
 def keys_of(names: Sequence[str]) -> list[str]:
@@ -86,33 +96,54 @@ def _canonical(name: str) -> str | None:
     return term.canonical.casefold() if term is not None else None
 
 
-def _words(name: str) -> list[str]:
-    return _WORD.findall(unicodedata.normalize("NFKC", name).casefold())
+def _words(name: str, person: bool = False) -> list[str]:
+    words = _WORD.findall(_fold(name))
+    if person:  # "Dr. Rao" is Rao
+        words = [w for w in words if w not in _TITLES] or words
+    return words
+
+
+def _initials(words: list[str]) -> str:
+    return "".join(w[0] for w in words if w not in _STOP_WORDS)
+
+
+def _nicknames(a: str, b: str) -> bool:
+    """One first name is a listed nickname of the other, or both are of one name (the `nicknames` dataset)."""
+    ca, cb = _NICKNAMES.canonicals_of(a) | {a}, _NICKNAMES.canonicals_of(b) | {b}
+    return a != b and bool(ca & cb)
 
 
 def _variant(a: str, b: str, person: bool) -> str | None:
     """The known shape relating two names, if any (checked both ways round):
-    - "acronym": one word that is the initials of the other's words ("NYC" / "New York City");
     - "typo": keys one edit apart (a transposition counts one) when both have at least 5 characters, or two
-      edits apart when both have at least 9 ("Kuberentes" / "Kubernetes");
-    - "leading_words": the other name starts with this one's words and adds one or two ("Stripe" /
-      "Stripe, Inc.", "Portland" / "Portland, Oregon", "Melanie" / "Melanie Smith");
-    - people only, "part_name": one word equal to a word of the other ("Wei" / "Zhang Wei"); "short_name": one
-      word of at least 3 letters sharing its first 3 letters with a longer single-word name ("Mel" / "Melanie",
-      "Kate" / "Katherine")."""
+      edits apart when both have at least 7, with the same digits ("Kuberentes" / "Kubernetes");
+    - "acronym": one word that is the initials of the other's words, stop words left out, or of all but the
+      first ("NYC" / "New York City", "MIT" / "Massachusetts Institute of Technology", "EKS" / "Amazon
+      Elastic Kubernetes Service");
+    - "contained_words": the other name is this one's words with one or two more before or after ("Stripe" /
+      "Stripe, Inc.", "Excel" / "Microsoft Excel", "Melanie" / "Melanie Smith");
+    - people only (titles such as Dr. or Ms. left out): "part_name", one word equal to a word of the other
+      ("Wei" / "Zhang Wei", "Dr. Rao" / "Priya Rao"); "nickname", first names listed as one name's forms by the
+      `nicknames` dataset ("Bob" / "Robert"); "short_name", one word of at least 3 letters sharing its first 3
+      letters with a longer single-word name ("Mel" / "Melanie")."""
     ka, kb = name_key(a), name_key(b)
     edits = OSA.distance(ka, kb)
-    if (edits <= 1 and min(len(ka), len(kb)) >= 5) or (edits <= 2 and min(len(ka), len(kb)) >= 9):
-        return "typo"
+    shortest = min(len(ka), len(kb))
+    digits_differ = sorted(c for c in ka if c.isdigit()) != sorted(c for c in kb if c.isdigit())
+    if not digits_differ and ((edits <= 1 and shortest >= 5) or (edits <= 2 and shortest >= 7)):
+        return "typo"  # (a different number is another version: "Python 2" / "Python 3")
     for short, long in ((a, b), (b, a)):
-        sw, lw = _words(short), _words(long)
-        if len(sw) == 1 and len(lw) >= 2 and len(sw[0]) >= 2 and sw[0] == "".join(w[0] for w in lw):
+        sw, lw = _words(short, person), _words(long, person)
+        if len(sw) == 1 and len(lw) >= 2 and len(sw[0]) >= 2 and sw[0] in (_initials(lw), _initials(lw[1:])):
             return "acronym"
-        if sw and 1 <= len(lw) - len(sw) <= 2 and lw[: len(sw)] == sw:
-            return "leading_words"
+        extra = len(lw) - len(sw)
+        if sw and 1 <= extra <= 2 and (lw[: len(sw)] == sw or lw[extra:] == sw):
+            return "contained_words"
         if person and len(sw) == 1:
             if len(lw) >= 2 and sw[0] in lw:
                 return "part_name"
+            if lw and _nicknames(sw[0], lw[0]):
+                return "nickname"
             if len(lw) == 1 and len(sw[0]) >= 3 and len(lw[0]) > len(sw[0]) and lw[0][:3] == sw[0][:3]:
                 return "short_name"
     return None

@@ -106,6 +106,16 @@ async def observation_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+async def trace_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Hourly: retrieval traces past TRACE_TTL_DAYS are removed (reads already hide them)."""
+    deps: Deps = ctx["deps"]
+    try:
+        return {"removed": await deps.service.purge_traces()}
+    except DependencyUnavailable as exc:
+        log.warning("trace_ttl_failed", error=str(exc)[:300])
+        return None
+
+
 def cron_jobs(settings: Settings) -> list[CronJob]:
     every = settings.reconcile_interval_seconds
     jobs = [
@@ -121,6 +131,7 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
     if settings.observation_ttl_days > 0:
         jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=settings.reconcile_cron_hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
+    jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
     if settings.dedup_cron_enabled:
         jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
                          run_at_startup=False, max_tries=1))

@@ -1,13 +1,24 @@
-"""Knowledge-graph reads: fact search and introspection (nodes, edges, episodes)."""
+"""Knowledge-graph reads (fact search, nodes, edges, episodes, statistics) and entity curation (the duplicate
+review queue, merge, unmerge: docs/identity.md)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from service.api.deps import ServiceDep
-from service.api.params import Cursor, GraphProjectQuery, OptionalUserQuery, PageLimit
+from service.api.params import Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
-from service.schemas import GraphPage, GraphSearchRequest, GraphSearchResponse
+from service.schemas import (
+    DuplicatePage,
+    EntityChange,
+    GraphPage,
+    GraphSearchRequest,
+    GraphSearchResponse,
+    GraphStats,
+    MergeRequest,
+    ReviewRequest,
+    UnmergeRequest,
+)
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
@@ -48,3 +59,35 @@ async def episodes(
 ) -> GraphPage:
     page = await service.list_episodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
+
+
+@router.get("/stats", response_model=GraphStats)
+async def stats(service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+                project_id: GraphProjectQuery = None) -> GraphStats:
+    return await service.graph_stats(caller.user(user_id), project_id)
+
+
+@router.get("/duplicates", response_model=DuplicatePage)
+async def duplicates(
+    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    limit: PageLimit = 50, cursor: PairCursor = None,
+) -> DuplicatePage:
+    """Entity pairs the resolution gate could not decide (pending review), highest score first."""
+    return await service.list_duplicates(caller.user(user_id), project_id, limit, cursor)
+
+
+@router.post("/duplicates/review", response_model=EntityChange)
+async def review(req: ReviewRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
+    """confirm=true merges source into target; confirm=false rejects the pair (never proposed again)."""
+    return await service.review_duplicate(req, caller.user(req.user_id))
+
+
+@router.post("/entities/merge", response_model=EntityChange)
+async def merge(req: MergeRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
+    """Merge source into target (same user, same group, compatible types); idempotent, undone by unmerge."""
+    return await service.merge_entities(req, caller.user(req.user_id))
+
+
+@router.post("/entities/{entity_id}/unmerge", response_model=EntityChange)
+async def unmerge(entity_id: EntityId, req: UnmergeRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
+    return await service.unmerge_entity(entity_id, caller.user(req.user_id))

@@ -11,7 +11,7 @@ import structlog
 
 from service.domain import CATEGORIES, Memory, check_category, iso
 from service.errors import DependencyUnavailable
-from service.memory.base import MemoryBase
+from service.memory.curation import MemoryCuration
 from service.memory.fusion import fuse
 from service.memory.mapping import fact_out, memory_result
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST, SEARCH_DURATION, timed
@@ -52,7 +52,7 @@ def _narrow(flt: MemoryFilter, window: TimeWindow | None) -> MemoryFilter | None
 
 
 
-class MemoryReads(MemoryBase):
+class MemoryReads(MemoryCuration):
     async def get_memory(self, memory_id: str, user_id: str | None) -> MemoryRecord:
         [memory] = await self._existing([memory_id], user_id)
         return MemoryRecord.of(memory)
@@ -171,8 +171,11 @@ class MemoryReads(MemoryBase):
             fused = fuse({name: [(h.memory.id, h.score) for h in hits] for name, hits in lists.items() if hits},
                          self._weights(), self.settings.rrf_k)
         results = [memory_result(memories[f.id], f.score, f.signals) for f in fused[: req.limit]]
-        return SearchResponse(results=results, degraded=degraded,
-                              time_window=None if window is None else SearchWindow.of(window))
+        response = SearchResponse(results=results, degraded=degraded,
+                                  time_window=None if window is None else SearchWindow.of(window))
+        if req.trace:
+            response.trace_id = self.trace_search(req, user_id, response)
+        return response
 
     def _weights(self) -> dict[str, float]:
         s = self.settings

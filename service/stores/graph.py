@@ -162,6 +162,40 @@ class GraphStore(Protocol):
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
         """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
 
+    # ---- entity identity and provenance (issue 13; service/stores/neo4j/curation.py) ---------
+
+    async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
+                              cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """Pending SAME_AS pairs (source, target, pair), highest score first, and the next cursor."""
+
+    async def review_duplicate(self, user_id: str, source_id: str, target_id: str, confirm: bool,
+                               reviewer: str | None, now: str) -> dict[str, Any]:
+        """Confirm (merge) or reject (never proposed again) a pending pair. NotFound without such a pair."""
+
+    async def merge_entities(self, user_id: str, source_id: str, target_id: str, now: str,
+                             reviewer: str | None = None) -> dict[str, Any]:
+        """Mark the source merged into the target and copy its edges onto the target (idempotent)."""
+
+    async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]:
+        """Undo a merge: remove the copies and what the merge added to the target, clear the marker."""
+
+    async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
+        """memories, entities, merged, live, expired, pending, confirmed, rejected, traces."""
+
+    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
+        """The entities the graph retriever starts from for `query`."""
+
+    async def write_trace(self, trace: dict[str, Any]) -> None: ...
+
+    async def trace(self, user_id: str, trace_id: str, now: str) -> dict[str, Any]:
+        """One unexpired trace with its RETURNED memories and TOUCHED entities; NotFound otherwise."""
+
+    async def traces_of_entity(self, user_id: str, entity_id: str, limit: int, cursor: str | None,
+                               now: str) -> tuple[list[dict[str, Any]], str | None]: ...
+
+    async def purge_traces(self, now: str) -> int:
+        """Remove traces whose expires_at has passed; returns how many."""
+
     async def ping(self) -> None:
         """Raise DependencyUnavailable if the graph cannot serve requests."""
 

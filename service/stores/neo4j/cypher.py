@@ -25,6 +25,12 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.id)",
     "CREATE INDEX entity_user_id IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.id)",
     "CREATE INDEX relates_user_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id, r.id)",
+    # entity curation and traces (curation.py)
+    "CREATE INDEX entity_merged IF NOT EXISTS FOR (e:Entity) ON (e.merged_into)",
+    "CREATE INDEX entity_merged_via IF NOT EXISTS FOR (e:Entity) ON (e.merged_via)",
+    "CREATE CONSTRAINT trace_id IF NOT EXISTS FOR (t:Trace) REQUIRE t.id IS UNIQUE",
+    "CREATE INDEX trace_user IF NOT EXISTS FOR (t:Trace) ON (t.user_id, t.at)",
+    "CREATE INDEX trace_expiry IF NOT EXISTS FOR (t:Trace) ON (t.expires_at)",
     # full-text (Lucene, analyzer standard-no-stop-words); 5.26 indexes LIST<STRING> (aliases) too.
     # invalid_at/expired_at are in the edge index only so a query can exclude history inside
     # Lucene (`-expired_at:[* TO *]`), before the index applies its limit.
@@ -248,13 +254,13 @@ r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at, .memor
 ENTITY_TEXT_HITS: LiteralString = """
 CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $k}) YIELD node, score
 WHERE score > 0 AND node.user_id = $user_id AND node.group_id IN $groups
-RETURN node.id AS id, score
+RETURN coalesce(node.merged_into, node.id) AS id, score
 """
 
 ENTITY_EXACT_HITS: LiteralString = """
 MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc})
 WHERE e.group_id IN $groups
-RETURN e.id AS id
+RETURN coalesce(e.merged_into, e.id) AS id
 """
 
 ENTITY_EDGES: LiteralString = """
@@ -268,7 +274,7 @@ CALL (e) {
   UNION
     WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
     MATCH (e)-[r0:RELATES]-(o:Entity)
-    WHERE o <> e AND ($history OR (r0.invalid_at IS NULL AND r0.expired_at IS NULL))
+    WHERE o <> e AND o.merged_into IS NULL AND ($history OR (r0.invalid_at IS NULL AND r0.expired_at IS NULL))
       AND COUNT { (o)-[:RELATES]-() } <= $hub
     WITH o, max(r0.valid_at) AS seen ORDER BY seen DESC LIMIT $neighbours
     CALL (o, e) {
@@ -297,7 +303,7 @@ CALL (e, df) {
   UNION
     WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
     MATCH (e)-[r:RELATES]-(o:Entity)
-    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
+    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL AND o.merged_into IS NULL
     WITH DISTINCT o LIMIT $neighbours
     WITH o, COUNT { (o)<-[:MENTIONS]-() } AS odf WHERE odf <= $max_mentions
     CALL (o) {
@@ -319,13 +325,15 @@ LIST_NODES: LiteralString = """
 MATCH (e:Entity)
 WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
 WITH e ORDER BY e.user_id, e.id LIMIT $limit  // the (user_id, id) index order: no sort
-RETURN e{.id, .name, .type, .aliases, .group_id, .created_at} AS item
+RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .merged_into, .merged_at, .resolution_action,
+         .resolution_score, .resolution_match_type, .resolution_reason} AS item
 """
 
 LIST_EDGES: LiteralString = """
 MATCH ()-[r:RELATES]->()
 WHERE r.user_id = $user_id AND r.id > $cursor AND ($groups IS NULL OR r.group_id IN $groups)
   AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+  AND startNode(r).merged_into IS NULL AND endNode(r).merged_into IS NULL  // a merged entity's edge: its copy
 WITH r ORDER BY r.user_id, r.id LIMIT $limit  // the (user_id, id) index order: no sort
 RETURN """ + FACT_FIELDS
 

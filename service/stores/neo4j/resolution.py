@@ -22,8 +22,18 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.identity import CREATE, MERGE, PENDING, Candidate, NameVectors, Resolution, name_key
-from service.stores.neo4j.rows import relation_id
+from service.identity import (
+    CREATE,
+    MERGE,
+    PENDING,
+    Candidate,
+    NameVectors,
+    Resolution,
+    compatible,
+    name_key,
+    type_family,
+)
+from service.stores.neo4j.rows import entity_id, relation_id
 from service.stores.neo4j.search import lucene_escape
 
 KEY_INDEX = "entity_keys"
@@ -51,7 +61,7 @@ def schema(dim: int) -> tuple[LiteralString, ...]:
 EXISTING: LiteralString = """
 UNWIND $ids AS id
 MATCH (e:Entity {id: id})
-RETURN e.id AS id, e.name AS name, e.merged_into AS merged_into
+RETURN e.id AS id, e.name AS name, e.type AS type, e.merged_into AS merged_into
 """
 
 CANDIDATES: LiteralString = """
@@ -111,9 +121,17 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
     by_key = await resolver.vectors([r["name"] for r in rows])
     for row in rows:
         row["vector"], row["vector_model"] = by_key.get(name_key(row["name"])), resolver.model
-    existing = {r["id"]: r for r in await (await tx.run(EXISTING, ids=[r["id"] for r in rows])).data()}
     remap: dict[str, str] = {}
-    names: dict[str, str] = {r["id"]: r["name"] for r in rows}
+    names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
+    existing = await _existing(tx, rows)
+    for row in rows:  # a name the graph holds as an entity of another family is another entity
+        held = existing.get(row["id"])
+        if held is not None and not compatible(row["type"], str(held.get("type") or "thing")):
+            qualified = f"{row['name']}|{type_family(row['type'])}"
+            remap[row["id"]] = row["id"] = entity_id(row["user_id"], row["group_id"], qualified)
+            names[row["id"]] = qualified
+    if remap:
+        existing = await _existing(tx, rows)
     merged = {i: str(e["merged_into"]) for i, e in existing.items() if e.get("merged_into")}
     remap.update(await _final_targets(tx, merged, names))
 
@@ -145,7 +163,7 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
             remap[row["id"]] = target
             names.setdefault(target, decision.target_name or row["name"])
             drop.add(row["id"])
-            _alias(rows, row, target, names[target])
+            _alias(rows, row, target, decision.target_name or row["name"])
             continue
         row.update(resolution_action=decision.action, resolution_score=decision.score,
                    resolution_match_type=decision.match_type, resolution_reason=decision.reason,
@@ -180,6 +198,10 @@ def _alias(rows: list[dict[str, Any]], row: dict[str, Any], target: str, target_
             return
     rows.append({**row, "id": target, "name": target_name, "name_lc": target_name.casefold(),
                  "names": row["names"], "vector": None, "vector_model": None})
+
+
+async def _existing(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in await (await tx.run(EXISTING, ids=[r["id"] for r in rows])).data()}
 
 
 async def _final_targets(tx: AsyncManagedTransaction, merged: dict[str, str],

@@ -16,6 +16,7 @@ from service.errors import DependencyUnavailable, DomainError
 from service.identity import NameVectors, keys_of
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, MemoryLinks, Page
 from service.stores.neo4j import cypher, resolution
+from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -81,7 +82,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore:
+class Neo4jGraphStore(GraphCuration):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
@@ -353,6 +354,19 @@ class Neo4jGraphStore:
         hits, rows = await self._read(run)
         return memory_scores(hits, rows)[: clamp(limit, MAX_PAGE_LIMIT)]
 
+    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
+        """The ids of the entities the graph retriever starts from for this query (a trace's TOUCHED)."""
+        checked, terms, keys = self._search_scope(user_id, groups, query)
+        if not checked:
+            return []
+        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
+
+        async def run(tx: AsyncManagedTransaction) -> list[str]:
+            return sorted(await _entity_hits(tx, query, terms, keys, common))
+
+        found: list[str] = await self._read(run)
+        return found
+
     @staticmethod
     def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
         """(checked groups, the query's Lucene terms, the caller's full-text tenant keys)."""
@@ -513,7 +527,9 @@ async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str]
     if terms:
         result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX,
                               lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
-        raw = {str(r["id"]): float(r["score"]) for r in await result.data()}
+        raw: dict[str, float] = {}
+        for r in await result.data():  # a merged entity's hit counts for its target
+            raw[str(r["id"])] = max(raw.get(str(r["id"]), 0.0), float(r["score"]))
         top = max(raw.values(), default=0.0)
         hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
     name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]

@@ -1,0 +1,154 @@
+"""Entity resolution gate against a labelled set of entity pairs (tests/data/resolution_gold.jsonl).
+
+For each pair, through the product's own graph store (real Neo4j, the gate of service/identity.py, the
+configured embedder for the names): a fresh user writes a memory that mentions entity `a`, then a memory that
+mentions entity `b`; the outcome for `b` is read back from the graph: *merge* (no node of its own, its mention
+points at `a`'s node), *pending* (a node with a pending SAME_AS edge to `a`) or *create*. Printed per band:
+how many pairs of each label landed there, and
+
+- precision of automatic merges (the share of merges that were true duplicates), floor 0.98;
+- recall: the share of true duplicates that ended merged or pending, floor 0.90;
+- the same per kind of pair (variant, nickname, hard_negative, ...).
+
+`--split dev` was used to choose the gate's rules and thresholds (docs/identity.md); `--split test` is only
+reported. `--json` prints one JSON object instead of tables (the test reads it).
+
+    .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from service.ai.hashing import HashEmbedder  # noqa: E402
+from service.ai.local import LocalEmbedder  # noqa: E402
+from service.domain import Memory, Scope, content_hash  # noqa: E402
+from service.identity import NameVectors, ResolutionGate  # noqa: E402
+from service.stores.graph import EntityRef, MemoryLinks  # noqa: E402
+from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j.rows import entity_id  # noqa: E402
+
+GOLD = ROOT / "tests" / "data" / "resolution_gold.jsonl"
+T0 = "2026-01-01T00:00:00+00:00"
+BANDS = ("merge", "pending", "create")
+
+
+def memory(user_id: str, text: str) -> Memory:
+    return Memory(id=str(uuid.uuid4()), user_id=user_id, content=text, category="personal_fact", scope=Scope.GLOBAL,
+                  project_id=None, hash=content_hash(text), created_at=T0, updated_at=T0)
+
+
+async def outcome(store: Neo4jGraphStore, pair: dict[str, Any]) -> str:
+    """Write a, then b, for a fresh user; the gate's outcome for b, read from the graph."""
+    user = f"resolution-{uuid.uuid4().hex[:12]}"
+    written: list[str] = []
+    for side in ("a", "b"):
+        m = memory(user, f"A note about {pair[side]['name']}.")
+        await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(pair[side]["name"], pair[side]["type"])])])
+        written.append(m.id)
+    a_id = entity_id(user, "global", pair["a"]["name"])
+    try:
+        b_ids = (await store.mentions_of(user, [written[1]])).get(written[1], [])
+        if a_id in b_ids:  # b's mention points at a's node: merged (or the same normalised name)
+            return "merge"
+        rows, _ = await store.list_duplicates(user, None, 10, None)
+        return "pending" if any(r["source"]["id"] in b_ids and r["target"]["id"] == a_id for r in rows) else "create"
+    finally:  # a user's delete erases its entities and edges (tombstones of the two memories stay)
+        await store.remove_memories(written, T0, user_id=user, erase=True)
+
+
+def summarise(rows: list[dict[str, Any]], results: list[str]) -> dict[str, Any]:
+    counts = {band: {"same": 0, "different": 0} for band in BANDS}
+    kinds: dict[str, dict[str, int]] = {}
+    misses: list[dict[str, Any]] = []
+    for pair, got in zip(rows, results, strict=True):
+        label = "same" if pair["same"] else "different"
+        counts[got][label] += 1
+        k = kinds.setdefault(pair["kind"], {b: 0 for b in BANDS})
+        k[got] += 1
+        if (pair["same"] and got == "create") or (not pair["same"] and got == "merge"):
+            misses.append({"id": pair["id"], "a": pair["a"]["name"], "b": pair["b"]["name"], "got": got,
+                           "same": pair["same"]})
+    merges = counts["merge"]["same"] + counts["merge"]["different"]
+    pend = counts["pending"]["same"] + counts["pending"]["different"]
+    same = sum(c["same"] for c in counts.values())
+    return {
+        "pairs": len(rows),
+        "bands": counts,
+        "merge_precision": counts["merge"]["same"] / merges if merges else 1.0,
+        "pending_precision": counts["pending"]["same"] / pend if pend else 1.0,
+        "merge_recall": counts["merge"]["same"] / same if same else 0.0,
+        "flagged_recall": (counts["merge"]["same"] + counts["pending"]["same"]) / same if same else 0.0,
+        "kinds": kinds,
+        "serious_errors": misses,
+    }
+
+
+def print_tables(split: str, s: dict[str, Any], seconds: float, embedder: str) -> None:
+    print(f"\nresolution gate, split={split}, {s['pairs']} pairs, embedder {embedder}, {seconds:.1f} s\n")
+    print("| band | true duplicates | different entities | precision |")
+    print("|---|---:|---:|---:|")
+    for band in BANDS:
+        c = s["bands"][band]
+        total = c["same"] + c["different"]
+        prec = (c["same"] if band != "create" else c["different"]) / total if total else float("nan")
+        print(f"| {band} | {c['same']} | {c['different']} | {prec:.3f} |")
+    print(f"\nprecision of automatic merges: {s['merge_precision']:.3f} (floor 0.98)")
+    print(f"true duplicates merged or pending: {s['flagged_recall']:.3f} (floor 0.90); "
+          f"merged automatically: {s['merge_recall']:.3f}")
+    print("\n| kind | merge | pending | create |")
+    print("|---|---:|---:|---:|")
+    for kind, k in sorted(s["kinds"].items()):
+        print(f"| {kind} | {k['merge']} | {k['pending']} | {k['create']} |")
+    if s["serious_errors"]:
+        print("\nmissed duplicates (created) and wrong merges:")
+        for e in s["serious_errors"]:
+            print(f"  {e['id']}: {e['a']!r} / {e['b']!r} -> {e['got']} (same={e['same']})")
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
+    ap.add_argument("--neo4j-database", default="memory")
+    ap.add_argument("--split", choices=("dev", "test", "all"), default="test")
+    ap.add_argument("--embedder", choices=("local", "hash"), default="local")
+    ap.add_argument("--auto-merge", type=float, default=0.95)
+    ap.add_argument("--pending", type=float, default=0.85)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    rows = [json.loads(line) for line in GOLD.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if args.split == "all" or r["split"] == args.split][:1000]
+    embedder = LocalEmbedder() if args.embedder == "local" else HashEmbedder()
+    resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending))
+    store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10, resolver)
+    started = time.monotonic()
+    try:
+        await store.ensure_schema()
+        results = []
+        for pair in rows:
+            if time.monotonic() - started > 600:
+                raise SystemExit("resolution bench: over 600 s, stopped")
+            results.append(await outcome(store, pair))
+    finally:
+        await store.close()
+    summary = summarise(rows, results)
+    if args.json:
+        print(json.dumps({"split": args.split, **summary}))
+    else:
+        print_tables(args.split, summary, time.monotonic() - started, embedder.name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

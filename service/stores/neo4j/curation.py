@@ -1,0 +1,375 @@
+"""Entity curation and provenance in the Neo4j graph store (issue 13): the duplicate review queue, reversible
+merges (seed 003), graph statistics and retrieval traces. Mixed into Neo4jGraphStore.
+
+A merge of source S into target T marks S (`merged_into`, `merged_at`), adds S's names to T's aliases (and
+its keys to T's keys), keeps the longer description, and *copies* S's MENTIONS, RELATES (both directions),
+SAME_AS and TOUCHED edges onto T, each copy carrying `migrated_from: S` (a RELATES copy keeps the edge's id,
+so lifecycle operations that find edges by id keep both in step). S keeps its own edges; what the merge added
+to T is recorded on S, so an unmerge removes exactly that. Reads follow `merged_into` to T."""
+
+from __future__ import annotations
+
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction
+
+from service.errors import Conflict, DomainError, NotFound
+from service.identity import compatible
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp
+
+ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .group_id, .merged_into,
+    mentions: COUNT { (x)<-[:MENTIONS]-(:Memory) }}"""
+
+DUPLICATES: LiteralString = """
+MATCH (s:Entity)-[r:SAME_AS]->(t:Entity)
+WHERE r.user_id = $user_id AND r.status = 'pending' AND ($groups IS NULL OR r.group_id IN $groups)
+  AND s.merged_into IS NULL AND t.merged_into IS NULL
+  AND (r.score < $score OR (r.score = $score AND s.id + '|' + t.id > $key))
+WITH s, r, t ORDER BY r.score DESC, s.id + '|' + t.id LIMIT $limit
+CALL (s) { WITH s AS x RETURN x """ + ENTITY_CARD + """ AS source }
+CALL (t) { WITH t AS x RETURN x """ + ENTITY_CARD + """ AS target }
+RETURN source, target, r{.score, .match_type, .reason, .group_id, .created_at, .status} AS pair
+"""
+
+PAIR: LiteralString = """
+MATCH (s:Entity {id: $source_id})-[r:SAME_AS]-(t:Entity {id: $target_id})
+WHERE r.user_id = $user_id AND coalesce(r.migrated_from, '') = ''
+RETURN r.status AS status, startNode(r).id AS from_id
+"""
+
+ENTITY: LiteralString = """
+MATCH (x:Entity {id: $id}) WHERE x.user_id = $user_id
+RETURN x{.id, .name, .type, .group_id, .merged_into, .aliases, .keys, .description} AS e
+"""
+
+REVIEW: LiteralString = """
+MATCH (s:Entity {id: $source_id})-[r:SAME_AS]-(t:Entity {id: $target_id})
+WHERE r.user_id = $user_id AND coalesce(r.migrated_from, '') = ''
+SET r.status = $status, r.reviewed_at = $now, r.reviewer = $reviewer
+WITH s, t, r WHERE $status = 'rejected'
+SET s.not_same_as = reduce(acc = coalesce(s.not_same_as, []), k IN coalesce(t.keys, []) |
+                           CASE WHEN k IN acc THEN acc ELSE acc + k END),
+    t.not_same_as = reduce(acc = coalesce(t.not_same_as, []), k IN coalesce(s.keys, []) |
+                           CASE WHEN k IN acc THEN acc ELSE acc + k END)
+"""
+
+# Idempotent: a second run finds every copy made and the marker set, and changes nothing.
+MERGE_ENTITIES: LiteralString = """
+MATCH (s:Entity {id: $source_id}) WHERE s.user_id = $user_id
+MATCH (t:Entity {id: $target_id}) WHERE t.user_id = $user_id
+WITH s, t, [n IN [s.name] + coalesce(s.aliases, []) WHERE n <> t.name AND NOT n IN t.aliases] AS names,
+     [k IN coalesce(s.keys, []) WHERE NOT k IN coalesce(t.keys, [])] AS keys,
+     size(coalesce(s.description, '')) > size(coalesce(t.description, '')) AS longer
+SET s.merged_aliases = CASE WHEN s.merged_into = t.id THEN s.merged_aliases ELSE names END,
+    s.merged_keys = CASE WHEN s.merged_into = t.id THEN s.merged_keys ELSE keys END,
+    s.replaced_description = CASE WHEN s.merged_into = t.id THEN s.replaced_description
+                                  WHEN longer THEN coalesce(t.description, '') ELSE null END,
+    t.aliases = t.aliases + names, t.keys = coalesce(t.keys, []) + keys,
+    t.description = CASE WHEN longer THEN s.description ELSE t.description END,
+    s.merged_at = coalesce(CASE WHEN s.merged_into = t.id THEN s.merged_at END, $now),
+    s.merged_into = t.id
+WITH s, t
+CALL (s, t) {
+    MATCH (m:Memory)-[:MENTIONS]->(s) WHERE NOT (m)-[:MENTIONS]->(t)
+    CREATE (m)-[:MENTIONS {migrated_from: s.id}]->(t)
+}
+CALL (s, t) {
+    MATCH (s)-[r:RELATES]->(o:Entity) WHERE o <> t
+      AND NOT EXISTS { MATCH (t)-[c:RELATES]->(o) WHERE c.id = r.id }
+    CREATE (t)-[c:RELATES]->(o) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (o:Entity)-[r:RELATES]->(s) WHERE o <> t
+      AND NOT EXISTS { MATCH (o)-[c:RELATES]->(t) WHERE c.id = r.id }
+    CREATE (o)-[c:RELATES]->(t) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (s)-[r:SAME_AS]->(o:Entity) WHERE o <> t AND NOT (t)-[:SAME_AS]-(o)
+    CREATE (t)-[c:SAME_AS]->(o) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (o:Entity)-[r:SAME_AS]->(s) WHERE o <> t AND NOT (o)-[:SAME_AS]-(t)
+    CREATE (o)-[c:SAME_AS]->(t) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (tr:Trace)-[r:TOUCHED]->(s) WHERE NOT (tr)-[:TOUCHED]->(t)
+    CREATE (tr)-[:TOUCHED {migrated_from: s.id}]->(t)
+}
+CALL (s, t) {  // the pair itself, if the gate had proposed it
+    MATCH (s)-[r:SAME_AS]-(t) WHERE coalesce(r.migrated_from, '') = '' AND r.status <> 'confirmed'
+    SET r.status = 'confirmed', r.reviewed_at = coalesce(r.reviewed_at, $now)
+}
+CALL (s, t) {  // entities merged into the source before follow it to the target
+    MATCH (a:Entity {merged_into: s.id}) WHERE a.user_id = $user_id
+    SET a.merged_into = t.id, a.merged_via = s.id
+}
+RETURN t.id AS id
+"""
+
+UNMERGE: LiteralString = """
+MATCH (s:Entity {id: $id}) WHERE s.user_id = $user_id AND s.merged_into IS NOT NULL
+MATCH (t:Entity {id: s.merged_into})
+CALL (s, t) {
+    MATCH (t)-[c]-() WHERE c.migrated_from = s.id
+    DELETE c
+}
+CALL (s, t) {  // undone: the pair is for review again
+    MATCH (s)-[r:SAME_AS]-(t) WHERE coalesce(r.migrated_from, '') = ''
+    SET r.status = 'pending', r.reviewed_at = null, r.reviewer = null
+}
+CALL (s, t) {
+    MATCH (a:Entity {merged_via: s.id}) WHERE a.merged_into = t.id
+    SET a.merged_into = s.id, a.merged_via = null
+}
+SET t.aliases = [n IN t.aliases WHERE NOT n IN coalesce(s.merged_aliases, [])],
+    t.keys = [k IN coalesce(t.keys, []) WHERE NOT k IN coalesce(s.merged_keys, [])],
+    t.description = CASE WHEN s.replaced_description IS NULL THEN t.description
+                         ELSE nullif(s.replaced_description, '') END,
+    s.unmerged_at = $now,
+    s.merged_into = null, s.merged_at = null, s.merged_aliases = null, s.merged_keys = null,
+    s.replaced_description = null
+RETURN t.id AS target_id
+"""
+
+STATS: LiteralString = """
+CALL () {
+    MATCH (m:Memory {user_id: $user_id}) WHERE m.deleted_at IS NULL AND ($groups IS NULL OR m.group_id IN $groups)
+    RETURN count(m) AS memories
+}
+CALL () {
+    MATCH (e:Entity {user_id: $user_id}) WHERE $groups IS NULL OR e.group_id IN $groups
+    RETURN count(e) AS entities, count(e.merged_into) AS merged
+}
+CALL () {
+    MATCH ()-[r:RELATES]->() WHERE r.user_id = $user_id AND ($groups IS NULL OR r.group_id IN $groups)
+      AND r.migrated_from IS NULL
+    RETURN count(CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN 1 END) AS live,
+           count(CASE WHEN r.invalid_at IS NOT NULL OR r.expired_at IS NOT NULL THEN 1 END) AS expired
+}
+CALL () {
+    MATCH ()-[r:SAME_AS]->() WHERE r.user_id = $user_id AND ($groups IS NULL OR r.group_id IN $groups)
+      AND r.migrated_from IS NULL
+    RETURN count(CASE r.status WHEN 'pending' THEN 1 END) AS pending,
+           count(CASE r.status WHEN 'confirmed' THEN 1 END) AS confirmed,
+           count(CASE r.status WHEN 'rejected' THEN 1 END) AS rejected
+}
+CALL () {
+    MATCH (t:Trace {user_id: $user_id}) WHERE t.expires_at > $now
+    RETURN count(t) AS traces
+}
+RETURN memories, entities, merged, live, expired, pending, confirmed, rejected, traces
+"""
+
+WRITE_TRACE: LiteralString = """
+CREATE (t:Trace {id: $id, user_id: $user_id, query: $query, at: $at, expires_at: $expires_at,
+                 project_id: $project_id})
+WITH t
+CALL (t) {
+    UNWIND $returned AS hit
+    MATCH (m:Memory {id: hit.memory_id}) WHERE m.user_id = $user_id
+    CREATE (t)-[:RETURNED {rank: hit.rank, score: hit.score}]->(m)
+}
+CALL (t) {
+    UNWIND $touched AS eid
+    MATCH (e:Entity {id: eid}) WHERE e.user_id = $user_id
+    CREATE (t)-[:TOUCHED]->(e)
+}
+RETURN t.id AS id
+"""
+
+TRACE: LiteralString = """
+MATCH (t:Trace {id: $id}) WHERE t.user_id = $user_id AND t.expires_at > $now
+CALL (t) {
+    OPTIONAL MATCH (t)-[r:RETURNED]->(m:Memory)
+    WITH r, m ORDER BY r.rank
+    RETURN collect(CASE WHEN m IS NULL THEN null ELSE {memory_id: m.id, rank: r.rank, score: r.score} END) AS returned
+}
+CALL (t) {
+    OPTIONAL MATCH (t)-[x:TOUCHED]->(e:Entity) WHERE x.migrated_from IS NULL
+    WITH e ORDER BY e.name
+    RETURN collect(CASE WHEN e IS NULL THEN null ELSE {entity_id: e.id, name: e.name} END) AS touched
+}
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace, returned, touched
+"""
+
+TRACES_OF_ENTITY: LiteralString = """
+MATCH (e:Entity {id: $entity_id}) WHERE e.user_id = $user_id
+MATCH (t:Trace)-[:TOUCHED]->(e) WHERE t.expires_at > $now AND (t.at < $cursor OR $cursor = '')
+WITH DISTINCT t ORDER BY t.at DESC, t.id LIMIT $limit
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace
+"""
+
+PURGE_TRACES: LiteralString = """
+MATCH (t:Trace) WHERE t.expires_at <= $now
+WITH t LIMIT $batch
+DETACH DELETE t
+RETURN count(*) AS n
+"""
+
+PURGE_BATCH = 1000
+
+
+class GraphCuration:
+    """Curation methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
+
+    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    async def _write(self, fn: Any, **params: Any) -> Any: ...
+
+    async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
+                              cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """Pending SAME_AS pairs, highest score first. The cursor is "<score>|<source id>|<target id>"."""
+        check_id(user_id, "user_id")
+        score, key = 2.0, ""
+        if cursor:
+            head, _, key = cursor.partition("|")
+            try:
+                score = float(head)
+            except ValueError as exc:
+                raise DomainError("cursor is not one this listing returned") from exc
+        n = clamp(limit, MAX_PAGE_LIMIT)
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(DUPLICATES, user_id=user_id, groups=check_groups(groups), score=score, key=key,
+                                  limit=n + 1)
+            return list(await result.data())
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        more = len(rows) > n
+        rows = rows[:n]
+        last = rows[-1] if more and rows else None
+        next_cursor = f"{last['pair']['score']}|{last['source']['id']}|{last['target']['id']}" if last else None
+        return rows, next_cursor
+
+    async def entity(self, user_id: str, entity_id: str) -> dict[str, Any]:
+        check_id(entity_id, "entity id")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, Any] | None:
+            rec = await (await tx.run(ENTITY, id=entity_id, user_id=user_id)).single()
+            return dict(rec["e"]) if rec else None
+
+        found: dict[str, Any] | None = await self._read(run)
+        if found is None:
+            raise NotFound(f"entity {entity_id} not found")
+        return found
+
+    async def review_duplicate(self, user_id: str, source_id: str, target_id: str, confirm: bool,
+                               reviewer: str | None, now: str) -> dict[str, Any]:
+        """Confirm (merge source into target) or reject (never proposed again) a pair the gate proposed."""
+        async def pair(tx: AsyncManagedTransaction) -> dict[str, Any] | None:
+            rec = await (await tx.run(PAIR, source_id=source_id, target_id=target_id, user_id=user_id)).single()
+            return dict(rec) if rec else None
+
+        found: dict[str, Any] | None = await self._read(pair)
+        if found is None:
+            raise NotFound(f"no duplicate pair between {source_id} and {target_id}")
+        if confirm:
+            result = await self.merge_entities(user_id, source_id, target_id, now, reviewer=reviewer)
+            return {**result, "status": "confirmed"}
+        if found["status"] == "confirmed":
+            source = await self.entity(user_id, source_id)
+            if source.get("merged_into"):
+                raise Conflict("this pair was merged: unmerge the source first")
+
+        async def reject(tx: AsyncManagedTransaction) -> None:
+            await (await tx.run(REVIEW, source_id=source_id, target_id=target_id, user_id=user_id,
+                                status="rejected", now=now, reviewer=reviewer)).consume()
+
+        await self._write(reject)
+        return {"status": "rejected", "source_id": source_id, "target_id": target_id, "merged_into": None}
+
+    async def merge_entities(self, user_id: str, source_id: str, target_id: str, now: str,
+                             reviewer: str | None = None) -> dict[str, Any]:
+        check_id(user_id, "user_id")
+        if source_id == target_id:
+            raise DomainError("source_id and target_id are the same entity")
+        source = await self.entity(user_id, source_id)
+        target = await self.entity(user_id, target_id)
+        if target.get("merged_into"):
+            raise Conflict(f"target {target_id} is merged into {target['merged_into']}: merge into that one")
+        if source.get("merged_into") not in (None, target_id):
+            raise Conflict(f"source {source_id} is already merged into {source['merged_into']}")
+        if source["group_id"] != target["group_id"]:
+            raise DomainError("entities of different groups (global / project) never merge")
+        if not compatible(str(source.get("type") or "thing"), str(target.get("type") or "thing")):
+            raise DomainError(f"a {source.get('type')} and a {target.get('type')} never merge")
+
+        async def run(tx: AsyncManagedTransaction) -> None:
+            await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
+                                now=now)).consume()
+            if reviewer is not None:
+                await (await tx.run(REVIEW, source_id=source_id, target_id=target_id, user_id=user_id,
+                                    status="confirmed", now=now, reviewer=reviewer)).consume()
+
+        await self._write(run)
+        return {"status": "merged", "source_id": source_id, "target_id": target_id, "merged_into": target_id}
+
+    async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]:
+        source = await self.entity(user_id, entity_id)
+        if not source.get("merged_into"):
+            raise Conflict(f"entity {entity_id} is not merged")
+
+        async def run(tx: AsyncManagedTransaction) -> None:
+            await (await tx.run(UNMERGE, id=entity_id, user_id=user_id, now=now)).consume()
+
+        await self._write(run)
+        return {"status": "unmerged", "source_id": entity_id, "target_id": source["merged_into"], "merged_into": None}
+
+    async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, int]:
+            rec = await (await tx.run(STATS, user_id=user_id, groups=check_groups(groups), now=now)).single()
+            return {k: int(v) for k, v in dict(rec or {}).items()}
+
+        stats: dict[str, int] = await self._read(run)
+        return stats
+
+    async def write_trace(self, trace: dict[str, Any]) -> None:
+        async def run(tx: AsyncManagedTransaction) -> None:
+            await (await tx.run(WRITE_TRACE, **trace)).consume()
+
+        await self._write(run)
+
+    async def trace(self, user_id: str, trace_id: str, now: str) -> dict[str, Any]:
+        check_id(trace_id, "trace id")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, Any] | None:
+            rec = await (await tx.run(TRACE, id=trace_id, user_id=user_id, now=now)).single()
+            if rec is None:
+                return None
+            return {**dict(rec["trace"]), "returned": list(rec["returned"]), "touched": list(rec["touched"])}
+
+        found: dict[str, Any] | None = await self._read(run)
+        if found is None:
+            raise NotFound(f"trace {trace_id} not found (or expired)")
+        return found
+
+    async def traces_of_entity(self, user_id: str, entity_id: str, limit: int, cursor: str | None,
+                               now: str) -> tuple[list[dict[str, Any]], str | None]:
+        """Traces that touched the entity, newest first; the cursor is the last trace's `at`."""
+        check_id(entity_id, "entity id")
+        n = clamp(limit, MAX_PAGE_LIMIT)
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(TRACES_OF_ENTITY, entity_id=entity_id, user_id=user_id, now=now,
+                                  cursor=cursor or "", limit=n + 1)
+            return [dict(r["trace"]) for r in await result.data()]
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        more = len(rows) > n
+        rows = rows[:n]
+        return rows, (str(rows[-1]["at"]) if more and rows else None)
+
+    async def purge_traces(self, now: str) -> int:
+        """Remove expired traces (batches of PURGE_BATCH, bounded). Returns how many."""
+        async def run(tx: AsyncManagedTransaction) -> int:
+            rec = await (await tx.run(PURGE_TRACES, now=now, batch=PURGE_BATCH)).single()
+            return int(rec["n"]) if rec else 0
+
+        total = 0
+        for _ in range(10_000):
+            n: int = await self._write(run)
+            total += n
+            if n < PURGE_BATCH:
+                break
+        return total
