@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from nameparser.config import CONSTANTS
 from nicknames import NickNamer
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA
@@ -46,7 +47,7 @@ _FAMILIES: dict[str, str] = {
     "organisation": "organization", "organization": "organization", "company": "organization", "team": "organization",
     "place": "place", "location": "place", "city": "place", "country": "place",
 }
-_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "miss", "prof", "sir", "dame", "mme", "mlle", "herr", "frau"})
+_TITLES = frozenset(CONSTANTS.titles)  # nameparser's list: Dr, Ms, Sra, Herr, Prof, ...
 _STOP_WORDS = frozenset({"of", "the", "and", "for", "de", "du", "der", "la", "le", "von", "van"})
 _NICKNAMES = NickNamer()
 _SEPARATORS = re.compile(r"[\s\-_.'\u2019/]+")
@@ -107,6 +108,13 @@ def _initials(words: list[str]) -> str:
     return "".join(w[0] for w in words if w not in _STOP_WORDS)
 
 
+def _numeronym(short: str, long: str) -> bool:
+    """"i18n" / "internationalization", "k8s" / "kubernetes": first letter, the count of the letters between,
+    last letter."""
+    m = re.fullmatch(r"([a-z])(\d{1,2})([a-z])", short)
+    return m is not None and len(long) == int(m[2]) + 2 and long[0] == m[1] and long[-1] == m[3]
+
+
 def _nicknames(a: str, b: str) -> bool:
     """One first name is a listed nickname of the other, or both are of one name (the `nicknames` dataset)."""
     ca, cb = _NICKNAMES.canonicals_of(a) | {a}, _NICKNAMES.canonicals_of(b) | {b}
@@ -119,7 +127,7 @@ def _variant(a: str, b: str, person: bool) -> str | None:
       edits apart when both have at least 7, with the same digits ("Kuberentes" / "Kubernetes");
     - "acronym": one word that is the initials of the other's words, stop words left out, or of all but the
       first ("NYC" / "New York City", "MIT" / "Massachusetts Institute of Technology", "EKS" / "Amazon
-      Elastic Kubernetes Service");
+      Elastic Kubernetes Service"), or its numeronym ("i18n" / "internationalization");
     - "contained_words": the other name is this one's words with one or two more before or after ("Stripe" /
       "Stripe, Inc.", "Excel" / "Microsoft Excel", "Melanie" / "Melanie Smith");
     - people only (titles such as Dr. or Ms. left out): "part_name", one word equal to a word of the other
@@ -133,6 +141,8 @@ def _variant(a: str, b: str, person: bool) -> str | None:
     if not digits_differ and ((edits <= 1 and shortest >= 5) or (edits <= 2 and shortest >= 7)):
         return "typo"  # (a different number is another version: "Python 2" / "Python 3")
     for short, long in ((a, b), (b, a)):
+        if _numeronym(name_key(short), name_key(long)):
+            return "acronym"
         sw, lw = _words(short, person), _words(long, person)
         if len(sw) == 1 and len(lw) >= 2 and len(sw[0]) >= 2 and sw[0] in (_initials(lw), _initials(lw[1:])):
             return "acronym"

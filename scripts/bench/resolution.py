@@ -10,8 +10,8 @@ how many pairs of each label landed there, and
 - recall: the share of true duplicates that ended merged or pending, floor 0.90;
 - the same per kind of pair (variant, nickname, hard_negative, ...).
 
-`--split dev` was used to choose the gate's rules and thresholds (docs/identity.md); `--split test` is only
-reported. `--json` prints one JSON object instead of tables (the test reads it).
+The `dev` and `test` parts were used to choose the gate's rules (docs/identity.md); `holdout` was written after
+them and is only reported. `--json` prints one JSON object instead of tables (the test reads it).
 
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
 """
@@ -120,7 +120,8 @@ async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
     ap.add_argument("--neo4j-database", default="memory")
-    ap.add_argument("--split", choices=("dev", "test", "all"), default="test")
+    ap.add_argument("--split", default="holdout",
+                    help="comma-separated: dev, test (both used to choose the rules), holdout (never), all")
     ap.add_argument("--embedder", choices=("local", "hash"), default="local")
     ap.add_argument("--auto-merge", type=float, default=0.95)
     ap.add_argument("--pending", type=float, default=0.85)
@@ -128,7 +129,10 @@ async def main() -> int:
     args = ap.parse_args()
 
     rows = [json.loads(line) for line in GOLD.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if args.split == "all" or r["split"] == args.split][:1000]
+    splits = set(args.split.split(","))
+    rows = [r for r in rows if "all" in splits or r["split"] in splits][:1000]
+    if not rows:
+        raise SystemExit(f"no pairs in split {args.split!r}")
     embedder = LocalEmbedder() if args.embedder == "local" else HashEmbedder()
     resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending))
     store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10, resolver)

@@ -206,6 +206,12 @@ DETACH DELETE t
 RETURN count(*) AS n
 """
 
+MERGE_COPIES: LiteralString = """
+MATCH (s:Entity {id: $id}) WHERE s.user_id = $user_id
+MATCH (t:Entity {id: coalesce(s.merged_into, '')})-[c]-() WHERE c.migrated_from = s.id
+RETURN type(c) AS type, count(c) AS n
+"""
+
 PURGE_BATCH = 1000
 
 
@@ -313,6 +319,15 @@ class GraphCuration:
 
         await self._write(run)
         return {"status": "unmerged", "source_id": entity_id, "target_id": source["merged_into"], "merged_into": None}
+
+    async def merge_copies(self, user_id: str, entity_id: str) -> dict[str, int]:
+        """Audit of a merge: how many edges of each type it copied onto the target (empty when not merged)."""
+        async def run(tx: AsyncManagedTransaction) -> dict[str, int]:
+            result = await tx.run(MERGE_COPIES, id=entity_id, user_id=user_id)
+            return {str(r["type"]): int(r["n"]) for r in await result.data()}
+
+        found: dict[str, int] = await self._read(run)
+        return found
 
     async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
         check_id(user_id, "user_id")
