@@ -33,5 +33,6 @@ ProjectPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTE
 PageLimit = Annotated[int, Query(ge=1, le=500)]
 Cursor = Annotated[str | None, Query(max_length=64)]
 EntityId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
-EntityQuery = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+EntityQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+TraceId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 PairCursor = Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page")]

@@ -20,10 +20,14 @@ from service.schemas import (
     BulkDeleteRequest,
     ContextResponse,
     ConversationRequest,
+    DuplicatePage,
+    EntityChange,
     GraphSearchRequest,
     GraphSearchResponse,
     MemoryPage,
+    MergeRequest,
     RawMemoryRequest,
+    ReviewRequest,
     SearchRequest,
     SearchResponse,
     TaskResponse,
@@ -62,6 +66,13 @@ class MemoryBackend(Protocol):
     ) -> MemoryPage: ...
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse: ...
+
+    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
+                              cursor: str | None) -> DuplicatePage: ...
+
+    async def review_duplicate(self, req: ReviewRequest) -> EntityChange: ...
+
+    async def merge_entities(self, req: MergeRequest) -> EntityChange: ...
 
 
 class ServiceBackend:
@@ -108,6 +119,16 @@ class ServiceBackend:
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
         return await self._service.submit_bulk_delete(req, self._caller.user(req.user_id))
+
+    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
+                              cursor: str | None) -> DuplicatePage:
+        return await self._service.list_duplicates(self._caller.user(user_id), project_id, limit, cursor)
+
+    async def review_duplicate(self, req: ReviewRequest) -> EntityChange:
+        return await self._service.review_duplicate(req, self._caller.user(req.user_id))
+
+    async def merge_entities(self, req: MergeRequest) -> EntityChange:
+        return await self._service.merge_entities(req, self._caller.user(req.user_id))
 
 
 class ApiError(ServiceError):
@@ -197,3 +218,15 @@ class ApiBackend:
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
         return await self._call(AcceptedResponse, "POST", "/v1/memories/delete", json=self._body(req))
+
+    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
+                              cursor: str | None) -> DuplicatePage:
+        params = {"user_id": user_id, "project_id": project_id, "limit": limit, "cursor": cursor}
+        return await self._call(DuplicatePage, "GET", "/v1/graph/duplicates",
+                                params={k: v for k, v in params.items() if v is not None})
+
+    async def review_duplicate(self, req: ReviewRequest) -> EntityChange:
+        return await self._call(EntityChange, "POST", "/v1/graph/duplicates/review", json=self._body(req))
+
+    async def merge_entities(self, req: MergeRequest) -> EntityChange:
+        return await self._call(EntityChange, "POST", "/v1/graph/entities/merge", json=self._body(req))

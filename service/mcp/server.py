@@ -35,10 +35,14 @@ from service.schemas import (
     BulkDeleteRequest,
     ContextResponse,
     ConversationRequest,
+    DuplicatePage,
+    EntityChange,
     GraphSearchRequest,
     GraphSearchResponse,
     MemoryPage,
+    MergeRequest,
     RawMemoryRequest,
+    ReviewRequest,
     SearchRequest,
     SearchResponse,
     TaskResponse,
@@ -85,6 +89,7 @@ AgentId = Annotated[
     Field(min_length=1, max_length=128, pattern=ID_PATTERN, description="Which agent writes (provenance); optional."),
 ]
 Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in natural language.")]
+EntityIdArg = Annotated[str, Field(min_length=1, max_length=128, description="An entity id (list_duplicate_entities).")]
 Category = Annotated[
     str,
     Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM,
@@ -188,6 +193,8 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
         project_id: ProjectId = None,
         categories: Categories = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many results.")] = 10,
+        trace: Annotated[bool, Field(description="Record which memories came back and which entities were used "
+                                                 "(trace_id in the answer; kept TRACE_TTL_DAYS).")] = False,
     ) -> SearchResponse:
         """Search the user's memories: by meaning (embeddings), by exact words and names (BM25), through the
         knowledge graph (memories about the entities the query names and their neighbours) and, when the query
@@ -196,7 +203,7 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
         memories only. Use it before answering anything about the user, their preferences or projects."""
         with _tool_errors():
             req = SearchRequest(query=query, user_id=user_id, project_id=project_id, categories=categories,
-                                limit=limit)
+                                limit=limit, trace=trace)
             return await backend_of().search(req)
 
     @mcp.tool(annotations=additive)
@@ -277,6 +284,45 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
             req = GraphSearchRequest(query=query, user_id=user_id, project_id=project_id, limit=limit,
                                      include_history=include_history)
             return await backend_of().graph_search(req)
+
+    @mcp.tool(annotations=read_only)
+    async def list_duplicate_entities(
+        user_id: UserId,
+        project_id: ProjectId = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 20,
+        cursor: Annotated[str | None, Field(max_length=200, description="next_cursor of the previous page.")] = None,
+    ) -> DuplicatePage:
+        """Entity pairs that may be one thing ("Mel" / "Melanie", "Postgres" / "PostgreSQL") which the resolution
+        gate left for review, highest score first, each with both entities (name, type, aliases, how many
+        memories mention it) and the gate's reason. Decide with review_duplicate."""
+        with _tool_errors():
+            return await backend_of().list_duplicates(user_id, project_id, limit, cursor)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
+    async def review_duplicate(
+        user_id: UserId,
+        source_id: EntityIdArg,
+        target_id: EntityIdArg,
+        confirm: Annotated[bool, Field(description="true: they are one entity (source merges into target); "
+                                                   "false: they differ (never proposed again).")],
+    ) -> EntityChange:
+        """Decide a pair from list_duplicate_entities. Only confirm when the memories make it clear that both
+        names denote the same thing; a merge can be undone, but ask the user when unsure."""
+        with _tool_errors():
+            req = ReviewRequest(user_id=user_id, source_id=source_id, target_id=target_id, confirm=confirm,
+                                reviewer="mcp")
+            return await backend_of().review_duplicate(req)
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
+    async def merge_entities(user_id: UserId, source_id: EntityIdArg, target_id: EntityIdArg) -> EntityChange:
+        """Merge two entities of the user's graph the user said are one (same group and compatible types only):
+        the source's name becomes an alias of the target and the target gains its mentions and facts.
+        Reversible with POST /v1/graph/entities/{source_id}/unmerge."""
+        with _tool_errors():
+            return await backend_of().merge_entities(MergeRequest(user_id=user_id, source_id=source_id,
+                                                                  target_id=target_id))
 
     @mcp.tool(annotations=read_only)
     async def list_memories(

@@ -103,7 +103,7 @@ class MemoryCuration(MemoryBase):
     async def get_trace(self, trace_id: str, user_id: str) -> TraceOut:
         return TraceOut(**await self.graph.trace(user_id, trace_id, utc_now()))
 
-    async def list_traces(self, user_id: str, entity_id: str, limit: int, cursor: str | None) -> TracePage:
+    async def list_traces(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None) -> TracePage:
         rows, next_cursor = await self.graph.traces_of_entity(user_id, entity_id, limit, cursor, utc_now())
         return TracePage(items=[TraceSummary(**r) for r in rows], next_cursor=next_cursor)
 

@@ -190,8 +190,9 @@ class GraphStore(Protocol):
     async def trace(self, user_id: str, trace_id: str, now: str) -> dict[str, Any]:
         """One unexpired trace with its RETURNED memories and TOUCHED entities; NotFound otherwise."""
 
-    async def traces_of_entity(self, user_id: str, entity_id: str, limit: int, cursor: str | None,
-                               now: str) -> tuple[list[dict[str, Any]], str | None]: ...
+    async def traces_of_entity(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None,
+                               now: str) -> tuple[list[dict[str, Any]], str | None]:
+        """Unexpired traces that touched the entity (all of the user's without one), newest first."""
 
     async def purge_traces(self, now: str) -> int:
         """Remove traces whose expires_at has passed; returns how many."""

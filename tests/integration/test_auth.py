@@ -35,6 +35,9 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/v1/memories/{memory_id}"): {"content": "changed"},
     ("POST", "/v1/search"): {"query": "tea"},
     ("POST", "/v1/graph/search"): {"query": "tea"},
+    ("POST", "/v1/graph/duplicates/review"): {"source_id": "x", "target_id": "y", "confirm": False},
+    ("POST", "/v1/graph/entities/merge"): {"source_id": "x", "target_id": "y"},
+    ("POST", "/v1/graph/entities/{entity_id}/unmerge"): {},
     ("POST", "/v1/maintenance/dedup"): {"dry_run": True},
     ("POST", "/v1/maintenance/reconcile"): {"dry_run": True},
 }
@@ -78,8 +81,11 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
     assert done["status"] == "completed", done
     run = await c.post("/v1/maintenance/reconcile", json={"user_id": b, "dry_run": True}, headers=stack.h("admin"))
     assert run.status_code == 202
+    traced = await c.post("/v1/search", json={"query": "tea", "trace": True}, headers=stack.h("b"))
+    assert traced.status_code == 200 and traced.json()["trace_id"]
     ids = {"memory_id": done["result"]["memories"][0]["id"], "task_id": resp.json()["task_id"],
-           "run_id": run.json()["run_id"], "project_id": "p1"}
+           "run_id": run.json()["run_id"], "project_id": "p1", "trace_id": traced.json()["trace_id"]}
+    await _trace_written(c, ids["trace_id"], stack.h("b"))
 
     # the app's own route table, as its OpenAPI publishes it (full paths, parameters and bodies)
     schema = c._transport.app.openapi()  # type: ignore[attr-defined]
@@ -107,7 +113,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
                 resp = await c.request(method, url, params=params, json=named, headers=stack.h("a"))
                 assert resp.status_code == 403, (method, path, resp.status_code, resp.text)
             # 3. A's key on B's ids, naming nobody: 404, never 403 (other tenants' ids are not confirmed)
-            if re.search(r"\{(memory_id|task_id|run_id)\}", path):
+            if re.search(r"\{(memory_id|task_id|run_id|trace_id)\}", path):
                 resp = await c.request(method, url, json=body, headers=stack.h("a"))
                 assert resp.status_code == 404, (method, path, resp.status_code, resp.text)
             checked += 1
@@ -260,3 +266,12 @@ async def _wait(c: httpx.AsyncClient, task_id: str, headers: dict[str, str]) -> 
             return body
         await asyncio.sleep(0.05)
     raise AssertionError(f"task {task_id} did not end")
+
+
+async def _trace_written(c: httpx.AsyncClient, trace_id: str, headers: dict[str, str]) -> None:
+    """Traces are written after the search answers: wait until it can be read (bounded)."""
+    for _ in range(200):
+        if (await c.get(f"/v1/traces/{trace_id}", headers=headers)).status_code == 200:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"trace {trace_id} was not written")

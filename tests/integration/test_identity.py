@@ -109,7 +109,8 @@ async def test_hard_negatives_and_other_types_stay_apart(store: Neo4jGraphStore)
 
 async def test_confirm_merges_with_copies_marked_and_unmerge_restores(store: Neo4jGraphStore) -> None:
     u = user()
-    first = await say(store, u, ("Melanie", "person"), ("painting", "thing"), relations=(("Melanie", "likes", "painting"),))
+    first = await say(store, u, ("Melanie", "person"), ("painting", "thing"),
+                      relations=(("Melanie", "likes", "painting"),))
     second = await say(store, u, ("Mel", "person"), ("hiking", "thing"), relations=(("Mel", "likes", "hiking"),))
     mel, melanie = eid(u, "Mel"), eid(u, "Melanie")
     before = await store.entity(u, melanie)

@@ -37,6 +37,9 @@ TOOLS = {
     "list_memories": {"user_id"},
     "delete_memories": {"user_id"},
     "get_task_status": {"task_id"},
+    "list_duplicate_entities": {"user_id"},
+    "review_duplicate": {"user_id", "source_id", "target_id", "confirm"},
+    "merge_entities": {"user_id", "source_id", "target_id"},
 }
 
 
@@ -157,6 +160,35 @@ async def test_remember_with_wait_then_recall(api: str, transport: str) -> None:
         assert queued["status"] == "accepted" and queued["task_id"]
         done = await _until_done(client, queued["task_id"])
         assert done["result"]["memories"][0]["scope"] == "project"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_duplicate_review_merge_and_traced_recall(api: str, transport: str) -> None:
+    user = unique(f"mcp-dup-{transport}")
+    async with connect(transport, api) as client:
+        first = await remember(client, content="I work with Jon Smith on the React app.", user_id=user,
+                               category="personal_fact")
+        second = await remember(client, content="I work with Jon on the billing app.", user_id=user,
+                                category="personal_fact")
+        page = await call(client, "list_duplicate_entities", user_id=user)
+        [pair] = page["items"]
+        assert (pair["source"]["name"], pair["target"]["name"]) == ("Jon", "Jon Smith")
+        assert pair["match_type"] == "contained_words" and "fuzzy=" in pair["reason"]
+        assert "same" in await fails(client, "merge_entities", user_id=user, source_id=pair["source"]["id"],
+                                     target_id=pair["source"]["id"])
+        done = await call(client, "review_duplicate", user_id=user, source_id=pair["source"]["id"],
+                          target_id=pair["target"]["id"], confirm=True)
+        assert done["status"] == "confirmed" and done["merged_into"] == pair["target"]["id"]
+        assert (await call(client, "list_duplicate_entities", user_id=user))["items"] == []
+        again = await call(client, "merge_entities", user_id=user, source_id=pair["source"]["id"],
+                           target_id=pair["target"]["id"])  # idempotent
+        assert again["status"] == "merged"
+
+        found = await call(client, "recall_memories", query="Jon Smith", user_id=user, trace=True)
+        assert {first, second} <= {r["id"] for r in found["results"]}
+        assert found["trace_id"]
+        plain = await call(client, "recall_memories", query="Jon Smith", user_id=user)
+        assert plain["trace_id"] is None
 
 
 async def _until_done(client: Client, task_id: str, timeout: float = 30) -> dict[str, Any]:

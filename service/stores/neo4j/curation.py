@@ -161,7 +161,7 @@ RETURN memories, entities, merged, live, expired, pending, confirmed, rejected, 
 """
 
 WRITE_TRACE: LiteralString = """
-CREATE (t:Trace {id: $id, user_id: $user_id, query: $query, at: $at, expires_at: $expires_at,
+CREATE (t:Trace {id: $id, user_id: $user_id, query: $text, at: $at, expires_at: $expires_at,
                  project_id: $project_id})
 WITH t
 CALL (t) {
@@ -196,6 +196,12 @@ TRACES_OF_ENTITY: LiteralString = """
 MATCH (e:Entity {id: $entity_id}) WHERE e.user_id = $user_id
 MATCH (t:Trace)-[:TOUCHED]->(e) WHERE t.expires_at > $now AND (t.at < $cursor OR $cursor = '')
 WITH DISTINCT t ORDER BY t.at DESC, t.id LIMIT $limit
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace
+"""
+
+TRACES_OF_USER: LiteralString = """
+MATCH (t:Trace {user_id: $user_id}) WHERE t.expires_at > $now AND (t.at < $cursor OR $cursor = '')
+WITH t ORDER BY t.at DESC, t.id LIMIT $limit
 RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace
 """
 
@@ -341,7 +347,8 @@ class GraphCuration:
 
     async def write_trace(self, trace: dict[str, Any]) -> None:
         async def run(tx: AsyncManagedTransaction) -> None:
-            await (await tx.run(WRITE_TRACE, **trace)).consume()
+            params = {k: v for k, v in trace.items() if k != "query"}  # `query` is tx.run's own argument
+            await (await tx.run(WRITE_TRACE, text=trace["query"], **params)).consume()
 
         await self._write(run)
 
@@ -359,14 +366,16 @@ class GraphCuration:
             raise NotFound(f"trace {trace_id} not found (or expired)")
         return found
 
-    async def traces_of_entity(self, user_id: str, entity_id: str, limit: int, cursor: str | None,
+    async def traces_of_entity(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None,
                                now: str) -> tuple[list[dict[str, Any]], str | None]:
-        """Traces that touched the entity, newest first; the cursor is the last trace's `at`."""
-        check_id(entity_id, "entity id")
+        """Traces that touched the entity (every trace of the user without one), newest first; the cursor is
+        the last trace's `at`."""
+        check_id(user_id, "user_id")
         n = clamp(limit, MAX_PAGE_LIMIT)
+        stmt = TRACES_OF_USER if entity_id is None else TRACES_OF_ENTITY
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(TRACES_OF_ENTITY, entity_id=entity_id, user_id=user_id, now=now,
+            result = await tx.run(stmt, entity_id=entity_id, user_id=user_id, now=now,
                                   cursor=cursor or "", limit=n + 1)
             return [dict(r["trace"]) for r in await result.data()]
 
