@@ -55,7 +55,7 @@ SET m += row
 """
 
 # A new entity carries the resolution gate's decision (service/identity.py); `keys` (every name's and alias's
-# normalised key) is what the gate finds it by; `name_vector` is the embedding of its name.
+# normalised key) is what the gate finds it by; `name_vec_<dim>` is the embedding of its name.
 UPSERT_ENTITIES: LiteralString = """
 UNWIND $rows AS row
 MERGE (e:Entity {id: row.id})
@@ -70,7 +70,7 @@ SET e.ft_key = row.ft_key,
                        CASE WHEN n = e.name OR n IN acc OR size(acc) >= $max_aliases THEN acc ELSE acc + n END),
     e.keys = reduce(acc = coalesce(e.keys, []), k IN row.keys | CASE WHEN k IN acc THEN acc ELSE acc + k END)
 WITH e, row WHERE row.vector IS NOT NULL AND coalesce(e.name_vector_model, '') <> row.vector_model
-SET e.name_vector = row.vector, e.name_vector_model = row.vector_model
+SET e += row.vector_props, e.name_vector_model = row.vector_model
 """
 
 UPSERT_MENTIONS: LiteralString = """

@@ -43,7 +43,13 @@ MAX_MERGE_HOPS = 5
 
 
 def vector_index(dim: int) -> str:
-    return f"entity_name_vector_{int(dim)}"
+    return f"entity_name_vec_{int(dim)}"
+
+
+def vector_property(dim: int) -> str:
+    """One property (and index) per dimension: a graph shared by services with different embedders (or a
+    change of embedder) keeps each one's vectors apart; Neo4j allows one vector index per property."""
+    return f"name_vec_{int(dim)}"
 
 
 def schema(dim: int) -> tuple[LiteralString, ...]:
@@ -52,7 +58,7 @@ def schema(dim: int) -> tuple[LiteralString, ...]:
         "CREATE FULLTEXT INDEX entity_keys IF NOT EXISTS FOR (e:Entity) ON EACH [e.keys, e.ft_key] "
         "OPTIONS {indexConfig: {`fulltext.analyzer`: 'keyword'}}",
         "CREATE VECTOR INDEX " + vector_index(dim) + " IF NOT EXISTS FOR (e:Entity) "
-        "ON e.name_vector OPTIONS {indexConfig: {`vector.dimensions`: " + str(int(dim)) + ", "
+        "ON e." + vector_property(dim) + " OPTIONS {indexConfig: {`vector.dimensions`: " + str(int(dim)) + ", "
         "`vector.similarity_function`: 'cosine'}}",
         "CREATE INDEX same_as_user IF NOT EXISTS FOR ()-[s:SAME_AS]-() ON (s.user_id, s.status)",
     )
@@ -80,8 +86,8 @@ CALL (row) {
     RETURN node
 }
 WITH row, node WHERE node.merged_into IS NULL AND node.id <> row.id
-RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector, .name_vector_model,
-                                  .not_same_as}) AS candidates
+RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector_model, .not_same_as,
+                                  name_vector: node[$vector_property]}) AS candidates
 """
 
 SAME_AS: LiteralString = """
@@ -121,6 +127,7 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
     by_key = await resolver.vectors([r["name"] for r in rows])
     for row in rows:
         row["vector"], row["vector_model"] = by_key.get(name_key(row["name"])), resolver.model
+        row["vector_props"] = {vector_property(resolver.dim): row["vector"]}
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
     existing = await _existing(tx, rows)
@@ -142,7 +149,8 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
                    "key_query": _key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
                    "vector": r["vector"]} for r in new]
         result = await tx.run(CANDIDATES, rows=params, key_index=KEY_INDEX, text_index="entity_text",
-                              vector_index=vector_index(resolver.dim), k=CANDIDATES_PER_INDEX, vk=VECTOR_CANDIDATES)
+                              vector_index=vector_index(resolver.dim), vector_property=vector_property(resolver.dim),
+                              k=CANDIDATES_PER_INDEX, vk=VECTOR_CANDIDATES)
         found = {str(r["id"]): list(r["candidates"]) for r in await result.data()}
         stale = [str(c["name"]) for cs in found.values() for c in cs if c.get("name_vector_model") != resolver.model]
         if stale:  # written before name vectors, or by another embedder
@@ -197,7 +205,7 @@ def _alias(rows: list[dict[str, Any]], row: dict[str, Any], target: str, target_
             r["keys"] = sorted({*r["keys"], *row["keys"]})
             return
     rows.append({**row, "id": target, "name": target_name, "name_lc": target_name.casefold(),
-                 "names": row["names"], "vector": None, "vector_model": None})
+                 "names": row["names"], "vector": None, "vector_model": None, "vector_props": {}})
 
 
 async def _existing(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
