@@ -4,7 +4,8 @@ An export is a stream of JSON lines, written page by page (nothing of the user i
 
     {"type": "header", "format": "memory-export", "version": 1, "user_id", "project_id", "embedder", "dim",
      "include_vectors", "exported_at", "totals": {"memories": n}}
-    {"type": "entity", "entity": {"id", "name", "type", "aliases", "group_id", "created_at"}}
+    {"type": "entity", "entity": {"id", "name", "type", "aliases", "group_id", "created_at", "keys", identity
+     state (resolution decision, merge marker and record, rejected names), "same_as": [its own pairs]}}
     {"type": "memory", "memory": {...every stored field...}, "entity_ids": [...], "vector"?: [...]}
     {"type": "fact", "fact": {"id", "source_id", "target_id", "predicate", "fact", "group_id", "valid_at",
      "invalid_at", "expired_at", "memory_ids", "former_memory_ids", "created_at"}}     history included
@@ -104,7 +105,7 @@ class MemoryPortability(MemoryBase):
                      "project_id": project_id, "embedder": self.embedder.name, "dim": self.embedder.dim,
                      "include_vectors": include_vectors, "exported_at": datetime.now(UTC).isoformat(),
                      "totals": {"memories": await self.vectors.count(flt)}})
-        async for item in _pages(lambda c: self.graph.list_nodes(user_id, groups, PAGE, c)):
+        async for item in _pages(lambda c: self.graph.export_entities(user_id, groups, PAGE, c)):
             counts["entities"] += 1
             yield _line({"type": "entity", "entity": item})
         cursor: str | None = None
@@ -142,6 +143,8 @@ class MemoryPortability(MemoryBase):
         entities: list[dict[str, Any]] = []
         memories: list[tuple[Memory, list[float] | None, list[str]]] = []
         facts: list[dict[str, Any]] = []
+        same_as: list[dict[str, Any]] = []  # applied once every entity is in (a pair may name a later one)
+        merges: list[tuple[str, str]] = []
         total = len(lines)
 
         def reject(number: int, reason: str) -> None:
@@ -182,7 +185,12 @@ class MemoryPortability(MemoryBase):
             kind = obj.get("type") if isinstance(obj, dict) else None
             try:
                 if kind == "entity":
-                    entities.append(_entity(obj["entity"]))
+                    entity = _entity(obj["entity"])
+                    entities.append(entity)
+                    same_as += [{"source_id": entity["id"], "target_id": p.pop("target_id"), "props": p}
+                                for p in entity.pop("same_as")]
+                    if entity["identity"].get("merged_into"):
+                        merges.append((entity["id"], str(entity["identity"]["merged_into"])))
                 elif kind == "memory":
                     memory = Memory.model_validate(obj.get("memory"))
                     if memory.user_id != user_id:
@@ -200,6 +208,8 @@ class MemoryPortability(MemoryBase):
             if len(memories) >= PAGE or len(entities) >= PAGE or len(facts) >= PAGE:
                 await flush(number)
         await flush(total)
+        if same_as or merges:
+            await self.graph.import_identity(user_id, same_as, merges)
         log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
         return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}
@@ -217,13 +227,24 @@ async def _pages(fetch: Callable[[str | None], Awaitable[Page]]) -> AsyncIterato
             return
 
 
+# An entity's identity state (docs/identity.md), restored as exported.
+IDENTITY_FIELDS = ("description", "not_same_as", "resolution_action", "resolution_score", "resolution_match_type",
+                   "resolution_reason", "resolution_target", "resolved_at", "merged_into", "merged_at", "merged_via",
+                   "merged_aliases", "merged_keys", "replaced_description")
+SAME_AS_FIELDS = ("target_id", "status", "score", "match_type", "reason", "created_at", "reviewed_at", "reviewer")
+
+
 def _entity(obj: dict[str, Any]) -> dict[str, Any]:
     name = str(obj["name"]).strip()
     if not name:
         raise ValueError("entity without a name")
+    identity = {k: obj[k] for k in IDENTITY_FIELDS if obj.get(k) is not None}
+    pairs = [{k: v for k, v in p.items() if k in SAME_AS_FIELDS} for p in obj.get("same_as") or []
+             if isinstance(p, dict) and p.get("target_id")]
     return {"id": str(obj["id"]), "name": name, "type": str(obj.get("type") or "thing"),
             "aliases": [str(a) for a in obj.get("aliases") or []], "group_id": str(obj["group_id"]),
-            "created_at": obj.get("created_at")}
+            "created_at": obj.get("created_at"), "keys": [str(k) for k in obj.get("keys") or []],
+            "identity": identity, "same_as": pairs}
 
 
 def _fact(obj: dict[str, Any]) -> dict[str, Any]:

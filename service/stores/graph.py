@@ -120,10 +120,18 @@ class GraphStore(Protocol):
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters."""
+        """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters;
+        not the copies a merge made."""
+
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """Every entity of the user with its identity state: resolution decision, merge marker and record,
+        rejected names, and its own (not copied) SAME_AS pairs."""
+
+    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
+        """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
-        """memory id -> the ids of the entities it MENTIONS."""
+        """memory id -> the ids of the entities it MENTIONS (not the copies a merge made)."""
 
     async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
                            mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:

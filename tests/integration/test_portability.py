@@ -105,3 +105,53 @@ async def test_unusable_uploads_are_refused(client: httpx.AsyncClient) -> None:
     assert not_export.status_code == 400 and "header" in not_export.json()["detail"]
     bad_gzip = await client.post("/v1/import", content=b"\x1f\x8bnot really")
     assert bad_gzip.status_code == 400 and "gzip" in bad_gzip.json()["detail"]
+
+
+async def test_identity_state_survives_export_and_import(client: httpx.AsyncClient, deps: Deps) -> None:
+    """A merge, a pending pair and a rejection come back after export -> delete everything -> import, and the
+    merge can still be undone exactly."""
+    user = unique("portid")
+    for text in ("I work with Jon Smith on the React app.", "I work with Jon on the billing app.",
+                 "I work with Ana Lima on the site.", "I work with Ana on the docs.",
+                 "I work with Bea Silva on the shop.", "I work with Bea on the blog."):
+        await write_raw(client, user_id=user, category="personal_fact", content=text)
+    pairs = {p["source"]["name"]: p for p in
+             (await client.get("/v1/graph/duplicates", params={"user_id": user})).json()["items"]}
+    assert set(pairs) == {"Jon", "Ana", "Bea"}
+    jon, ana = pairs["Jon"], pairs["Ana"]
+    ok = await client.post("/v1/graph/duplicates/review", json={
+        "user_id": user, "source_id": jon["source"]["id"], "target_id": jon["target"]["id"], "confirm": True})
+    assert ok.status_code == 200
+    no = await client.post("/v1/graph/duplicates/review", json={
+        "user_id": user, "source_id": ana["source"]["id"], "target_id": ana["target"]["id"], "confirm": False})
+    assert no.status_code == 200
+
+    async def state() -> tuple[Any, ...]:
+        stats = (await client.get("/v1/graph/stats", params={"user_id": user})).json()
+        nodes = sorted(((n["name"], n["merged_into"], tuple(sorted(n["aliases"])))
+                        for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]))
+        queue = [(p["source"]["name"], p["target"]["name"]) for p in
+                 (await client.get("/v1/graph/duplicates", params={"user_id": user})).json()["items"]]
+        found = (await client.post("/v1/search", json={"user_id": user, "query": "Jon Smith",
+                                                       "retrievers": ["graph"]})).json()
+        copies = await deps.graph.merge_copies(user, jon["source"]["id"])
+        return stats, nodes, queue, sorted(r["id"] for r in found["results"]), copies
+
+    before = await state()
+    assert before[0]["merged_entities"] == 1 and before[0]["same_as"] == {"pending": 1, "confirmed": 1, "rejected": 1}
+    assert before[2] == [("Bea", "Bea Silva")] and len(before[3]) == 2 and before[4] == {"MENTIONS": 1}
+
+    lines = await export(client, user)
+    assert not any(x["type"] == "fact" and x["fact"].get("migrated_from") for x in lines)
+    wiped = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    await wait_task(client, wiped.json()["task_id"])
+    assert (await client.get("/v1/graph/stats", params={"user_id": user})).json()["entities"] == 0
+    result = await import_body(client, ndjson(lines))
+    assert result["rejected"] == []
+    assert await state() == before
+
+    undone = await client.post(f"/v1/graph/entities/{jon['source']['id']}/unmerge", json={"user_id": user})
+    assert undone.status_code == 200
+    nodes = {n["name"]: n for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]}
+    assert nodes["Jon"]["merged_into"] is None and "Jon" not in nodes["Jon Smith"]["aliases"]
+    assert await deps.graph.merge_copies(user, jon["source"]["id"]) == {}

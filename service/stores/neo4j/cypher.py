@@ -355,17 +355,31 @@ RETURN m{.id, .user_id, .content, .category, .scope, .project_id, .agent_id, .ha
 
 # ---- export / import (service/portability.py) ---------------------------------------------------
 
+# A merge's copies are not exported: the import replays the merge (curation.MERGE_ENTITIES), which makes them.
+EXPORT_ENTITIES: LiteralString = """
+MATCH (e:Entity)
+WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
+WITH e ORDER BY e.user_id, e.id LIMIT $limit
+RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .description, .keys, .not_same_as, .resolution_action,
+         .resolution_score, .resolution_match_type, .resolution_reason, .resolution_target, .resolved_at,
+         .merged_into, .merged_at, .merged_via, .merged_aliases, .merged_keys, .replaced_description,
+         same_as: [(e)-[s:SAME_AS]->(t) WHERE s.migrated_from IS NULL |
+                   s{target_id: t.id, .status, .score, .match_type, .reason, .created_at, .reviewed_at, .reviewer}]
+        } AS item
+"""
+
 EXPORT_FACTS: LiteralString = """
 MATCH ()-[r:RELATES]->()
 WHERE r.user_id = $user_id AND r.id > $cursor AND ($groups IS NULL OR r.group_id IN $groups)
+  AND r.migrated_from IS NULL
 WITH r ORDER BY r.user_id, r.id LIMIT $limit
 RETURN r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at, .memory_ids,
          .former_memory_ids, .created_at, source_id: startNode(r).id, target_id: endNode(r).id} AS item
 """
 
 MENTIONS_OF: LiteralString = """
-MATCH (m:Memory)-[:MENTIONS]->(e:Entity)
-WHERE m.id IN $ids AND m.user_id = $user_id
+MATCH (m:Memory)-[r:MENTIONS]->(e:Entity)
+WHERE m.id IN $ids AND m.user_id = $user_id AND r.migrated_from IS NULL
 RETURN m.id AS memory_id, collect(e.id) AS entity_ids
 """
 
@@ -374,8 +388,18 @@ RETURN m.id AS memory_id, collect(e.id) AS entity_ids
 IMPORT_ENTITIES: LiteralString = """
 UNWIND $rows AS row
 MERGE (e:Entity {id: row.id})
-SET e.user_id = $user_id, e.group_id = row.group_id, e.name = row.name, e.name_lc = row.name_lc,
-    e.type = row.type, e.aliases = row.aliases, e.created_at = row.created_at, e.ft_key = row.ft_key
+SET e += row.identity,
+    e.user_id = $user_id, e.group_id = row.group_id, e.name = row.name, e.name_lc = row.name_lc,
+    e.type = row.type, e.aliases = row.aliases, e.created_at = row.created_at, e.ft_key = row.ft_key,
+    e.keys = row.keys
+"""
+
+IMPORT_SAME_AS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Entity {id: row.source_id, user_id: $user_id})
+MATCH (t:Entity {id: row.target_id, user_id: $user_id})
+MERGE (s)-[r:SAME_AS]->(t)
+SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
 """
 
 # An import restores: a memory deleted here before (its node kept as a tombstone) lives again.

@@ -16,7 +16,7 @@ from service.errors import DependencyUnavailable, DomainError
 from service.identity import NameVectors, keys_of
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, MemoryLinks, Page
 from service.stores.neo4j import cypher, resolution
-from service.stores.neo4j.curation import GraphCuration
+from service.stores.neo4j.curation import MERGE_ENTITIES, GraphCuration
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -426,7 +426,9 @@ class Neo4jGraphStore(GraphCuration):
         check_id(user_id, "user_id")
         memory_rows = [memory_row(m) for m in memories if m.user_id == user_id]
         ent_rows = [{**e, "name_lc": entity_name(str(e["name"])).casefold(),
-                     "ft_key": ft_key(user_id, str(e["group_id"]))} for e in entities]
+                     "ft_key": ft_key(user_id, str(e["group_id"])),
+                     "keys": sorted({*keys_of([str(e["name"]), *e["aliases"]]), *e.get("keys", [])}),
+                     "identity": e.get("identity", {})} for e in entities]
         fact_rows = [{**f, "ft_key": ft_key(user_id, str(f["group_id"]))} for f in facts]
 
         async def run(tx: AsyncManagedTransaction) -> None:
@@ -438,6 +440,23 @@ class Neo4jGraphStore(GraphCuration):
                 await (await tx.run(cypher.UPSERT_MENTIONS, rows=mentions)).consume()
             if fact_rows:
                 await (await tx.run(cypher.IMPORT_FACTS, rows=fact_rows, user_id=user_id)).consume()
+
+        await self._write(run)
+
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
+        """After an import's entities: their SAME_AS pairs, then each merge replayed (which copies the edges)."""
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> None:
+            if same_as:
+                await (await tx.run(cypher.IMPORT_SAME_AS, rows=same_as, user_id=user_id)).consume()
+            for source_id, target_id in merges:
+                await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
+                                    now=utc_now())).consume()
 
         await self._write(run)
 
