@@ -128,8 +128,8 @@ async def test_identity_state_survives_export_and_import(client: httpx.AsyncClie
 
     async def state() -> tuple[Any, ...]:
         stats = (await client.get("/v1/graph/stats", params={"user_id": user})).json()
-        nodes = sorted(((n["name"], n["merged_into"], tuple(sorted(n["aliases"])))
-                        for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]))
+        nodes = sorted((n["name"], n["merged_into"], tuple(sorted(n["aliases"])))
+                        for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"])
         queue = [(p["source"]["name"], p["target"]["name"]) for p in
                  (await client.get("/v1/graph/duplicates", params={"user_id": user})).json()["items"]]
         found = (await client.post("/v1/search", json={"user_id": user, "query": "Jon Smith",
