@@ -26,7 +26,7 @@ import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nameparser.config import CONSTANTS
 from nicknames import NickNamer
@@ -229,11 +229,10 @@ class Resolution:
     target_name: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResolutionGate:
     auto_merge_threshold: float = 0.95
     pending_match_threshold: float = 0.85
-    decisions: dict[str, int] = field(default_factory=lambda: {MERGE: 0, PENDING: 0, CREATE: 0})
 
     def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
                candidates: Sequence[Candidate]) -> Resolution:
@@ -247,15 +246,11 @@ class ResolutionGate:
             if best is None or sig.score > best[0]:
                 best = (sig.score, cand, sig)
         if best is None:
-            return self._count(Resolution(CREATE))
+            return Resolution(CREATE)
         score, cand, sig = best
         action = (MERGE if score >= self.auto_merge_threshold
                   else PENDING if score >= self.pending_match_threshold else CREATE)
-        return self._count(Resolution(action, round(score, 4), sig.match_type, sig.reason, cand.id, cand.name))
-
-    def _count(self, r: Resolution) -> Resolution:
-        self.decisions[r.action] += 1
-        return r
+        return Resolution(action, round(score, 4), sig.match_type, sig.reason, cand.id, cand.name)
 
 
 

@@ -27,6 +27,8 @@ LLM_CALLS = Counter("memory_llm_calls_total", "LLM calls by stage, model and out
 LLM_TOKENS = Counter("memory_llm_tokens_total", "LLM tokens by stage, model and kind (prompt, output)",
                      ["stage", "model", "kind"])
 DEDUP_REMOVED = Counter("memory_dedup_removed_total", "Memories removed by the dedup sweep", ["phase"])
+ENTITY_RESOLUTIONS = Counter("memory_entity_resolutions_total",
+                             "New entities by the resolution gate's decision (merge, pending, create)", ["action"])
 RECONCILE_REPAIRS = Counter("memory_reconcile_repairs_total", "Repairs by the reconciler", ["kind"])
 SEARCH_DURATION = Histogram("memory_search_duration_seconds",
                             "Search time by retriever (dense, lexical, graph, time; fused = the whole search)",

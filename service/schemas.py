@@ -316,22 +316,17 @@ class DuplicatePage(BaseModel):
     next_cursor: str | None
 
 
-class ReviewRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    user_id: str | None = TenantId
-    source_id: str = Field(min_length=1, max_length=128)
-    target_id: str = Field(min_length=1, max_length=128)
-    confirm: bool = Field(description="true: merge source into target; false: they differ, never propose again")
-    reviewer: str | None = Field(default=None, min_length=1, max_length=128)
-
-
 class MergeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: str | None = TenantId
     source_id: str = Field(min_length=1, max_length=128)
     target_id: str = Field(min_length=1, max_length=128)
+
+
+class ReviewRequest(MergeRequest):
+    confirm: bool = Field(description="true: merge source into target; false: they differ, never propose again")
+    reviewer: str | None = Field(default=None, min_length=1, max_length=128)
 
 
 class UnmergeRequest(BaseModel):
@@ -375,24 +370,19 @@ class TraceEntity(BaseModel):
     name: str | None = None
 
 
-class TraceOut(BaseModel):
-    status: Literal["ok"] = "ok"
-    id: str
-    user_id: str
-    query: str
-    at: str
-    expires_at: str
-    project_id: str | None = None
-    returned: list[TraceHit] = Field(default_factory=list)
-    touched: list[TraceEntity] = Field(default_factory=list)
-
-
 class TraceSummary(BaseModel):
     id: str
     query: str
     at: str
     expires_at: str
     project_id: str | None = None
+
+
+class TraceOut(TraceSummary):
+    status: Literal["ok"] = "ok"
+    user_id: str
+    returned: list[TraceHit] = Field(default_factory=list)
+    touched: list[TraceEntity] = Field(default_factory=list)
 
 
 class TracePage(BaseModel):

@@ -33,6 +33,7 @@ from service.identity import (
     name_key,
     type_family,
 )
+from service.metrics import ENTITY_RESOLUTIONS
 from service.stores.neo4j.rows import entity_id, relation_id
 from service.stores.neo4j.search import lucene_escape
 
@@ -166,6 +167,7 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
                   if c["group_id"] == row["group_id"]]
         decision = resolver.gate.decide(row["name"], row["type"], row["vector"], cands)
         decisions.append(decision)
+        ENTITY_RESOLUTIONS.labels(action=decision.action).inc()
         if decision.action == MERGE and decision.target_id:
             target = remap.get(decision.target_id, decision.target_id)
             remap[row["id"]] = target
