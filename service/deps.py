@@ -5,6 +5,7 @@ Nothing here runs at import time: clients exist only between `build_deps` and `D
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import LocalEmbedder
 from service.ai.offline import RuleLinkFinder
+from service.ai.process import ProcessEmbedder
 from service.identity import NameVectors, ResolutionGate
 from service.memory import MemoryService
 from service.outbox import MemoryLocks, Outbox
@@ -35,12 +37,15 @@ class Deps:
     tasks: TaskQueue
     vectors: VectorStore
     graph: GraphStore
-    embedder: Embedder
+    embedder: Embedder  # the write path's (a child process in the embedded profile); queries: service.query_embedder
     extractor: Extractor
     service: MemoryService
     genai_client: Any = None
+    embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
 
     async def close(self) -> None:
+        if self.embed_child is not None:
+            await self.embed_child.close()
         await self.vectors.close()
         await self.graph.close()
         await self.redis.aclose()
@@ -119,14 +124,21 @@ def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> G
 async def build_deps(settings: Settings) -> Deps:
     redis = await connect_redis(settings)
     embedder, extractor, genai_client = build_ai(settings)
+    write_embedder: Embedder = embedder
+    child = (ProcessEmbedder(settings.embedding_batch_size, settings.embed_process_nice)
+             if settings.embeds_in_child else None)
+    if child is not None:
+        write_embedder = BatchingEmbedder(child, max_batch=settings.embedding_batch_size)
     vectors = build_vector_store(settings)
-    graph = build_graph_store(settings, embedder)
+    graph = build_graph_store(settings, write_embedder)
     try:
         await vectors.ensure_collection(embedder.dim, embedder.name)
         await graph.ensure_schema()
-        if settings.embedder == "local":
-            await embedder.embed(["warm-up"])  # load the model now, not on the first request
+        if settings.embedder == "local":  # load the model(s) now, not on the first request
+            await asyncio.gather(embedder.embed(["warm-up"]), write_embedder.embed(["warm-up"]))
     except BaseException:
+        if child is not None:
+            await child.close()
         await vectors.close()
         await graph.close()
         await redis.aclose()
@@ -134,8 +146,8 @@ async def build_deps(settings: Settings) -> Deps:
             await genai_client.aio.aclose()
         raise
     tasks = TaskQueue(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, embedder, extractor, Outbox(redis, settings),
-                            MemoryLocks(redis, settings), RuleLinkFinder())
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, extractor, Outbox(redis, settings),
+                            MemoryLocks(redis, settings), RuleLinkFinder(), query_embedder=embedder)
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -144,5 +156,6 @@ async def build_deps(settings: Settings) -> Deps:
         embedder=embedder.name,
         extractor=extractor.name,
         embedded_worker=settings.run_embedded_worker,
+        write_embedder="child process" if child is not None else "in process",
     )
-    return Deps(settings, redis, tasks, vectors, graph, embedder, extractor, service, genai_client)
+    return Deps(settings, redis, tasks, vectors, graph, write_embedder, extractor, service, genai_client, child)

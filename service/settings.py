@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     # --- Embeddings -----------------------------------------------------------------------
     embedder: EmbedderName = "local"
     embedding_batch_size: int = Field(default=64, ge=1, le=1024)
+    # Where the write path runs the local embedder: "child" = a child process at a lower CPU priority (the API's
+    # event loop keeps the CPU and the GIL while the worker drains), "inline" = threads of this process,
+    # "auto" = child when the worker runs inside the API process (the embedded profile) with EMBEDDER=local.
+    embed_process: Literal["auto", "child", "inline"] = "auto"
+    # How much lower the child's CPU priority is (Unix nice, 0-19): the accepting loop comes first.
+    embed_process_nice: int = Field(default=10, ge=0, le=19)
 
     # --- Service --------------------------------------------------------------------------
     host: str = "127.0.0.1"
@@ -239,6 +245,12 @@ class Settings(BaseSettings):
         if self.embedded_worker is not None:
             return self.embedded_worker
         return self.qdrant_url is None
+
+    @property
+    def embeds_in_child(self) -> bool:
+        if self.embedder != "local" or self.embed_process == "inline":
+            return False
+        return self.embed_process == "child" or self.run_embedded_worker
 
     @property
     def profile(self) -> str:

@@ -39,12 +39,14 @@ class MemoryBase:
         outbox: Outbox,
         locks: MemoryLocks,
         links: LinkFinder,
+        query_embedder: Embedder | None = None,
     ) -> None:
         self.settings = settings
         self.tasks = tasks
         self.vectors = vectors
         self.graph = graph
-        self.embedder = embedder
+        self.embedder = embedder  # the write path's
+        self.query_embedder = query_embedder or embedder  # a search's (in this process: no queue behind writes)
         self.extractor = extractor
         self.outbox = outbox
         self.locks = locks

@@ -188,7 +188,7 @@ class MemoryReads(MemoryCuration):
         if query in cache:
             cache.move_to_end(query)
             return cache[query]
-        [vector] = await self.embedder.embed([query])
+        [vector] = await self.query_embedder.embed([query])
         if self.settings.query_cache_size:
             cache[query] = vector
             while len(cache) > self.settings.query_cache_size:

@@ -1,0 +1,51 @@
+"""The write path's embedder in a child process (service/ai/process.py): the same vectors as in process,
+concurrent callers answered in order, and a child that dies fails its calls (retryable) and is started again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from service.ai.embeddings import BatchingEmbedder
+from service.ai.local import LocalEmbedder
+from service.ai.process import ProcessEmbedder
+from service.errors import DependencyUnavailable
+from service.settings import Settings
+
+
+async def test_child_vectors_match_and_a_dead_child_is_replaced() -> None:
+    texts = [f"Prefers tool {i} for data pipelines" for i in range(40)] + ["", "ünïcode ✓"]
+    inline = await LocalEmbedder().embed(texts)
+    child = ProcessEmbedder(batch_size=16, nice=5)
+    try:
+        batched = BatchingEmbedder(child, max_batch=16)
+        got = await asyncio.gather(*(batched.embed([t]) for t in texts))  # concurrent callers, coalesced
+        assert np.allclose(np.array([g[0] for g in got]), np.array(inline), atol=1e-5)
+        assert child.calls < len(texts)  # coalesced into fewer child calls
+
+        pid = child._proc.pid
+        slow = asyncio.ensure_future(child.embed(texts * 50))  # in flight when the child dies
+        await asyncio.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(DependencyUnavailable):
+            await asyncio.wait_for(slow, 60)
+        again = await child.embed(texts[:3])  # a new child
+        assert child._proc.pid != pid
+        assert np.allclose(np.array(again), np.array(inline[:3]), atol=1e-5)
+    finally:
+        await child.close()
+
+
+def test_where_the_write_path_embeds() -> None:
+    def s(**kw: object) -> Settings:
+        return Settings(_env_file=None, **kw)  # type: ignore[arg-type]
+
+    assert s(embedder="local").embeds_in_child  # embedded profile: the worker is in the API process
+    assert not s(embedder="local", qdrant_url="http://127.0.0.1:6333").embeds_in_child  # a worker process of its own
+    assert s(embedder="local", qdrant_url="http://127.0.0.1:6333", embed_process="child").embeds_in_child
+    assert not s(embedder="local", embed_process="inline").embeds_in_child
+    assert not s(embedder="hash").embeds_in_child
