@@ -21,13 +21,14 @@ not a tool); "thing" (type unknown) matches any. A pair a reviewer rejected is n
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 from nameparser.config import CONSTANTS
 from nicknames import NickNamer
 from rapidfuzz import fuzz
@@ -68,12 +69,14 @@ def compatible(a: str, b: str) -> bool:
     return fa == fb or "thing" in (fa, fb)
 
 
+@lru_cache(maxsize=65536)
 def _fold(name: str) -> str:
     """Compatibility forms unified, accents dropped ("München" -> "munchen"), case-folded."""
     decomposed = unicodedata.normalize("NFKD", name)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
 
 
+@lru_cache(maxsize=65536)
 def name_key(name: str) -> str:
     """The key two spellings of one name share: accents dropped, case-folded, separators and whitespace removed."""
     return _SEPARATORS.sub("", _fold(name))
@@ -92,11 +95,13 @@ def keys_of(names: Sequence[str]) -> list[str]:
     return sorted(keys)
 
 
+@lru_cache(maxsize=65536)
 def _canonical(name: str) -> str | None:
     term = lookup(name.strip())
     return term.canonical.casefold() if term is not None else None
 
 
+@lru_cache(maxsize=65536)
 def _words(name: str, person: bool = False) -> list[str]:
     words = _WORD.findall(_fold(name))
     if person:  # "Dr. Rao" is Rao
@@ -121,6 +126,7 @@ def _nicknames(a: str, b: str) -> bool:
     return a != b and bool(ca & cb)
 
 
+@lru_cache(maxsize=65536)
 def _variant(a: str, b: str, person: bool) -> str | None:
     """The known shape relating two names, if any (checked both ways round):
     - "typo": keys one edit apart (a transposition counts one) when both have at least 5 characters, or two
@@ -160,12 +166,11 @@ def _variant(a: str, b: str, person: bool) -> str | None:
 
 
 def cosine(u: Sequence[float] | None, v: Sequence[float] | None) -> float:
-    if not u or not v or len(u) != len(v):
+    if u is None or v is None or len(u) == 0 or len(u) != len(v):
         return 0.0
-    dot = sum(x * y for x, y in zip(u, v, strict=True))
-    nu = math.sqrt(sum(x * x for x in u))
-    nv = math.sqrt(sum(y * y for y in v))
-    return max(0.0, dot / (nu * nv)) if nu and nv else 0.0
+    a, b = np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return max(0.0, float(a @ b) / norms) if norms else 0.0
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     # Where the write path runs the local embedder: "child" = a child process at a lower CPU priority (the API's
     # event loop keeps the CPU and the GIL while the worker drains), "inline" = threads of this process,
     # "auto" = child when the worker runs inside the API process (the embedded profile) with EMBEDDER=local.
-    embed_process: Literal["auto", "child", "inline"] = "auto"
+    embed_process: Literal["auto", "child", "inline"] = "inline"
     # How much lower the child's CPU priority is (Unix nice, 0-19): the accepting loop comes first.
     embed_process_nice: int = Field(default=10, ge=0, le=19)
 

@@ -3,6 +3,8 @@
 Targets a running stack by URL and starts nothing. Figures are printed side by side from one run:
 
     .venv/bin/python scripts/bench/write_path.py --url http://127.0.0.1:8199 -n 500 -c 16 [--embedder local|hash]
+    # two configurations side by side (each started by you), the same load one after the other:
+    .venv/bin/python scripts/bench/write_path.py --url inline=http://127.0.0.1:18301 --url child=http://127.0.0.1:18302
 
 Exit status: 0 when every request was accepted and every task completed, else 1.
 """
@@ -39,6 +41,7 @@ TEMPLATES = (
 XS = ("Python", "Rust", "PostgreSQL", "Redis", "tabs", "4-space indentation", "pytest", "vim", "Docker", "type hints")
 YS = ("data pipelines", "web APIs", "code review", "side projects", "shell scripts", "CI jobs", "prototyping")
 POLL_INTERVAL = 0.2
+DEFAULT_URL = "http://127.0.0.1:8199"
 
 
 @dataclass
@@ -148,23 +151,25 @@ async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[s
     return embedder.name, len(texts) / max(time.perf_counter() - t0, 1e-9)
 
 
-async def main(args: argparse.Namespace) -> int:
+async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, object] | None:
+    """One target: accept the writes, wait for every task; the figures (None when it is unreachable)."""
     run_tag = uuid.uuid4().hex[:8]
     user_id = args.user_id or f"bench-{run_tag}"
     texts = make_texts(args.n, run_tag)
     run = Run()
     sem = asyncio.Semaphore(args.c)
     limits = httpx.Limits(max_connections=args.c, max_keepalive_connections=args.c)
-    async with httpx.AsyncClient(base_url=args.url, timeout=30.0, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=30.0, limits=limits) as client:
         try:
             health = await client.get("/health")
         except httpx.HTTPError as exc:
-            print(f"error: {args.url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
-            return 1
+            print(f"error: {url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
+            return None
         if health.status_code != 200:
-            print(f"error: {args.url}/health answered {health.status_code}: {health.text[:300]}")
-            return 1
-        print(f"target {args.url}  user_id={user_id}  n={args.n}  c={args.c}  health={health.json().get('checks')}")
+            print(f"error: {url}/health answered {health.status_code}: {health.text[:300]}")
+            return None
+        print(f"[{label}] target {url}  user_id={user_id}  n={args.n}  c={args.c}  "
+              f"health={health.json().get('checks')}")
 
         t0 = time.perf_counter()
         bodies = [
@@ -175,7 +180,7 @@ async def main(args: argparse.Namespace) -> int:
         lat = run.latencies_ms
         accepted_per_s = len(lat) / accept_wall if accept_wall > 0 else 0.0
         print(
-            f"accept: {len(lat)}/{args.n} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
+            f"[{label}] accept: {len(lat)}/{args.n} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
             f"p50={pct(lat, 50):.1f} p95={pct(lat, 95):.1f} p99={pct(lat, 99):.1f} max={pct(lat, 100):.1f} ms"
         )
         for err in run.errors[:5]:
@@ -185,44 +190,50 @@ async def main(args: argparse.Namespace) -> int:
     done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
     worker_rate = run.completed / done_s if done_s > 0 else 0.0
     print(
-        f"tasks: completed={run.completed} failed={run.failed} timed_out={len(pending)}  "
+        f"[{label}] tasks: completed={run.completed} failed={run.failed} timed_out={len(pending)}  "
         f"first accept -> last completion {done_s:.2f}s = {worker_rate:.1f} memories/s"
     )
     for failure in run.failures[:5]:
         print(f"  task failed: {failure}")
-
-    emb_name, emb_rate = await embedder_rate(args.embedder, texts)
-    ratio = worker_rate / emb_rate if emb_rate > 0 else 0.0
-    print(f"embedder {emb_name}: {emb_rate:.1f} texts/s (batches of 64, in-process)")
-
-    summary = {
-        "requests": args.n,
-        "concurrency": args.c,
-        "accepted": len(lat),
-        "request_errors": len(run.errors),
-        "accept_p50_ms": f"{pct(lat, 50):.1f}",
-        "accept_p95_ms": f"{pct(lat, 95):.1f}",
-        "accept_p99_ms": f"{pct(lat, 99):.1f}",
-        "accept_max_ms": f"{pct(lat, 100):.1f}",
-        "accepted_per_s": f"{accepted_per_s:.1f}",
-        "completed": run.completed,
-        "failed": run.failed,
-        "timed_out": len(pending),
-        "completion_s": f"{done_s:.2f}",
-        "worker_memories_per_s": f"{worker_rate:.1f}",
-        "embedder": emb_name,
-        "embedder_texts_per_s": f"{emb_rate:.1f}",
-        "worker_to_embedder_ratio": f"{ratio:.3f}",
+    return {
+        "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
+        "accept_p95_ms": pct(lat, 95), "accept_p99_ms": pct(lat, 99), "accept_max_ms": pct(lat, 100),
+        "accepted_per_s": accepted_per_s, "completed": run.completed, "failed": run.failed,
+        "timed_out": len(pending), "completion_s": done_s, "worker_memories_per_s": worker_rate,
     }
-    print("\n--- summary ---")
-    for key, value in summary.items():
-        print(f"{key}: {value}")
-    return 1 if run.errors or run.failed or pending else 0
+
+
+async def main(args: argparse.Namespace) -> int:
+    targets = [(t.split("=", 1) if "=" in t else (t, t)) for t in args.url] or [("service", DEFAULT_URL)]
+    results: dict[str, dict[str, object]] = {}
+    for label, url in targets:
+        figures = await measure(url, args, label)
+        if figures is None:
+            return 1
+        results[label] = figures
+    emb_name, emb_rate = await embedder_rate(args.embedder, make_texts(args.n, "embedder"))
+    print(f"embedder {emb_name}: {emb_rate:.1f} texts/s (batches of 64, in this process)")
+
+    print("\n--- summary (side by side) ---")
+    print("| figure | " + " | ".join(results) + " |")
+    print("|---|" + "---:|" * len(results))
+    for key in next(iter(results.values())):
+        print(f"| {key} | " + " | ".join(_fmt(r[key]) for r in results.values()) + " |")
+    ratios = [float(str(r["worker_memories_per_s"])) / emb_rate if emb_rate > 0 else 0.0 for r in results.values()]
+    print(f"| worker / embedder ({emb_rate:.1f} texts/s) | " + " | ".join(f"{x:.3f}" for x in ratios) + " |")
+    bad = any(r["request_errors"] or r["failed"] or r["timed_out"] for r in results.values())
+    return 1 if bad else 0
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", default="http://127.0.0.1:8199", help="base URL of a running service")
+    p.add_argument("--url", action="append", default=[],
+                   help=f"a running service, as URL or label=URL; repeat to measure several side by side "
+                        f"(default {DEFAULT_URL})")
     p.add_argument("-n", type=int, default=500, help="number of memories to write")
     p.add_argument("-c", type=int, default=16, help="concurrent clients")
     p.add_argument("--embedder", choices=("local", "hash"), default="local", help="embedder for the in-process figure")

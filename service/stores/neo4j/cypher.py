@@ -105,26 +105,27 @@ SET r.valid_at = CASE WHEN restated THEN row.valid_at ELSE r.valid_at END,
     r.expired_at = CASE WHEN restated OR resupported THEN null ELSE r.expired_at END
 """
 
-# Single-valued predicates, run per new edge in valid_at order. First: a valid edge from the same
-# subject with the same predicate that is strictly newer makes the new edge history...
-SUPERSEDE_NEW: LiteralString = """
-MATCH (s:Entity {id: $source_id})-[n:RELATES {id: $id}]->()
-WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
-MATCH (s)-[o:RELATES]->()
-WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
-  AND o.valid_at > n.valid_at
-WITH n, min(o.valid_at) AS next
-SET n.invalid_at = next, n.expired_at = $now
-"""
-
-# ... otherwise the new edge replaces every valid edge of that subject and predicate not newer.
-SUPERSEDE_OLD: LiteralString = """
-MATCH (s:Entity {id: $source_id})-[n:RELATES {id: $id}]->()
-WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
-MATCH (s)-[o:RELATES]->()
-WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
-  AND o.valid_at <= n.valid_at
-SET o.invalid_at = n.valid_at, o.expired_at = $now
+# Single-valued predicates: the new edges of a write, in valid_at order, each seeing the previous one's writes
+# (a CALL subquery runs once per row, in order, and sees the earlier runs' changes), in one round trip.
+# For each new edge: a valid edge of the same subject and predicate that is strictly newer makes it history;
+# otherwise it replaces every valid edge of that subject and predicate that is not newer.
+SUPERSEDE: LiteralString = """
+UNWIND $rows AS row
+CALL (row) {
+    MATCH (s:Entity {id: row.source_id})-[n:RELATES {id: row.id}]->()
+    WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
+    OPTIONAL MATCH (s)-[o:RELATES]->()
+    WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
+      AND o.valid_at > n.valid_at
+    WITH s, n, min(o.valid_at) AS next
+    SET n.invalid_at = coalesce(next, n.invalid_at),
+        n.expired_at = CASE WHEN next IS NULL THEN n.expired_at ELSE $now END
+    WITH s, n WHERE n.invalid_at IS NULL
+    MATCH (s)-[o:RELATES]->()
+    WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
+      AND o.valid_at <= n.valid_at
+    SET o.invalid_at = n.valid_at, o.expired_at = $now
+}
 """
 
 # The edges a memory ever supported (index seeks through Memory.edge_ids).

@@ -68,7 +68,8 @@ def schema(dim: int) -> tuple[LiteralString, ...]:
 EXISTING: LiteralString = """
 UNWIND $ids AS id
 MATCH (e:Entity {id: id})
-RETURN e.id AS id, e.name AS name, e.type AS type, e.merged_into AS merged_into
+RETURN e.id AS id, e.name AS name, e.type AS type, e.merged_into AS merged_into,
+       e.name_vector_model AS name_vector_model
 """
 
 CANDIDATES: LiteralString = """
@@ -125,10 +126,6 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
     """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions, and add
     `same_as` rows. Returns the decisions made for new entities (in row order)."""
     rows = graph["entities"]
-    by_key = await resolver.vectors([r["name"] for r in rows])
-    for row in rows:
-        row["vector"], row["vector_model"] = by_key.get(name_key(row["name"])), resolver.model
-        row["vector_props"] = {vector_property(resolver.dim): row["vector"]}
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
     existing = await _existing(tx, rows)
@@ -140,6 +137,13 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
             names[row["id"]] = qualified
     if remap:
         existing = await _existing(tx, rows)
+    # names are embedded (and their vectors sent) only for entities that do not hold this model's vector yet
+    unvectored = {r["id"] for r in rows if existing.get(r["id"], {}).get("name_vector_model") != resolver.model}
+    by_key = await resolver.vectors([r["name"] for r in rows if r["id"] in unvectored])
+    for row in rows:
+        vec = by_key.get(name_key(row["name"])) if row["id"] in unvectored else None
+        row["vector"], row["vector_model"] = vec, resolver.model
+        row["vector_props"] = {vector_property(resolver.dim): vec} if vec is not None else {}
     merged = {i: str(e["merged_into"]) for i, e in existing.items() if e.get("merged_into")}
     remap.update(await _final_targets(tx, merged, names))
 

@@ -72,13 +72,12 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
     if graph["relations"]:
         await (await tx.run(cypher.UPSERT_RELATIONS, rows=graph["relations"])).consume()
     single = sorted(
-        (r for r in graph["relations"] if r["predicate"] in SINGLE_VALUED_PREDICATES),
-        key=lambda r: str(r["valid_at"]),
+        ({"source_id": r["source_id"], "id": r["id"], "valid_at": str(r["valid_at"])} for r in graph["relations"]
+         if r["predicate"] in SINGLE_VALUED_PREDICATES),
+        key=lambda r: r["valid_at"],
     )
-    for rel in single:  # one at a time, oldest first: each sees the previous one's writes
-        params = {"source_id": rel["source_id"], "id": rel["id"], "now": now}
-        await (await tx.run(cypher.SUPERSEDE_NEW, **params)).consume()
-        await (await tx.run(cypher.SUPERSEDE_OLD, **params)).consume()
+    if single:  # oldest first, one round trip
+        await (await tx.run(cypher.SUPERSEDE, rows=single, now=now)).consume()
 
 
 
