@@ -205,3 +205,10 @@ async def test_merge_refuses_what_must_not_merge(store: Neo4jGraphStore) -> None
         await store.unmerge_entity(u, eid(u, "Rust"), NOW)
     with pytest.raises(NotFound):
         await store.review_duplicate(u, eid(u, "Go"), eid(u, "Rust"), False, None, NOW)
+
+
+async def test_a_name_without_letters_is_written(store: Neo4jGraphStore) -> None:
+    u = user()
+    await say(store, u, ("--", "thing"))  # its key is empty: no embedding, no vector query
+    await say(store, u, ("C++", "language"), ("C", "language"))
+    assert set(await nodes(store, u)) == {"--", "C++", "C"}

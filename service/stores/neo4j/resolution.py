@@ -23,12 +23,10 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.identity import (
-    CREATE,
     MERGE,
     PENDING,
     Candidate,
     NameVectors,
-    Resolution,
     compatible,
     name_key,
     type_family,
@@ -83,6 +81,7 @@ CALL (row) {
     WHERE node.user_id = row.user_id AND node.group_id = row.group_id
     RETURN node
   UNION
+    WITH row WHERE row.vector IS NOT NULL  // a name of separators only has no embedding
     CALL db.index.vector.queryNodes($vector_index, $vk, row.vector) YIELD node
     WHERE node.user_id = row.user_id AND node.group_id = row.group_id
     RETURN node
@@ -122,9 +121,9 @@ def _key_query(ft: str, keys: list[str]) -> str:
 
 
 async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dict[str, list[dict[str, Any]]],
-                  now: str) -> list[Resolution]:
-    """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions, and add
-    `same_as` rows. Returns the decisions made for new entities (in row order)."""
+                  now: str) -> None:
+    """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions (existing
+    entities keep theirs), and add `same_as` rows."""
     rows = graph["entities"]
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
@@ -161,7 +160,6 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
         if stale:  # written before name vectors, or by another embedder
             by_key.update(await resolver.vectors(stale))
 
-    decisions: list[Resolution] = []
     created: list[dict[str, Any]] = []  # new rows kept, candidates for the rows after them
     same_as: list[dict[str, Any]] = []
     drop: set[str] = set()
@@ -170,7 +168,6 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
         cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"]) for c in created
                   if c["group_id"] == row["group_id"]]
         decision = resolver.gate.decide(row["name"], row["type"], row["vector"], cands)
-        decisions.append(decision)
         ENTITY_RESOLUTIONS.labels(action=decision.action).inc()
         if decision.action == MERGE and decision.target_id:
             target = remap.get(decision.target_id, decision.target_id)
@@ -187,14 +184,9 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
             same_as.append({"source_id": row["id"], "target_id": decision.target_id, "score": decision.score,
                             "match_type": decision.match_type, "reason": decision.reason,
                             "user_id": row["user_id"], "group_id": row["group_id"], "created_at": now})
-    for row in rows:  # existing entities keep their decision; new ones without a candidate say so
-        if row["id"] not in existing and "resolution_action" not in row and row["id"] not in drop:
-            row.update(resolution_action=CREATE, resolution_score=0.0, resolution_match_type="none",
-                       resolution_reason="no candidate", resolution_target=None, resolved_at=now)
     graph["entities"] = sorted((r for r in rows if r["id"] not in drop), key=lambda r: str(r["id"]))
     _rewire(graph, remap, names)
     graph["same_as"] = same_as
-    return decisions
 
 
 def _candidate(c: dict[str, Any], model: str, by_key: dict[str, list[float]]) -> Candidate:
