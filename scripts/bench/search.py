@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -275,10 +276,19 @@ def start_neo4j(home: Path, heap: str, pagecache: str) -> tuple[subprocess.Popen
     return proc, port
 
 
+def code_root() -> Path:
+    """The tree whose `service` package this process imports: ROOT, or a --compare-ref export of another commit."""
+    import service
+
+    return Path(service.__file__).resolve().parents[1]
+
+
 def start_service(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    """`python -m service` as a user runs it (embedded profile, worker in-process)."""
+    """`python -m service` as a user runs it (embedded profile, worker in-process), from the tree of the
+    `service` package this process imports."""
     return subprocess.Popen(
-        [sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT
+        [sys.executable, "-m", "service"], cwd=code_root(), env=env, stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -344,6 +354,16 @@ async def measure(
     cell.wall_s = time.perf_counter() - t0
     cell.load1 = os.getloadavg()[0]
     return cell
+
+
+def reuse_queries(size: int, seed: int) -> list[tuple[str, str | None]]:
+    """The queries `load` made for this size (same pool: `make_memories` draws it first from the same seed)."""
+    pool = make_pool(size, random.Random(seed * 1_000_003 + size))
+    return make_queries(pool, seed + size)
+
+
+class _SkipHttp(Exception):
+    """--no-http: the in-process cells are done."""
 
 
 def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
@@ -423,10 +443,23 @@ async def measure_in_process(
             resp = await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             return bool(resp.degraded)
 
+        async def merged_cold(q: str, project: str | None, user: str = user) -> bool:
+            deps.service.query_vectors.clear()  # the query is embedded again, as a query never asked before
+            return await merged(q, project, user)
+
+        def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:
+            async def one(q: str, project: str | None) -> bool:
+                req = SearchRequest(query=q, project_id=project, limit=args.limit, retrievers=[retriever])
+                return bool((await deps.service.search(req, user)).degraded)
+            return one
+
         paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]]]] = [("vector-only", vector_only)]
         if graph_only_too:
             paths.append(("graph-only", graph_only))
         paths.append(("merged", merged))
+        if args.breakdown:
+            paths.append(("merged, cold embedding", merged_cold))
+            paths += [(f"search [{r}] only", alone(r)) for r in ("dense", "lexical", "graph")]
         for clients in args.clients:
             for name, call in paths:
                 path = f"{name} (in-process{suffix})"
@@ -569,12 +602,73 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
             print(f"  {size:>7} x{clients}: " + ";  ".join(parts))
 
 
+def export_ref(ref: str, where: Path) -> Path:
+    """`service/` and `worker/` of commit `ref` in `where/<sha>` (git archive): the code a --compare-ref run
+    measures as "before", on the same data and in the same run as the working tree's."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    target = where / f"code-{sha}"
+    if not (target / "service").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "service", "worker"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def compare(args: argparse.Namespace) -> int:
+    """--compare-ref: `--rounds` rounds, each measuring the commit's code ("before") then the working tree's
+    ("after") in child processes of this script on the same loaded data (--reuse; one process at a time holds
+    the shard), so both see the same machine load; latencies are pooled per cell over the rounds."""
+    work = Path(args.workdir)
+    trees = {"before": export_ref(args.compare_ref, work), "after": ROOT}
+    argv: list[str] = []
+    rest = iter(sys.argv[1:])
+    for a in rest:  # the same options, minus the driver's own
+        if a in ("--compare-ref", "--rounds"):
+            next(rest, None)
+        elif not a.startswith(("--compare-ref=", "--rounds=")):
+            argv.append(a)
+    pooled: dict[tuple[str, int, int, str], Cell] = {}
+    code = 0
+    for rnd in range(args.rounds):
+        for label, tree in trees.items():
+            out = work / f"cells-{label}-{rnd}.json"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
+            print(f"round {rnd + 1}/{args.rounds}: {label} ({tree})", flush=True)
+            rc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--cells-json", str(out)],
+                                env=env, cwd=ROOT).returncode
+            code = code or rc
+            for c in json.loads(out.read_text()):
+                key = (label, c["size"], c["clients"], c["path"])
+                cell = pooled.setdefault(key, Cell(c["size"], c["clients"], c["path"]))
+                cell.latencies_ms += c["latencies_ms"]
+                cell.errors += c["errors"]
+                cell.degraded += c["degraded"]
+                cell.wall_s += c["wall_s"]
+                cell.load1 = max(cell.load1, c["load1"])
+    header = (f"{'size':>7} {'clients':>7}  {'path':<40}{'n':>6}{'before p50':>11}{'p95':>8}{'p99':>8}"
+              f"{'after p50':>11}{'p95':>8}{'p99':>8}{'load1 max':>10}")
+    print(f"\nbefore = {args.compare_ref} ({trees['before'].name}), after = the working tree; "
+          f"{args.rounds} rounds, pooled\n" + header + "\n" + "-" * len(header))
+    for (label, size, clients, path), before in pooled.items():
+        if label != "before":
+            continue
+        after = pooled.get(("after", size, clients, path))
+        if after is None:
+            continue
+        b, a = before.latencies_ms, after.latencies_ms
+        print(f"{size:>7} {clients:>7}  {path:<40}{len(a):>6}{pct(b, 50):>11.1f}{pct(b, 95):>8.1f}{pct(b, 99):>8.1f}"
+              f"{pct(a, 50):>11.1f}{pct(a, 95):>8.1f}{pct(a, 99):>8.1f}{max(before.load1, after.load1):>10.1f}")
+    return code
+
+
 async def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     logging.getLogger("neo4j").setLevel(logging.ERROR)  # schema notifications of a fresh database
-    tag = uuid.uuid4().hex[:8]
+    tag = args.tag or uuid.uuid4().hex[:8]
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-search-"))
     work.mkdir(parents=True, exist_ok=True)
     data_dir = work / "data"
@@ -598,11 +692,17 @@ async def main(args: argparse.Namespace) -> int:
         settings = settings_for(args, data_dir, queue)
         deps = await build_deps(settings)
         try:
-            queries = await load(deps, args, users)
+            if args.reuse:
+                queries = {size: reuse_queries(size, args.seed) for size in users}
+                print(f"reusing the memories loaded in {data_dir} for {list(users.values())}", flush=True)
+            else:
+                queries = await load(deps, args, users)
             await measure_in_process(deps, args, users, queries, cells)
         finally:
             await deps.close()
 
+        if args.no_http:
+            raise _SkipHttp
         port = free_port()
         service = start_service(service_env(args, data_dir, queue, port), work / "service.log")
         t0 = time.perf_counter()
@@ -613,6 +713,8 @@ async def main(args: argparse.Namespace) -> int:
         await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
         if args.optimize:
             await optimized_phase(args, settings, users, queries, cells)
+    except _SkipHttp:
+        pass
     except BaseException:
         log_path = work / "service.log"
         if log_path.exists():
@@ -630,6 +732,8 @@ async def main(args: argparse.Namespace) -> int:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
     print_table(cells, args)
+    if args.cells_json:
+        await asyncio.to_thread(Path(args.cells_json).write_text, json.dumps([c.__dict__ for c in cells]))
     for c in cells:
         for err in c.errors[:3]:
             print(f"  error ({c.size} x{c.clients} {c.path}): {err}")
@@ -657,6 +761,16 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workdir", default=None, help="keep data here (default: a temp dir removed at the end)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir and the users' graph data")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-http", action="store_true", help="in-process cells only (no service process)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also: merged with a cold query embedding, and each retriever alone through the service")
+    p.add_argument("--compare-ref", default=None,
+                   help="git ref: measure its code and the working tree's, alternating, on --reuse data")
+    p.add_argument("--rounds", type=int, default=2, help="--compare-ref rounds")
+    p.add_argument("--cells-json", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--tag", default=None, help="user-name tag (bench-<size>-<tag>; default: random)")
+    p.add_argument("--reuse", action="store_true",
+                   help="skip loading: measure the memories a --keep run with this --workdir and --tag loaded")
     args = p.parse_args()
     try:
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -665,6 +779,13 @@ def parse_args() -> argparse.Namespace:
         p.error("--sizes and --clients are comma-separated integers")
     if not args.sizes or min(args.sizes) < 1 or not args.clients or min(args.clients) < 1:
         p.error("--sizes and --clients need positive integers")
+    if args.compare_ref and not args.reuse:
+        p.error("--compare-ref measures data loaded before: it needs --reuse")
+    if args.rounds < 1:
+        p.error("--rounds >= 1")
+    if args.reuse and not (args.workdir and args.tag and args.neo4j_uri):
+        p.error("--reuse needs the --workdir, --tag and --neo4j-uri of the run that loaded the data")
+    args.keep = args.keep or args.reuse  # never delete the data a later run reuses
     if args.requests < 1 or args.cell_seconds <= 0 or not 1 <= args.limit <= 100 or args.chunk < 1:
         p.error("--requests >= 1, --cell-seconds > 0, 1 <= --limit <= 100, --chunk >= 1")
     for url in (args.redis_url, args.neo4j_uri or "bolt://127.0.0.1"):
@@ -676,4 +797,5 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    _args = parse_args()
+    sys.exit(compare(_args) if _args.compare_ref else asyncio.run(main(_args)))

@@ -301,6 +301,63 @@ CALL (e, df) {
 RETURN hit, mid, hop, mdf AS df
 """
 
+# The graph retriever in one statement (one round trip, and only the ranked memories cross the wire): the
+# entities the query names (full text over names and aliases, scores normalised by the best; an exact match of
+# the whole query counts 1.0; the best $entity_hits), then ENTITY_MEMORIES' expansion, then the memory's score
+# `search.memory_scores` documents, summed here: per (entity, memory, hop) row, the entity's match strength,
+# times $one_hop for a neighbour's memory, over log2(1 + the mentions of the entity the memory mentions).
+# Two variants: with the full-text part (the query has Lucene terms) and without (exact name only).
+_RETRIEVER_TEXT: LiteralString = """
+CALL () {
+    CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $entity_hits}) YIELD node, score
+    WHERE score > 0 AND node.user_id = $user_id AND node.group_id IN $groups
+    RETURN collect({id: node.id, s: score}) AS found
+}
+WITH reduce(top = 0.0, t IN found | CASE WHEN t.s > top THEN t.s ELSE top END) AS top, found
+WITH [t IN found | {id: t.id, s: t.s / top}] AS text
+"""
+
+_RETRIEVER_NO_TEXT: LiteralString = """
+WITH [] AS text
+"""
+
+_RETRIEVER_EXPAND: LiteralString = """
+CALL () {
+    MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc})
+    WHERE $name_lc <> '' AND e.group_id IN $groups
+    RETURN collect(e.id) AS exact
+}
+UNWIND [t IN text WHERE NOT t.id IN exact] + [x IN exact | {id: x, s: 1.0}] AS cand
+WITH cand ORDER BY cand.s DESC, cand.id LIMIT $entity_hits
+WITH cand.id AS hit, cand.s AS strength
+MATCH (e:Entity {id: hit})
+WITH strength, e, COUNT { (e)<-[:MENTIONS]-() } AS df
+CALL (e, df) {
+    WITH e WHERE df <= $max_mentions
+    MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
+    RETURN m.id AS mid, 0 AS hop, df AS mdf
+    LIMIT $per_entity
+  UNION
+    WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
+    MATCH (e)-[r:RELATES]-(o:Entity)
+    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
+    WITH DISTINCT o LIMIT $neighbours
+    WITH o, COUNT { (o)<-[:MENTIONS]-() } AS odf WHERE odf <= $max_mentions
+    CALL (o) {
+        MATCH (m:Memory)-[:MENTIONS]->(o) WHERE m.deleted_at IS NULL
+        RETURN m LIMIT $per_neighbour
+    }
+    RETURN m.id AS mid, 1 AS hop, odf AS mdf
+}
+WITH mid, sum(strength * CASE hop WHEN 0 THEN 1.0 ELSE $one_hop END
+              / (log(1 + CASE WHEN mdf < 1 THEN 1 ELSE mdf END) / log(2))) AS score
+WHERE score > 0
+RETURN mid, score ORDER BY round(score, 6) DESC, mid LIMIT $limit
+"""
+
+MEMORY_RETRIEVER: LiteralString = _RETRIEVER_TEXT + _RETRIEVER_EXPAND
+MEMORY_RETRIEVER_EXACT: LiteralString = _RETRIEVER_NO_TEXT + _RETRIEVER_EXPAND
+
 FACT_TEXT_HITS: LiteralString = """
 CALL db.index.fulltext.queryRelationships($index, $lucene, {limit: $k}) YIELD relationship AS r, score
 WHERE score > 0 AND r.user_id = $user_id AND r.group_id IN $groups

@@ -48,7 +48,6 @@ from service.stores.neo4j.search import (
     fact_score,
     lucene_query,
     lucene_terms,
-    memory_scores,
 )
 
 log = structlog.get_logger(__name__)
@@ -311,22 +310,30 @@ class Neo4jGraphStore:
         return [f for f in scored if f.score > 0][:limit]
 
     async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
+        """The graph retriever (`cypher.MEMORY_RETRIEVER`): one statement, one round trip; the scoring is
+        `search.memory_scores`'s, summed by Neo4j so that only the ranked memories cross the wire."""
         checked, terms, keys = self._search_scope(user_id, groups, query)
         if not checked:
             return []
-        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
+        params: dict[str, Any] = {
+            "user_id": user_id, "groups": checked, "entity_hits": ENTITY_HITS,
+            "name_lc": query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS],
+            "per_entity": MEMORIES_PER_ENTITY, "neighbours": NEIGHBOURS, "per_neighbour": MEMORIES_PER_NEIGHBOUR,
+            "hub": HUB_DEGREE, "max_mentions": MAX_MENTIONS, "one_hop": ONE_HOP_WEIGHT,
+            "limit": clamp(limit, MAX_PAGE_LIMIT),
+        }
+        if terms:
+            stmt = cypher.MEMORY_RETRIEVER
+            params.update(index=cypher.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
+        else:
+            stmt = cypher.MEMORY_RETRIEVER_EXACT
 
-        async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]]]:
-            hits = await _entity_hits(tx, query, terms, keys, common)
-            if not hits:
-                return hits, []
-            result = await tx.run(cypher.ENTITY_MEMORIES, hits=list(hits), per_entity=MEMORIES_PER_ENTITY,
-                                  neighbours=NEIGHBOURS, per_neighbour=MEMORIES_PER_NEIGHBOUR, hub=HUB_DEGREE,
-                                  max_mentions=MAX_MENTIONS)
-            return hits, list(await result.data())
+        async def run(tx: AsyncManagedTransaction) -> list[tuple[str, float]]:
+            result = await tx.run(stmt, **params)
+            return [(str(mid), round(float(score), 6)) async for mid, score in result]
 
-        hits, rows = await self._read(run)
-        return memory_scores(hits, rows)[: clamp(limit, MAX_PAGE_LIMIT)]
+        rows: list[tuple[str, float]] = await self._read(run)
+        return sorted(rows, key=lambda ms: (-ms[1], ms[0]))
 
     @staticmethod
     def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
