@@ -453,17 +453,19 @@ async def measure_in_process(
                 return bool((await deps.service.search(req, user)).degraded)
             return one
 
-        paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]]]] = [("vector-only", vector_only)]
+        # (name, call, warm the query-embedding cache with every query first)
+        paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]], bool]] = [
+            ("vector-only", vector_only, False)]
         if graph_only_too:
-            paths.append(("graph-only", graph_only))
-        paths.append(("merged", merged))
+            paths.append(("graph-only", graph_only, False))
+        paths += [("merged, embedding cached", merged, True), ("merged, embedding cold", merged_cold, False)]
         if args.breakdown:
-            paths.append(("merged, cold embedding", merged_cold))
-            paths += [(f"search [{r}] only", alone(r)) for r in ("dense", "lexical", "graph")]
+            paths += [(f"search [{r}] only, cached", alone(r), True) for r in ("dense", "lexical", "graph")]
         for clients in args.clients:
-            for name, call in paths:
+            for name, call, warm in paths:
                 path = f"{name} (in-process{suffix})"
-                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, args.warmup,
+                warmup = max(args.warmup, len(queries[size])) if warm else args.warmup
+                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, warmup,
                                      args.cell_seconds)
                 cells.append(cell)
                 print(f"  {size} x{clients} {path}: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
@@ -509,8 +511,9 @@ async def optimized_phase(
 
 async def measure_http(
     args: argparse.Namespace, port: int, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
-    cells: list[Cell],
+    cells: list[Cell], path: str = "merged (HTTP /v1/search)", warm: bool = False,
 ) -> None:
+    """`warm`: every query is sent once before the cell, so the service's query-embedding cache holds it."""
     limits = httpx.Limits(max_connections=max(args.clients), max_keepalive_connections=max(args.clients))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30.0, limits=limits) as client:
         for size, user in users.items():
@@ -525,8 +528,9 @@ async def measure_http(
                 return bool(resp.json().get("degraded"))
 
             for clients in args.clients:
-                cell = await measure(Cell(size, clients, "merged (HTTP /v1/search)"), call, queries[size],
-                                     args.requests, args.warmup, args.cell_seconds)
+                warmup = max(args.warmup, len(queries[size])) if warm else args.warmup
+                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, warmup,
+                                     args.cell_seconds)
                 cells.append(cell)
                 print(f"  {size} x{clients} HTTP: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
 
@@ -568,12 +572,12 @@ async def cleanup_graph(args: argparse.Namespace, users: list[str]) -> None:
 
 
 def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
-    header = (f"{'size':>7} {'clients':>7}  {'path':<32}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+    header = (f"{'size':>7} {'clients':>7}  {'path':<46}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
               f"{'req/s':>8}{'degraded':>9}{'errors':>7}{'load1':>7}")
     print("\n" + header + "\n" + "-" * len(header))
     for c in cells:
         rate = len(c.latencies_ms) / c.wall_s if c.wall_s > 0 else 0.0
-        print(f"{c.size:>7} {c.clients:>7}  {c.path:<32}{len(c.latencies_ms):>5}{pct(c.latencies_ms, 50):>9.1f}"
+        print(f"{c.size:>7} {c.clients:>7}  {c.path:<46}{len(c.latencies_ms):>5}{pct(c.latencies_ms, 50):>9.1f}"
               f"{pct(c.latencies_ms, 95):>9.1f}{pct(c.latencies_ms, 99):>9.1f}{rate:>8.1f}{c.degraded:>9}"
               f"{len(c.errors):>7}{c.load1:>7.1f}")
     print("\nratios (p50 / p95):")
@@ -581,8 +585,8 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
     for size in args.sizes:
         for clients in args.clients:
             vec = by.get((size, clients, "vector-only (in-process)"))
-            mer = by.get((size, clients, "merged (in-process)"))
-            http = by.get((size, clients, "merged (HTTP /v1/search)"))
+            mer = by.get((size, clients, "merged, embedding cold (in-process)"))
+            http = by.get((size, clients, "merged, cold (HTTP /v1/search)"))
             if not vec or not vec.latencies_ms:
                 continue
             v50, v95 = pct(vec.latencies_ms, 50), pct(vec.latencies_ms, 95)
@@ -594,7 +598,7 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
                 parts.append(f"HTTP merged / in-process vector-only {pct(http.latencies_ms, 50) / v50:.2f} / "
                              f"{pct(http.latencies_ms, 95) / v95:.2f}")
             hv = by.get((size, clients, "vector-only (in-process, HNSW)"))
-            hm = by.get((size, clients, "merged (in-process, HNSW)"))
+            hm = by.get((size, clients, "merged, embedding cold (in-process, HNSW)"))
             if hv and hm and hv.latencies_ms and hm.latencies_ms:
                 r50 = pct(hm.latencies_ms, 50) / pct(hv.latencies_ms, 50)
                 r95 = pct(hm.latencies_ms, 95) / pct(hv.latencies_ms, 95)
@@ -647,7 +651,7 @@ def compare(args: argparse.Namespace) -> int:
                 cell.degraded += c["degraded"]
                 cell.wall_s += c["wall_s"]
                 cell.load1 = max(cell.load1, c["load1"])
-    header = (f"{'size':>7} {'clients':>7}  {'path':<40}{'n':>6}{'before p50':>11}{'p95':>8}{'p99':>8}"
+    header = (f"{'size':>7} {'clients':>7}  {'path':<46}{'n':>6}{'before p50':>11}{'p95':>8}{'p99':>8}"
               f"{'after p50':>11}{'p95':>8}{'p99':>8}{'load1 max':>10}")
     print(f"\nbefore = {args.compare_ref} ({trees['before'].name}), after = the working tree; "
           f"{args.rounds} rounds, pooled\n" + header + "\n" + "-" * len(header))
@@ -658,7 +662,7 @@ def compare(args: argparse.Namespace) -> int:
         if after is None:
             continue
         b, a = before.latencies_ms, after.latencies_ms
-        print(f"{size:>7} {clients:>7}  {path:<40}{len(a):>6}{pct(b, 50):>11.1f}{pct(b, 95):>8.1f}{pct(b, 99):>8.1f}"
+        print(f"{size:>7} {clients:>7}  {path:<46}{len(a):>6}{pct(b, 50):>11.1f}{pct(b, 95):>8.1f}{pct(b, 99):>8.1f}"
               f"{pct(a, 50):>11.1f}{pct(a, 95):>8.1f}{pct(a, 99):>8.1f}{max(before.load1, after.load1):>10.1f}")
     return code
 
@@ -703,14 +707,19 @@ async def main(args: argparse.Namespace) -> int:
 
         if args.no_http:
             raise _SkipHttp
-        port = free_port()
-        service = start_service(service_env(args, data_dir, queue, port), work / "service.log")
-        t0 = time.perf_counter()
-        health = await wait_healthy(port, service, 300)
-        print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
-              flush=True)
-        await measure_http(args, port, users, queries, cells)
-        await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+        # twice: as configured (the cache warmed with every query), and with QUERY_CACHE_SIZE=0 (every query
+        # embedded, as a query never asked before)
+        for path, extra, warm in (("merged, cached (HTTP /v1/search)", {}, True),
+                                  ("merged, cold (HTTP /v1/search)", {"QUERY_CACHE_SIZE": "0"}, False)):
+            port = free_port()
+            service = start_service({**service_env(args, data_dir, queue, port), **extra}, work / "service.log")
+            t0 = time.perf_counter()
+            health = await wait_healthy(port, service, 300)
+            print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
+                  flush=True)
+            await measure_http(args, port, users, queries, cells, path, warm)
+            await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+            service = None
         if args.optimize:
             await optimized_phase(args, settings, users, queries, cells)
     except _SkipHttp:
