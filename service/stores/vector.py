@@ -67,6 +67,16 @@ class ScoredMemory:
 
 
 @dataclass(frozen=True)
+class RankRequest:
+    """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is."""
+
+    flt: MemoryFilter
+    limit: int
+    vector: list[float] | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
 class VectorRecord:
     """A memory with its stored vector (unit length in a cosine collection)."""
 
@@ -104,6 +114,14 @@ class VectorStore(Protocol):
 
     async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
         """Lexical: BM25 over the memories' content (sparse vectors, IDF over the user's memories)."""
+
+    async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
+        """Each request's (memory id, score) list, best first, like `search` / `search_text` but without the
+        payloads (a search reads the payloads of the results it returns only, with `get`); one store call for
+        the whole batch."""
+
+    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
+        """The ids among `ids` of memories the store holds and `flt` admits."""
 
     async def optimize(self) -> bool:
         """Build the vector indexes now (HNSW); True when anything changed. docs/decisions.md says where
