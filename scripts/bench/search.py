@@ -625,13 +625,14 @@ def compare(args: argparse.Namespace) -> int:
     ("after") in child processes of this script on the same loaded data (--reuse; one process at a time holds
     the shard), so both see the same machine load; latencies are pooled per cell over the rounds."""
     work = Path(args.workdir)
-    trees = {"before": export_ref(args.compare_ref, work), "after": ROOT}
+    trees = {"before": export_ref(args.compare_ref, work),
+             "after": export_ref(args.after_ref, work) if args.after_ref else ROOT}
     argv: list[str] = []
     rest = iter(sys.argv[1:])
     for a in rest:  # the same options, minus the driver's own
-        if a in ("--compare-ref", "--rounds"):
+        if a in ("--compare-ref", "--rounds", "--after-ref"):
             next(rest, None)
-        elif not a.startswith(("--compare-ref=", "--rounds=")):
+        elif not a.startswith(("--compare-ref=", "--rounds=", "--after-ref=")):
             argv.append(a)
     pooled: dict[tuple[str, int, int, str], Cell] = {}
     code = 0
@@ -653,7 +654,8 @@ def compare(args: argparse.Namespace) -> int:
                 cell.load1 = max(cell.load1, c["load1"])
     header = (f"{'size':>7} {'clients':>7}  {'path':<46}{'n':>6}{'before p50':>11}{'p95':>8}{'p99':>8}"
               f"{'after p50':>11}{'p95':>8}{'p99':>8}{'load1 max':>10}")
-    print(f"\nbefore = {args.compare_ref} ({trees['before'].name}), after = the working tree; "
+    print(f"\nbefore = {args.compare_ref} ({trees['before'].name}), after = {args.after_ref or 'the working tree'} "
+          f"({trees['after'].name}); "
           f"{args.rounds} rounds, pooled\n" + header + "\n" + "-" * len(header))
     for (label, size, clients, path), before in pooled.items():
         if label != "before":
@@ -775,6 +777,8 @@ def parse_args() -> argparse.Namespace:
                    help="also: merged with a cold query embedding, and each retriever alone through the service")
     p.add_argument("--compare-ref", default=None,
                    help="git ref: measure its code and the working tree's, alternating, on --reuse data")
+    p.add_argument("--after-ref", default=None,
+                   help="with --compare-ref: measure this commit as \"after\" (default: the working tree)")
     p.add_argument("--rounds", type=int, default=2, help="--compare-ref rounds")
     p.add_argument("--cells-json", default=None, help=argparse.SUPPRESS)
     p.add_argument("--tag", default=None, help="user-name tag (bench-<size>-<tag>; default: random)")
