@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import structlog
-from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction
+from neo4j import AsyncDriver, AsyncGraphDatabase, AsyncManagedTransaction, NotificationDisabledClassification
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, TransientError
 
 from service.domain import Memory
@@ -51,6 +51,7 @@ from service.stores.neo4j.search import (
 )
 
 log = structlog.get_logger(__name__)
+_QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
 
 
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str) -> None:
@@ -113,7 +114,10 @@ class Neo4jGraphStore:
     async def _read(self, fn: Any, **params: Any) -> Any:
         try:
             async with asyncio.timeout(self._timeout):
-                async with self._driver.session(database=self._db) as session:
+                # No "unrecognized" notifications (a property no node has yet, like deleted_at before the first
+                # delete): the service would log each one, with the statement, on every search.
+                async with self._driver.session(database=self._db,
+                                                notifications_disabled_classifications=_QUIET_READS) as session:
                     return await session.execute_read(fn, **params)
         except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
             raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
