@@ -273,39 +273,15 @@ CALL (e) {
 }
 RETURN hit, hop, """ + FACT_FIELDS
 
-# The graph retriever: memories that mention a matched entity (hop 0) or an entity one valid RELATES edge
-# away from it (hop 1), with the entity's mention count (its document frequency, for the score). Mention
-# counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions times is a
-# hub whose memories are not read (it says little about any of them), and every read is LIMITed.
-ENTITY_MEMORIES: LiteralString = """
-UNWIND $hits AS hit
-MATCH (e:Entity {id: hit})
-WITH hit, e, COUNT { (e)<-[:MENTIONS]-() } AS df
-CALL (e, df) {
-    WITH e WHERE df <= $max_mentions
-    MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
-    RETURN m.id AS mid, 0 AS hop, df AS mdf
-    LIMIT $per_entity
-  UNION
-    WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
-    MATCH (e)-[r:RELATES]-(o:Entity)
-    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
-    WITH DISTINCT o LIMIT $neighbours
-    WITH o, COUNT { (o)<-[:MENTIONS]-() } AS odf WHERE odf <= $max_mentions
-    CALL (o) {
-        MATCH (m:Memory)-[:MENTIONS]->(o) WHERE m.deleted_at IS NULL
-        RETURN m LIMIT $per_neighbour
-    }
-    RETURN m.id AS mid, 1 AS hop, odf AS mdf
-}
-RETURN hit, mid, hop, mdf AS df
-"""
-
-# The graph retriever in one statement (one round trip, and only the ranked memories cross the wire): the
-# entities the query names (full text over names and aliases, scores normalised by the best; an exact match of
-# the whole query counts 1.0; the best $entity_hits), then ENTITY_MEMORIES' expansion, then the memory's score
-# `search.memory_scores` documents, summed here: per (entity, memory, hop) row, the entity's match strength,
-# times $one_hop for a neighbour's memory, over log2(1 + the mentions of the entity the memory mentions).
+# The graph retriever, in one statement (one round trip; only the ranked memories cross the wire):
+# 1. the entities the query names: full text over names and aliases (scores normalised by the best) and an exact
+#    match of the whole query (1.0); the best $entity_hits;
+# 2. memories that mention a matched entity (hop 0) or an entity one valid RELATES edge away from it (hop 1).
+#    Mention counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions
+#    times is a hub whose memories are not read (it says little about any of them), and every read is LIMITed;
+# 3. a memory's score: for each (matched entity, memory, hop) that reaches it, the entity's match strength,
+#    times $one_hop for a neighbour's memory, over log2(1 + the mentions of the entity the memory mentions), so
+#    a rare entity counts more than one the user mentions everywhere (an IDF). Best first, ties by id.
 # Two variants: with the full-text part (the query has Lucene terms) and without (exact name only).
 _RETRIEVER_TEXT: LiteralString = """
 CALL () {
