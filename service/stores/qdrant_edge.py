@@ -44,6 +44,7 @@ from service.stores.qdrant_common import (
     valid_ids,
 )
 from service.stores.vector import (
+    FILTER_FIELDS,
     INDEXED_FIELDS,
     LEXICAL_VECTOR,
     TIME_FIELD,
@@ -425,9 +426,13 @@ class EdgeVectorStore:
         )
 
     async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
-        """By `retrieve` and MemoryFilter.matches: half the cost of a scroll filtered by HasIdCondition here
-        (0.2 against 0.4 ms for 50 ids)."""
-        return {m.id for m in await self.get(ids) if flt.matches(m)}
+        """By `retrieve` of the filter's fields and MemoryFilter.admits: cheaper here than a scroll filtered by
+        HasIdCondition (0.4 ms for 50 ids) or reading whole memories."""
+        valid: list[qe.PointId] = [i for i in valid_ids(ids)]
+        if not valid:
+            return set()
+        records = await self._run(lambda s: s.retrieve(valid, list(FILTER_FIELDS), False))
+        return {str(r.id) for r in records if flt.admits(r.payload or {})}
 
     async def get(self, ids: list[str]) -> list[Memory]:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]

@@ -524,6 +524,10 @@ async def test_held_keeps_the_ids_the_filter_admits(store: VectorStore) -> None:
     assert await store.held(ids, MemoryFilter("alice", categories=("tech_stack",), project_id="billing")) == {
         project.id}
     assert await store.held([], MemoryFilter("alice")) == set()
+    dated = mem(content="d").model_copy(update={"occurred_at": "2023-05-10T09:00:00+00:00"})
+    await store.upsert([dated], [unit(0)])
+    window = MemoryFilter("alice", after="2023-05-01T00:00:00+00:00", before="2023-06-01T00:00:00+00:00")
+    assert await store.held([*ids, dated.id], window) == {dated.id}
 
 
 async def test_occurred_at_window_filters_every_read(store: VectorStore) -> None:
