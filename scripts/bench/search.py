@@ -1,4 +1,4 @@
-"""Search benchmark: `POST /v1/search` latency at 10k and 100k memories per user, vector-only vs merged.
+"""Search benchmark: `POST /v1/search` latency at 10k and 100k memories per user, vector-only vs fused.
 
     .venv/bin/python scripts/bench/search.py --redis-url redis://127.0.0.1:6379/0 \
         [--sizes 10000,100000] [--clients 1,8] [--requests 300] [--vectors local|random] \
@@ -20,27 +20,37 @@ What it does, in order (every loop is bounded in count and in time):
    only which memories come back differs.
 2. In-process figures, through the same objects (the API process is not running yet: Qdrant
    Edge lets one process open a shard):
-   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, i.e. the vector half of
-     `MemoryService.search` with the same embedder (the request path minus the graph);
-   - graph-only: `graph.search_facts(...)`, the graph half;
-   - merged: `MemoryService.search(SearchRequest)`, the product's merged search (both halves run
-     concurrently, then dedup + interleave).
+   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, the dense retriever alone with a fresh
+     query embedding every time;
+   - graph-only: `graph.search_memories(...)`, the graph retriever;
+   - merged, embedding cached: `MemoryService.search(SearchRequest)`, the fused search, after every query
+     was asked once (the per-process query-embedding cache holds them: an agent repeating a query);
+   - merged, embedding cold: the same with the cache emptied before each search (a query never asked);
+   - with `--breakdown`: `search [dense|lexical|graph] only, cached` (`retrievers: [<one>]`).
    The API cannot be asked for vector-only results (there is no switch, and an unreachable Neo4j
    makes the service refuse to start or wait for GRAPH_TIMEOUT_SECONDS), so the ratio
-   merged/vector-only is measured in-process, where the only difference is the graph half.
+   merged/vector-only is measured in-process (both embed every query).
 3. HTTP figures: `python -m service` on a free port of 127.0.0.1 (embedded profile, worker
    in-process, DATA_DIR/QDRANT_PATH = the loaded data, private ARQ queue), then
-   `POST /v1/search` (merged: it is the only kind the API serves) from this process.
+   `POST /v1/search` (merged: it is the only kind the API serves) from this process: once with every
+   query sent before the cell (cached), once with the service started with QUERY_CACHE_SIZE=0 (cold).
    The load generator shares the 2 cores with the service, so HTTP figures include that contention.
 4. Print one table: size, clients, path, requests, p50/p95/p99 ms, requests/s, degraded answers,
-   then the ratios merged/vector-only (in-process) and HTTP merged / in-process vector-only.
+   load1, then the ratios merged/vector-only (in-process) and HTTP merged / in-process vector-only.
 
 Each cell sends `--requests` queries (cycled from 60 per user: entity names, words of the fact
 texts, and some that match nothing in the graph) from `--clients` concurrent clients after
-`--warmup` unmeasured ones, stopping early after `--cell-seconds`. `limit` is 10 (the API
-default) unless `--limit`. Qdrant Edge is searched as the service leaves it: the service never
-calls `optimize()` (HNSW build), so by default neither does this script; `--optimize` adds a last phase
-that builds it and measures the in-process paths again, to show the difference.
+`--warmup` unmeasured ones (all 60 for the cached cells), stopping early after `--cell-seconds`.
+`limit` is 10 (the API default) unless `--limit`. `--optimize` adds a last phase that builds Qdrant
+Edge's HNSW index as the service's optimize cron does (a child process on a copy, then a swap),
+measures searches during the build, and the in-process paths again after it.
+
+Before/after in one run: `--keep --workdir DIR --tag T` keeps the loaded data; later runs with
+`--reuse --workdir DIR --tag T --neo4j-uri ...` measure it again without loading. `--compare-ref REF`
+(with `--reuse`) exports `service/` and `worker/` of commit REF (`git archive`) and runs `--rounds`
+rounds, each measuring REF's code ("before") then the working tree's or `--after-ref`'s ("after") in
+child processes of this script on the same data, and prints both side by side, pooled over the rounds.
+`--no-http` skips step 3.
 
 With `--neo4j-uri` the data goes to that database and the bench users' nodes are removed at the
 end (`--keep` keeps them and the work dir). Redis is needed by the service only (start-up and its
