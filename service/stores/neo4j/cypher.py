@@ -275,7 +275,8 @@ RETURN hit, hop, """ + FACT_FIELDS
 
 # The graph retriever, in one statement (one round trip; only the ranked memories cross the wire):
 # 1. the entities the query names: full text over names and aliases (scores normalised by the best) and an exact
-#    match of the whole query (1.0); the best $entity_hits;
+#    match of the whole query (1.0); the best $entity_hits; an entity merged into another (issue 13's
+#    `merged_into`, absent before) counts as its target, and is never followed as a neighbour;
 # 2. memories that mention a matched entity (hop 0) or an entity one valid RELATES edge away from it (hop 1).
 #    Mention counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions
 #    times is a hub whose memories are not read (it says little about any of them), and every read is LIMITed;
@@ -287,7 +288,8 @@ _RETRIEVER_TEXT: LiteralString = """
 CALL () {
     CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $entity_hits}) YIELD node, score
     WHERE score > 0 AND node.user_id = $user_id AND node.group_id IN $groups
-    RETURN collect({id: node.id, s: score}) AS found
+    WITH coalesce(node.merged_into, node.id) AS id, max(score) AS s  // a merged entity's hit counts for its target
+    RETURN collect({id: id, s: s}) AS found
 }
 WITH reduce(top = 0.0, t IN found | CASE WHEN t.s > top THEN t.s ELSE top END) AS top, found
 WITH [t IN found | {id: t.id, s: t.s / top}] AS text
@@ -301,7 +303,7 @@ _RETRIEVER_EXPAND: LiteralString = """
 CALL () {
     MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc})
     WHERE $name_lc <> '' AND e.group_id IN $groups
-    RETURN collect(e.id) AS exact
+    RETURN collect(DISTINCT coalesce(e.merged_into, e.id)) AS exact
 }
 UNWIND [t IN text WHERE NOT t.id IN exact] + [x IN exact | {id: x, s: 1.0}] AS cand
 WITH cand ORDER BY cand.s DESC, cand.id LIMIT $entity_hits
@@ -316,7 +318,7 @@ CALL (e, df) {
   UNION
     WITH e WHERE COUNT { (e)-[:RELATES]-() } <= $hub
     MATCH (e)-[r:RELATES]-(o:Entity)
-    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL
+    WHERE o <> e AND r.invalid_at IS NULL AND r.expired_at IS NULL AND o.merged_into IS NULL
     WITH DISTINCT o LIMIT $neighbours
     WITH o, COUNT { (o)<-[:MENTIONS]-() } AS odf WHERE odf <= $max_mentions
     CALL (o) {
