@@ -9,8 +9,9 @@ dateparser reports for the phrase: a day, a week (centred on the date), a month 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from dateparser.date import DateDataParser
 from dateparser.search import search_dates
@@ -56,9 +57,44 @@ def _window(moment: datetime, period: str) -> tuple[datetime, datetime]:
     return day, day + timedelta(days=1)
 
 
+class _Timeless:
+    """The (query, UTC day) pairs found to name no time, most recent last (bounded). Whether dateparser finds a
+    phrase does not depend on the time of day, so within a day the answer is the same; a phrase that is found
+    is resolved every time (its window moves with `now`). dateparser costs 0.2-5 ms of pure Python a query."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._seen: OrderedDict[tuple[str, date], None] = OrderedDict()
+
+    def __contains__(self, key: tuple[str, date]) -> bool:
+        try:
+            self._seen.move_to_end(key)
+        except KeyError:
+            return False
+        return True
+
+    def add(self, key: tuple[str, date]) -> None:
+        self._seen[key] = None
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+
+_TIMELESS = _Timeless(4096)
+
+
 def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | None:
     """The first time phrase of `query` as a window, or None when it names no time."""
     now = now or datetime.now(UTC)
+    key = (query, now.astimezone(UTC).date())
+    if key in _TIMELESS:
+        return None
+    window = _find(query, now)
+    if window is None:
+        _TIMELESS.add(key)
+    return window
+
+
+def _find(query: str, now: datetime) -> TimeWindow | None:
     settings = _settings(now)
     found = search_dates(query, languages=_LANGUAGES, settings=settings) or []
     parser = DateDataParser(languages=_LANGUAGES, settings=settings)

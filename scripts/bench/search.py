@@ -1,4 +1,4 @@
-"""Search benchmark: `POST /v1/search` latency at 10k and 100k memories per user, vector-only vs merged.
+"""Search benchmark: `POST /v1/search` latency at 10k and 100k memories per user, vector-only vs fused.
 
     .venv/bin/python scripts/bench/search.py --redis-url redis://127.0.0.1:6379/0 \
         [--sizes 10000,100000] [--clients 1,8] [--requests 300] [--vectors local|random] \
@@ -20,27 +20,37 @@ What it does, in order (every loop is bounded in count and in time):
    only which memories come back differs.
 2. In-process figures, through the same objects (the API process is not running yet: Qdrant
    Edge lets one process open a shard):
-   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, i.e. the vector half of
-     `MemoryService.search` with the same embedder (the request path minus the graph);
-   - graph-only: `graph.search_facts(...)`, the graph half;
-   - merged: `MemoryService.search(SearchRequest)`, the product's merged search (both halves run
-     concurrently, then dedup + interleave).
+   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, the dense retriever alone with a fresh
+     query embedding every time;
+   - graph-only: `graph.search_memories(...)`, the graph retriever;
+   - merged, embedding cached: `MemoryService.search(SearchRequest)`, the fused search, after every query
+     was asked once (the per-process query-embedding cache holds them: an agent repeating a query);
+   - merged, embedding cold: the same with the cache emptied before each search (a query never asked);
+   - with `--breakdown`: `search [dense|lexical|graph] only, cached` (`retrievers: [<one>]`).
    The API cannot be asked for vector-only results (there is no switch, and an unreachable Neo4j
    makes the service refuse to start or wait for GRAPH_TIMEOUT_SECONDS), so the ratio
-   merged/vector-only is measured in-process, where the only difference is the graph half.
+   merged/vector-only is measured in-process (both embed every query).
 3. HTTP figures: `python -m service` on a free port of 127.0.0.1 (embedded profile, worker
    in-process, DATA_DIR/QDRANT_PATH = the loaded data, private ARQ queue), then
-   `POST /v1/search` (merged: it is the only kind the API serves) from this process.
+   `POST /v1/search` (merged: it is the only kind the API serves) from this process: once with every
+   query sent before the cell (cached), once with the service started with QUERY_CACHE_SIZE=0 (cold).
    The load generator shares the 2 cores with the service, so HTTP figures include that contention.
 4. Print one table: size, clients, path, requests, p50/p95/p99 ms, requests/s, degraded answers,
-   then the ratios merged/vector-only (in-process) and HTTP merged / in-process vector-only.
+   load1, then the ratios merged/vector-only (in-process) and HTTP merged / in-process vector-only.
 
 Each cell sends `--requests` queries (cycled from 60 per user: entity names, words of the fact
 texts, and some that match nothing in the graph) from `--clients` concurrent clients after
-`--warmup` unmeasured ones, stopping early after `--cell-seconds`. `limit` is 10 (the API
-default) unless `--limit`. Qdrant Edge is searched as the service leaves it: the service never
-calls `optimize()` (HNSW build), so by default neither does this script; `--optimize` adds a last phase
-that builds it and measures the in-process paths again, to show the difference.
+`--warmup` unmeasured ones (all 60 for the cached cells), stopping early after `--cell-seconds`.
+`limit` is 10 (the API default) unless `--limit`. `--optimize` adds a last phase that builds Qdrant
+Edge's HNSW index as the service's optimize cron does (a child process on a copy, then a swap),
+measures searches during the build, and the in-process paths again after it.
+
+Before/after in one run: `--keep --workdir DIR --tag T` keeps the loaded data; later runs with
+`--reuse --workdir DIR --tag T --neo4j-uri ...` measure it again without loading. `--compare-ref REF`
+(with `--reuse`) exports `service/` and `worker/` of commit REF (`git archive`) and runs `--rounds`
+rounds, each measuring REF's code ("before") then the working tree's or `--after-ref`'s ("after") in
+child processes of this script on the same data, and prints both side by side, pooled over the rounds.
+`--no-http` skips step 3.
 
 With `--neo4j-uri` the data goes to that database and the bench users' nodes are removed at the
 end (`--keep` keeps them and the work dir). Redis is needed by the service only (start-up and its
@@ -53,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import os
@@ -275,10 +286,19 @@ def start_neo4j(home: Path, heap: str, pagecache: str) -> tuple[subprocess.Popen
     return proc, port
 
 
+def code_root() -> Path:
+    """The tree whose `service` package this process imports: ROOT, or a --compare-ref export of another commit."""
+    import service
+
+    return Path(service.__file__).resolve().parents[1]
+
+
 def start_service(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    """`python -m service` as a user runs it (embedded profile, worker in-process)."""
+    """`python -m service` as a user runs it (embedded profile, worker in-process), from the tree of the
+    `service` package this process imports."""
     return subprocess.Popen(
-        [sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT
+        [sys.executable, "-m", "service"], cwd=code_root(), env=env, stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -344,6 +364,16 @@ async def measure(
     cell.wall_s = time.perf_counter() - t0
     cell.load1 = os.getloadavg()[0]
     return cell
+
+
+def reuse_queries(size: int, seed: int) -> list[tuple[str, str | None]]:
+    """The queries `load` made for this size (same pool: `make_memories` draws it first from the same seed)."""
+    pool = make_pool(size, random.Random(seed * 1_000_003 + size))
+    return make_queries(pool, seed + size)
+
+
+class _SkipHttp(Exception):
+    """--no-http: the in-process cells are done."""
 
 
 def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
@@ -423,14 +453,29 @@ async def measure_in_process(
             resp = await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             return bool(resp.degraded)
 
-        paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]]]] = [("vector-only", vector_only)]
+        async def merged_cold(q: str, project: str | None, user: str = user) -> bool:
+            deps.service.query_vectors.clear()  # the query is embedded again, as a query never asked before
+            return await merged(q, project, user)
+
+        def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:
+            async def one(q: str, project: str | None) -> bool:
+                req = SearchRequest(query=q, project_id=project, limit=args.limit, retrievers=[retriever])
+                return bool((await deps.service.search(req, user)).degraded)
+            return one
+
+        # (name, call, warm the query-embedding cache with every query first)
+        paths: list[tuple[str, Callable[[str, str | None], Awaitable[bool]], bool]] = [
+            ("vector-only", vector_only, False)]
         if graph_only_too:
-            paths.append(("graph-only", graph_only))
-        paths.append(("merged", merged))
+            paths.append(("graph-only", graph_only, False))
+        paths += [("merged, embedding cached", merged, True), ("merged, embedding cold", merged_cold, False)]
+        if args.breakdown:
+            paths += [(f"search [{r}] only, cached", alone(r), True) for r in ("dense", "lexical", "graph")]
         for clients in args.clients:
-            for name, call in paths:
+            for name, call, warm in paths:
                 path = f"{name} (in-process{suffix})"
-                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, args.warmup,
+                warmup = max(args.warmup, len(queries[size])) if warm else args.warmup
+                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, warmup,
                                      args.cell_seconds)
                 cells.append(cell)
                 print(f"  {size} x{clients} {path}: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
@@ -476,8 +521,9 @@ async def optimized_phase(
 
 async def measure_http(
     args: argparse.Namespace, port: int, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
-    cells: list[Cell],
+    cells: list[Cell], path: str = "merged (HTTP /v1/search)", warm: bool = False,
 ) -> None:
+    """`warm`: every query is sent once before the cell, so the service's query-embedding cache holds it."""
     limits = httpx.Limits(max_connections=max(args.clients), max_keepalive_connections=max(args.clients))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30.0, limits=limits) as client:
         for size, user in users.items():
@@ -492,8 +538,9 @@ async def measure_http(
                 return bool(resp.json().get("degraded"))
 
             for clients in args.clients:
-                cell = await measure(Cell(size, clients, "merged (HTTP /v1/search)"), call, queries[size],
-                                     args.requests, args.warmup, args.cell_seconds)
+                warmup = max(args.warmup, len(queries[size])) if warm else args.warmup
+                cell = await measure(Cell(size, clients, path), call, queries[size], args.requests, warmup,
+                                     args.cell_seconds)
                 cells.append(cell)
                 print(f"  {size} x{clients} HTTP: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
 
@@ -535,12 +582,12 @@ async def cleanup_graph(args: argparse.Namespace, users: list[str]) -> None:
 
 
 def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
-    header = (f"{'size':>7} {'clients':>7}  {'path':<32}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+    header = (f"{'size':>7} {'clients':>7}  {'path':<46}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
               f"{'req/s':>8}{'degraded':>9}{'errors':>7}{'load1':>7}")
     print("\n" + header + "\n" + "-" * len(header))
     for c in cells:
         rate = len(c.latencies_ms) / c.wall_s if c.wall_s > 0 else 0.0
-        print(f"{c.size:>7} {c.clients:>7}  {c.path:<32}{len(c.latencies_ms):>5}{pct(c.latencies_ms, 50):>9.1f}"
+        print(f"{c.size:>7} {c.clients:>7}  {c.path:<46}{len(c.latencies_ms):>5}{pct(c.latencies_ms, 50):>9.1f}"
               f"{pct(c.latencies_ms, 95):>9.1f}{pct(c.latencies_ms, 99):>9.1f}{rate:>8.1f}{c.degraded:>9}"
               f"{len(c.errors):>7}{c.load1:>7.1f}")
     print("\nratios (p50 / p95):")
@@ -548,8 +595,8 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
     for size in args.sizes:
         for clients in args.clients:
             vec = by.get((size, clients, "vector-only (in-process)"))
-            mer = by.get((size, clients, "merged (in-process)"))
-            http = by.get((size, clients, "merged (HTTP /v1/search)"))
+            mer = by.get((size, clients, "merged, embedding cold (in-process)"))
+            http = by.get((size, clients, "merged, cold (HTTP /v1/search)"))
             if not vec or not vec.latencies_ms:
                 continue
             v50, v95 = pct(vec.latencies_ms, 50), pct(vec.latencies_ms, 95)
@@ -561,7 +608,7 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
                 parts.append(f"HTTP merged / in-process vector-only {pct(http.latencies_ms, 50) / v50:.2f} / "
                              f"{pct(http.latencies_ms, 95) / v95:.2f}")
             hv = by.get((size, clients, "vector-only (in-process, HNSW)"))
-            hm = by.get((size, clients, "merged (in-process, HNSW)"))
+            hm = by.get((size, clients, "merged, embedding cold (in-process, HNSW)"))
             if hv and hm and hv.latencies_ms and hm.latencies_ms:
                 r50 = pct(hm.latencies_ms, 50) / pct(hv.latencies_ms, 50)
                 r95 = pct(hm.latencies_ms, 95) / pct(hv.latencies_ms, 95)
@@ -569,12 +616,75 @@ def print_table(cells: list[Cell], args: argparse.Namespace) -> None:
             print(f"  {size:>7} x{clients}: " + ";  ".join(parts))
 
 
+def export_ref(ref: str, where: Path) -> Path:
+    """`service/` and `worker/` of commit `ref` in `where/<sha>` (git archive): the code a --compare-ref run
+    measures as "before", on the same data and in the same run as the working tree's."""
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    target = where / f"code-{sha}"
+    if not (target / "service").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "service", "worker"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def compare(args: argparse.Namespace) -> int:
+    """--compare-ref: `--rounds` rounds, each measuring the commit's code ("before") then the working tree's
+    ("after") in child processes of this script on the same loaded data (--reuse; one process at a time holds
+    the shard), so both see the same machine load; latencies are pooled per cell over the rounds."""
+    work = Path(args.workdir)
+    trees = {"before": export_ref(args.compare_ref, work),
+             "after": export_ref(args.after_ref, work) if args.after_ref else ROOT}
+    argv: list[str] = []
+    rest = iter(sys.argv[1:])
+    for a in rest:  # the same options, minus the driver's own
+        if a in ("--compare-ref", "--rounds", "--after-ref"):
+            next(rest, None)
+        elif not a.startswith(("--compare-ref=", "--rounds=", "--after-ref=")):
+            argv.append(a)
+    pooled: dict[tuple[str, int, int, str], Cell] = {}
+    code = 0
+    for rnd in range(args.rounds):
+        for label, tree in trees.items():
+            out = work / f"cells-{label}-{rnd}.json"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
+            print(f"round {rnd + 1}/{args.rounds}: {label} ({tree})", flush=True)
+            rc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--cells-json", str(out)],
+                                env=env, cwd=ROOT).returncode
+            code = code or rc
+            for c in json.loads(out.read_text()):
+                key = (label, c["size"], c["clients"], c["path"])
+                cell = pooled.setdefault(key, Cell(c["size"], c["clients"], c["path"]))
+                cell.latencies_ms += c["latencies_ms"]
+                cell.errors += c["errors"]
+                cell.degraded += c["degraded"]
+                cell.wall_s += c["wall_s"]
+                cell.load1 = max(cell.load1, c["load1"])
+    header = (f"{'size':>7} {'clients':>7}  {'path':<46}{'n':>6}{'before p50':>11}{'p95':>8}{'p99':>8}"
+              f"{'after p50':>11}{'p95':>8}{'p99':>8}{'load1 max':>10}")
+    print(f"\nbefore = {args.compare_ref} ({trees['before'].name}), after = {args.after_ref or 'the working tree'} "
+          f"({trees['after'].name}); "
+          f"{args.rounds} rounds, pooled\n" + header + "\n" + "-" * len(header))
+    for (label, size, clients, path), before in pooled.items():
+        if label != "before":
+            continue
+        after = pooled.get(("after", size, clients, path))
+        if after is None:
+            continue
+        b, a = before.latencies_ms, after.latencies_ms
+        print(f"{size:>7} {clients:>7}  {path:<46}{len(a):>6}{pct(b, 50):>11.1f}{pct(b, 95):>8.1f}{pct(b, 99):>8.1f}"
+              f"{pct(a, 50):>11.1f}{pct(a, 95):>8.1f}{pct(a, 99):>8.1f}{max(before.load1, after.load1):>10.1f}")
+    return code
+
+
 async def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     logging.getLogger("neo4j").setLevel(logging.ERROR)  # schema notifications of a fresh database
-    tag = uuid.uuid4().hex[:8]
+    tag = args.tag or uuid.uuid4().hex[:8]
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-search-"))
     work.mkdir(parents=True, exist_ok=True)
     data_dir = work / "data"
@@ -598,21 +708,34 @@ async def main(args: argparse.Namespace) -> int:
         settings = settings_for(args, data_dir, queue)
         deps = await build_deps(settings)
         try:
-            queries = await load(deps, args, users)
+            if args.reuse:
+                queries = {size: reuse_queries(size, args.seed) for size in users}
+                print(f"reusing the memories loaded in {data_dir} for {list(users.values())}", flush=True)
+            else:
+                queries = await load(deps, args, users)
             await measure_in_process(deps, args, users, queries, cells)
         finally:
             await deps.close()
 
-        port = free_port()
-        service = start_service(service_env(args, data_dir, queue, port), work / "service.log")
-        t0 = time.perf_counter()
-        health = await wait_healthy(port, service, 300)
-        print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
-              flush=True)
-        await measure_http(args, port, users, queries, cells)
-        await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+        if args.no_http:
+            raise _SkipHttp
+        # twice: as configured (the cache warmed with every query), and with QUERY_CACHE_SIZE=0 (every query
+        # embedded, as a query never asked before)
+        for path, extra, warm in (("merged, cached (HTTP /v1/search)", {}, True),
+                                  ("merged, cold (HTTP /v1/search)", {"QUERY_CACHE_SIZE": "0"}, False)):
+            port = free_port()
+            service = start_service({**service_env(args, data_dir, queue, port), **extra}, work / "service.log")
+            t0 = time.perf_counter()
+            health = await wait_healthy(port, service, 300)
+            print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
+                  flush=True)
+            await measure_http(args, port, users, queries, cells, path, warm)
+            await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+            service = None
         if args.optimize:
             await optimized_phase(args, settings, users, queries, cells)
+    except _SkipHttp:
+        pass
     except BaseException:
         log_path = work / "service.log"
         if log_path.exists():
@@ -630,6 +753,8 @@ async def main(args: argparse.Namespace) -> int:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
     print_table(cells, args)
+    if args.cells_json:
+        await asyncio.to_thread(Path(args.cells_json).write_text, json.dumps([c.__dict__ for c in cells]))
     for c in cells:
         for err in c.errors[:3]:
             print(f"  error ({c.size} x{c.clients} {c.path}): {err}")
@@ -657,6 +782,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workdir", default=None, help="keep data here (default: a temp dir removed at the end)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir and the users' graph data")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-http", action="store_true", help="in-process cells only (no service process)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also: merged with a cold query embedding, and each retriever alone through the service")
+    p.add_argument("--compare-ref", default=None,
+                   help="git ref: measure its code and the working tree's, alternating, on --reuse data")
+    p.add_argument("--after-ref", default=None,
+                   help="with --compare-ref: measure this commit as \"after\" (default: the working tree)")
+    p.add_argument("--rounds", type=int, default=2, help="--compare-ref rounds")
+    p.add_argument("--cells-json", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--tag", default=None, help="user-name tag (bench-<size>-<tag>; default: random)")
+    p.add_argument("--reuse", action="store_true",
+                   help="skip loading: measure the memories a --keep run with this --workdir and --tag loaded")
     args = p.parse_args()
     try:
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -665,6 +802,13 @@ def parse_args() -> argparse.Namespace:
         p.error("--sizes and --clients are comma-separated integers")
     if not args.sizes or min(args.sizes) < 1 or not args.clients or min(args.clients) < 1:
         p.error("--sizes and --clients need positive integers")
+    if args.compare_ref and not args.reuse:
+        p.error("--compare-ref measures data loaded before: it needs --reuse")
+    if args.rounds < 1:
+        p.error("--rounds >= 1")
+    if args.reuse and not (args.workdir and args.tag and args.neo4j_uri):
+        p.error("--reuse needs the --workdir, --tag and --neo4j-uri of the run that loaded the data")
+    args.keep = args.keep or args.reuse  # never delete the data a later run reuses
     if args.requests < 1 or args.cell_seconds <= 0 or not 1 <= args.limit <= 100 or args.chunk < 1:
         p.error("--requests >= 1, --cell-seconds > 0, 1 <= --limit <= 100, --chunk >= 1")
     for url in (args.redis_url, args.neo4j_uri or "bolt://127.0.0.1"):
@@ -676,4 +820,5 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    _args = parse_args()
+    sys.exit(compare(_args) if _args.compare_ref else asyncio.run(main(_args)))

@@ -20,6 +20,10 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order."""
 
+    async def embed_query(self, text: str) -> list[float]:
+        """A search query's vector, computed at once (the same vector `embed([text])` gives): no batching
+        wait, and the backend's cheapest path for one short text."""
+
 
 
 class BatchingEmbedder:
@@ -49,6 +53,11 @@ class BatchingEmbedder:
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
         return await future
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Not batched: a search waits for nobody (max_wait_s would be added to its latency); the inner embedder
+        still serialises model calls (the local model's lock)."""
+        return await self.inner.embed_query(text)
 
     async def _flush(self) -> None:
         await asyncio.sleep(self._max_wait_s)

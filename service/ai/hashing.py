@@ -40,3 +40,6 @@ class HashEmbedder:
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         return [self._one(t) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._one(text)

@@ -147,6 +147,11 @@ class ProcessEmbedder:
         self.calls += 1
         return await future
 
+    async def embed_query(self, text: str) -> list[float]:
+        """One text (the write path's embedder is not used for queries, but it is a full Embedder)."""
+        [vector] = await self.embed([text])
+        return vector
+
     async def close(self) -> None:
         conn, proc = self._conn, self._proc
         self._conn = None

@@ -44,11 +44,13 @@ from service.stores.qdrant_common import (
     valid_ids,
 )
 from service.stores.vector import (
+    FILTER_FIELDS,
     INDEXED_FIELDS,
     LEXICAL_VECTOR,
     TIME_FIELD,
     Boundary,
     MemoryFilter,
+    RankRequest,
     ScoredMemory,
     VectorRecord,
 )
@@ -397,6 +399,40 @@ class EdgeVectorStore:
         )
         points = await self._run(lambda s: s.query(req))
         return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in points]
+
+    async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
+        """One `query_batch` for the lot (one thread hop; Edge plans the batch as a whole)."""
+        built = [self._rank_request(r) for r in requests]
+        todo = [q for q in built if q is not None]
+        if not todo:
+            return [[] for _ in requests]
+        batch = qe.QueryBatchRequest(todo)
+        answers = iter(await self._run(lambda s: s.query_batch(batch)))
+        return [[] if q is None else [(str(p.id), float(p.score)) for p in next(answers)] for q in built]
+
+    def _rank_request(self, r: RankRequest) -> qe.QueryRequest | None:
+        f = build_filter(r.flt)
+        if f is None or r.limit <= 0:
+            return None
+        if r.vector is not None:
+            self._check_dim(r.vector)
+            return qe.QueryRequest(limit=r.limit, query=qe.Query.Nearest(list(r.vector)), filter=f, with_payload=False)
+        indices, values = _BM25.query(r.text or "")
+        if not indices:
+            return None
+        return qe.QueryRequest(
+            limit=r.limit, query=qe.Query.Nearest(qe.SparseVector(indices, values), using=LEXICAL_VECTOR), filter=f,
+            with_payload=False, params=qe.SearchParams(idf=qe.IdfParams(corpus=_filters.tenant(r.flt.user_id))),
+        )
+
+    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
+        """By `retrieve` of the filter's fields and MemoryFilter.admits: cheaper here than a scroll filtered by
+        HasIdCondition (0.4 ms for 50 ids) or reading whole memories."""
+        valid: list[qe.PointId] = [i for i in valid_ids(ids)]
+        if not valid:
+            return set()
+        records = await self._run(lambda s: s.retrieve(valid, list(FILTER_FIELDS), False))
+        return {str(r.id) for r in records if flt.admits(r.payload or {})}
 
     async def get(self, ids: list[str]) -> list[Memory]:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]

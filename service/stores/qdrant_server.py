@@ -38,6 +38,7 @@ from service.stores.vector import (
     TIME_FIELD,
     Boundary,
     MemoryFilter,
+    RankRequest,
     ScoredMemory,
     VectorRecord,
 )
@@ -218,6 +219,45 @@ class QdrantServerVectorStore:
                     idf=qm.IdfCorpusParams(corpus=corpus)),
             )
         return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
+
+    async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
+        """One `query_batch_points` call (one HTTP round trip) for the lot."""
+        built = [self._rank_request(r) for r in requests]
+        todo = [q for q in built if q is not None]
+        if not todo:
+            return [[] for _ in requests]
+        self._check_open()
+        with self._errors("rank"):
+            res = await self._client.query_batch_points(self._collection, requests=todo)
+        answers = iter(res)
+        return [[] if q is None else [(str(p.id), float(p.score)) for p in next(answers).points] for q in built]
+
+    def _rank_request(self, r: RankRequest) -> qm.QueryRequest | None:
+        f = build_filter(r.flt)
+        if f is None or r.limit <= 0:
+            return None
+        if r.vector is not None:
+            self._check_dim(r.vector)
+            return qm.QueryRequest(query=list(r.vector), filter=f, limit=r.limit, with_payload=False)
+        indices, values = _BM25.query(r.text or "")
+        if not indices:
+            return None
+        return qm.QueryRequest(
+            query=qm.SparseVector(indices=indices, values=values), using=LEXICAL_VECTOR, filter=f, limit=r.limit,
+            with_payload=False, params=qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filters.tenant(r.flt.user_id))),
+        )
+
+    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
+        valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
+        f = build_filter(flt)
+        if not valid or f is None:
+            return set()
+        self._check_open()
+        with self._errors("held"):
+            records, _ = await self._client.scroll(
+                self._collection, scroll_filter=qm.Filter(must=[f, qm.HasIdCondition(has_id=valid)]),
+                limit=len(valid), with_payload=False, with_vectors=False)
+        return {str(r.id) for r in records}
 
     async def optimize(self) -> bool:
         """Nothing to do: a Qdrant server builds its HNSW in the background, in its own process."""

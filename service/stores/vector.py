@@ -5,9 +5,10 @@ The rest of the code sees only this Protocol. All Qdrant calls live in the backe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from service.domain import Memory, Scope, utc
 
@@ -15,6 +16,7 @@ from service.domain import Memory, Scope, utc
 INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
 TIME_FIELD = "occurred_at"  # datetime payload index
 LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
+FILTER_FIELDS = ("user_id", "scope", "project_id", "category", "agent_id", TIME_FIELD)  # what MemoryFilter reads
 
 
 @dataclass(frozen=True)
@@ -40,22 +42,32 @@ class MemoryFilter:
 
     def matches(self, m: Memory) -> bool:
         """The same rules in Python, for memories reached through the graph."""
-        if m.user_id != self.user_id:
+        return self._admits(m.user_id, m.scope, m.project_id, m.category, m.agent_id, m.occurred_at)
+
+    def admits(self, payload: Mapping[str, Any]) -> bool:
+        """`matches` on a stored payload's fields (FILTER_FIELDS), without building the Memory."""
+        scope = payload.get("scope")
+        return self._admits(payload.get("user_id"), Scope(scope) if scope else None, payload.get("project_id"),
+                            payload.get("category"), payload.get("agent_id"), payload.get("occurred_at"))
+
+    def _admits(self, user_id: object, scope: Scope | None, project_id: object, category: object, agent_id: object,
+                occurred_at: object) -> bool:
+        if user_id != self.user_id:
             return False
         if self.scope is None:
-            ok = m.scope is Scope.GLOBAL or self.all_scopes or (
-                self.project_id is not None and m.scope is Scope.PROJECT and m.project_id == self.project_id)
+            ok = scope is Scope.GLOBAL or self.all_scopes or (
+                self.project_id is not None and scope is Scope.PROJECT and project_id == self.project_id)
         elif self.scope is Scope.GLOBAL:
-            ok = m.scope is Scope.GLOBAL
+            ok = scope is Scope.GLOBAL
         else:
-            ok = m.scope is Scope.PROJECT and (self.project_id is None or m.project_id == self.project_id)
-        if not ok or (self.categories is not None and m.category not in self.categories):
+            ok = scope is Scope.PROJECT and (self.project_id is None or project_id == self.project_id)
+        if not ok or (self.categories is not None and category not in self.categories):
             return False
-        if self.agent_id is not None and m.agent_id != self.agent_id:
+        if self.agent_id is not None and agent_id != self.agent_id:
             return False
         if self.after is None and self.before is None:
             return True
-        when = utc(datetime.fromisoformat(m.occurred_at)) if m.occurred_at else None
+        when = utc(datetime.fromisoformat(occurred_at)) if isinstance(occurred_at, str) and occurred_at else None
         return when is not None and (self.after is None or when >= utc(datetime.fromisoformat(self.after))) and (
             self.before is None or when < utc(datetime.fromisoformat(self.before)))
 
@@ -64,6 +76,16 @@ class MemoryFilter:
 class ScoredMemory:
     memory: Memory
     score: float  # cosine similarity in [-1, 1]
+
+
+@dataclass(frozen=True)
+class RankRequest:
+    """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is."""
+
+    flt: MemoryFilter
+    limit: int
+    vector: list[float] | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +126,14 @@ class VectorStore(Protocol):
 
     async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
         """Lexical: BM25 over the memories' content (sparse vectors, IDF over the user's memories)."""
+
+    async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
+        """Each request's (memory id, score) list, best first, like `search` / `search_text` but without the
+        payloads (a search reads the payloads of the results it returns only, with `get`); one store call for
+        the whole batch."""
+
+    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
+        """The ids among `ids` of memories the store holds and `flt` admits."""
 
     async def optimize(self) -> bool:
         """Build the vector indexes now (HNSW); True when anything changed. docs/decisions.md says where

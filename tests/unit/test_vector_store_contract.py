@@ -18,7 +18,7 @@ from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
-from service.stores.vector import Boundary, MemoryFilter, VectorStore
+from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorStore
 
 DIM = 8
 EMBEDDER = "test-embedder"
@@ -487,6 +487,47 @@ async def test_search_text_keeps_tenants_and_filters(store: VectorStore) -> None
     both = await store.search_text("Kafka", MemoryFilter("alice", project_id="billing"), 10)
     assert {h.memory.id for h in both} == {mine.id, project.id}
     assert await store.search_text("Kafka", MemoryFilter("carol"), 10) == []
+
+
+async def test_rank_batches_dense_and_lexical_with_the_same_order_as_search(store: VectorStore) -> None:
+    """`rank` answers each request as `search` / `search_text` would, ids and scores only, in request order;
+    a request that cannot match (no category, only stop words) answers []."""
+    ms = [mem(content=f"Kafka note {i} about the billing queue") for i in range(5)]
+    ms.append(mem(content="the incident ticket is ZX-4411"))
+    await store.upsert(ms, [unit(i % 4, (i + 1) % 4, 0.3 * i) for i in range(6)])
+    flt = MemoryFilter("alice")
+    answers = await store.rank([
+        RankRequest(flt, 4, vector=unit(1)), RankRequest(flt, 10, text="ZX-4411 Kafka"),
+        RankRequest(MemoryFilter("alice", categories=()), 4, vector=unit(1)), RankRequest(flt, 3, text="the is to"),
+        RankRequest(MemoryFilter("bob"), 4, vector=unit(1)),
+    ])
+    assert len(answers) == 5
+    dense, lexical, no_category, stop_words, other_user = answers
+    for got, hits in ((dense, await store.search(unit(1), flt, 4)),
+                      (lexical, await store.search_text("ZX-4411 Kafka", flt, 10))):
+        assert [mid for mid, _ in got] == [h.memory.id for h in hits]
+        assert [score for _, score in got] == pytest.approx([h.score for h in hits])
+    assert lexical[0][0] == ms[5].id and len(lexical) == 6
+    assert no_category == [] and stop_words == [] and other_user == []
+    assert await store.rank([]) == []
+
+
+async def test_held_keeps_the_ids_the_filter_admits(store: VectorStore) -> None:
+    mine = mem(content="a")
+    project = mem(content="b", category="tech_stack", scope=Scope.PROJECT, project_id="billing")
+    theirs = mem(user="bob", content="c")
+    await store.upsert([mine, project, theirs], [unit(0)] * 3)
+    gone = mem(content="never stored")
+    ids = [mine.id, project.id, theirs.id, gone.id, "not-a-uuid"]
+    assert await store.held(ids, MemoryFilter("alice")) == {mine.id}
+    assert await store.held(ids, MemoryFilter("alice", project_id="billing")) == {mine.id, project.id}
+    assert await store.held(ids, MemoryFilter("alice", categories=("tech_stack",), project_id="billing")) == {
+        project.id}
+    assert await store.held([], MemoryFilter("alice")) == set()
+    dated = mem(content="d").model_copy(update={"occurred_at": "2023-05-10T09:00:00+00:00"})
+    await store.upsert([dated], [unit(0)])
+    window = MemoryFilter("alice", after="2023-05-01T00:00:00+00:00", before="2023-06-01T00:00:00+00:00")
+    assert await store.held([*ids, dated.id], window) == {dated.id}
 
 
 async def test_occurred_at_window_filters_every_read(store: VectorStore) -> None:

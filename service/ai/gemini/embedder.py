@@ -57,6 +57,10 @@ class GeminiEmbedder:
             out.extend(await self._embed_batch(texts[start : start + self._batch_size]))
         return out
 
+    async def embed_query(self, text: str) -> list[float]:
+        [vector] = await self._embed_batch([text])
+        return vector
+
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         # One Content per text: a bare list of strings can be merged into one multimodal
         # content by newer embedding models (gemini-embedding-2).

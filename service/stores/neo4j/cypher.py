@@ -288,14 +288,43 @@ CALL (e) {
 }
 RETURN hit, hop, """ + FACT_FIELDS
 
-# The graph retriever: memories that mention a matched entity (hop 0) or an entity one valid RELATES edge
-# away from it (hop 1), with the entity's mention count (its document frequency, for the score). Mention
-# counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions times is a
-# hub whose memories are not read (it says little about any of them), and every read is LIMITed.
-ENTITY_MEMORIES: LiteralString = """
-UNWIND $hits AS hit
+# The graph retriever, in one statement (one round trip; only the ranked memories cross the wire):
+# 1. the entities the query names: full text over names and aliases (scores normalised by the best) and an exact
+#    match of the whole query (1.0); the best $entity_hits; an entity merged into another (issue 13's
+#    `merged_into`, absent before) counts as its target, and is never followed as a neighbour;
+# 2. memories that mention a matched entity (hop 0) or an entity one valid RELATES edge away from it (hop 1).
+#    Mention counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions
+#    times is a hub whose memories are not read (it says little about any of them), and every read is LIMITed;
+# 3. a memory's score: for each (matched entity, memory, hop) that reaches it, the entity's match strength,
+#    times $one_hop for a neighbour's memory, over log2(1 + the mentions of the entity the memory mentions), so
+#    a rare entity counts more than one the user mentions everywhere (an IDF). Best first, ties by id.
+# Two variants: with the full-text part (the query has Lucene terms) and without (exact name only).
+_RETRIEVER_TEXT: LiteralString = """
+CALL () {
+    CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $entity_hits}) YIELD node, score
+    WHERE score > 0 AND node.user_id = $user_id AND node.group_id IN $groups
+    WITH coalesce(node.merged_into, node.id) AS id, max(score) AS s  // a merged entity's hit counts for its target
+    RETURN collect({id: id, s: s}) AS found
+}
+WITH reduce(top = 0.0, t IN found | CASE WHEN t.s > top THEN t.s ELSE top END) AS top, found
+WITH [t IN found | {id: t.id, s: t.s / top}] AS text
+"""
+
+_RETRIEVER_NO_TEXT: LiteralString = """
+WITH [] AS text
+"""
+
+_RETRIEVER_EXPAND: LiteralString = """
+CALL () {
+    MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc})
+    WHERE $name_lc <> '' AND e.group_id IN $groups
+    RETURN collect(DISTINCT coalesce(e.merged_into, e.id)) AS exact
+}
+UNWIND [t IN text WHERE NOT t.id IN exact] + [x IN exact | {id: x, s: 1.0}] AS cand
+WITH cand ORDER BY cand.s DESC, cand.id LIMIT $entity_hits
+WITH cand.id AS hit, cand.s AS strength
 MATCH (e:Entity {id: hit})
-WITH hit, e, COUNT { (e)<-[:MENTIONS]-() } AS df
+WITH strength, e, COUNT { (e)<-[:MENTIONS]-() } AS df
 CALL (e, df) {
     WITH e WHERE df <= $max_mentions
     MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
@@ -313,8 +342,14 @@ CALL (e, df) {
     }
     RETURN m.id AS mid, 1 AS hop, odf AS mdf
 }
-RETURN hit, mid, hop, mdf AS df
+WITH mid, sum(strength * CASE hop WHEN 0 THEN 1.0 ELSE $one_hop END
+              / (log(1 + CASE WHEN mdf < 1 THEN 1 ELSE mdf END) / log(2))) AS score
+WHERE score > 0
+RETURN mid, score ORDER BY round(score, 6) DESC, mid LIMIT $limit
 """
+
+MEMORY_RETRIEVER: LiteralString = _RETRIEVER_TEXT + _RETRIEVER_EXPAND
+MEMORY_RETRIEVER_EXACT: LiteralString = _RETRIEVER_NO_TEXT + _RETRIEVER_EXPAND
 
 FACT_TEXT_HITS: LiteralString = """
 CALL db.index.fulltext.queryRelationships($index, $lucene, {limit: $k}) YIELD relationship AS r, score

@@ -6,9 +6,7 @@ sees the caller's documents."""
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
-from typing import Any
 
 import structlog
 
@@ -94,18 +92,3 @@ def fact_score(evidence: list[float], support: int, valid_at: str | None, now: d
     support_part = 1.0 - 0.5 ** max(0, support)
     score = relevance * (0.7 + 0.2 * support_part + 0.1 * recency(valid_at, now))
     return round(min(1.0, max(0.0, score)), 6)
-
-
-
-
-def memory_scores(hits: dict[str, float], rows: list[dict[str, Any]]) -> list[tuple[str, float]]:
-    """The graph retriever's ranking. A memory scores, for each matched entity that reaches it, the entity's
-    match strength (in [0, 1]) divided by log2(1 + the mentions of the entity it mentions), so a rare entity
-    counts more than one the user mentions everywhere (an IDF), and a neighbour's ONE_HOP_WEIGHT of that.
-    Best first; ties by id."""
-    scores: dict[str, float] = {}
-    for r in rows:
-        weight = hits.get(str(r["hit"]), 0.0) * (1.0 if r["hop"] == 0 else ONE_HOP_WEIGHT)
-        mid = str(r["mid"])
-        scores[mid] = scores.get(mid, 0.0) + weight / math.log2(1 + max(1, int(r["df"])))
-    return sorted(((m, round(v, 6)) for m, v in scores.items() if v > 0), key=lambda mv: (-mv[1], mv[0]))

@@ -1,0 +1,24 @@
+"""Time phrases of search queries (service/timephrases.py), with the real dateparser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from service.timephrases import find_time_window
+
+
+def test_a_query_without_time_stays_without_one_on_repeat() -> None:
+    now = datetime(2024, 6, 15, 12, 0, tzinfo=UTC)
+    for _ in range(3):  # the repeats are answered from the per-day memo of timeless queries
+        assert find_time_window("which editor theme do I prefer", now) is None
+
+
+def test_a_found_phrase_is_resolved_against_each_searchs_time() -> None:
+    first = find_time_window("what did I cook yesterday", datetime(2024, 6, 15, 12, 0, tzinfo=UTC))
+    again = find_time_window("what did I cook yesterday", datetime(2024, 6, 20, 9, 0, tzinfo=UTC))
+    assert first is not None and again is not None
+    assert (first.start, first.end) == (datetime(2024, 6, 14, tzinfo=UTC), datetime(2024, 6, 15, tzinfo=UTC))
+    assert (again.start, again.end) == (datetime(2024, 6, 19, tzinfo=UTC), datetime(2024, 6, 20, tzinfo=UTC))
+    month = find_time_window("the trip in May 2023", datetime(2024, 6, 15, tzinfo=UTC))
+    assert month is not None and month.period == "month"
+    assert (month.start, month.end) == (datetime(2023, 5, 1, tzinfo=UTC), datetime(2023, 6, 1, tzinfo=UTC))
