@@ -44,6 +44,8 @@ class Deps:
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
 
     async def close(self) -> None:
+        if self.service.trace_writes:  # traces being written after their search answered: let them land
+            await asyncio.wait(set(self.service.trace_writes), timeout=self.settings.graph_timeout_seconds)
         if self.embed_child is not None:
             await self.embed_child.close()
         await self.vectors.close()

@@ -3,6 +3,7 @@ the listing filter. Writes are in writes.py, reads in reads.py; MemoryService (s
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import TypeVar
 
@@ -53,6 +54,7 @@ class MemoryBase:
         self.links = links
         self.graph_writer = GraphWriter(graph)
         self.query_vectors: OrderedDict[str, list[float]] = OrderedDict()  # search's query-embedding LRU
+        self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)
 
     # ------------------------------------------------------------------ validation
 

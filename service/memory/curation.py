@@ -35,7 +35,6 @@ MAX_TRACE_WRITES = 64  # traces being written at once, per process; past it a se
 
 
 class MemoryCuration(MemoryBase):
-    _trace_tasks: set[asyncio.Task[None]]
 
     async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
                               cursor: str | None) -> DuplicatePage:
@@ -75,7 +74,7 @@ class MemoryCuration(MemoryBase):
     def trace_search(self, req: SearchRequest, user_id: str, response: SearchResponse) -> str | None:
         """Record the search in the background (the answer does not wait for it) and return the trace's id;
         None when MAX_TRACE_WRITES are already in flight (the search is not slowed to record it)."""
-        tasks = self.__dict__.setdefault("_trace_tasks", set())
+        tasks = self.trace_writes
         if len(tasks) >= MAX_TRACE_WRITES:
             log.warning("trace_skipped", reason="too many trace writes in flight", limit=MAX_TRACE_WRITES)
             return None
