@@ -15,7 +15,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.errors import Conflict, DomainError, NotFound
 from service.identity import compatible
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
 
 ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .group_id, .merged_into,
     mentions: COUNT { (x)<-[:MENTIONS]-(:Memory) }}"""
@@ -104,6 +104,14 @@ CALL (s, t) {  // entities merged into the source before follow it to the target
     SET a.merged_into = t.id, a.merged_via = s.id
 }
 RETURN t.id AS id
+"""
+
+IMPORT_SAME_AS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Entity {id: row.source_id, user_id: $user_id})
+MATCH (t:Entity {id: row.target_id, user_id: $user_id})
+MERGE (s)-[r:SAME_AS]->(t)
+SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
 """
 
 UNMERGE: LiteralString = """
@@ -314,6 +322,20 @@ class GraphCuration:
 
         await self._write(run)
         return {"status": "merged", "source_id": source_id, "target_id": target_id, "merged_into": target_id}
+
+    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
+        """After an import's entities: their SAME_AS pairs, then each merge replayed (which copies the edges)."""
+        check_id(user_id, "user_id")
+        now = utc_now()
+
+        async def run(tx: AsyncManagedTransaction) -> None:
+            if same_as:
+                await (await tx.run(IMPORT_SAME_AS, rows=same_as, user_id=user_id)).consume()
+            for source_id, target_id in merges:
+                await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
+                                    now=now)).consume()
+
+        await self._write(run)
 
     async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]:
         source = await self.entity(user_id, entity_id)

@@ -430,13 +430,6 @@ SET e += row.identity,
     e.keys = row.keys
 """
 
-IMPORT_SAME_AS: LiteralString = """
-UNWIND $rows AS row
-MATCH (s:Entity {id: row.source_id, user_id: $user_id})
-MATCH (t:Entity {id: row.target_id, user_id: $user_id})
-MERGE (s)-[r:SAME_AS]->(t)
-SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
-"""
 
 # An import restores: a memory deleted here before (its node kept as a tombstone) lives again.
 IMPORT_MEMORIES: LiteralString = """

@@ -22,7 +22,7 @@ from service.errors import DependencyUnavailable, DomainError
 from service.identity import NameVectors, keys_of
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, MemoryLinks, Page
 from service.stores.neo4j import cypher, resolution
-from service.stores.neo4j.curation import MERGE_ENTITIES, GraphCuration
+from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -473,19 +473,6 @@ class Neo4jGraphStore(GraphCuration):
     async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
         return self._paged([dict(r["item"]) for r in rows], limit)
-
-    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
-        """After an import's entities: their SAME_AS pairs, then each merge replayed (which copies the edges)."""
-        check_id(user_id, "user_id")
-
-        async def run(tx: AsyncManagedTransaction) -> None:
-            if same_as:
-                await (await tx.run(cypher.IMPORT_SAME_AS, rows=same_as, user_id=user_id)).consume()
-            for source_id, target_id in merges:
-                await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
-                                    now=utc_now())).consume()
-
-        await self._write(run)
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)
