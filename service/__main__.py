@@ -21,11 +21,13 @@ from service.settings import Settings
 
 
 def serve(settings: Settings) -> None:
-    from service.app import create_app
+    from service.app import WorkerFactory, create_app
+    from worker.child import ChildWorker
     from worker.embedded import EmbeddedWorker
 
+    factory: WorkerFactory = ChildWorker if settings.worker_in_child else EmbeddedWorker
     uvicorn.run(
-        create_app(settings, EmbeddedWorker),
+        create_app(settings, factory),
         host=settings.host,
         port=settings.port,
         log_config=None,  # structlog owns logging

@@ -5,14 +5,15 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import structlog
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
@@ -34,6 +35,40 @@ class BackgroundWorker(Protocol):
 
 
 WorkerFactory = Callable[[Deps], BackgroundWorker]
+
+
+class RequestContext:
+    """Request id (`x-request-id`, echoed) in the logs' context and the request's duration metric, as plain
+    ASGI: Starlette's BaseHTTPMiddleware runs every request in an extra task with memory streams."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = dict(scope.get("headers") or []).get(b"x-request-id")
+        request_id = (sent.decode("latin-1") if sent else uuid.uuid4().hex)[:64]
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+                message = {**message, "headers": [*headers, (b"x-request-id", request_id.encode("latin-1"))]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            structlog.contextvars.unbind_contextvars("request_id")
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"  # the template, never the ids in a path
+            HTTP_DURATION.labels(template, scope.get("method", ""), str(status)).observe(time.perf_counter() - started)
 
 
 def create_app(settings: Settings | None = None, worker_factory: WorkerFactory | None = None) -> FastAPI:
@@ -78,22 +113,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
         responses=ERROR_RESPONSES,
     )
 
-    @app.middleware("http")
-    async def bind_request_id(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-        structlog.contextvars.bind_contextvars(request_id=request_id[:64])
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-        finally:
-            structlog.contextvars.unbind_contextvars("request_id")
-            route = request.scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"  # the template, never the ids in a path
-            HTTP_DURATION.labels(template, request.method, str(status)).observe(time.perf_counter() - started)
-        response.headers["x-request-id"] = request_id[:64]
-        return response
+    app.add_middleware(RequestContext)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

@@ -123,7 +123,8 @@ def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> G
     )
 
 
-async def build_deps(settings: Settings) -> Deps:
+async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
+    """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py)."""
     redis = await connect_redis(settings)
     embedder, extractor, genai_client = build_ai(settings)
     write_embedder: Embedder = embedder
@@ -131,7 +132,7 @@ async def build_deps(settings: Settings) -> Deps:
              if settings.embeds_in_child else None)
     if child is not None:
         write_embedder = BatchingEmbedder(child, max_batch=settings.embedding_batch_size)
-    vectors = build_vector_store(settings)
+    vectors = vectors or build_vector_store(settings)
     graph = build_graph_store(settings, write_embedder)
     try:
         await vectors.ensure_collection(embedder.dim, embedder.name)
@@ -158,6 +159,7 @@ async def build_deps(settings: Settings) -> Deps:
         embedder=embedder.name,
         extractor=extractor.name,
         embedded_worker=settings.run_embedded_worker,
+        worker_process=settings.worker_process,
         write_embedder="child process" if child is not None else "in process",
     )
     return Deps(settings, redis, tasks, vectors, graph, write_embedder, extractor, service, genai_client, child)

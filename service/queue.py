@@ -28,6 +28,7 @@ import msgpack
 import structlog
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
 from redis.exceptions import RedisError
 
 from service.domain import ID_NAMESPACE, TaskStatus
@@ -43,6 +44,26 @@ STEPS = ("extraction", "targets")  # the intermediate results a job keeps for it
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 
 # Shrink the idempotency pointer's TTL only if it still names this task.
+# Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
+# answers a retried request; otherwise the status record, the pending entry, the pointer and the ARQ job (what
+# ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
+# written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue. ARGV: record JSON, pending
+# score, task id, TTL s, serialised job, job expiry ms, queue score, the records' key prefix.
+_ACCEPT = """
+local existing = redis.call('GET', KEYS[3])
+if existing and redis.call('EXISTS', ARGV[8] .. existing) == 1 then
+    return existing
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[4])
+if redis.call('EXISTS', KEYS[4], KEYS[5]) == 0 then
+    redis.call('PSETEX', KEYS[4], ARGV[6], ARGV[5])
+    redis.call('ZADD', KEYS[6], ARGV[7], ARGV[3])
+end
+return false
+"""
+
 _RELEASE_IDEM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if tonumber(ARGV[2]) > 0 then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
@@ -112,6 +133,7 @@ class TaskQueue:
         self._redis = redis
         self._settings = settings
         self._release = redis.register_script(_RELEASE_IDEM)
+        self._accept = redis.register_script(_ACCEPT)
         self._prefix = f"{settings.arq_queue_name}:"
         self._task_prefix = f"{settings.arq_queue_name}:task:"
         self._idem_prefix = f"{settings.arq_queue_name}:idem:"
@@ -139,6 +161,7 @@ class TaskQueue:
         task_id = uuid.uuid5(ID_NAMESPACE, f"{req}:{time.time_ns()}").hex
         ttl = self._settings.task_ttl_seconds
         job = job.model_copy(update={"accepted_at": accepted_at})
+        payload = job.model_dump(mode="json")
         record = {
             "task_id": task_id,
             "kind": job.kind,
@@ -150,26 +173,20 @@ class TaskQueue:
             "created_at": accepted_at,
             "updated_at": accepted_at,
             "attempt": 0,
-            "job": job.model_dump(mode="json"),
+            "job": payload,
         }
-        # Order matters for a crash at any point (the reaper finishes what is left):
-        # 1. record + pending entry together, so every record of an unended task is found by the reaper;
-        # 2. the idempotency pointer: from here on the task is the answer to this request (and the
-        #    reaper re-enqueues it if step 3 never happened); a task that never got its pointer was
-        #    never answered, and the reaper discards it;
-        # 3. the ARQ job.
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.set(self._task_prefix + task_id, json.dumps(record), ex=ttl)
-        pipe.zadd(self.pending_key, {task_id: time.time() * 1000})
-        await pipe.execute()
-        if not await self._redis.set(idem_key, task_id, nx=True, ex=ttl):
-            existing = await self._redis.get(idem_key)
-            if existing is not None and await self._redis.exists(self._task_prefix + existing.decode()):
-                await self._discard(task_id)
-                log.info("task_deduplicated", task_id=existing.decode())
-                return str(existing.decode())
-            await self._redis.set(idem_key, task_id, ex=ttl)  # stale pointer: take it over
-        await self._submit(task_id, job.model_dump(mode="json"))
+        # One script, so a crash leaves all of it or none: a retried request finds the live task its pointer
+        # names; otherwise the record, the pending entry (the reaper's list), the pointer and the ARQ job.
+        now_ms = int(time.time() * 1000)
+        serialized = serialize_job(FUNCTIONS[job.kind], (task_id, payload), {}, None, now_ms,
+                                   serializer=job_serializer)
+        existing = await self._accept(
+            keys=[self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
+                  result_key_prefix + task_id, self._settings.arq_queue_name],
+            args=[json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix])
+        if existing is not None:
+            log.info("task_deduplicated", task_id=existing.decode())
+            return str(existing.decode())
         log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
 

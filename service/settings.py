@@ -111,6 +111,12 @@ class Settings(BaseSettings):
     default_user_id: str = "default_user"
     # None = decide from the profile: in-process when Qdrant is embedded (no QDRANT_URL).
     embedded_worker: bool | None = None
+    # Where the embedded profile's worker runs: "inline" = in the API process (one event loop and GIL for both),
+    # "child" = a child process that reaches the API process's Qdrant Edge shard through a Unix socket
+    # (worker/child.py), so the accepting loop does not run jobs. The server profile's worker is its own process.
+    worker_process: Literal["inline", "child"] = "inline"
+    # The worker child's CPU priority below the API process's (Unix nice, 0-19): accepting comes first.
+    worker_process_nice: int = Field(default=10, ge=0, le=19)
     max_content_chars: int = Field(default=8000, ge=1, le=100_000)
     max_conversation_chars: int = Field(default=200_000, ge=1, le=5_000_000)
     log_level: str = "INFO"
@@ -247,8 +253,12 @@ class Settings(BaseSettings):
         return self.qdrant_url is None
 
     @property
+    def worker_in_child(self) -> bool:
+        return self.worker_process == "child" and self.run_embedded_worker
+
+    @property
     def embeds_in_child(self) -> bool:
-        if self.embedder != "local" or self.embed_process == "inline":
+        if self.embedder != "local" or self.embed_process == "inline" or self.worker_in_child:
             return False
         return self.embed_process == "child" or self.run_embedded_worker
 

@@ -10,13 +10,14 @@ from service.deps import Deps
 from service.memory import MemoryService
 
 
-def get_deps(request: Request) -> Deps:
+async def get_deps(request: Request) -> Deps:  # async: a plain def runs in the threadpool
     deps: Deps = request.app.state.deps
     return deps
 
 
-def get_service(request: Request) -> MemoryService:
-    return get_deps(request).service
+async def get_service(request: Request) -> MemoryService:
+    deps: Deps = request.app.state.deps
+    return deps.service
 
 
 DepsDep = Annotated[Deps, Depends(get_deps)]

@@ -1,5 +1,7 @@
 """One contract, two adapters: Qdrant Edge (embedded shard) and qdrant-client (local mode as the
-stand-in for a Qdrant server). Every test runs against both through the `backend` fixture."""
+stand-in for a Qdrant server). Every test runs against both through the `backend` fixture, and a third time
+against Qdrant Edge reached across a Unix socket (service/stores/remote.py: the worker process's store,
+WORKER_PROCESS=child)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
+from service.stores.remote import RemoteVectorStore, VectorServer
 from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorStore
 
 DIM = 8
@@ -67,10 +70,13 @@ class Backend:
         self.kind = kind
         self.root = root
         self.opened: list[VectorStore] = []
+        self.server: VectorServer | None = None  # "remote": the parent's side, serving an Edge shard
 
     def open(self) -> VectorStore:
         store: VectorStore
-        if self.kind == "edge":
+        if self.server is not None:
+            store = RemoteVectorStore(self.server.path, self.server.token)
+        elif self.kind == "edge":
             store = EdgeVectorStore(self.root / "edge", COLLECTION)
         else:
             store = QdrantServerVectorStore(None, COLLECTION, local_path=self.root / "local")
@@ -83,12 +89,19 @@ class Backend:
         return store
 
 
-@pytest.fixture(params=["edge", "qdrant_local"])
+@pytest.fixture(params=["edge", "qdrant_local", "remote"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     b = Backend(request.param, tmp_path)
+    parent = EdgeVectorStore(tmp_path / "edge", COLLECTION)
+    if b.kind == "remote":
+        b.server = VectorServer(parent, tmp_path / "vectors.sock")
+        await b.server.start()
     yield b
     for s in b.opened:
         await s.close()
+    if b.server is not None:
+        await b.server.close()
+    await parent.close()
 
 
 @pytest.fixture
@@ -417,13 +430,18 @@ asyncio.run(main())
 """
 
 
-async def test_upsert_survives_sigkill(backend: Backend) -> None:
+@pytest.mark.parametrize("kind", ["edge", "qdrant_local"])  # the writing process owns the store (a killed worker
+async def test_upsert_survives_sigkill(kind: str, tmp_path: Path) -> None:  # child: test_worker_process.py)
+    backend = Backend(kind, tmp_path)
     mid = str(uuid.uuid4())
     code = textwrap.dedent(CHILD).format(repo=str(REPO), kind=backend.kind, root=str(backend.root), mid=mid)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
     store = await backend.ready()
-    assert [m.content for m in await store.get([mid])] == ["survivor"]
+    try:
+        assert [m.content for m in await store.get([mid])] == ["survivor"]
+    finally:
+        await store.close()
 
 
 # -------------------------------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""The embedded profile's worker in a child process (WORKER_PROCESS=child; docs/decisions.md "The worker's process").
+
+The API process (the parent) keeps the Qdrant Edge shard, one process per shard, and serves it on a Unix socket
+(service/stores/remote.py). The child is the same ARQ worker as the in-process one (worker/embedded.py), with its
+own event loop, GIL and embedder; its vector store is the parent's, reached through that socket. Redis and Neo4j
+it reaches itself. So the parent's event loop only answers HTTP and the child's vector calls.
+
+The parent starts the child at start-up, starts it again when it exits (backoff 0.5 s doubling to 10 s), and
+stops it at shutdown (SIGTERM, then SIGKILL after STOP_TIMEOUT_S). A child whose parent is gone stops itself.
+A job that was running when the child died is found by the reaper (TaskQueue.reap) like any killed worker's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import SecretStr
+
+from service.deps import Deps, build_deps
+from service.logging import configure_logging
+from service.settings import Settings
+from service.stores.remote import RemoteVectorStore, VectorServer
+from worker.embedded import EmbeddedWorker
+
+log = structlog.get_logger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+STOP_TIMEOUT_S = 20.0
+STEADY_S = 60.0  # a child that ran this long restarts after the shortest delay again
+
+
+def settings_line(settings: Settings) -> bytes:
+    """The parent's settings, secrets included, as one JSON line for the child's stdin (never argv or env);
+    the socket's token follows on a second line."""
+    values: dict[str, Any] = {}
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        values[name] = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return (json.dumps(values, default=str) + "\n").encode()
+
+
+class ChildWorker:
+    """The parent's side: the vector server and the child's supervision (the app's BackgroundWorker)."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+        self._task: asyncio.Task[None] | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._server: VectorServer | None = None
+        self._dir: str | None = None
+        self._stopping = False
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.returncode is None else None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._supervise(), name="worker-process")
+
+    async def _supervise(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="memory-worker-")  # 0700: only this user reaches the socket
+        self._server = VectorServer(self._deps.vectors, Path(self._dir) / "vectors.sock")
+        await self._server.start()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        delay = 0.5
+        for _ in range(10**6):  # bounded; ends at stop()
+            if self._stopping:
+                return
+            started = time.monotonic()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "worker.child", "--socket", str(self._server.path),
+                stdin=asyncio.subprocess.PIPE, env=env)
+            self._proc = proc
+            self.starts += 1
+            assert proc.stdin is not None
+            with contextlib.suppress(ConnectionError):
+                proc.stdin.write(settings_line(self._deps.settings) + self._server.token.hex().encode() + b"\n")
+                await proc.stdin.drain()
+            proc.stdin.close()
+            log.info("worker_process_started", pid=proc.pid, socket=str(self._server.path))
+            code = await proc.wait()
+            if self._stopping:
+                return
+            delay = 0.5 if time.monotonic() - started > STEADY_S else delay
+            log.warning("worker_process_exited", pid=proc.pid, returncode=code, restart_in_s=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            proc.terminate()  # the child's worker cancels its jobs; ARQ keeps them queued and reruns them later
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("worker_process_killed", pid=proc.pid, after_s=STOP_TIMEOUT_S)
+                proc.kill()
+                await proc.wait()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._server is not None:
+            await self._server.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        log.info("worker_process_stopped")
+
+
+async def run_child(settings: Settings, socket: Path, token: bytes) -> int:
+    """The child: the ARQ worker on the parent's vector store, until SIGTERM or the parent's death."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+    deps = await build_deps(settings, vectors=RemoteVectorStore(socket, token))
+    if settings.worker_metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
+    worker = EmbeddedWorker(deps)
+    worker.start()
+    try:
+        for _ in range(10**9):  # bounded; one turn a second
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if stop.is_set() or os.getppid() != parent:
+                break
+    finally:
+        await worker.stop()
+        await deps.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m worker.child", description="started by the API process")
+    parser.add_argument("--socket", required=True, help="the API process's vector store socket")
+    args = parser.parse_args(argv)
+    line, token = sys.stdin.readline(), sys.stdin.readline().strip()
+    if not line or not token:
+        print("error: no settings on stdin (this process is started by `python -m service`)", file=sys.stderr)
+        return 2
+    # The child embeds in-process and runs the worker itself: none of the parent's child-process options apply.
+    settings = Settings(**{**json.loads(line), "embed_process": "inline", "worker_process": "inline"})
+    configure_logging(settings)
+    with contextlib.suppress(OSError):
+        os.nice(settings.worker_process_nice)
+    return asyncio.run(run_child(settings, Path(args.socket), bytes.fromhex(token)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
