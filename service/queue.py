@@ -43,7 +43,6 @@ _T = TypeVar("_T")
 STEPS = ("extraction", "targets")  # the intermediate results a job keeps for its replays (save_step)
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 
-# Shrink the idempotency pointer's TTL only if it still names this task.
 # Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
 # answers a retried request; otherwise the status record, the pending entry, the pointer and the ARQ job (what
 # ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
@@ -64,12 +63,24 @@ end
 return false
 """
 
-_RELEASE_IDEM = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if tonumber(ARGV[2]) > 0 then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-  return redis.call('DEL', KEYS[1])
+# A task ends in one script: its final record, out of the pending set, its idempotency pointer shrunk to the
+# window (or dropped) only if it still names this task, its step caches dropped, and (completed) the
+# memory -> task index that lets a delete erase the content from the result. KEYS: record, pending, pointer,
+# then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s, task id, window s, step count,
+# "1" when the record has a pointer.
+_FINISH = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[3])
+if ARGV[6] == '1' and redis.call('GET', KEYS[3]) == ARGV[3] then
+    if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) else redis.call('DEL', KEYS[3]) end
 end
-return 0
+local steps = tonumber(ARGV[5])
+for i = 4, 3 + steps do redis.call('DEL', KEYS[i]) end
+for i = 4 + steps, #KEYS do
+    redis.call('SADD', KEYS[i], ARGV[3])
+    redis.call('EXPIRE', KEYS[i], ARGV[2])
+end
+return 1
 """
 
 
@@ -132,8 +143,8 @@ class TaskQueue:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._release = redis.register_script(_RELEASE_IDEM)
         self._accept = redis.register_script(_ACCEPT)
+        self._finish_script = redis.register_script(_FINISH)
         self._prefix = f"{settings.arq_queue_name}:"
         self._task_prefix = f"{settings.arq_queue_name}:task:"
         self._idem_prefix = f"{settings.arq_queue_name}:idem:"
@@ -211,35 +222,37 @@ class TaskQueue:
 
     async def _update(self, task_id: str, **changes: Any) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
-            key = self._task_prefix + task_id
-            raw = await self._redis.get(key)
-            rec: dict[str, Any] = json.loads(raw) if raw else {"task_id": task_id, "created_at": now_iso()}
-            rec.update(changes, updated_at=now_iso())
-            await self._redis.set(key, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+            rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
+            await self._redis.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
             return rec
 
         return await self._guard("status update", run())
 
-    async def mark_processing(self, task_id: str, attempt: int) -> None:
-        await self._update(task_id, status=TaskStatus.PROCESSING.value, attempt=attempt)
+    @staticmethod
+    def _changed(task_id: str, raw: bytes | None, changes: dict[str, Any]) -> dict[str, Any]:
+        rec: dict[str, Any] = json.loads(raw) if raw else {"task_id": task_id, "created_at": now_iso()}
+        rec.update(changes, updated_at=now_iso())
+        return rec
+
+    async def mark_processing(self, task_id: str, attempt: int, lease_token: str | None = None) -> None:
+        """The record's status, and the job's lease when a token is given (hold_lease): two round trips."""
+        async def run() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            if lease_token is not None:
+                pipe.set(self.key(f"lease:{task_id}"), lease_token, ex=LEASE_TTL_S)
+            pipe.get(self._task_prefix + task_id)
+            raw = (await pipe.execute())[-1]
+            rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
+            await self._redis.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+
+        await self._guard("status update", run())
 
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
         # The job's copy (for the reaper) and its step caches go: a delete must find the content only in
         # `result`, where erase() can reach it through <queue>:mtasks:<memory id>.
-        rec = await self._update(task_id, status=TaskStatus.COMPLETED.value, result=result, error=None, job=None)
-        await self._finish(task_id, rec)
-
-        async def index() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for step in STEPS:
-                pipe.delete(f"{self._task_prefix}{task_id}:{step}")
-            for m in result.get("memories") or []:
-                if isinstance(m, dict) and m.get("id"):
-                    pipe.sadd(self.key(f"mtasks:{m['id']}"), task_id)
-                    pipe.expire(self.key(f"mtasks:{m['id']}"), self._settings.task_ttl_seconds)
-            await pipe.execute()
-
-        await self._guard("finish", index())
+        memories = [m["id"] for m in result.get("memories") or [] if isinstance(m, dict) and m.get("id")]
+        await self._end(task_id, {"status": TaskStatus.COMPLETED.value, "result": result, "error": None, "job": None},
+                        self._settings.idempotency_window_seconds, memories)
 
     async def erase(self, memory_ids: list[str]) -> int:
         """Deleting erases: the content of these memories leaves every task record that holds it (the
@@ -270,9 +283,22 @@ class TaskQueue:
         return await self._guard("erase", run())
 
     async def mark_failed(self, task_id: str, error: str) -> None:
-        rec = await self._update(task_id, status=TaskStatus.FAILED.value, error=error[:2000], job=None)
         # A failed task's idempotency pointer goes at once: an identical resubmission is a fresh write.
-        await self._finish(task_id, rec, window=0)
+        await self._end(task_id, {"status": TaskStatus.FAILED.value, "error": error[:2000], "job": None}, 0, [])
+
+    async def _end(self, task_id: str, changes: dict[str, Any], window: int, memory_ids: list[str]) -> None:
+        """The final record and everything that goes with it (_FINISH): two round trips."""
+        async def run() -> None:
+            rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
+            idem_key = rec.get("idem_key")
+            steps = [f"{self._task_prefix}{task_id}:{step}" for step in STEPS]
+            await self._finish_script(
+                keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix, *steps,
+                      *(self.key(f"mtasks:{m}") for m in memory_ids)],
+                args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
+                      "1" if idem_key else "0"])
+
+        await self._guard("finish", run())
 
     async def set_graph_state(self, task_id: str, state: str) -> bool:
         """The reconciler landed (or gave up on) a completed task's graph half: `result.graph` says so."""
@@ -283,16 +309,6 @@ class TaskQueue:
         result["graph"] = state
         await self._update(task_id, result=result)
         return True
-
-    async def _finish(self, task_id: str, rec: dict[str, Any], window: int | None = None) -> None:
-        async def run() -> None:
-            await self._redis.zrem(self.pending_key, task_id)
-            idem_key = rec.get("idem_key")
-            if idem_key:
-                keep = self._settings.idempotency_window_seconds if window is None else window
-                await self._release(keys=[idem_key], args=[task_id, keep])
-
-        await self._guard("finish", run())
 
     async def set_progress(self, task_id: str, done: int, total: int) -> None:
         """What a long task reports while it runs (task status `progress`)."""

@@ -88,9 +88,8 @@ async def run_job(
         try:
             job = model.model_validate(raw)
             token = uuid.uuid4().hex
-            await deps.tasks.hold_lease(task_id, token)
+            await deps.tasks.mark_processing(task_id, attempt, token)  # and takes the lease
             lease = asyncio.create_task(_keep_lease(deps, task_id, token), name=f"lease-{task_id}")
-            await deps.tasks.mark_processing(task_id, attempt)
             async with asyncio.timeout(deadline(settings.arq_job_timeout)):
                 result = await body(deps, task_id, job)
             await deps.tasks.mark_completed(task_id, result)
