@@ -29,6 +29,10 @@ What it does (every loop is bounded in count and in time):
    unexpected = ids listed that no task reported; deleted_in_* = ids a completed delete
    reported deleted that are still listed.
 
+5. Beside the figures: memories stored per second (first accept to last completion) and the raw local
+   embedder's texts/s on the stored texts, measured in this process after the run (`--embedder`; `none`
+   skips it), and their ratio: the worker's share of what the embedder alone could do.
+
 A dedup sweep (DEDUP_CRON_HOURS) running during the soak would remove memories on purpose; run the
 target with DEDUP_CRON_ENABLED=false for clean figures.
 
@@ -60,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `scripts.bench.common` importable when run as a script
 
-from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, pct  # noqa: E402
+from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, embedder_rate, pct  # noqa: E402
 
 RAW_TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
@@ -582,6 +586,22 @@ def fmt(v: int | None) -> str:
     return "n/a" if v is None else str(v)
 
 
+async def print_embedder_ratio(state: State, kind: str) -> None:
+    """Memories stored per second beside the raw embedder's texts/s on the texts that were stored (this process,
+    after the run): the worker's share of what the embedder alone could do."""
+    done = [t for t in state.tasks.values() if t.kind in WRITE_KINDS and t.status == "completed" and t.done_at]
+    stored = [m for t in done for m in (t.result or {}).get("memories") or [] if isinstance(m, dict)]
+    texts = [str(m.get("content") or "") for m in stored][:512]
+    first = min((t.accepted for t in state.tasks.values() if t.kind in WRITE_KINDS), default=None)
+    last = max((t.done_at for t in done if t.done_at is not None), default=None)
+    if not texts or first is None or last is None or last <= first:
+        return
+    rate = len(stored) / (last - first)
+    name, emb = await embedder_rate(kind, texts)
+    print(f"memories stored/s {rate:.1f}  embedder {name} {emb:.1f} texts/s (batches of 64, this process, after "
+          f"the run)  worker / embedder {rate / emb:.3f}")
+
+
 def print_report(state: State, checks: list[UserCheck], args: argparse.Namespace, wall: float) -> tuple[int, int]:
     """Prints the figures; returns (stuck, 5xx count)."""
     tasks = list(state.tasks.values())
@@ -735,6 +755,8 @@ async def main(args: argparse.Namespace) -> int:
         state.health.deadlock_end = retries
         checks = [await check_user(state, client, u) for u in users]
     stuck, fivexx = print_report(state, checks, args, wall)
+    if args.embedder != "none":
+        await print_embedder_ratio(state, args.embedder)
     mismatches = sum(c.mismatches() for c in checks)
     listing_errors = sum(len(c.listing_errors) for c in checks)
     transport = sum(state.transport_errors.values())
@@ -756,6 +778,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds to wait for the tasks to end after the last write was accepted")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--embedder", choices=("local", "hash", "none"), default="local",
+                   help="embedder whose raw rate is printed beside the memories stored per second")
     args = p.parse_args()
     if args.n < 1 or args.c < 1 or args.u < 1 or args.timeout <= 0:
         p.error("-n, -c and -u must be >= 1 and --timeout > 0")

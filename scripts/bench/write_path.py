@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import sys
 import time
 import uuid
@@ -22,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import structlog
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
-from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.common import embedder_rate, pct  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -134,21 +131,6 @@ async def wait_all(
         if pending:
             await asyncio.sleep(POLL_INTERVAL)
     return pending
-
-
-async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[str, float]:
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep model-loading chatter out of the figures
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    from service.ai.hashing import HashEmbedder
-    from service.ai.local import LocalEmbedder
-
-    embedder: HashEmbedder | LocalEmbedder = LocalEmbedder(batch_size=batch) if kind == "local" else HashEmbedder()
-    await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass
-    t0 = time.perf_counter()
-    for i in range(0, len(texts), batch):
-        await embedder.embed(texts[i : i + batch])
-    return embedder.name, len(texts) / max(time.perf_counter() - t0, 1e-9)
 
 
 async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, object] | None:
