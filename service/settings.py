@@ -58,6 +58,10 @@ class Settings(BaseSettings):
 
     # --- Search (docs/retrieval.md) --------------------------------------------------------
     search_candidates: int = Field(default=50, ge=1, le=500)  # each retriever's list length
+    # The graph retriever proposes up to this many memories (those mentioning the entities the query names, or
+    # one relation away) and ranks them by the query's embedding plus GRAPH_ENTITY_WEIGHT x their graph score.
+    graph_candidates: int = Field(default=1000, ge=1, le=5000)
+    graph_entity_weight: float = Field(default=0.0, ge=0)
     rrf_k: float = Field(default=5.0, gt=0)
     search_weight_dense: float = Field(default=1.0, ge=0)
     search_weight_lexical: float = Field(default=1.0, ge=0)
