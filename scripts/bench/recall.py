@@ -363,8 +363,8 @@ def fit(questions: list[Question], split: str) -> dict[str, Any]:
     """Grid search of RRF weights and k by R@10 on one half of the questions, reported on the other half."""
     train = [q for q in questions if (q.index % 2 == 0) == (split == "even")]
     test = [q for q in questions if q not in train]
-    grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 0.75, 1.0, 1.5, 2.0), "graph": (0.0, 0.1, 0.25, 0.5, 1.0),
-            "time": (0.0, 0.5, 1.0), "k": (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 60.0)}
+    grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 1.0, 1.5, 2.0), "graph": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+            "time": (0.0, 0.5, 1.0), "k": (2.0, 3.0, 5.0, 10.0, 20.0, 60.0)}
     best: tuple[float, dict[str, float]] | None = None
     for lex, gr, tm, k in itertools.product(grid["lexical"], grid["graph"], grid["time"], grid["k"]):
         weights = {"dense": 1.0, "lexical": lex, "graph": gr, "time": tm}
@@ -493,7 +493,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--skip-ingest", action="store_true",
                    help="write nothing: query the users of an earlier run (needs --user-prefix, same --ingest)")
     p.add_argument("--weights", type=parse_weights, default=parse_weights(
-        "dense=1,lexical=1,graph=0.1,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
+        "dense=1,lexical=1.5,graph=3,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
     p.add_argument("--fit", action="store_true", help="grid-search RRF weights on half of the questions")
     p.add_argument("--fit-split", choices=("even", "odd"), default="even")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")

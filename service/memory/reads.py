@@ -174,7 +174,7 @@ class MemoryReads(MemoryCuration):
                     return [], []
                 rest = without_names(req.query, proposal.names)
                 v = await (vector if rest == req.query or not rest else self._query_vector(rest))
-                return await self._rank_proposed(proposal.memories, v, flt, n), []
+                return await self._rank_proposed(proposal.memories, v, rest or req.query, flt, n), []
 
         async def nothing() -> Ranked:
             return []
@@ -205,19 +205,31 @@ class MemoryReads(MemoryCuration):
             response.trace_id = self.trace_search(req, user_id, response)
         return response
 
-    async def _rank_proposed(self, proposed: Ranked, vector: list[float], flt: MemoryFilter, n: int) -> Ranked:
+    async def _rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
+                             n: int) -> Ranked:
         """The graph retriever's order: the memories the graph proposes (those mentioning the entities the query
-        names, or one relation away), ranked by the query among them. Each one's score is its cosine to the
-        query plus GRAPH_ENTITY_WEIGHT times its graph score over the best one's (how strongly it is tied to the
-        query's entities). The store answers for the memories it holds and the filter admits only, so a memory
-        whose delete has not reached the graph yet is never returned."""
+        names, or one relation away), ranked among themselves by the query without the entities' names (`vector`
+        and `text`): entity-scoped hybrid search. Dense: cosine plus GRAPH_ENTITY_WEIGHT times the graph score
+        over the best one's (how strongly a memory is tied to the query's entities); lexical: BM25 of `text`
+        among them; the two fused by RRF (k = RRF_K) with lexical at GRAPH_LEXICAL_WEIGHT (0 = dense alone).
+        Both are one store call. The store answers for the memories it holds and the filter admits only, so a
+        memory whose delete has not reached the graph yet is never returned."""
         graph_score = dict(proposed)
         top = max(graph_score.values())
-        [cosines] = await self.vectors.rank(
-            [RankRequest(flt, len(proposed), vector=vector, ids=tuple(graph_score))])
+        ids = tuple(graph_score)
+        lex_weight = self.settings.graph_lexical_weight
+        requests = [RankRequest(flt, len(proposed), vector=vector, ids=ids)]
+        if lex_weight > 0 and text:
+            requests.append(RankRequest(flt, len(proposed), text=text, ids=ids))
+        answers = await self.vectors.rank(requests)
+        cosines = answers[0]
         weight = self.settings.graph_entity_weight
         scored = [(mid, cos + weight * graph_score[mid] / top) for mid, cos in cosines]
         scored.sort(key=lambda ms: (-ms[1], ms[0]))
+        if len(answers) > 1 and answers[1]:
+            mixed = fuse({"dense": scored, "lexical": answers[1]}, {"dense": 1.0, "lexical": lex_weight},
+                         self.settings.rrf_k)
+            return [(f.id, round(f.score, 6)) for f in mixed[:n]]
         return [(mid, round(score, 6)) for mid, score in scored[:n]]
 
     async def _results(self, fused: list[Fused], limit: int) -> list[SearchResult]:
