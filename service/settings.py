@@ -58,10 +58,16 @@ class Settings(BaseSettings):
 
     # --- Search (docs/retrieval.md) --------------------------------------------------------
     search_candidates: int = Field(default=50, ge=1, le=500)  # each retriever's list length
+    # The graph retriever proposes up to GRAPH_CANDIDATES memories (those mentioning the entities the query names,
+    # or one relation away) and ranks them by the query without those names (docs/retrieval.md): cosine plus
+    # GRAPH_ENTITY_WEIGHT x the graph score over the best, fused (RRF_K) with BM25 among them at GRAPH_LEXICAL_WEIGHT.
+    graph_candidates: int = Field(default=1000, ge=1, le=5000)
+    graph_entity_weight: float = Field(default=0.15, ge=0)
+    graph_lexical_weight: float = Field(default=0.5, ge=0)
     rrf_k: float = Field(default=5.0, gt=0)
     search_weight_dense: float = Field(default=1.0, ge=0)
-    search_weight_lexical: float = Field(default=1.0, ge=0)
-    search_weight_graph: float = Field(default=0.1, ge=0)
+    search_weight_lexical: float = Field(default=1.5, ge=0)
+    search_weight_graph: float = Field(default=3.0, ge=0)
     search_weight_time: float = Field(default=1.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
     # Qdrant Edge: build the HNSW index (in a child process) once this many points are outside it (0 = never)

@@ -1,7 +1,7 @@
 """Retrieval quality on conversations in the public LoCoMo JSON layout, through the public API only.
 
     .venv/bin/python scripts/bench/recall.py --data ../shared/data/locomo-dev.json --url http://127.0.0.1:8199 \
-        [--ingest turns|sessions] [--fit] [--json-out FILE]
+        [--ingest turns|sessions] [--fit] [--json-out FILE] [--user-prefix P [--skip-ingest]]
 
 1. Ingest, one user per sample:
    - `turns`: every turn is one `POST /v1/memories/raw` (category `interaction`, content
@@ -11,6 +11,10 @@
    - `sessions`: every session is one `POST /v1/memories` (the conversation path, through extraction:
      messages `{id: dia_id, role: "user", content: "<speaker>: <text>", timestamp: session date}`); a
      memory covers the turns in its `source_message_ids`.
+   - `--skip-ingest --user-prefix P`: nothing is written; the users `P-<sample>` of an earlier run with the
+     same `--ingest` mode are read back (`GET /v1/memories`: a turn's memory by its `dia_id` metadata, a
+     session memory by its `source_message_ids`). To iterate on query-side changes: ingest once with a fixed
+     prefix, then restart the service and re-run the queries on the same data.
 2. Query: every QA item with evidence, for its sample's user, once per retriever: `dense`, `lexical`,
    `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (the API's default search, limit 20).
    Category 5 (adversarial: no evidence) is left out.
@@ -253,6 +257,35 @@ async def ingest(client: httpx.AsyncClient, samples: list[Sample], mode: str, co
     return problems
 
 
+async def read_back(client: httpx.AsyncClient, samples: list[Sample], mode: str) -> list[str]:
+    """`--skip-ingest`: map the memories an earlier run stored for these users back to their turns."""
+    problems: list[str] = []
+    for sample in samples:
+        known = {t.dia_id for t in sample.turns}
+        cursor: str | None = None
+        for _ in range(10_000):  # bounded: pages of 500
+            params: dict[str, Any] = {"user_id": sample.user_id, "limit": 500}
+            if cursor:
+                params["cursor"] = cursor
+            resp = await client.get("/v1/memories", params=params)
+            if resp.status_code != 200:
+                return [f"{sample.sample_id}: GET /v1/memories: HTTP {resp.status_code}: {resp.text[:200]}"]
+            page = resp.json()
+            for m in page["memories"]:
+                if mode == "turns":
+                    ids = {str((m.get("metadata") or {}).get("dia_id", ""))} & known
+                else:
+                    ids = set(m.get("source_message_ids") or []) & known
+                if ids:
+                    sample.memory_dia.setdefault(m["id"], set()).update(ids)
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+        if not sample.memory_dia:
+            problems.append(f"{sample.sample_id}: user {sample.user_id} holds no memory of this data ({mode} mode)")
+    return problems
+
+
 # --------------------------------------------------------------------------------------------
 # queries and offline fusion
 # --------------------------------------------------------------------------------------------
@@ -330,8 +363,8 @@ def fit(questions: list[Question], split: str) -> dict[str, Any]:
     """Grid search of RRF weights and k by R@10 on one half of the questions, reported on the other half."""
     train = [q for q in questions if (q.index % 2 == 0) == (split == "even")]
     test = [q for q in questions if q not in train]
-    grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 0.75, 1.0, 1.5, 2.0), "graph": (0.0, 0.1, 0.25, 0.5, 1.0),
-            "time": (0.0, 0.5, 1.0), "k": (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 60.0)}
+    grid = {"dense": (1.0,), "lexical": (0.0, 0.5, 1.0, 1.5, 2.0), "graph": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+            "time": (0.0, 0.5, 1.0), "k": (2.0, 3.0, 5.0, 10.0, 20.0, 60.0)}
     best: tuple[float, dict[str, float]] | None = None
     for lex, gr, tm, k in itertools.product(grid["lexical"], grid["graph"], grid["time"], grid["k"]):
         weights = {"dense": 1.0, "lexical": lex, "graph": gr, "time": tm}
@@ -404,9 +437,13 @@ async def main(args: argparse.Namespace) -> int:
         print(f"target {args.url}  embedder={info.get('embedder')}  ingest={args.ingest}  samples={len(samples)}  "
               f"turns={turns}  users={prefix}-*")
         t0 = time.perf_counter()
-        problems = await ingest(client, samples, args.ingest, args.concurrency, args.timeout)
+        if args.skip_ingest:
+            problems = await read_back(client, samples, args.ingest)
+        else:
+            problems = await ingest(client, samples, args.ingest, args.concurrency, args.timeout)
         mapped = sum(len(s.memory_dia) for s in samples)
-        print(f"ingested {turns} turns as {mapped} memories in {time.perf_counter() - t0:.1f}s")
+        print(f"{'read back' if args.skip_ingest else 'ingested'} {turns} turns as {mapped} memories in "
+              f"{time.perf_counter() - t0:.1f}s")
         if problems:
             for p in problems[:10]:
                 print(f"  ingestion problem: {p}")
@@ -453,8 +490,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--url", default="http://127.0.0.1:8199", help="base URL of a running service")
     p.add_argument("--ingest", choices=("turns", "sessions"), default="turns")
     p.add_argument("--user-prefix", default=None, help="user id prefix (default: locomo-<random>); one user per sample")
+    p.add_argument("--skip-ingest", action="store_true",
+                   help="write nothing: query the users of an earlier run (needs --user-prefix, same --ingest)")
     p.add_argument("--weights", type=parse_weights, default=parse_weights(
-        "dense=1,lexical=1,graph=0.1,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
+        "dense=1,lexical=1.5,graph=3,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
     p.add_argument("--fit", action="store_true", help="grid-search RRF weights on half of the questions")
     p.add_argument("--fit-split", choices=("even", "odd"), default="even")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
@@ -463,6 +502,8 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.concurrency < 1 or args.timeout <= 0:
         p.error("--concurrency must be >= 1 and --timeout > 0")
+    if args.skip_ingest and not args.user_prefix:
+        p.error("--skip-ingest needs the --user-prefix of the run that ingested")
     return args
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
@@ -53,6 +54,19 @@ def _narrow(flt: MemoryFilter, window: TimeWindow | None) -> MemoryFilter | None
         return None
     return replace(flt, after=after, before=before)
 
+
+
+def without_names(query: str, names: list[str]) -> str:
+    """The query without the entity names it uses as names (whole words written with a capital, a possessive
+    with its name): what the graph retriever ranks an entity's memories by, since every one of them is already
+    about that entity. A matched name the query writes in lower case ("identity") is an ordinary word: kept."""
+    rest = query
+    for name in sorted(names, key=len, reverse=True):
+        if name.strip():
+            pattern = rf"(?<!\w){re.escape(name.strip())}(?:['\u2019]s?)?(?!\w)"
+            rest = re.sub(pattern, lambda m: " " if m.group(0)[:1].isupper() else m.group(0), rest,
+                          flags=re.IGNORECASE)
+    return " ".join(rest.split())
 
 
 class MemoryReads(MemoryCuration):
@@ -123,7 +137,7 @@ class MemoryReads(MemoryCuration):
         use = set(req.retrievers or RETRIEVERS)
         n = max(self.settings.search_candidates, req.limit)
         vector: asyncio.Future[list[float]] | None = (
-            asyncio.ensure_future(self._query_vector(req.query)) if use & {"dense", "time"} else None)
+            asyncio.ensure_future(self._query_vector(req.query)) if use & {"dense", "time", "graph"} else None)
         window: TimeWindow | None = None
 
         async def lexical() -> Ranked:
@@ -151,14 +165,16 @@ class MemoryReads(MemoryCuration):
             with timed(SEARCH_DURATION, retriever="graph"):
                 try:
                     async with asyncio.timeout(self.settings.graph_timeout_seconds):
-                        ranked = await self.graph.search_memories(user_id, groups_for(req.project_id), req.query, n)
+                        proposal = await self.graph.propose_memories(
+                            user_id, groups_for(req.project_id), req.query, self.settings.graph_candidates)
                 except (DependencyUnavailable, TimeoutError) as exc:
                     log.warning("graph_search_degraded", error=str(exc) or "timeout")
                     return [], ["graph"]
-                # only memories the vector store still holds and the filter admits (a memory whose delete has
-                # not reached the graph yet is never returned), in the graph's order
-                held = await self.vectors.held([mid for mid, _ in ranked], flt) if ranked else set()
-                return [(mid, score) for mid, score in ranked if mid in held], []
+                if not proposal.memories or vector is None:
+                    return [], []
+                rest = without_names(req.query, proposal.names)
+                v = await (vector if rest == req.query or not rest else self._query_vector(rest))
+                return await self._rank_proposed(proposal.memories, v, rest or req.query, flt, n), []
 
         async def nothing() -> Ranked:
             return []
@@ -188,6 +204,33 @@ class MemoryReads(MemoryCuration):
         if req.trace:
             response.trace_id = self.trace_search(req, user_id, response)
         return response
+
+    async def _rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
+                             n: int) -> Ranked:
+        """The graph retriever's order: the memories the graph proposes (those mentioning the entities the query
+        names, or one relation away), ranked among themselves by the query without the entities' names (`vector`
+        and `text`): entity-scoped hybrid search. Dense: cosine plus GRAPH_ENTITY_WEIGHT times the graph score
+        over the best one's (how strongly a memory is tied to the query's entities); lexical: BM25 of `text`
+        among them; the two fused by RRF (k = RRF_K) with lexical at GRAPH_LEXICAL_WEIGHT (0 = dense alone).
+        Both are one store call. The store answers for the memories it holds and the filter admits only, so a
+        memory whose delete has not reached the graph yet is never returned."""
+        graph_score = dict(proposed)
+        top = max(graph_score.values())
+        ids = tuple(graph_score)
+        lex_weight = self.settings.graph_lexical_weight
+        requests = [RankRequest(flt, len(proposed), vector=vector, ids=ids)]
+        if lex_weight > 0 and text:
+            requests.append(RankRequest(flt, len(proposed), text=text, ids=ids))
+        answers = await self.vectors.rank(requests)
+        cosines = answers[0]
+        weight = self.settings.graph_entity_weight
+        scored = [(mid, cos + weight * graph_score[mid] / top) for mid, cos in cosines]
+        scored.sort(key=lambda ms: (-ms[1], ms[0]))
+        if len(answers) > 1 and answers[1]:
+            mixed = fuse({"dense": scored, "lexical": answers[1]}, {"dense": 1.0, "lexical": lex_weight},
+                         self.settings.rrf_k)
+            return [(f.id, round(f.score, 6)) for f in mixed[:n]]
+        return [(mid, round(score, 6)) for mid, score in scored[:n]]
 
     async def _results(self, fused: list[Fused], limit: int) -> list[SearchResult]:
         """The first `limit` fused hits with their memories: the retrievers rank ids only, so only these

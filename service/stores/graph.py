@@ -27,6 +27,15 @@ class RelationRef:
 
 
 @dataclass(frozen=True)
+class GraphProposal:
+    """What the graph retriever proposes for a query: memories with their graph scores (best first) and the
+    names and aliases of the entities the query matched."""
+
+    memories: list[tuple[str, float]]
+    names: list[str]
+
+
+@dataclass(frozen=True)
 class MemoryLinks:
     """What one memory says in graph terms: the entities it mentions and the facts it supports."""
 
@@ -113,9 +122,13 @@ class GraphStore(Protocol):
         Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
 
     async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
-        """The graph retriever: (memory id, score) of the memories that mention an entity the query names
-        (name, alias or full text) or one of its RELATES neighbours, rare entities counting more. Best first.
-        Ids of memories the vector store may no longer hold are possible: the caller checks."""
+        """`propose_memories(...).memories`."""
+
+    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
+        """The graph retriever's candidates: (memory id, graph score) of the memories that mention an entity the
+        query names (name, alias or full text) or one of its RELATES neighbours, rare entities counting more,
+        best first, and the names and aliases of the entities matched. Ids of memories the vector store may no
+        longer hold are possible: the caller checks."""
 
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
 

@@ -414,6 +414,11 @@ class EdgeVectorStore:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
+        if r.ids is not None:  # only among these memories
+            valid: list[qe.PointId] = [i for i in valid_ids(list(r.ids))]
+            if not valid:
+                return None
+            f = qe.Filter(must=[f, qe.HasIdCondition(set(valid))])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qe.QueryRequest(limit=r.limit, query=qe.Query.Nearest(list(r.vector)), filter=f, with_payload=False)

@@ -236,6 +236,11 @@ class QdrantServerVectorStore:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
+        if r.ids is not None:  # only among these memories
+            valid: list[qm.ExtendedPointId] = [i for i in valid_ids(list(r.ids))]
+            if not valid:
+                return None
+            f = qm.Filter(must=[f, qm.HasIdCondition(has_id=valid)])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qm.QueryRequest(query=list(r.vector), filter=f, limit=r.limit, with_payload=False)

@@ -80,12 +80,15 @@ class ScoredMemory:
 
 @dataclass(frozen=True)
 class RankRequest:
-    """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is."""
+    """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is.
+    `ids` set: only among these memories (the graph retriever's candidates, ranked by the query); an empty
+    tuple matches nothing."""
 
     flt: MemoryFilter
     limit: int
     vector: list[float] | None = None
     text: str | None = None
+    ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

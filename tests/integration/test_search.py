@@ -60,6 +60,32 @@ async def test_graph_only_match_through_one_relation(client: httpx.AsyncClient) 
     assert {"graph", "lexical", "dense"} <= set(signals(by_id[work]))
 
 
+async def test_graph_ranks_an_entitys_memories_by_the_rest_of_the_query(client: httpx.AsyncClient) -> None:
+    """A transcript line is by its speaker (an entity it mentions). The graph retriever proposes the memories of
+    the entity the query names and ranks them by the query without that name: the one about the asked topic comes
+    first among the speaker's many lines, and another speaker's line on the same topic is not proposed at all,
+    while dense and lexical still rank over every memory."""
+    user = unique("speaker")
+    lines = ["the train was late again this morning", "my sister visited last week", "we watched a film on friday",
+             "work has been busy with the new project", "I finally fixed the bike", "the garden needs rain"]
+    for text in lines:
+        await stored(client, user_id=user, category="interaction", content=f"Marta: {text}")
+    pottery = await stored(client, user_id=user, category="interaction",
+                           content="Marta: I made a clay bowl at my pottery class")
+    other = await stored(client, user_id=user, category="interaction",
+                         content="Tom: I made a clay bowl at my pottery class too")
+    query = "What did Marta make at pottery class?"
+    graph = await search(client, user_id=user, query=query, retrievers=["graph"], limit=10)
+    ranked = [r["id"] for r in graph["results"]]
+    assert ranked[0] == pottery and other not in ranked and len(ranked) == len(lines) + 1
+    assert signals(graph["results"][0]) == {"graph": 1}
+    for retriever in ("dense", "lexical"):
+        only = await search(client, user_id=user, query=query, retrievers=[retriever], limit=10)
+        assert other in [r["id"] for r in only["results"]][:2], retriever
+    fused = await search(client, user_id=user, query=query, limit=3)
+    assert fused["results"][0]["id"] == pottery and signals(fused["results"][0])["graph"] == 1
+
+
 async def test_after_and_before_filter_on_occurred_at(client: httpx.AsyncClient) -> None:
     user = unique("window")
     times = {"jan": "2023-01-10T09:00:00Z", "may": "2023-05-10T09:00:00Z", "feb": "2024-02-01T09:00:00Z"}

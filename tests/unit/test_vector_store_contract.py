@@ -530,6 +530,25 @@ async def test_rank_batches_dense_and_lexical_with_the_same_order_as_search(stor
     assert await store.rank([]) == []
 
 
+async def test_rank_among_ids_ranks_only_those_the_store_holds_and_the_filter_admits(store: VectorStore) -> None:
+    """The graph retriever's candidates ranked by the query: nearest first among `ids` only; an id of another user,
+    of a memory never stored or not a UUID is left out; an empty `ids` matches nothing."""
+    best, good, other = mem(content="best"), mem(content="good"), mem(content="not a candidate")
+    theirs = mem(user="bob", content="theirs")
+    await store.upsert([best, good, other, theirs], [unit(0), unit(0, 1, 0.5), unit(0, 1, 0.1), unit(0)])
+    flt = MemoryFilter("alice")
+    ids = (good.id, theirs.id, best.id, str(uuid.uuid4()), "not-a-uuid")
+    among, whole, nothing = await store.rank([
+        RankRequest(flt, 10, vector=unit(0), ids=ids), RankRequest(flt, 10, vector=unit(0)),
+        RankRequest(flt, 10, vector=unit(0), ids=()),
+    ])
+    assert [mid for mid, _ in among] == [best.id, good.id]
+    assert [mid for mid, _ in whole] == [best.id, other.id, good.id]  # `other` is nearer than `good`: left out above
+    assert among[0][1] == pytest.approx(1.0, abs=1e-5) and nothing == []
+    [limited] = await store.rank([RankRequest(flt, 1, vector=unit(0), ids=ids)])
+    assert [mid for mid, _ in limited] == [best.id]
+
+
 async def test_held_keeps_the_ids_the_filter_admits(store: VectorStore) -> None:
     mine = mem(content="a")
     project = mem(content="b", category="tech_stack", scope=Scope.PROJECT, project_id="billing")

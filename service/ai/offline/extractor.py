@@ -24,7 +24,16 @@ from service.ai.extraction import (
 from service.ai.offline.mentions import NON_TECH_TYPES, Mention, find_mentions
 from service.ai.offline.relations import find_date, find_relations
 from service.ai.offline.rules import GLOBAL_SCOPE, classify
-from service.ai.offline.text import MAX_ENTITIES, USER_ENTITY, clean_clause, is_noise, split_clauses, split_sentences
+from service.ai.offline.speakers import as_speaker, speaker_lines
+from service.ai.offline.text import (
+    MAX_ENTITIES,
+    MAX_RELATIONS,
+    USER_ENTITY,
+    clean_clause,
+    is_noise,
+    split_clauses,
+    split_sentences,
+)
 from service.domain import Scope
 
 
@@ -92,10 +101,26 @@ def graph_links(
     """Entities and relations of one already-categorised statement (raw writes, updates).
 
     Raw writes skip the LLM by design (seed 001); their graph side still comes from these rules.
+    A transcript line ("<Speaker>: <text>", service.ai.offline.speakers) is by its speaker: the speaker is a
+    person the memory mentions, and the line's first person ("I", "my") is the speaker, not the user.
     """
-    mentions = find_mentions(text)
-    relations = find_relations(text, category, mentions, project_id)
-    return _entities(mentions, relations), relations
+    lines = speaker_lines(text)
+    if lines is None:
+        mentions = find_mentions(text)
+        relations = find_relations(text, category, mentions, project_id)
+        return _entities(mentions, relations), relations
+    entities: list[ExtractedEntity] = []
+    relations = []
+    for speaker, body in lines:
+        mentions = find_mentions(body)
+        found = find_relations(body, category, mentions, project_id)
+        if speaker is not None:
+            mentions = [Mention(0, 0, speaker, "person", tech=False),
+                        *(m for m in mentions if m.name.casefold() != speaker.casefold())]
+            found = [as_speaker(r, speaker) for r in found]
+        entities += [e for e in _entities(mentions, found) if e not in entities]
+        relations += [r for r in found if r not in relations]
+    return entities[:MAX_ENTITIES], relations[:MAX_RELATIONS]
 
 
 def _entities(mentions: list[Mention], relations: list[ExtractedRelation]) -> list[ExtractedEntity]:

@@ -298,6 +298,8 @@ RETURN hit, hop, """ + FACT_FIELDS
 # 3. a memory's score: for each (matched entity, memory, hop) that reaches it, the entity's match strength,
 #    times $one_hop for a neighbour's memory, over log2(1 + the mentions of the entity the memory mentions), so
 #    a rare entity counts more than one the user mentions everywhere (an IDF). Best first, ties by id.
+# One row: the matched entities' names and aliases (the caller ranks the memories by the rest of the query),
+# the memory ids and their scores; no row when no memory was reached.
 # Two variants: with the full-text part (the query has Lucene terms) and without (exact name only).
 _RETRIEVER_TEXT: LiteralString = """
 CALL () {
@@ -325,6 +327,10 @@ WITH cand ORDER BY cand.s DESC, cand.id LIMIT $entity_hits
 WITH cand.id AS hit, cand.s AS strength
 MATCH (e:Entity {id: hit})
 WITH strength, e, COUNT { (e)<-[:MENTIONS]-() } AS df
+WITH collect({e: e, strength: strength, df: df}) AS found
+WITH found, reduce(acc = [], x IN found | acc + x.e.name + coalesce(x.e.aliases, [])) AS names
+UNWIND found AS x
+WITH names, x.e AS e, x.strength AS strength, x.df AS df
 CALL (e, df) {
     WITH e WHERE df <= $max_mentions
     MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL
@@ -342,10 +348,11 @@ CALL (e, df) {
     }
     RETURN m.id AS mid, 1 AS hop, odf AS mdf
 }
-WITH mid, sum(strength * CASE hop WHEN 0 THEN 1.0 ELSE $one_hop END
-              / (log(1 + CASE WHEN mdf < 1 THEN 1 ELSE mdf END) / log(2))) AS score
+WITH names, mid, sum(strength * CASE hop WHEN 0 THEN 1.0 ELSE $one_hop END
+                     / (log(1 + CASE WHEN mdf < 1 THEN 1 ELSE mdf END) / log(2))) AS score
 WHERE score > 0
-RETURN mid, score ORDER BY round(score, 6) DESC, mid LIMIT $limit
+WITH names, mid, score ORDER BY round(score, 6) DESC, mid LIMIT $limit
+RETURN names, collect(mid) AS mids, collect(score) AS scores
 """
 
 MEMORY_RETRIEVER: LiteralString = _RETRIEVER_TEXT + _RETRIEVER_EXPAND

@@ -6,6 +6,7 @@ sees the caller's documents."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import structlog
@@ -23,15 +24,19 @@ NEIGHBOUR_EDGES = 5       # edges read per neighbour
 HUB_DEGREE = 200          # neighbours with more edges than this are not followed (no topical signal)
 ONE_HOP_WEIGHT = 0.4      # a neighbour's edge counts this much of the entity match that reached it
 RECENCY_HALF_LIFE_DAYS = 180.0
-MEMORIES_PER_ENTITY = 100  # the graph retriever: memories read per matched entity
+# The graph retriever proposes candidates that the query's embedding then ranks (service/memory/reads.py), so
+# it reads every memory of a matched entity up to these bounds rather than a few arbitrary ones.
+MEMORIES_PER_ENTITY = 1000  # memories read per matched entity (and never more than the caller's limit)
 MEMORIES_PER_NEIGHBOUR = 10
 MAX_MENTIONS = 1000  # an entity mentioned more often is a hub: its memories are not read
+MAX_CANDIDATES = 5000  # the most memories one graph search returns
 
 
 # ---- helpers --------------------------------------------------------------------------------
 
 _LUCENE_SPECIAL = frozenset('+-&|!(){}[]^"~*?:\\/')
 _LUCENE_OPERATORS = frozenset({"AND", "OR", "NOT"})
+_POSSESSIVE = re.compile(r"['\u2019]s?(?=\W*$)", re.IGNORECASE)
 
 
 def lucene_escape(term: str) -> str:
@@ -49,7 +54,8 @@ def lucene_terms(query: str) -> list[str]:
     seen: set[str] = set()
     terms: list[str] = []
     for raw in query[:MAX_QUERY_CHARS].split():
-        term = raw[:MAX_TERM_CHARS]
+        # a possessive is its name: Lucene's standard tokenizer keeps "melanie's" whole, which no name matches
+        term = _POSSESSIVE.sub("", raw)[:MAX_TERM_CHARS]
         folded = term.casefold()
         if folded in seen or not any(ch.isalnum() for ch in term):
             continue

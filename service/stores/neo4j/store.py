@@ -20,7 +20,7 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
 from service.identity import NameVectors, keys_of
-from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, MemoryLinks, Page
+from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, GraphProposal, MemoryLinks, Page
 from service.stores.neo4j import cypher, resolution
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.resolution import resolve
@@ -48,6 +48,7 @@ from service.stores.neo4j.search import (
     DIRECT_EDGES,
     ENTITY_HITS,
     HUB_DEGREE,
+    MAX_CANDIDATES,
     MAX_MENTIONS,
     MEMORIES_PER_ENTITY,
     MEMORIES_PER_NEIGHBOUR,
@@ -360,17 +361,20 @@ class Neo4jGraphStore(GraphCuration):
         return [f for f in scored if f.score > 0][:limit]
 
     async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
+        return (await self.propose_memories(user_id, groups, query, limit)).memories
+
+    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
         """The graph retriever (`cypher.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
         round trip; Neo4j sums the scores, so only the ranked memories cross the wire."""
         checked, terms, keys = self._search_scope(user_id, groups, query)
         if not checked:
-            return []
+            return GraphProposal([], [])
         params: dict[str, Any] = {
             "user_id": user_id, "groups": checked, "entity_hits": ENTITY_HITS,
             "name_lc": query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS],
-            "per_entity": MEMORIES_PER_ENTITY, "neighbours": NEIGHBOURS, "per_neighbour": MEMORIES_PER_NEIGHBOUR,
-            "hub": HUB_DEGREE, "max_mentions": MAX_MENTIONS, "one_hop": ONE_HOP_WEIGHT,
-            "limit": clamp(limit, MAX_PAGE_LIMIT),
+            "per_entity": min(MEMORIES_PER_ENTITY, clamp(limit, MAX_CANDIDATES)), "neighbours": NEIGHBOURS,
+            "per_neighbour": MEMORIES_PER_NEIGHBOUR, "hub": HUB_DEGREE, "max_mentions": MAX_MENTIONS,
+            "one_hop": ONE_HOP_WEIGHT, "limit": clamp(limit, MAX_CANDIDATES),
         }
         if terms:
             stmt = cypher.MEMORY_RETRIEVER
@@ -378,8 +382,13 @@ class Neo4jGraphStore(GraphCuration):
         else:
             stmt = cypher.MEMORY_RETRIEVER_EXACT
 
-        rows = [(str(mid), round(float(score), 6)) for mid, score in await self._read_one(stmt, **params)]
-        return sorted(rows, key=lambda ms: (-ms[1], ms[0]))
+        answer = await self._read_one(stmt, **params)
+        if not answer:
+            return GraphProposal([], [])
+        names, mids, scores = answer[0]
+        rows = [(str(mid), round(float(score), 6)) for mid, score in zip(mids, scores, strict=True)]
+        return GraphProposal(sorted(rows, key=lambda ms: (-ms[1], ms[0])),
+                             list(dict.fromkeys(str(n) for n in names or [] if n)))
 
     async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
         """The ids of the entities the graph retriever starts from for this query (a trace's TOUCHED)."""
