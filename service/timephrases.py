@@ -5,10 +5,16 @@ occurred_at, found and resolved by `dateparser` (English) relative to the time o
 so a match counts only when it carries a digit, spans more than one word, is a capitalised word inside the
 query ("... in May"), or is one of the relative day words. The window's length follows the period
 dateparser reports for the phrase: a day, a week (centred on the date), a month or a year.
+
+A time named by an event ("the week before the concert", "the day after my sister's wedding") has no date of
+its own: `find_event_relation` finds the shape (a period, before or after, the event's words) and the search
+dates the event by the memory that best matches its words (`event_window`), then takes the period before or
+after that memory's day.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -17,6 +23,13 @@ from dateparser.date import DateDataParser
 from dateparser.search import search_dates
 
 _DAY_WORDS = frozenset({"yesterday", "today", "tonight", "tomorrow"})
+_PERIOD_DAYS = {"day": 1, "weekend": 3, "week": 7, "month": 31, "year": 366}
+# "[N] day(s)/week(s)/... before|after [the|my|...] <event words>", the event ending at punctuation or the query's end
+_EVENT_RELATION = re.compile(
+    r"\b(?:(?P<count>\d{1,3})\s+)?(?P<period>day|weekend|week|month|year)s?\s+(?P<direction>before|after)\s+"
+    r"(?:(?:the|my|our|his|her|their|that|this|your)\s+)?(?P<event>[^\W\d][\w'\u2019-]*(?:\s+[\w'\u2019-]+){0,5}?)"
+    r"\s*(?=[?.!,;:]|$)", re.IGNORECASE)
+_NOT_EVENTS = frozenset({"last", "next", "that", "this", "it", "then", "now"}) | _DAY_WORDS
 _LANGUAGES = ["en"]
 
 
@@ -55,6 +68,35 @@ def _window(moment: datetime, period: str) -> tuple[datetime, datetime]:
     if period == "week":
         return day - timedelta(days=3), day + timedelta(days=4)
     return day, day + timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class EventRelation:
+    phrase: str  # as written in the query
+    period: str  # day | weekend | week | month | year
+    days: int  # the window's length in days
+    before: bool  # the period before the event (else after it)
+    event: str  # the event's words ("concert", "sister's wedding")
+
+
+def find_event_relation(query: str) -> EventRelation | None:
+    """A time the query names relative to an event, or None."""
+    match = _EVENT_RELATION.search(query)
+    if match is None or match["event"].split()[0].casefold() in _NOT_EVENTS:
+        return None
+    period = match["period"].casefold()
+    count = int(match["count"]) if match["count"] else 1
+    return EventRelation(phrase=match.group(0).strip(), period=period, days=_PERIOD_DAYS[period] * max(1, count),
+                         before=match["direction"].casefold() == "before", event=match["event"].strip())
+
+
+def event_window(relation: EventRelation, occurred_at: datetime) -> TimeWindow:
+    """The window `relation` names, for an event on the day of `occurred_at`: the period up to that day, or from
+    the day after it."""
+    day = occurred_at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    span = timedelta(days=relation.days)
+    start, end = (day - span, day) if relation.before else (day + timedelta(days=1), day + timedelta(days=1) + span)
+    return TimeWindow(phrase=relation.phrase, start=start, end=end, period=relation.period)
 
 
 class _Timeless:

@@ -36,7 +36,7 @@ from service.stores.graph import (
     groups_for,
 )
 from service.stores.vector import MemoryFilter, RankRequest
-from service.timephrases import TimeWindow, find_time_window
+from service.timephrases import EventRelation, TimeWindow, event_window, find_event_relation, find_time_window
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -150,6 +150,9 @@ class MemoryReads(MemoryCuration):
             # started (dateparser costs 0.2-5 ms of pure Python, up to ~25 ms when it finds a date).
             nonlocal window
             window = find_time_window(req.query) if "time" in use else None
+            relation = find_event_relation(req.query) if "time" in use and window is None else None
+            if relation is not None:
+                window = await self._event_window(relation, flt)
             narrowed = _narrow(flt, window)
             wanted = ([flt] if "dense" in use else []) + ([narrowed] if narrowed is not None else [])
             if vector is None or not wanted:
@@ -204,6 +207,15 @@ class MemoryReads(MemoryCuration):
         if req.trace:
             response.trace_id = self.trace_search(req, user_id, response)
         return response
+
+    async def _event_window(self, relation: EventRelation, flt: MemoryFilter) -> TimeWindow | None:
+        """The window of "the week before the concert": the event is dated by the memory whose words best match
+        it (BM25 of the event's words among the caller's memories), then the period before or after its day."""
+        [hits] = await self.vectors.rank([RankRequest(flt, 1, text=relation.event)])
+        found = await self.vectors.get([hits[0][0]]) if hits else []
+        if not found or not found[0].occurred_at:
+            return None
+        return event_window(relation, datetime.fromisoformat(found[0].occurred_at.replace("Z", "+00:00")))
 
     async def _rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
                              n: int) -> Ranked:

@@ -117,6 +117,31 @@ async def test_a_time_phrase_ranks_the_memory_from_that_period_first(client: htt
     assert all("time" not in signals(r) for r in plain["results"])
 
 
+async def test_a_time_named_by_an_event_ranks_the_memory_from_before_it_first(client: httpx.AsyncClient) -> None:
+    """"the week before the concert": the concert is dated by the memory about it, the window is the week
+    before that day, and the memory from that week comes first although all three share the query's words."""
+    user = unique("event")
+    await stored(client, user_id=user, category="interaction", content="The Vetiver concert was loud and great",
+                 occurred_at="2023-06-20T21:00:00Z")
+    lines = {"2023-03-02T10:00:00Z": "I practised guitar with Rosa in the park",
+             "2023-06-16T10:00:00Z": "I practised guitar with Rosa at home",
+             "2023-07-01T10:00:00Z": "I practised guitar with Rosa at the studio"}
+    ids = {t: await stored(client, user_id=user, category="interaction", content=c, occurred_at=t)
+           for t, c in lines.items()}
+    answer = await search(client, user_id=user, query="When did I practise guitar the week before the concert?",
+                          limit=3)
+    window = answer["time_window"]
+    assert window["phrase"] == "week before the concert" and window["period"] == "week"
+    assert window["start"].startswith("2023-06-13") and window["end"].startswith("2023-06-20")
+    top = answer["results"][0]
+    assert top["id"] == ids["2023-06-16T10:00:00Z"] and signals(top)["time"] == 1
+    after = await search(client, user_id=user, query="guitar practice the month after the concert", limit=3)
+    assert after["time_window"]["start"].startswith("2023-06-21")
+    assert after["results"][0]["id"] == ids["2023-07-01T10:00:00Z"] and signals(after["results"][0])["time"] == 1
+    unknown = await search(client, user_id=user, query="guitar the week before the marathon", limit=3)
+    assert unknown["time_window"] is None  # no memory names the event: no window, no guess
+
+
 async def test_search_results_carry_occurred_at_and_users_stay_apart(client: httpx.AsyncClient) -> None:
     alice, bob = unique("alice"), unique("bob")
     mine = await stored(client, user_id=alice, category="interaction", content="Kafka cluster Zeta is down")

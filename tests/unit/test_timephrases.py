@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service.timephrases import find_time_window
+from service.timephrases import event_window, find_event_relation, find_time_window
 
 
 def test_a_query_without_time_stays_without_one_on_repeat() -> None:
@@ -22,3 +22,18 @@ def test_a_found_phrase_is_resolved_against_each_searchs_time() -> None:
     month = find_time_window("the trip in May 2023", datetime(2024, 6, 15, tzinfo=UTC))
     assert month is not None and month.period == "month"
     assert (month.start, month.end) == (datetime(2023, 5, 1, tzinfo=UTC), datetime(2023, 6, 1, tzinfo=UTC))
+
+
+def test_a_time_named_by_an_event_is_its_period_before_or_after_the_event_day() -> None:
+    week = find_event_relation("What did Melanie do the week before the concert?")
+    assert week is not None and (week.period, week.days, week.before, week.event) == ("week", 7, True, "concert")
+    concert = datetime(2023, 6, 20, 21, 0, tzinfo=UTC)
+    window = event_window(week, concert)
+    assert (window.start, window.end) == (datetime(2023, 6, 13, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC))
+    days = find_event_relation("What did I cook 3 days after my sister's wedding")
+    assert days is not None and (days.days, days.before, days.event) == (3, False, "sister's wedding")
+    after = event_window(days, concert)
+    assert (after.start, after.end) == (datetime(2023, 6, 21, tzinfo=UTC), datetime(2023, 6, 24, tzinfo=UTC))
+    for plain in ("the week before last", "the day before yesterday", "what did we do before the concert",
+                  "I like the week"):
+        assert find_event_relation(plain) is None, plain
