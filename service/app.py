@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         deps = await build_deps(settings)
         app.state.deps = deps
+        await deps.service.warm_up()
         worker = worker_factory(deps) if settings.run_embedded_worker and worker_factory is not None else None
         if worker is not None:
             worker.start()

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class Fused:
     id: str
     score: float = 0.0
     # retriever -> (rank, the retriever's own score)
     signals: dict[str, tuple[int, float]] = field(default_factory=dict)
+    best_rank: int = 0  # the best of the ranks in `signals` (the first tie-break)
 
 
 def fuse(
@@ -30,10 +31,13 @@ def fuse(
         weight = weights.get(retriever, 0.0)
         rank = 0
         for item_id, score in items:
-            fused = out.setdefault(item_id, Fused(item_id))
-            if retriever in fused.signals:
+            fused = out.get(item_id)
+            if fused is None:
+                fused = out[item_id] = Fused(item_id, best_rank=rank + 1)
+            elif retriever in fused.signals:
                 continue
             rank += 1
             fused.signals[retriever] = (rank, score)
             fused.score += weight / (k + rank)
-    return sorted(out.values(), key=lambda f: (-f.score, min(r for r, _ in f.signals.values()), f.id))
+            fused.best_rank = min(fused.best_rank, rank)
+    return sorted(out.values(), key=lambda f: (-f.score, f.best_rank, f.id))

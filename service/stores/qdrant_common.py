@@ -3,6 +3,7 @@ filter rules (MemoryFilter's docstring) written once over each client's own filt
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, cast
@@ -32,10 +33,18 @@ def plain_vector(vector: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def valid_ids(ids: list[str]) -> list[str]:
-    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient)."""
+    """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient). An id already
+    in the canonical form (every id this service makes) is kept as it is: parsing 1,000 ids with `uuid.UUID`
+    costs ~2 ms, a share of a search's latency that the graph retriever's ranking paid twice."""
     out: list[str] = []
     for i in ids:
+        if isinstance(i, str) and _CANONICAL_UUID.fullmatch(i):
+            out.append(i)
+            continue
         try:
             out.append(str(uuid.UUID(i)))
         except (ValueError, TypeError, AttributeError):

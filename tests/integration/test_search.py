@@ -3,10 +3,13 @@ retriever finds what only it can, `signals` say which did, and time narrows or r
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from service.domain import ID_PATTERN
 from tests.conftest import unique
 from tests.integration.conftest import write_raw
 
@@ -149,3 +152,21 @@ async def test_search_results_carry_occurred_at_and_users_stay_apart(client: htt
     answer = await search(client, user_id=alice, query="Kafka Zeta", limit=10)
     assert [r["id"] for r in answer["results"]] == [mine]
     assert answer["results"][0]["occurred_at"] == answer["results"][0]["created_at"]
+
+
+async def test_the_service_runs_a_search_before_its_first_request(tmp_path: Path) -> None:
+    """The lifespan warms the search path (Neo4j plans the retriever's statement, dateparser loads) before the
+    app answers, with a user id no API key can name, so nobody's memories are read."""
+    from prometheus_client import REGISTRY
+
+    from tests.integration.conftest import running_app
+
+    def fused_searches() -> float:
+        return REGISTRY.get_sample_value("memory_search_duration_seconds_count", {"retriever": "fused"}) or 0.0
+
+    before = fused_searches()
+    async with running_app(tmp_path) as (client, _deps):
+        assert fused_searches() - before == 2  # both warm-up queries ran, before any request was sent
+        assert re.fullmatch(ID_PATTERN, "_warm-up") is None
+        resp = await client.post("/v1/search", json={"query": "what did Warm Up plan", "user_id": "_warm-up"})
+        assert resp.status_code == 422 and "user_id" in resp.text  # no API caller can ask for that user
