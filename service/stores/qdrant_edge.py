@@ -402,7 +402,8 @@ class EdgeVectorStore:
 
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         """One `query_batch` for the lot (one thread hop; Edge plans the batch as a whole)."""
-        built = [self._rank_request(r) for r in requests]
+        by_ids: dict[tuple[str, ...], qe.HasIdCondition | None] = {}  # one condition per id set
+        built = [self._rank_request(r, by_ids) for r in requests]
         todo = [q for q in built if q is not None]
         if not todo:
             return [[] for _ in requests]
@@ -410,15 +411,19 @@ class EdgeVectorStore:
         answers = iter(await self._run(lambda s: s.query_batch(batch)))
         return [[] if q is None else [(str(p.id), float(p.score)) for p in next(answers)] for q in built]
 
-    def _rank_request(self, r: RankRequest) -> qe.QueryRequest | None:
+    def _rank_request(self, r: RankRequest, by_ids: dict[tuple[str, ...], qe.HasIdCondition | None]
+                      ) -> qe.QueryRequest | None:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
-        if r.ids is not None:  # only among these memories
-            valid: list[qe.PointId] = [i for i in valid_ids(list(r.ids))]
-            if not valid:
+        if r.ids is not None:  # only among these memories; the dense and lexical halves share one condition
+            if r.ids not in by_ids:
+                valid: list[qe.PointId] = [i for i in valid_ids(list(r.ids))]
+                by_ids[r.ids] = qe.HasIdCondition(set(valid)) if valid else None
+            ids_condition = by_ids[r.ids]
+            if ids_condition is None:
                 return None
-            f = qe.Filter(must=[f, qe.HasIdCondition(set(valid))])
+            f = qe.Filter(must=[f, ids_condition])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qe.QueryRequest(limit=r.limit, query=qe.Query.Nearest(list(r.vector)), filter=f, with_payload=False)

@@ -222,7 +222,8 @@ class QdrantServerVectorStore:
 
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         """One `query_batch_points` call (one HTTP round trip) for the lot."""
-        built = [self._rank_request(r) for r in requests]
+        by_ids: dict[tuple[str, ...], qm.HasIdCondition | None] = {}  # one condition per id set
+        built = [self._rank_request(r, by_ids) for r in requests]
         todo = [q for q in built if q is not None]
         if not todo:
             return [[] for _ in requests]
@@ -232,15 +233,19 @@ class QdrantServerVectorStore:
         answers = iter(res)
         return [[] if q is None else [(str(p.id), float(p.score)) for p in next(answers).points] for q in built]
 
-    def _rank_request(self, r: RankRequest) -> qm.QueryRequest | None:
+    def _rank_request(self, r: RankRequest, by_ids: dict[tuple[str, ...], qm.HasIdCondition | None]
+                      ) -> qm.QueryRequest | None:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
-        if r.ids is not None:  # only among these memories
-            valid: list[qm.ExtendedPointId] = [i for i in valid_ids(list(r.ids))]
-            if not valid:
+        if r.ids is not None:  # only among these memories; the dense and lexical halves share one condition
+            if r.ids not in by_ids:
+                valid: list[qm.ExtendedPointId] = [i for i in valid_ids(list(r.ids))]
+                by_ids[r.ids] = qm.HasIdCondition(has_id=valid) if valid else None
+            ids_condition = by_ids[r.ids]
+            if ids_condition is None:
                 return None
-            f = qm.Filter(must=[f, qm.HasIdCondition(has_id=valid)])
+            f = qm.Filter(must=[f, ids_condition])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qm.QueryRequest(query=list(r.vector), filter=f, limit=r.limit, with_payload=False)
