@@ -28,8 +28,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[str, float]:
-    """The raw embedder's texts/s in this process (the yardstick of the write path's throughput): (name, rate)."""
+async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[str, float, float]:
+    """The raw embedder's texts/s in this process (the yardstick of the write path's throughput) and the CPU it
+    spends per text (ms, every thread of this process: the embedder's share of a memory's CPU budget):
+    (name, rate, cpu ms per text)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep model-loading chatter out of the figures
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -38,7 +40,33 @@ async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[s
 
     embedder: HashEmbedder | LocalEmbedder = LocalEmbedder(batch_size=batch) if kind == "local" else HashEmbedder()
     await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass
-    t0 = time.perf_counter()
+    cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(0, len(texts), batch):
         await embedder.embed(texts[i : i + batch])
-    return embedder.name, len(texts) / max(time.perf_counter() - t0, 1e-9)
+    wall, cpu = max(time.perf_counter() - t0, 1e-9), time.process_time() - cpu0
+    return embedder.name, len(texts) / wall, cpu * 1000 / max(len(texts), 1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process and its live descendants have used so far, from /proc (Linux);
+    0.0 for a process that is gone. Read before and after a load to see where a memory's CPU goes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, cpu seconds)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces
+        except OSError:
+            continue
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid; utime + stime
+    tree, total = {pid}, 0.0
+    for _ in range(8):  # bounded: process trees here are a few levels deep
+        grown = tree | {p for p, (parent, _) in stats.items() if parent in tree}
+        if grown == tree:
+            break
+        tree = grown
+    for p in tree:
+        total += stats.get(p, (0, 0.0))[1]
+    return total

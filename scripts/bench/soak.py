@@ -597,7 +597,7 @@ async def print_embedder_ratio(state: State, kind: str) -> None:
     if not texts or first is None or last is None or last <= first:
         return
     rate = len(stored) / (last - first)
-    name, emb = await embedder_rate(kind, texts)
+    name, emb, _ = await embedder_rate(kind, texts)
     print(f"memories stored/s {rate:.1f}  embedder {name} {emb:.1f} texts/s (batches of 64, this process, after "
           f"the run)  worker / embedder {rate / emb:.3f}")
 

@@ -6,6 +6,9 @@ Targets a running stack by URL and starts nothing. Figures are printed side by s
     # two configurations side by side (each started by you), the same load one after the other:
     .venv/bin/python scripts/bench/write_path.py --url inline=http://127.0.0.1:18301 --url child=http://127.0.0.1:18302
 
+`--pid service=PID --pid neo4j=PID ...` also counts each process's CPU (with its live children) per memory
+stored, and prints the CPU budget per memory that 0.8x the embedder's rate leaves on this machine's cores.
+
 Exit status: 0 when every request was accepted and every task completed, else 1.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -25,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
-from scripts.bench.common import embedder_rate, pct  # noqa: E402
+from scripts.bench.common import cpu_seconds, embedder_rate, pct  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -153,6 +157,7 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
         print(f"[{label}] target {url}  user_id={user_id}  n={args.n}  c={args.c}  "
               f"health={health.json().get('checks')}")
 
+        cpu0 = {name: cpu_seconds(pid) for name, pid in args.pid}
         t0 = time.perf_counter()
         bodies = [
             {"content": t, "user_id": user_id, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)
@@ -169,6 +174,7 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
             print(f"  request error: {err}")
 
         pending = await wait_all(client, sem, run, args.c, args.timeout)
+        cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in args.pid}
     done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
     worker_rate = run.completed / done_s if done_s > 0 else 0.0
     print(
@@ -177,7 +183,8 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     )
     for failure in run.failures[:5]:
         print(f"  task failed: {failure}")
-    return {
+    per_memory = {f"cpu_ms_per_memory_{name}": s * 1000 / max(run.completed, 1) for name, s in cpu.items()}
+    return {**per_memory,
         "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
         "accept_p95_ms": pct(lat, 95), "accept_p99_ms": pct(lat, 99), "accept_max_ms": pct(lat, 100),
         "accepted_per_s": accepted_per_s, "completed": run.completed, "failed": run.failed,
@@ -193,8 +200,9 @@ async def main(args: argparse.Namespace) -> int:
         if figures is None:
             return 1
         results[label] = figures
-    emb_name, emb_rate = await embedder_rate(args.embedder, make_texts(args.n, "embedder"))
-    print(f"embedder {emb_name}: {emb_rate:.1f} texts/s (batches of 64, in this process)")
+    emb_name, emb_rate, emb_cpu = await embedder_rate(args.embedder, make_texts(args.n, "embedder"))
+    print(f"embedder {emb_name}: {emb_rate:.1f} texts/s, {emb_cpu:.2f} ms CPU per text (batches of 64, in this "
+          f"process)")
 
     print("\n--- summary (side by side) ---")
     print("| figure | " + " | ".join(results) + " |")
@@ -203,6 +211,16 @@ async def main(args: argparse.Namespace) -> int:
         print(f"| {key} | " + " | ".join(_fmt(r[key]) for r in results.values()) + " |")
     ratios = [float(str(r["worker_memories_per_s"])) / emb_rate if emb_rate > 0 else 0.0 for r in results.values()]
     print(f"| worker / embedder ({emb_rate:.1f} texts/s) | " + " | ".join(f"{x:.3f}" for x in ratios) + " |")
+    if args.pid:
+        # The CPU budget of the 0.8x target: at 0.8x the embedder's rate the machine's cores allow this much CPU
+        # per memory, of which embedding takes emb_cpu; every --pid process's share of what is left is above.
+        cores = os.cpu_count() or 1
+        budget = cores * 1000 / (0.8 * emb_rate) if emb_rate > 0 else 0.0
+        spent = [sum(float(str(v)) for k, v in r.items() if k.startswith("cpu_ms_per_memory_"))
+                 for r in results.values()]
+        print("| CPU ms per memory, the --pid processes together | " + " | ".join(f"{x:.1f}" for x in spent) + " |")
+        print(f"CPU budget at 0.8x the embedder on {cores} cores: {budget:.1f} ms per memory, of which embedding "
+              f"{emb_cpu:.1f} ms")
     bad = any(r["request_errors"] or r["failed"] or r["timed_out"] for r in results.values())
     return 1 if bad else 0
 
@@ -221,7 +239,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--embedder", choices=("local", "hash"), default="local", help="embedder for the in-process figure")
     p.add_argument("--user-id", default=None, help="user id to write under (default: bench-<random>)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for all tasks to finish")
+    p.add_argument("--pid", action="append", default=[], metavar="LABEL=PID",
+                   help="a process whose CPU (with its live children) is counted per memory stored, e.g. "
+                        "service=<pid of python -m service>, neo4j=<pid>, redis=<pid>; repeatable")
     args = p.parse_args()
+    try:
+        args.pid = [(label, int(pid)) for label, pid in (x.split("=", 1) for x in args.pid)]
+    except ValueError:
+        p.error("--pid takes LABEL=PID")
     if args.n < 1 or args.c < 1 or args.timeout <= 0:
         p.error("-n and -c must be >= 1 and --timeout > 0")
     return args
