@@ -35,7 +35,8 @@ STATEMENTS: dict[str, list[float]] = {}
 
 
 def time_statements() -> None:
-    """Wrap the driver's transaction `run` so each statement's time is summed by its first words."""
+    """Wrap the driver's transaction `run` so each statement's time is summed by its first words (until its first
+    answer: records streamed later are not counted), and its commit."""
     original = AsyncTransactionBase.run
 
     async def timed(self: Any, query: Any, parameters: Any = None, **kw: Any) -> Any:
@@ -48,6 +49,18 @@ def time_statements() -> None:
         return result
 
     AsyncTransactionBase.run = timed  # type: ignore[method-assign]
+    commit = AsyncTransactionBase._commit
+
+    async def timed_commit(self: Any) -> Any:  # index updates (full text, the name vectors) happen at commit
+        started = time.perf_counter()
+        try:
+            return await commit(self)
+        finally:
+            slot = STATEMENTS.setdefault("COMMIT (the transaction's index updates and log write)", [0, 0.0])
+            slot[0] += 1
+            slot[1] += time.perf_counter() - started
+
+    AsyncTransactionBase._commit = timed_commit  # type: ignore[method-assign]
 
 
 async def load(store: Neo4jGraphStore, n: int, chunk: int) -> tuple[list[float], float, list[str], str]:
