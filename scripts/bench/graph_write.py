@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
+from scripts.bench.common import embedder_rate  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
 from service.ai.local import LocalEmbedder  # noqa: E402
 from service.identity import NameVectors, ResolutionGate  # noqa: E402
@@ -78,15 +79,6 @@ async def load(store: Neo4jGraphStore, n: int, chunk: int) -> tuple[list[float],
     return rates, total, [m.id for m in memories], user
 
 
-async def embedder_rate(embedder: LocalEmbedder, n: int = 512) -> float:
-    texts = [f"Prefers tool {i} for data pipelines and web APIs" for i in range(n)]
-    await embedder.embed(texts[:64])
-    started = time.perf_counter()
-    for i in range(0, n, 64):
-        await embedder.embed(texts[i : i + 64])
-    return n / (time.perf_counter() - started)
-
-
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
@@ -96,7 +88,7 @@ async def main() -> int:
     args = ap.parse_args()
     time_statements()
     embedder = LocalEmbedder()
-    emb = await embedder_rate(embedder)
+    _, emb, _ = await embedder_rate("local", [f"Prefers tool {i} for data pipelines and web APIs" for i in range(512)])
     rows: list[tuple[str, list[float], float, dict[str, list[float]]]] = []
     for label, resolver in (("no gate", None), ("gate", NameVectors(embedder, ResolutionGate()))):
         store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 60, resolver)

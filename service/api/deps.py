@@ -16,8 +16,7 @@ async def get_deps(request: Request) -> Deps:  # async: a plain def runs in the 
 
 
 async def get_service(request: Request) -> MemoryService:
-    deps: Deps = request.app.state.deps
-    return deps.service
+    return (await get_deps(request)).service
 
 
 DepsDep = Annotated[Deps, Depends(get_deps)]

@@ -18,7 +18,7 @@ class Fused:
     score: float = 0.0
     # retriever -> (rank, the retriever's own score)
     signals: dict[str, tuple[int, float]] = field(default_factory=dict)
-    best_rank: int = 0  # the best of the ranks in `signals` (the first tie-break)
+    best_rank: int = 0  # the best of the ranks in `signals` (the first tie-break); 0 before the first
 
 
 def fuse(
@@ -33,11 +33,12 @@ def fuse(
         for item_id, score in items:
             fused = out.get(item_id)
             if fused is None:
-                fused = out[item_id] = Fused(item_id, best_rank=rank + 1)
+                fused = out[item_id] = Fused(item_id)
             elif retriever in fused.signals:
                 continue
             rank += 1
             fused.signals[retriever] = (rank, score)
             fused.score += weight / (k + rank)
-            fused.best_rank = min(fused.best_rank, rank)
+            if not fused.best_rank or rank < fused.best_rank:
+                fused.best_rank = rank
     return sorted(out.values(), key=lambda f: (-f.score, f.best_rank, f.id))

@@ -52,6 +52,17 @@ def valid_ids(ids: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def ids_condition(cache: dict[tuple[str, ...], C | None], ids: tuple[str, ...],
+                  make: Callable[[list[str]], C]) -> C | None:
+    """The condition "one of these points" of a ranking among `ids`, built once per id set for a batch of
+    requests (the graph retriever's dense and lexical halves share one); None when no id is valid (nothing to
+    rank)."""
+    if ids not in cache:
+        valid = valid_ids(list(ids))
+        cache[ids] = make(valid) if valid else None
+    return cache[ids]
+
+
 def parse_cursor(cursor: str | None) -> str | None:
     if cursor is None:
         return None

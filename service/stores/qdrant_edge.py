@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import qdrant_edge as qe
 import structlog
@@ -37,6 +37,7 @@ from service.errors import Conflict, DependencyUnavailable, StoreConfigError
 from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
+    ids_condition,
     memory_of,
     parse_cursor,
     payload_of,
@@ -416,14 +417,11 @@ class EdgeVectorStore:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
-        if r.ids is not None:  # only among these memories; the dense and lexical halves share one condition
-            if r.ids not in by_ids:
-                valid: list[qe.PointId] = [i for i in valid_ids(list(r.ids))]
-                by_ids[r.ids] = qe.HasIdCondition(set(valid)) if valid else None
-            ids_condition = by_ids[r.ids]
-            if ids_condition is None:
+        if r.ids is not None:  # only among these memories
+            only = ids_condition(by_ids, r.ids, lambda valid: qe.HasIdCondition(set(cast("list[qe.PointId]", valid))))
+            if only is None:
                 return None
-            f = qe.Filter(must=[f, ids_condition])
+            f = qe.Filter(must=[f, only])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qe.QueryRequest(limit=r.limit, query=qe.Query.Nearest(list(r.vector)), filter=f, with_payload=False)

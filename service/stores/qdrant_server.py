@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import httpx
 from qdrant_client import AsyncQdrantClient
@@ -26,6 +27,7 @@ from service.errors import DependencyUnavailable, StoreConfigError
 from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
+    ids_condition,
     memory_of,
     parse_cursor,
     payload_of,
@@ -238,14 +240,12 @@ class QdrantServerVectorStore:
         f = build_filter(r.flt)
         if f is None or r.limit <= 0:
             return None
-        if r.ids is not None:  # only among these memories; the dense and lexical halves share one condition
-            if r.ids not in by_ids:
-                valid: list[qm.ExtendedPointId] = [i for i in valid_ids(list(r.ids))]
-                by_ids[r.ids] = qm.HasIdCondition(has_id=valid) if valid else None
-            ids_condition = by_ids[r.ids]
-            if ids_condition is None:
+        if r.ids is not None:  # only among these memories
+            only = ids_condition(
+                by_ids, r.ids, lambda valid: qm.HasIdCondition(has_id=cast("list[qm.ExtendedPointId]", valid)))
+            if only is None:
                 return None
-            f = qm.Filter(must=[f, ids_condition])
+            f = qm.Filter(must=[f, only])
         if r.vector is not None:
             self._check_dim(r.vector)
             return qm.QueryRequest(query=list(r.vector), filter=f, limit=r.limit, with_payload=False)
