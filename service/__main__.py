@@ -27,7 +27,7 @@ def serve(settings: Settings) -> None:
 
     factory: WorkerFactory = ChildWorker if settings.worker_in_child else EmbeddedWorker
     uvicorn.run(
-        create_app(settings, factory),
+        create_app(settings, factory, freeze_heap=True),
         host=settings.host,
         port=settings.port,
         log_config=None,  # structlog owns logging

@@ -19,6 +19,7 @@ from service.api import context, graph, legacy, maintenance, memories, meta, por
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
+from service.heap import freeze_startup_heap
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
 from service.settings import Settings
@@ -71,10 +72,12 @@ class RequestContext:
             HTTP_DURATION.labels(template, scope.get("method", ""), str(status)).observe(time.perf_counter() - started)
 
 
-def create_app(settings: Settings | None = None, worker_factory: WorkerFactory | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, worker_factory: WorkerFactory | None = None, *,
+               freeze_heap: bool = False) -> FastAPI:
     """The API. `worker_factory` is the start-up hook of the embedded profile: `python -m service`
     passes the in-process ARQ worker (service/ never imports worker/); it runs when
-    settings.run_embedded_worker is true."""
+    settings.run_embedded_worker is true. `freeze_heap`: the start-up heap leaves the garbage collector's
+    reach once started (service/heap.py); `python -m service` sets it, a test process does not."""
     settings = settings or Settings()
     configure_logging(settings)
     if settings.auth_mode == "none" and not settings.loopback:
@@ -94,6 +97,8 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
         worker = worker_factory(deps) if settings.run_embedded_worker and worker_factory is not None else None
         if worker is not None:
             worker.start()
+        if freeze_heap:
+            freeze_startup_heap()
         log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)
         try:
             async with mcp_sessions() if mcp_sessions else contextlib.nullcontext():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.deps import build_deps
+from service.heap import freeze_startup_heap
 from service.logging import configure_logging
 from service.settings import Settings
 
@@ -27,6 +28,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         from prometheus_client import start_http_server
 
         start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
+    freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/heap.py)
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

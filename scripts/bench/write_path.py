@@ -3,8 +3,17 @@
 Targets a running stack by URL and starts nothing. Figures are printed side by side from one run:
 
     .venv/bin/python scripts/bench/write_path.py --url http://127.0.0.1:8199 -n 500 -c 16 [--embedder local|hash]
+    # open loop: the writes are sent at 1,000/s over 16 connections whatever the answers take
+    .venv/bin/python scripts/bench/write_path.py -n 5000 -c 16 --rate 1000
     # two configurations side by side (each started by you), the same load one after the other:
     .venv/bin/python scripts/bench/write_path.py --url inline=http://127.0.0.1:18301 --url child=http://127.0.0.1:18302
+
+The load comes from aiohttp (about 0.25 ms of this process's CPU per request; httpx took 2.1 ms, so at a few
+hundred requests/s it was the client, not the service, that set the accept figures on a 2-core machine). Without
+`--rate` each of the `-c` clients sends its next write when the last one is answered (closed loop: latency is
+then at least c / throughput by Little's law). With `--rate R` the writes are due at R per second and an accept's
+latency runs from the moment it was due, so a request that waited for a free connection counts its wait (no
+coordinated omission). The client's own CPU per request is printed beside the figures.
 
 `--pid service=PID --pid neo4j=PID ...` also counts each process's CPU (with its live children) per memory
 stored, and prints the CPU budget per memory that 0.8x the embedder's rate leaves on this machine's cores.
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -23,7 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -67,37 +77,58 @@ def make_texts(n: int, run_tag: str) -> list[str]:
 
 
 
-async def submit(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, body: dict[str, str]) -> None:
-    async with sem:
-        t0 = time.perf_counter()
-        try:
-            resp = await client.post("/v1/memories/raw", json=body)
-        except httpx.HTTPError as exc:
-            run.errors.append(f"{type(exc).__name__}: {exc}")
-            return
-        t1 = time.perf_counter()
-    if resp.status_code != 202:
-        run.errors.append(f"HTTP {resp.status_code}: {resp.text[:200]}")
+async def submit(client: aiohttp.ClientSession, run: Run, body: dict[str, str], due: float) -> None:
+    """One accept; its latency runs from `due` (when it was sent, or when the open loop wanted it sent)."""
+    try:
+        async with client.post("/v1/memories/raw", json=body) as resp:
+            status, text = resp.status, await resp.text()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        run.errors.append(f"{type(exc).__name__}: {exc}")
         return
-    run.latencies_ms.append((t1 - t0) * 1000)
+    t1 = time.perf_counter()
+    if status != 202:
+        run.errors.append(f"HTTP {status}: {text[:200]}")
+        return
+    run.latencies_ms.append((t1 - due) * 1000)
     run.first_accept = t1 if run.first_accept is None else min(run.first_accept, t1)
-    run.task_ids.append(resp.json()["task_id"])
+    run.task_ids.append(json.loads(text)["task_id"])
 
 
-async def poll_once(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, task_id: str) -> bool:
+async def accept_all(client: aiohttp.ClientSession, run: Run, bodies: list[dict[str, str]], clients: int,
+                     rate: float | None) -> None:
+    """`clients` senders share the bodies. Closed loop (rate None): each sends its next one when the last is
+    answered. Open loop: body i is due at start + i / rate; a sender that is late sends at once and the wait
+    counts in that accept's latency."""
+    start = time.perf_counter()
+    queue = iter(enumerate(bodies))
+
+    async def sender() -> None:
+        for i, body in queue:
+            due = time.perf_counter()
+            if rate is not None:
+                due = start + i / rate
+                if (wait := due - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+            await submit(client, run, body, due)
+
+    await asyncio.gather(*(sender() for _ in range(clients)))
+
+
+async def poll_once(client: aiohttp.ClientSession, sem: asyncio.Semaphore, run: Run, task_id: str) -> bool:
     """True when the task reached a final state (or is unknown); transient errors are retried next round."""
     async with sem:
         try:
-            resp = await client.get(f"/v1/memories/status/{task_id}")
-        except httpx.HTTPError:
+            async with client.get(f"/v1/memories/status/{task_id}") as resp:
+                status, text = resp.status, await resp.text()
+        except (aiohttp.ClientError, TimeoutError):
             return False
-    if resp.status_code == 404:
+    if status == 404:
         run.failed += 1
         run.failures.append(f"{task_id}: unknown or expired (404)")
         return True
-    if resp.status_code != 200:
+    if status != 200:
         return False
-    data = resp.json()
+    data = json.loads(text)
     if data["status"] not in ("completed", "failed"):
         return False
     run.last_done = time.perf_counter()
@@ -110,7 +141,7 @@ async def poll_once(client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run,
 
 
 async def wait_all(
-    client: httpx.AsyncClient, sem: asyncio.Semaphore, run: Run, window: int, limit_s: float
+    client: aiohttp.ClientSession, sem: asyncio.Semaphore, run: Run, window: int, limit_s: float
 ) -> list[str]:
     """Poll pending tasks every POLL_INTERVAL until none is left or `limit_s` passes; returns the pending.
 
@@ -144,31 +175,36 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     texts = make_texts(args.n, run_tag)
     run = Run()
     sem = asyncio.Semaphore(args.c)
-    limits = httpx.Limits(max_connections=args.c, max_keepalive_connections=args.c)
-    async with httpx.AsyncClient(base_url=url, timeout=30.0, limits=limits) as client:
+    connector = aiohttp.TCPConnector(limit=args.c)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as client:
         try:
-            health = await client.get("/health")
-        except httpx.HTTPError as exc:
+            async with client.get("/health") as resp:
+                health_status, health = resp.status, await resp.text()
+        except (aiohttp.ClientError, TimeoutError) as exc:
             print(f"error: {url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
             return None
-        if health.status_code != 200:
-            print(f"error: {url}/health answered {health.status_code}: {health.text[:300]}")
+        if health_status != 200:
+            print(f"error: {url}/health answered {health_status}: {health[:300]}")
             return None
-        print(f"[{label}] target {url}  user_id={user_id}  n={args.n}  c={args.c}  "
-              f"health={health.json().get('checks')}")
+        mode = f"open loop at {args.rate:g}/s" if args.rate else "closed loop"
+        print(f"[{label}] target {url}  user_id={user_id}  n={args.n}  c={args.c}  {mode}  "
+              f"health={json.loads(health).get('checks')}")
 
         cpu0 = {name: cpu_seconds(pid) for name, pid in args.pid}
+        own0 = time.process_time()
         t0 = time.perf_counter()
         bodies = [
             {"content": t, "user_id": user_id, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)
         ]
-        await asyncio.gather(*(submit(client, sem, run, b) for b in bodies))
+        await accept_all(client, run, bodies, args.c, args.rate)
         accept_wall = time.perf_counter() - t0
+        client_ms = (time.process_time() - own0) * 1000 / max(args.n, 1)
         lat = run.latencies_ms
         accepted_per_s = len(lat) / accept_wall if accept_wall > 0 else 0.0
         print(
             f"[{label}] accept: {len(lat)}/{args.n} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
-            f"p50={pct(lat, 50):.1f} p95={pct(lat, 95):.1f} p99={pct(lat, 99):.1f} max={pct(lat, 100):.1f} ms"
+            f"p50={pct(lat, 50):.1f} p95={pct(lat, 95):.1f} p99={pct(lat, 99):.1f} max={pct(lat, 100):.1f} ms  "
+            f"(client CPU {client_ms:.2f} ms per request)"
         )
         for err in run.errors[:5]:
             print(f"  request error: {err}")
@@ -187,8 +223,8 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     return {**per_memory,
         "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
         "accept_p95_ms": pct(lat, 95), "accept_p99_ms": pct(lat, 99), "accept_max_ms": pct(lat, 100),
-        "accepted_per_s": accepted_per_s, "completed": run.completed, "failed": run.failed,
-        "timed_out": len(pending), "completion_s": done_s, "worker_memories_per_s": worker_rate,
+        "accepted_per_s": accepted_per_s, "client_cpu_ms_per_accept": client_ms, "completed": run.completed,
+        "failed": run.failed, "timed_out": len(pending), "completion_s": done_s, "worker_memories_per_s": worker_rate,
     }
 
 
@@ -235,7 +271,9 @@ def parse_args() -> argparse.Namespace:
                    help=f"a running service, as URL or label=URL; repeat to measure several side by side "
                         f"(default {DEFAULT_URL})")
     p.add_argument("-n", type=int, default=500, help="number of memories to write")
-    p.add_argument("-c", type=int, default=16, help="concurrent clients")
+    p.add_argument("-c", type=int, default=16, help="concurrent clients (connections)")
+    p.add_argument("--rate", type=float, default=None,
+                   help="open loop: send the writes at this many per second in all (default: closed loop)")
     p.add_argument("--embedder", choices=("local", "hash"), default="local", help="embedder for the in-process figure")
     p.add_argument("--user-id", default=None, help="user id to write under (default: bench-<random>)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for all tasks to finish")
@@ -247,8 +285,8 @@ def parse_args() -> argparse.Namespace:
         args.pid = [(label, int(pid)) for label, pid in (x.split("=", 1) for x in args.pid)]
     except ValueError:
         p.error("--pid takes LABEL=PID")
-    if args.n < 1 or args.c < 1 or args.timeout <= 0:
-        p.error("-n and -c must be >= 1 and --timeout > 0")
+    if args.n < 1 or args.c < 1 or args.timeout <= 0 or (args.rate is not None and args.rate <= 0):
+        p.error("-n and -c must be >= 1, --timeout and --rate > 0")
     return args
 
 

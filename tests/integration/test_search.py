@@ -3,6 +3,7 @@ retriever finds what only it can, `signals` say which did, and time narrows or r
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,7 @@ async def test_the_service_runs_a_search_before_its_first_request(tmp_path: Path
     before = fused_searches()
     async with running_app(tmp_path) as (client, _deps):
         assert fused_searches() - before == 2  # both warm-up queries ran, before any request was sent
+        assert gc.get_freeze_count() == 0  # only `python -m service` freezes its heap (freeze_heap), not a test's app
         assert re.fullmatch(ID_PATTERN, "_warm-up") is None
         resp = await client.post("/v1/search", json={"query": "what did Warm Up plan", "user_id": "_warm-up"})
         assert resp.status_code == 422 and "user_id" in resp.text  # no API caller can ask for that user

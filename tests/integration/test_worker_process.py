@@ -5,6 +5,7 @@ service stops the child. Plus the socket's own rules (service/stores/remote.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -115,7 +116,11 @@ async def test_the_worker_child_stores_writes_is_replaced_when_killed_and_stops_
             assert len(listed["memories"]) == 60  # one memory per write, none lost, none doubled
         stop(proc)
         assert proc.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a graceful stop
-        assert "worker_process_stopped" in (tmp_path / "service.log").read_text()
+        log = (tmp_path / "service.log").read_text()
+        assert "worker_process_stopped" in log
+        # the API process and both children froze their start-up heaps (service/heap.py)
+        frozen = [json.loads(line) for line in log.splitlines() if '"heap_frozen"' in line]
+        assert len(frozen) >= 3 and all(f["objects"] > 10_000 for f in frozen), frozen
         assert not alive(second[0])  # the child stopped with the service
     finally:
         stop(proc, signal.SIGKILL)
