@@ -19,7 +19,7 @@ from service.api import context, graph, legacy, maintenance, memories, meta, por
 from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
-from service.heap import freeze_startup_heap
+from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
 from service.settings import Settings
@@ -80,6 +80,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     reach once started (service/heap.py); `python -m service` sets it, a test process does not."""
     settings = settings or Settings()
     configure_logging(settings)
+    track_gc_pauses()
     if settings.auth_mode == "none" and not settings.loopback:
         raise SystemExit(
             f"error: AUTH_MODE=none is allowed only on a loopback HOST (HOST={settings.host}): anyone who reaches "

@@ -1,12 +1,15 @@
-"""The start-up heap, taken out of the garbage collector's reach (`gc.freeze`).
+"""The start-up heap, taken out of the garbage collector's reach (`gc.freeze`), and the collector's pauses.
 
-A started service holds about 150,000 long-lived objects (modules, the FastAPI routes, dateparser's and the
-offline extractor's data, the stores' clients). CPython's full collections walk all of them: 80-100 ms on
-this machine kind, during which the event loop answers nothing; under 1,000 writes/s that was a 100 ms
-stall in every run (docs/benchmarks.md, "Accepting at 1,000/s"). Frozen after start-up, they are never
-walked again; what the process allocates later is collected as before. Only the processes' entry points
-call it (`python -m service`, `python -m worker`, the worker child): a test process creates many apps and
-must be able to collect them.
+A started service holds about 580,000 long-lived objects with the local embedder (torch and
+sentence-transformers; 140,000 with EMBEDDER=hash): modules, the FastAPI routes, dateparser's and the offline
+extractor's data, the stores' clients. CPython's full collections walk all of them, 270-300 ms on this machine
+kind (70-80 ms with the hash embedder), and no thread of the process runs meanwhile: the event loop answers
+nothing. Frozen after start-up, they are never walked again; what the process allocates later is collected as
+before. Only the processes' entry points freeze (`python -m service`, `python -m worker`, the worker child): a
+test process creates many apps and must be able to collect them.
+
+Every pause is observed in `process_gc_pause_seconds{generation}` (docs/benchmarks.md, "Accepting at
+1,000/s").
 """
 
 from __future__ import annotations
@@ -16,7 +19,23 @@ import time
 
 import structlog
 
+from service.metrics import GC_PAUSE
+
 log = structlog.get_logger(__name__)
+_pause_started = [0.0]  # the collector runs with the GIL held and is not re-entered: one start time
+
+
+def _observe_pause(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _pause_started[0] = time.perf_counter()
+    else:
+        GC_PAUSE.labels(generation=str(info["generation"])).observe(time.perf_counter() - _pause_started[0])
+
+
+def track_gc_pauses() -> None:
+    """Observe every collection of this process in GC_PAUSE (idempotent)."""
+    if _observe_pause not in gc.callbacks:
+        gc.callbacks.append(_observe_pause)
 
 
 def freeze_startup_heap() -> None:

@@ -17,6 +17,10 @@ HTTP_DURATION = Histogram(
     "http_request_duration_seconds", "HTTP request duration by route template, method and status",
     ["route", "method", "status"],
 )
+GC_PAUSE = Histogram(
+    "process_gc_pause_seconds", "Garbage-collector pauses of this process by generation (every thread stops)",
+    ["generation"], buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
 QUEUE_DEPTH = Gauge("memory_queue_depth", "Jobs waiting in the ARQ queue")
 QUEUE_OLDEST = Gauge("memory_queue_oldest_age_seconds", "Age of the oldest task not ended yet")
 OUTBOX_DEPTH = Gauge("memory_outbox_depth", "Write intents not yet held by both stores")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.deps import build_deps
-from service.heap import freeze_startup_heap
+from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.settings import Settings
 
@@ -28,6 +28,7 @@ async def startup(ctx: dict[str, Any]) -> None:
         from prometheus_client import start_http_server
 
         start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
+    track_gc_pauses()
     freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/heap.py)
 
 

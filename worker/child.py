@@ -29,7 +29,7 @@ import structlog
 from pydantic import SecretStr
 
 from service.deps import Deps, build_deps
-from service.heap import freeze_startup_heap
+from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.settings import Settings
 from service.stores.remote import RemoteVectorStore, VectorServer
@@ -136,6 +136,7 @@ async def run_child(settings: Settings, socket: Path, token: bytes) -> int:
         start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
     worker = EmbeddedWorker(deps)
     worker.start()
+    track_gc_pauses()
     freeze_startup_heap()
     try:
         for _ in range(10**9):  # bounded; one turn a second

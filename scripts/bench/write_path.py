@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -114,6 +115,30 @@ async def accept_all(client: aiohttp.ClientSession, run: Run, bodies: list[dict[
     await asyncio.gather(*(sender() for _ in range(clients)))
 
 
+async def gc_pauses(client: aiohttp.ClientSession) -> dict[str, float]:
+    """The service process's GC pauses so far, from /metrics (process_gc_pause_seconds): count, total seconds and
+    the count over 50 ms, all generations; empty when /metrics is not readable (an admin key is needed then)."""
+    try:
+        async with client.get("/metrics") as resp:
+            if resp.status != 200:
+                return {}
+            text = await resp.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return {}
+    out = {"count": 0.0, "sum": 0.0, "under_50ms": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name != "process_gc_pause_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_count"):
+                out["count"] += sample.value
+            elif sample.name.endswith("_sum"):
+                out["sum"] += sample.value
+            elif sample.name.endswith("_bucket") and sample.labels.get("le") == "0.05":
+                out["under_50ms"] += sample.value
+    return out
+
+
 async def poll_once(client: aiohttp.ClientSession, sem: asyncio.Semaphore, run: Run, task_id: str) -> bool:
     """True when the task reached a final state (or is unknown); transient errors are retried next round."""
     async with sem:
@@ -191,6 +216,7 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
               f"health={json.loads(health).get('checks')}")
 
         cpu0 = {name: cpu_seconds(pid) for name, pid in args.pid}
+        gc0 = await gc_pauses(client)
         own0 = time.process_time()
         t0 = time.perf_counter()
         bodies = [
@@ -211,6 +237,8 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
 
         pending = await wait_all(client, sem, run, args.c, args.timeout)
         cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in args.pid}
+        gc1 = await gc_pauses(client)
+    gc_run = {k: gc1[k] - gc0[k] for k in gc1} if gc0 and gc1 else {}
     done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
     worker_rate = run.completed / done_s if done_s > 0 else 0.0
     print(
@@ -219,6 +247,9 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     )
     for failure in run.failures[:5]:
         print(f"  task failed: {failure}")
+    if gc_run:
+        print(f"[{label}] GC pauses of the API process: {gc_run['count']:.0f}, {gc_run['sum'] * 1000:.0f} ms in all, "
+              f"{gc_run['count'] - gc_run['under_50ms']:.0f} over 50 ms")
     per_memory = {f"cpu_ms_per_memory_{name}": s * 1000 / max(run.completed, 1) for name, s in cpu.items()}
     return {**per_memory,
         "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
