@@ -145,6 +145,7 @@ class Memory(BaseModel):
 
 Role = Literal["user", "assistant", "system", "tool"]
 MAX_MESSAGES = 500
+MAX_BATCH_MEMORIES = 100  # memories per POST /v1/memories/raw/batch
 
 
 class Message(BaseModel):

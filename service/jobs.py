@@ -18,9 +18,11 @@ class _Job(BaseModel):
     accepted_at: str = ""
 
 
-class RawJob(_Job):
-    kind: Literal["raw"] = "raw"
-    user_id: str
+class RawItem(BaseModel):
+    """One pre-categorised fact, as the API validated it (scope resolved)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     scope: str
     project_id: str | None = None
     category: str
@@ -28,6 +30,19 @@ class RawJob(_Job):
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
+
+
+class RawJob(_Job, RawItem):
+    kind: Literal["raw"] = "raw"
+    user_id: str
+
+
+class RawBatchJob(_Job):
+    """Several facts of one user in one job: one embedding batch, one vector upsert, one graph transaction."""
+
+    kind: Literal["raw_batch"] = "raw_batch"
+    user_id: str
+    items: list[RawItem] = Field(min_length=1)
 
 
 class ConversationJob(_Job):
@@ -80,14 +95,15 @@ class ImportJob(_Job):
 
 
 Job = Annotated[
-    RawJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob,
+    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob,
     Field(discriminator="kind"),
 ]
-JobKind = Literal["raw", "conversation", "update", "delete", "dedup", "reconcile", "import"]
+JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import"]
 
 # The ARQ function that runs each kind (registered in worker/settings.py).
 FUNCTIONS: dict[str, str] = {
     "raw": "memory_raw",
+    "raw_batch": "memory_raw_batch",
     "conversation": "memory_conversation",
     "update": "memory_update",
     "delete": "memory_delete",

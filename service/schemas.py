@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from service.domain import (
     ID_PATTERN,
+    MAX_BATCH_MEMORIES,
     MAX_MESSAGES,
     MAX_METADATA_KEYS,
     Memory,
@@ -83,12 +84,13 @@ TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
                              "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
 
 
-class RawMemoryRequest(BaseModel):
+class RawMemoryItem(BaseModel):
+    """One pre-categorised fact; a batch names its user once."""
+
     model_config = ConfigDict(extra="forbid")
 
     # Length is checked in the service (400 empty / 413 over MAX_CONTENT_CHARS), not here.
     content: str
-    user_id: str | None = TenantId
     category: str = Field(min_length=1, max_length=64)
     scope: Scope | None = None
     project_id: str | None = OptionalId
@@ -96,6 +98,20 @@ class RawMemoryRequest(BaseModel):
     metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
     occurred_at: datetime | None = Field(
         default=None, description="When what it says happened (ISO 8601; without a zone, UTC). Default: now.")
+
+
+class RawMemoryRequest(RawMemoryItem):
+    user_id: str | None = TenantId
+
+
+class RawBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = TenantId
+    memories: list[RawMemoryItem] = Field(
+        min_length=1, max_length=MAX_BATCH_MEMORIES,
+        description=f"1-{MAX_BATCH_MEMORIES} facts of this user, stored by one task; an item that repeats an "
+                    "earlier one of the batch is stored once")
 
 
 

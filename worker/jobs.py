@@ -26,7 +26,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.deps import Deps
 from service.errors import DependencyUnavailable, DomainError
-from service.jobs import ConversationJob, DedupJob, DeleteJob, ImportJob, RawJob, ReconcileJob, UpdateJob
+from service.jobs import (
+    ConversationJob,
+    DedupJob,
+    DeleteJob,
+    ImportJob,
+    RawBatchJob,
+    RawJob,
+    ReconcileJob,
+    UpdateJob,
+)
 from service.maintenance.runs import run_requested_dedup
 from service.memory.portability import decode_body
 from service.metrics import JOB_DURATION, JOBS
@@ -147,6 +156,10 @@ async def _raw(deps: Deps, task_id: str, job: RawJob) -> dict[str, Any]:
     return await deps.service.store_raw(task_id, job)
 
 
+async def _raw_batch(deps: Deps, task_id: str, job: RawBatchJob) -> dict[str, Any]:
+    return await deps.service.store_raw_batch(task_id, job)
+
+
 async def _conversation(deps: Deps, task_id: str, job: ConversationJob) -> dict[str, Any]:
     return await deps.service.store_conversation(task_id, job)
 
@@ -183,6 +196,10 @@ async def memory_raw(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> 
     await run_job(ctx, task_id, job, RawJob, _raw)
 
 
+async def memory_raw_batch(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
+    await run_job(ctx, task_id, job, RawBatchJob, _raw_batch)
+
+
 async def memory_conversation(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
     await run_job(ctx, task_id, job, ConversationJob, _conversation)
 
@@ -209,6 +226,7 @@ async def maintenance_reconcile(ctx: dict[str, Any], task_id: str, job: dict[str
 
 JOB_FUNCTIONS = {
     "memory_raw": memory_raw,
+    "memory_raw_batch": memory_raw_batch,
     "memory_conversation": memory_conversation,
     "memory_update": memory_update,
     "memory_delete": memory_delete,

@@ -8,9 +8,10 @@ Targets a running stack by URL and starts nothing:
 What it does (every loop is bounded in count and in time):
 
 1. Writes. `-n` writes from `-c` concurrent clients for `-u` users named `soak-<runtag>-u<i>` (user 0
-   takes half of the writes, the others split the rest evenly). ~85% are `POST /v1/memories/raw`
+   takes half of the writes, the others split the rest evenly). ~75% are `POST /v1/memories/raw`
    (categories preference, personal_fact, technical_skill, domain_knowledge, decision, interaction),
-   ~15% `POST /v1/memories` conversations of 2-4 user sentences. Every text is built from templates
+   ~10% `POST /v1/memories/raw/batch` with 2-5 of those facts, ~15% `POST /v1/memories` conversations of
+   2-4 user sentences. Every text is built from templates
    over a small shared pool (10 people, 5 places, 8 tools), so concurrent jobs contend on the same
    graph entities; a counter makes each request unique, so idempotency never merges two of them.
 2. Mixed in: when a write task completes, each of its memories is, with probability 3%, updated
@@ -88,6 +89,7 @@ CONV_SENTENCES = (
 QUERY_TEMPLATES = ("{p1}", "{tool}", "who lives in {place}", "what does {p1} prefer", "{p1} {tool} {place}")
 
 CONVERSATION_SHARE = 0.15
+BATCH_SHARE = 0.10  # of the writes: 2-5 raw facts in one POST /v1/memories/raw/batch
 UPDATE_SHARE = 0.03
 DELETE_SHARE = 0.03
 SEARCH_SHARE = 0.10  # of all requests (writes, updates, deletes and searches)
@@ -97,10 +99,11 @@ HEALTH_INTERVAL = 1.0
 TRANSPORT_ATTEMPTS = 3  # a request failing at the transport level is sent again, twice at most
 PAGE_LIMIT = 500
 MAX_PAGES = 10_000
-WRITE_KINDS = ("raw", "conversation")
+WRITE_KINDS = ("raw", "raw_batch", "conversation")
 FINAL = ("completed", "failed")
 
 ROUTE_RAW = "POST /v1/memories/raw"
+ROUTE_BATCH = "POST /v1/memories/raw/batch"
 ROUTE_CONV = "POST /v1/memories"
 ROUTE_UPDATE = "PUT /v1/memories/{id}"
 ROUTE_DELETE = "DELETE /v1/memories/{id}"
@@ -128,7 +131,7 @@ def pool_values(rng: random.Random) -> dict[str, str]:
 class WriteOp:
     index: int
     user: str
-    kind: str  # raw | conversation
+    kind: str  # raw | raw_batch | conversation
     body: dict[str, Any]
 
 
@@ -171,6 +174,10 @@ def make_writes(n: int, users: list[str], tag: str, rng: random.Random) -> list[
                 "user_id": user,
             }
             ops.append(WriteOp(i, user, "conversation", body))
+        elif rng.random() < BATCH_SHARE / (1 - CONVERSATION_SHARE):
+            items = [{"content": rng.choice(RAW_TEMPLATES).format(**pool_values(rng)) + f" {marker}.{j}",
+                      "category": rng.choice(RAW_CATEGORIES)} for j in range(rng.randint(2, 5))]
+            ops.append(WriteOp(i, user, "raw_batch", {"user_id": user, "memories": items}))
         else:
             text = rng.choice(RAW_TEMPLATES).format(**pool_values(rng)) + f" {marker}"
             body = {"content": text, "user_id": user, "category": rng.choice(RAW_CATEGORIES)}
@@ -186,7 +193,7 @@ def make_writes(n: int, users: list[str], tag: str, rng: random.Random) -> list[
 @dataclass
 class Task:
     task_id: str
-    kind: str  # raw | conversation | update | delete
+    kind: str  # raw | raw_batch | conversation | update | delete
     user: str
     accepted: float  # perf_counter when the 202 arrived
     accept_ms: float
@@ -330,6 +337,8 @@ async def do_write(state: State, client: httpx.AsyncClient, op: WriteOp) -> None
     state.write_requests += 1
     if op.kind == "raw":
         await accept(state, client, ROUTE_RAW, "POST", "/v1/memories/raw", "raw", op.user, op.body)
+    elif op.kind == "raw_batch":
+        await accept(state, client, ROUTE_BATCH, "POST", "/v1/memories/raw/batch", "raw_batch", op.user, op.body)
     else:
         await accept(state, client, ROUTE_CONV, "POST", "/v1/memories", "conversation", op.user, op.body)
     state.last_write_accepted = time.perf_counter()

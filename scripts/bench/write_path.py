@@ -5,6 +5,8 @@ Targets a running stack by URL and starts nothing. Figures are printed side by s
     .venv/bin/python scripts/bench/write_path.py --url http://127.0.0.1:8199 -n 500 -c 16 [--embedder local|hash]
     # open loop: the writes are sent at 1,000/s over 16 connections whatever the answers take
     .venv/bin/python scripts/bench/write_path.py -n 5000 -c 16 --rate 1000
+    # several memories per request (POST /v1/memories/raw/batch, one task and one job per batch)
+    .venv/bin/python scripts/bench/write_path.py -n 2000 -c 16 --batch 20
     # two configurations side by side (each started by you), the same load one after the other:
     .venv/bin/python scripts/bench/write_path.py --url inline=http://127.0.0.1:18301 --url child=http://127.0.0.1:18302
 
@@ -32,6 +34,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -64,6 +67,7 @@ class Run:
     first_accept: float | None = None
     last_done: float | None = None
     completed: int = 0
+    memories: int = 0  # stored by the completed tasks (a batch's task stores several)
     failed: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -78,10 +82,10 @@ def make_texts(n: int, run_tag: str) -> list[str]:
 
 
 
-async def submit(client: aiohttp.ClientSession, run: Run, body: dict[str, str], due: float) -> None:
+async def submit(client: aiohttp.ClientSession, run: Run, path: str, body: dict[str, Any], due: float) -> None:
     """One accept; its latency runs from `due` (when it was sent, or when the open loop wanted it sent)."""
     try:
-        async with client.post("/v1/memories/raw", json=body) as resp:
+        async with client.post(path, json=body) as resp:
             status, text = resp.status, await resp.text()
     except (aiohttp.ClientError, TimeoutError) as exc:
         run.errors.append(f"{type(exc).__name__}: {exc}")
@@ -95,7 +99,7 @@ async def submit(client: aiohttp.ClientSession, run: Run, body: dict[str, str], 
     run.task_ids.append(json.loads(text)["task_id"])
 
 
-async def accept_all(client: aiohttp.ClientSession, run: Run, bodies: list[dict[str, str]], clients: int,
+async def accept_all(client: aiohttp.ClientSession, run: Run, path: str, bodies: list[dict[str, Any]], clients: int,
                      rate: float | None) -> None:
     """`clients` senders share the bodies. Closed loop (rate None): each sends its next one when the last is
     answered. Open loop: body i is due at start + i / rate; a sender that is late sends at once and the wait
@@ -110,7 +114,7 @@ async def accept_all(client: aiohttp.ClientSession, run: Run, bodies: list[dict[
                 due = start + i / rate
                 if (wait := due - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
-            await submit(client, run, body, due)
+            await submit(client, run, path, body, due)
 
     await asyncio.gather(*(sender() for _ in range(clients)))
 
@@ -159,6 +163,7 @@ async def poll_once(client: aiohttp.ClientSession, sem: asyncio.Semaphore, run: 
     run.last_done = time.perf_counter()
     if data["status"] == "completed":
         run.completed += 1
+        run.memories += len((data.get("result") or {}).get("memories") or [])
     else:
         run.failed += 1
         run.failures.append(f"{task_id}: {data.get('error')}")
@@ -219,16 +224,20 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
         gc0 = await gc_pauses(client)
         own0 = time.process_time()
         t0 = time.perf_counter()
-        bodies = [
-            {"content": t, "user_id": user_id, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)
-        ]
-        await accept_all(client, run, bodies, args.c, args.rate)
+        items = [{"content": t, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)]
+        if args.batch > 1:  # K memories per request, one task each
+            path = "/v1/memories/raw/batch"
+            bodies = [{"user_id": user_id, "memories": items[i : i + args.batch]}
+                      for i in range(0, len(items), args.batch)]
+        else:
+            path, bodies = "/v1/memories/raw", [{**item, "user_id": user_id} for item in items]
+        await accept_all(client, run, path, bodies, args.c, args.rate)
         accept_wall = time.perf_counter() - t0
-        client_ms = (time.process_time() - own0) * 1000 / max(args.n, 1)
+        client_ms = (time.process_time() - own0) * 1000 / max(len(bodies), 1)
         lat = run.latencies_ms
         accepted_per_s = len(lat) / accept_wall if accept_wall > 0 else 0.0
         print(
-            f"[{label}] accept: {len(lat)}/{args.n} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
+            f"[{label}] accept: {len(lat)}/{len(bodies)} in {accept_wall:.2f}s = {accepted_per_s:.1f}/s  "
             f"p50={pct(lat, 50):.1f} p95={pct(lat, 95):.1f} p99={pct(lat, 99):.1f} max={pct(lat, 100):.1f} ms  "
             f"(client CPU {client_ms:.2f} ms per request)"
         )
@@ -240,9 +249,10 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
         gc1 = await gc_pauses(client)
     gc_run = {k: gc1[k] - gc0[k] for k in gc1} if gc0 and gc1 else {}
     done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
-    worker_rate = run.completed / done_s if done_s > 0 else 0.0
+    worker_rate = run.memories / done_s if done_s > 0 else 0.0
     print(
-        f"[{label}] tasks: completed={run.completed} failed={run.failed} timed_out={len(pending)}  "
+        f"[{label}] tasks: completed={run.completed} ({run.memories} memories) failed={run.failed} "
+        f"timed_out={len(pending)}  "
         f"first accept -> last completion {done_s:.2f}s = {worker_rate:.1f} memories/s"
     )
     for failure in run.failures[:5]:
@@ -250,11 +260,12 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     if gc_run:
         print(f"[{label}] GC pauses of the API process: {gc_run['count']:.0f}, {gc_run['sum'] * 1000:.0f} ms in all, "
               f"{gc_run['count'] - gc_run['under_50ms']:.0f} over 50 ms")
-    per_memory = {f"cpu_ms_per_memory_{name}": s * 1000 / max(run.completed, 1) for name, s in cpu.items()}
+    per_memory = {f"cpu_ms_per_memory_{name}": s * 1000 / max(run.memories, 1) for name, s in cpu.items()}
     return {**per_memory,
         "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
         "accept_p95_ms": pct(lat, 95), "accept_p99_ms": pct(lat, 99), "accept_max_ms": pct(lat, 100),
         "accepted_per_s": accepted_per_s, "client_cpu_ms_per_accept": client_ms, "completed": run.completed,
+        "memories_stored": run.memories,
         "failed": run.failed, "timed_out": len(pending), "completion_s": done_s, "worker_memories_per_s": worker_rate,
     }
 
@@ -303,6 +314,9 @@ def parse_args() -> argparse.Namespace:
                         f"(default {DEFAULT_URL})")
     p.add_argument("-n", type=int, default=500, help="number of memories to write")
     p.add_argument("-c", type=int, default=16, help="concurrent clients (connections)")
+    p.add_argument("--batch", type=int, default=1,
+                   help="memories per request: above 1, POST /v1/memories/raw/batch (one task per batch); -n still "
+                        "counts memories")
     p.add_argument("--rate", type=float, default=None,
                    help="open loop: send the writes at this many per second in all (default: closed loop)")
     p.add_argument("--embedder", choices=("local", "hash"), default="local", help="embedder for the in-process figure")
@@ -316,6 +330,8 @@ def parse_args() -> argparse.Namespace:
         args.pid = [(label, int(pid)) for label, pid in (x.split("=", 1) for x in args.pid)]
     except ValueError:
         p.error("--pid takes LABEL=PID")
+    if not 1 <= args.batch <= 100:
+        p.error("--batch must be 1-100 (the batch route's limit)")
     if args.n < 1 or args.c < 1 or args.timeout <= 0 or (args.rate is not None and args.rate <= 0):
         p.error("-n and -c must be >= 1, --timeout and --rate > 0")
     return args

@@ -17,6 +17,7 @@ from service.schemas import (
     ConversationRequest,
     MemoryPage,
     MemoryRecord,
+    RawBatchRequest,
     RawMemoryRequest,
     TaskResponse,
     UpdateMemoryRequest,
@@ -44,6 +45,18 @@ async def create_raw_memory(
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories/raw", req.model_dump(mode="json"))
     return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_raw(req, user))
+
+
+@router.post("/raw/batch", status_code=202, response_model=AcceptedResponse)
+async def create_raw_memories(
+    req: RawBatchRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+) -> AcceptedResponse:
+    """Store up to 100 pre-categorised facts of one user as one task: one job, one embedding batch, one graph
+    transaction. Each item is checked as `POST /v1/memories/raw` checks one (an error names it: `memories[3]: ...`);
+    the task's result lists the memories in the batch's order. Answers 202; poll `poll_url`."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/memories/raw/batch", req.model_dump(mode="json"))
+    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_raw_batch(req, user))
 
 
 @router.get("/status/{task_id}", response_model=TaskResponse)

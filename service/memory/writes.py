@@ -22,7 +22,7 @@ from service.domain import (
     resolve_scope,
 )
 from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
-from service.jobs import ConversationJob, DeleteJob, RawJob, UpdateJob
+from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawItem, RawJob, UpdateJob
 from service.memory.base import MemoryBase
 from service.memory.windows import (
     Window,
@@ -39,6 +39,8 @@ from service.schemas import (
     BulkDeleteRequest,
     ConversationRequest,
     MemoryOut,
+    RawBatchRequest,
+    RawMemoryItem,
     RawMemoryRequest,
     UpdateMemoryRequest,
 )
@@ -101,6 +103,28 @@ class MemoryWrites(MemoryBase):
     # ------------------------------------------------------------------ writes (API side)
 
     async def submit_raw(self, req: RawMemoryRequest, user_id: str) -> AcceptedResponse:
+        item, identity = self._raw_item(req, user_id)
+        job = RawJob(user_id=user_id, **item.model_dump())
+        return self._accepted(await self.tasks.enqueue(job, identity))
+
+    async def submit_raw_batch(self, req: RawBatchRequest, user_id: str) -> AcceptedResponse:
+        """Several facts of one user as one task. An item that repeats an earlier one of the batch (the identity a
+        single write is deduplicated by) is stored once; the batch's identity is its items' identities."""
+        items: dict[str, RawItem] = {}
+        for i, raw in enumerate(req.memories):
+            if raw.metadata and "fold_key" in raw.metadata:
+                raise DomainError(f"memories[{i}]: metadata.fold_key folds one write into the session's previous one; "
+                                  "send it to POST /v1/memories/raw")
+            try:
+                item, identity = self._raw_item(raw, user_id)
+            except (DomainError, PayloadTooLarge) as exc:
+                raise type(exc)(f"memories[{i}]: {exc}") from exc
+            items.setdefault(json.dumps(identity, sort_keys=True), item)
+        job = RawBatchJob(user_id=user_id, items=list(items.values()))
+        return self._accepted(await self.tasks.enqueue(job, {"user_id": user_id, "items": list(items)}))
+
+    def _raw_item(self, req: RawMemoryItem, user_id: str) -> tuple[RawItem, dict[str, Any]]:
+        """A raw write as it is stored, and the identity a retried identical write is recognised by."""
         self.check_content(req.content)
         scope = resolve_scope(req.category, req.scope, req.project_id)
         project_id = req.project_id if scope is Scope.PROJECT else None
@@ -114,10 +138,9 @@ class MemoryWrites(MemoryBase):
         occurred_at = iso(req.occurred_at) if req.occurred_at is not None else None
         if occurred_at is not None:  # the same words at another time are another event
             identity["occurred_at"] = occurred_at
-        job = RawJob(user_id=user_id, scope=scope.value, project_id=project_id, category=req.category,
-                     content=req.content, agent_id=req.agent_id, metadata=req.metadata or {},
-                     occurred_at=occurred_at)
-        return self._accepted(await self.tasks.enqueue(job, identity))
+        item = RawItem(scope=scope.value, project_id=project_id, category=req.category, content=req.content,
+                       agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at)
+        return item, identity
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:
         total = sum(len(m.content) for m in req.messages)
@@ -241,21 +264,7 @@ class MemoryWrites(MemoryBase):
     async def store_raw(self, task_id: str, job: RawJob) -> dict[str, Any]:
         """Embed and write one memory to both stores. Ids and timestamps come from the job,
         so a replay writes the very same point and node."""
-        memory = Memory(
-            id=memory_id_for(task_id, 0),
-            user_id=job.user_id,
-            content=job.content,
-            category=job.category,
-            scope=Scope(job.scope),
-            project_id=job.project_id,
-            agent_id=job.agent_id,
-            hash=content_hash(job.content),
-            metadata=job.metadata,
-            created_at=job.accepted_at,
-            updated_at=job.accepted_at,
-            task_id=task_id,
-            occurred_at=job.occurred_at or job.accepted_at,
-        )
+        memory = self._raw_memory(task_id, 0, job.user_id, job, job.accepted_at)
         folded = await self._fold(task_id, job)
         if folded is not None:
             return folded
@@ -265,6 +274,31 @@ class MemoryWrites(MemoryBase):
             await self.tasks.set_json(self._fold_pointer(job, session),
                                       {"fold_key": fold_key, "memory_id": memory.id, "count": 1, "last_task": task_id})
         return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
+
+    async def store_raw_batch(self, task_id: str, job: RawBatchJob) -> dict[str, Any]:
+        """The batch's memories, written together: one embedding batch, one vector upsert, one graph upsert."""
+        memories = [self._raw_memory(task_id, i, job.user_id, item, job.accepted_at)
+                    for i, item in enumerate(job.items)]
+        graph = await self.write_memories(task_id, memories, [self.links_of(m) for m in memories])
+        return {"memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories], "graph": graph}
+
+    @staticmethod
+    def _raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_at: str) -> Memory:
+        return Memory(
+            id=memory_id_for(task_id, index),
+            user_id=user_id,
+            content=item.content,
+            category=item.category,
+            scope=Scope(item.scope),
+            project_id=item.project_id,
+            agent_id=item.agent_id,
+            hash=content_hash(item.content),
+            metadata=item.metadata,
+            created_at=accepted_at,
+            updated_at=accepted_at,
+            task_id=task_id,
+            occurred_at=item.occurred_at or accepted_at,
+        )
 
     def links_of(self, memory: Memory) -> MemoryLinks:
         """Graph side of a raw write, an update or an interaction window: the injected LinkFinder (no LLM).

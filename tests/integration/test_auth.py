@@ -31,6 +31,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/memories"): {"messages": [{"role": "user", "content": "I use Rust."}]},
     ("POST", "/memories/async"): {"messages": [{"role": "user", "content": "I use Rust."}]},
     ("POST", "/v1/memories/raw"): {"content": "I like tea", "category": "preference"},
+    ("POST", "/v1/memories/raw/batch"): {"memories": [{"content": "I like tea", "category": "preference"}]},
     ("POST", "/v1/memories/delete"): {"all": True},
     ("PUT", "/v1/memories/{memory_id}"): {"content": "changed"},
     ("POST", "/v1/search"): {"query": "tea"},

@@ -136,3 +136,58 @@ async def test_flexible_category_follows_project_id(client: httpx.AsyncClient) -
                              scope="global", project_id="px")
     assert forced["result"]["memories"][0]["scope"] == "global"
     assert forced["result"]["memories"][0]["project_id"] is None
+
+
+async def test_a_batch_is_one_task_whose_memories_are_in_both_stores_in_order(client: httpx.AsyncClient,
+                                                                               deps: Deps) -> None:
+    user = unique("batch")
+    items = [
+        {"content": "Prefers Zig for small command-line tools", "category": "preference"},
+        {"content": "The build uses Bazel remote caching", "category": "tech_stack", "project_id": "p-batch"},
+        {"content": "Met Priya Raman at the Lisbon meetup", "category": "personal_fact", "agent_id": "cursor",
+         "occurred_at": "2026-03-04T10:00:00Z"},
+        {"content": "prefers  zig for small command-line TOOLS", "category": "preference"},  # repeats the first
+    ]
+    resp = await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": items})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    stored = done["result"]["memories"]
+    assert [m["content"] for m in stored] == [i["content"] for i in items[:3]]  # the repeat is stored once
+    assert [m["scope"] for m in stored] == ["global", "project", "global"]
+    assert stored[1]["project_id"] == "p-batch"
+    third = (await client.get(f"/v1/memories/{stored[2]['id']}", params={"user_id": user})).json()
+    assert third["agent_id"] == "cursor"
+    assert stored[2]["occurred_at"].startswith("2026-03-04T10:00:00")
+    assert len({m["id"] for m in stored}) == 3
+    assert done["result"]["graph"] == "stored"
+    assert await deps.vectors.count(MemoryFilter(user_id=user, all_scopes=True)) == 3
+    assert await deps.graph.count_memories(user) == 3
+    found = (await client.post("/v1/search", json={"query": "Bazel remote caching", "user_id": user,
+                                                   "project_id": "p-batch"})).json()
+    assert found["results"][0]["id"] == stored[1]["id"]
+    # the same batch again, inside the idempotency window, is the same task
+    again = await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": items})
+    assert again.json()["task_id"] == done["task_id"]
+
+
+async def test_a_batch_names_the_item_it_rejects_and_stores_nothing(client: httpx.AsyncClient, deps: Deps) -> None:
+    user = unique("batchbad")
+    good = {"content": "Prefers tabs in Go files", "category": "preference"}
+
+    async def post(memories: list[dict[str, object]]) -> httpx.Response:
+        return await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": memories})
+
+    empty = await post([good, {"content": "   ", "category": "preference"}])
+    assert empty.status_code == 400 and "memories[1]: content is empty" in empty.text
+    huge = await post([good, good, {"content": "x" * 9000, "category": "preference"}])
+    assert huge.status_code == 413 and "memories[2]:" in huge.text and "MAX_CONTENT_CHARS" in huge.text
+    bad_category = await post([{"content": "Knows Elixir", "category": "no_such_category"}])
+    assert bad_category.status_code == 400 and "memories[0]:" in bad_category.text
+    folding = await post([{**good, "metadata": {"fold_key": "edit:a.go", "session_id": "s1"}}])
+    assert folding.status_code == 400 and "POST /v1/memories/raw" in folding.text
+    assert (await post([])).status_code == 422
+    assert (await post([good] * 101)).status_code == 422
+    assert (await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": [
+        {**good, "user_id": user}]})).status_code == 422  # the batch names its user once
+    assert await deps.vectors.count(MemoryFilter(user_id=user, all_scopes=True)) == 0

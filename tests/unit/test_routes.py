@@ -8,6 +8,7 @@ from service.settings import Settings
 PUBLIC_ROUTES = {
     ("POST", "/v1/memories"),
     ("POST", "/v1/memories/raw"),
+    ("POST", "/v1/memories/raw/batch"),
     ("GET", "/v1/memories/status/{task_id}"),
     ("GET", "/v1/memories"),
     ("POST", "/v1/memories/delete"),

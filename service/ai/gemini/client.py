@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import httpx2
 import structlog
 from google import genai
 from google.genai import errors as genai_errors
@@ -34,7 +35,8 @@ GEMINI_MAX_EMBED_BATCH = 100  # batchEmbedContents accepts at most 100 requests
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Connection errors and timeouts of whichever HTTP stack google-genai uses (httpx2 or httpx)."""
+    """Connection errors and timeouts of the HTTP stacks google-genai may use (httpx2, pinned by make_client;
+    httpx)."""
     found: list[type[BaseException]] = [TimeoutError, ConnectionError]
     for module_name in ("httpx2", "httpx"):
         try:
@@ -93,7 +95,11 @@ def make_client(
     if not api_key:
         # An empty key would make google-genai fall back to $GOOGLE_API_KEY / $GEMINI_API_KEY.
         raise ValueError("make_client needs a Gemini API key (GOOGLE_API_KEY)")
-    options = types.HttpOptions(api_version=api_version, timeout=max(1, int(timeout_s * 1000)))
+    # The transport is pinned to httpx2 (a dependency of google-genai, its default): left alone, the SDK switches
+    # to aiohttp whenever aiohttp is importable, whose errors TRANSPORT_ERRORS does not name, so a refused
+    # connection would fail a job instead of retrying it, depending on what else is installed.
+    options = types.HttpOptions(api_version=api_version, timeout=max(1, int(timeout_s * 1000)),
+                                async_client_args={"transport": httpx2.AsyncHTTPTransport()})
     if base_url:
         options.base_url = base_url
     return genai.Client(api_key=api_key, vertexai=False, http_options=options)
