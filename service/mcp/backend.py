@@ -26,6 +26,7 @@ from service.schemas import (
     GraphSearchResponse,
     MemoryPage,
     MergeRequest,
+    RawBatchRequest,
     RawMemoryRequest,
     ReviewRequest,
     SearchRequest,
@@ -44,6 +45,8 @@ class MemoryBackend(Protocol):
     async def search(self, req: SearchRequest) -> SearchResponse: ...
 
     async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse: ...
+
+    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse: ...
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse: ...
 
@@ -88,6 +91,9 @@ class ServiceBackend:
 
     async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
         return await self._service.submit_raw(req, self._caller.user(req.user_id))
+
+    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse:
+        return await self._service.submit_raw_batch(req, self._caller.user(req.user_id))
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
         return await self._service.submit_conversation(req, self._caller.user(req.user_id))
@@ -185,6 +191,9 @@ class ApiBackend:
 
     async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
         return await self._call(AcceptedResponse, "POST", "/v1/memories/raw", json=self._body(req))
+
+    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse:
+        return await self._call(AcceptedResponse, "POST", "/v1/memories/raw/batch", json=self._body(req))
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
         return await self._call(AcceptedResponse, "POST", "/v1/memories", json=self._body(req))

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from service.api.security import caller_of
 from service.auth import Caller
 from service.context_format import render_markdown
-from service.domain import CATEGORIES, ID_PATTERN, Message, Scope, TaskStatus
+from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message, Scope, TaskStatus
 from service.errors import ServiceError
 from service.mcp.backend import MemoryBackend, ServiceBackend
 from service.schemas import (
@@ -41,6 +41,8 @@ from service.schemas import (
     GraphSearchResponse,
     MemoryPage,
     MergeRequest,
+    RawBatchRequest,
+    RawMemoryItem,
     RawMemoryRequest,
     ReviewRequest,
     SearchRequest,
@@ -65,8 +67,8 @@ Long-term memory for the user and their projects.
   if any) to load what is already known.
 - Before answering questions about the user's preferences, setup or past decisions, call recall_memories.
 - When you learn a durable fact (a preference, a convention, a decision and its reason), call remember
-  with the best category; or pass a whole exchange to remember_conversation to have facts extracted
-  (what yields no fact is kept as interaction memories).
+  with the best category (several at once: remember_many); or pass a whole exchange to
+  remember_conversation to have facts extracted (what yields no fact is kept as interaction memories).
 - Writes are queued: they return a task id (get_task_status), or the stored memory with wait=true.
 Always pass the same user_id (and project_id for project work)."""
 
@@ -117,6 +119,14 @@ TaskId = Annotated[
     str,
     Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="The task_id a write returned."),
 ]
+
+
+class Fact(BaseModel):
+    """One fact of remember_many."""
+
+    content: Annotated[str, Field(min_length=1, description="One self-contained fact, e.g. 'Prefers tabs'.")]
+    category: Category
+    scope: ScopeArg = None
 
 
 class WriteOutcome(BaseModel):
@@ -224,6 +234,27 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
                                    project_id=project_id, agent_id=agent_id)
             backend = backend_of()
             return await _settle(backend, await backend.submit_raw(req), wait)
+
+    @mcp.tool(annotations=additive)
+    async def remember_many(
+        facts: Annotated[list[Fact], Field(
+            min_length=1, max_length=MAX_BATCH_MEMORIES,
+            description=f"1-{MAX_BATCH_MEMORIES} facts: {{content, category, scope?}}.")],
+        user_id: UserId,
+        project_id: ProjectId = None,
+        agent_id: AgentId = None,
+        wait: Wait = False,
+    ) -> WriteOutcome:
+        """Store several facts you already categorised as one write (one task, one embedding batch: cheaper than
+        one remember per fact). Each is checked as remember checks one; an error names it (memories[i]); a fact
+        repeating an earlier one of the list is stored once. Returns the task id; with wait=true the stored
+        memories in order (result.memories)."""
+        with _tool_errors():
+            req = RawBatchRequest(user_id=user_id, memories=[
+                RawMemoryItem(content=f.content, category=f.category, scope=_scope(f.scope), project_id=project_id,
+                              agent_id=agent_id) for f in facts])
+            backend = backend_of()
+            return await _settle(backend, await backend.submit_raw_batch(req), wait)
 
     @mcp.tool(annotations=additive)
     async def remember_conversation(

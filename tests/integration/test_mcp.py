@@ -31,6 +31,7 @@ TRANSPORTS = ["http", "stdio"]
 TOOLS = {
     "recall_memories": {"query", "user_id"},
     "remember": {"content", "user_id", "category"},
+    "remember_many": {"facts", "user_id"},
     "remember_conversation": {"messages", "user_id"},
     "get_project_context": {"user_id"},
     "search_knowledge_graph": {"query", "user_id"},
@@ -160,6 +161,24 @@ async def test_remember_with_wait_then_recall(api: str, transport: str) -> None:
         assert queued["status"] == "accepted" and queued["task_id"]
         done = await _until_done(client, queued["task_id"])
         assert done["result"]["memories"][0]["scope"] == "project"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_remember_many_stores_the_facts_as_one_task_in_order(api: str, transport: str) -> None:
+    user = unique(f"mcp-many-{transport}")
+    async with connect(transport, api) as client:
+        out = await call(client, "remember_many", user_id=user, project_id="shop", agent_id="claude-code", wait=True,
+                         facts=[{"content": "Prefers tabs over spaces", "category": "preference"},
+                                {"content": "The shop uses PostgreSQL 16", "category": "tech_stack"}])
+        assert out["status"] == "completed" and out["error"] is None
+        first, second = out["result"]["memories"]
+        assert (first["content"], first["scope"]) == ("Prefers tabs over spaces", "global")
+        assert (second["scope"], second["project_id"]) == ("project", "shop")
+        found = await call(client, "recall_memories", query="PostgreSQL", user_id=user, project_id="shop")
+        assert found["results"][0]["id"] == second["id"]
+        bad = await client.call_tool("remember_many", {"user_id": user, "facts": [
+            {"content": "Prefers tabs", "category": "preference"}, {"content": "  ", "category": "preference"}]})
+        assert bad.is_error and "memories[1]: content is empty" in str(bad.content)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
