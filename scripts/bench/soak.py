@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import sys
 import time
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -287,23 +288,35 @@ class State:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass
+class Answer:
+    """An HTTP answer, read in full."""
+
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
 async def call(
-    state: State, client: httpx.AsyncClient, route: str, method: str, path: str, **kw: Any
-) -> httpx.Response | None:
-    resp: httpx.Response | None = None
+    state: State, client: aiohttp.ClientSession, route: str, method: str, path: str, **kw: Any
+) -> Answer | None:
+    resp: Answer | None = None
     for attempt in range(TRANSPORT_ATTEMPTS):
         try:
-            resp = await client.request(method, path, **kw)
+            async with client.request(method, path, **kw) as raw:
+                resp = Answer(raw.status, await raw.text())
             break
-        except httpx.TransportError as exc:
-            # A pooled keep-alive connection the server closed meanwhile answers ReadError/
-            # RemoteProtocolError: resent (every call here is idempotent: writes by content, reads).
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
+            # A pooled keep-alive connection the server closed meanwhile: resent (every call here is idempotent:
+            # writes by content, reads).
             if attempt + 1 == TRANSPORT_ATTEMPTS:
                 state.transport(route, exc)
                 return None
             state.transport_retries[route] += 1
             await asyncio.sleep(0.1 * (attempt + 1))
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, TimeoutError) as exc:
             state.transport(route, exc)
             return None
     if resp is None:
@@ -315,7 +328,7 @@ async def call(
 
 
 async def accept(
-    state: State, client: httpx.AsyncClient, route: str, method: str, path: str, kind: str, user: str,
+    state: State, client: aiohttp.ClientSession, route: str, method: str, path: str, kind: str, user: str,
     body: dict[str, Any], target: str | None = None,
 ) -> Task | None:
     t0 = time.perf_counter()
@@ -333,7 +346,7 @@ async def accept(
     return task
 
 
-async def do_write(state: State, client: httpx.AsyncClient, op: WriteOp) -> None:
+async def do_write(state: State, client: aiohttp.ClientSession, op: WriteOp) -> None:
     state.write_requests += 1
     if op.kind == "raw":
         await accept(state, client, ROUTE_RAW, "POST", "/v1/memories/raw", "raw", op.user, op.body)
@@ -344,7 +357,7 @@ async def do_write(state: State, client: httpx.AsyncClient, op: WriteOp) -> None
     state.last_write_accepted = time.perf_counter()
 
 
-async def do_mutation(state: State, client: httpx.AsyncClient, op: MutationOp) -> None:
+async def do_mutation(state: State, client: aiohttp.ClientSession, op: MutationOp) -> None:
     if op.kind == "update":
         assert op.body is not None
         await accept(state, client, ROUTE_UPDATE, "PUT", f"/v1/memories/{op.memory_id}", "update", op.user,
@@ -361,7 +374,7 @@ async def do_mutation(state: State, client: httpx.AsyncClient, op: MutationOp) -
             state.add_task(task)
 
 
-async def do_search(state: State, client: httpx.AsyncClient, user: str, rng: random.Random) -> None:
+async def do_search(state: State, client: aiohttp.ClientSession, user: str, rng: random.Random) -> None:
     body = {"query": rng.choice(QUERY_TEMPLATES).format(**pool_values(rng)), "user_id": user, "limit": 10}
     resp = await call(state, client, ROUTE_SEARCH, "POST", "/v1/search", json=body)
     state.searches += 1
@@ -376,7 +389,7 @@ async def do_search(state: State, client: httpx.AsyncClient, user: str, rng: ran
 
 
 async def client_loop(
-    state: State, client: httpx.AsyncClient, rng: random.Random, users: list[str], deadline: float, max_iter: int
+    state: State, client: aiohttp.ClientSession, rng: random.Random, users: list[str], deadline: float, max_iter: int
 ) -> None:
     """Takes a pending update/delete first, else the next write; after each request, a search with
     probability SEARCH_SHARE/(1-SEARCH_SHARE). Returns when the writes are exhausted and no write
@@ -403,7 +416,7 @@ async def client_loop(
             await do_search(state, client, user if rng.random() < 0.8 else rng.choice(users), rng)
 
 
-async def poll_task(state: State, client: httpx.AsyncClient, sem: asyncio.Semaphore, task: Task,
+async def poll_task(state: State, client: aiohttp.ClientSession, sem: asyncio.Semaphore, task: Task,
                     mut_rng: random.Random, tag: str, mutate: bool = True) -> None:
     async with sem:
         resp = await call(state, client, ROUTE_STATUS, "GET", f"/v1/memories/status/{task.task_id}")
@@ -440,7 +453,7 @@ def rng_text(rng: random.Random) -> str:
     return rng.choice(RAW_TEMPLATES).format(**pool_values(rng))
 
 
-async def poll_loop(state: State, client: httpx.AsyncClient, args: argparse.Namespace, mut_rng: random.Random,
+async def poll_loop(state: State, client: aiohttp.ClientSession, args: argparse.Namespace, mut_rng: random.Random,
                     tag: str, hard_deadline: float) -> None:
     """Polls due tasks, oldest first, at most 2*c per round; ends when every task has ended and the
     clients are done, or `--timeout` after the last accepted write (or at the hard deadline)."""
@@ -453,7 +466,7 @@ async def poll_loop(state: State, client: httpx.AsyncClient, args: argparse.Name
         state.polling_done = True
 
 
-async def _poll_rounds(state: State, client: httpx.AsyncClient, args: argparse.Namespace, mut_rng: random.Random,
+async def _poll_rounds(state: State, client: aiohttp.ClientSession, args: argparse.Namespace, mut_rng: random.Random,
                        tag: str, hard_deadline: float, sem: asyncio.Semaphore, cap: int, max_rounds: int) -> None:
     for _ in range(max_rounds):
         now_m = time.monotonic()
@@ -472,7 +485,7 @@ async def _poll_rounds(state: State, client: httpx.AsyncClient, args: argparse.N
         await asyncio.sleep(POLL_INTERVAL)
 
 
-async def health_loop(state: State, client: httpx.AsyncClient, stop: asyncio.Event, max_samples: int) -> None:
+async def health_loop(state: State, client: aiohttp.ClientSession, stop: asyncio.Event, max_samples: int) -> None:
     for _ in range(max_samples):
         if stop.is_set():
             return
@@ -484,7 +497,7 @@ async def health_loop(state: State, client: httpx.AsyncClient, stop: asyncio.Eve
             await asyncio.wait_for(stop.wait(), HEALTH_INTERVAL)
 
 
-async def read_health(state: State, client: httpx.AsyncClient) -> tuple[int | None, dict[str, Any] | None]:
+async def read_health(state: State, client: aiohttp.ClientSession) -> tuple[int | None, dict[str, Any] | None]:
     resp = await call(state, client, ROUTE_HEALTH, "GET", "/health")
     if resp is None:
         return None, None
@@ -500,7 +513,7 @@ async def read_health(state: State, client: httpx.AsyncClient) -> tuple[int | No
 # --------------------------------------------------------------------------------------------
 
 
-async def page_all(state: State, client: httpx.AsyncClient, route: str, path: str, user: str,
+async def page_all(state: State, client: aiohttp.ClientSession, route: str, path: str, user: str,
                    key: str) -> tuple[list[dict[str, Any]], str | None]:
     """Every item of a cursor-paged listing; (items, error) - error when a page failed."""
     items: list[dict[str, Any]] = []
@@ -545,7 +558,7 @@ class UserCheck:
                 + self.unexpected_in_graph + self.deleted_in_qdrant + self.deleted_in_graph)
 
 
-async def check_user(state: State, client: httpx.AsyncClient, user: str) -> UserCheck:
+async def check_user(state: State, client: aiohttp.ClientSession, user: str) -> UserCheck:
     out = UserCheck(user)
     tasks = [t for t in state.tasks.values() if t.user == user]
     out.tasks = len(tasks)
@@ -708,8 +721,9 @@ async def main(args: argparse.Namespace) -> int:
     state = State()
     state.writes = iter(make_writes(args.n, users, tag, rng))
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    limits = httpx.Limits(max_connections=args.c + 40, max_keepalive_connections=args.c + 40)
-    async with httpx.AsyncClient(base_url=args.url, timeout=30.0, limits=limits, headers=headers) as client:
+    connector = aiohttp.TCPConnector(limit=args.c + 40)
+    async with aiohttp.ClientSession(args.url, connector=connector, timeout=aiohttp.ClientTimeout(total=30),
+                                     headers=headers) as client:
         retries, body = await read_health(state, client)
         if body is None:
             print(f"error: {args.url}/health unreachable or not JSON; is the service running?")
