@@ -79,7 +79,9 @@ class Settings(BaseSettings):
     arq_queue_name: str = "neuralscape:queue"
     arq_max_retries: int = Field(default=3, ge=1, le=20)
     arq_job_timeout: int = Field(default=300, ge=1)
-    arq_max_jobs: int = Field(default=16, ge=1, le=256)
+    # Jobs in flight at once. More of them wait together at the embedding and graph steps, which then run in
+    # bigger batches: 64 drained 25-45% more single writes than 16 (docs/benchmarks.md, "Jobs in flight").
+    arq_max_jobs: int = Field(default=64, ge=1, le=256)
     # How often an idle worker looks for jobs; ARQ's 0.5 s default caps a worker at max_jobs/0.5 jobs/s.
     arq_poll_delay_seconds: float = Field(default=0.05, gt=0, le=5)
     task_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
