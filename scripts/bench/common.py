@@ -4,11 +4,15 @@ tests/integration/procs.py, shared by the tests and the benchmarks that start th
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import time
+from dataclasses import dataclass
+from typing import Any
 
+import aiohttp
 import structlog
 
 # The shared name pool of the write-path benches (soak, chaos): few names, so concurrent jobs contend on
@@ -17,6 +21,27 @@ PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "I
 PLACES = ("Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi")
 TOOLS = ("PostgreSQL", "Rust", "Python", "Redis", "Docker", "Kubernetes", "Neo4j", "FastAPI")
 RAW_CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge", "decision", "interaction")
+
+
+HTTP_ERRORS = (aiohttp.ClientError, TimeoutError)  # what a request of the load client may raise
+
+
+@dataclass
+class Answer:
+    """An HTTP answer of the load client, read in full."""
+
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+async def fetch(client: aiohttp.ClientSession, method: str, path: str, **kw: Any) -> Answer:
+    """One request of the benchmarks' load client (aiohttp: a tenth of httpx's CPU per request); raises
+    HTTP_ERRORS."""
+    async with client.request(method, path, **kw) as resp:
+        return Answer(resp.status, await resp.text())
 
 
 def pct(values: list[float], q: float) -> float:

@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import random
 import sys
 import time
@@ -66,7 +65,17 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `scripts.bench.common` importable when run as a script
 
-from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, embedder_rate, pct  # noqa: E402
+from scripts.bench.common import (  # noqa: E402
+    HTTP_ERRORS,
+    PEOPLE,
+    PLACES,
+    RAW_CATEGORIES,
+    TOOLS,
+    Answer,
+    embedder_rate,
+    fetch,
+    pct,
+)
 
 RAW_TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
@@ -288,25 +297,13 @@ class State:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Answer:
-    """An HTTP answer, read in full."""
-
-    status_code: int
-    text: str
-
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-
 async def call(
     state: State, client: aiohttp.ClientSession, route: str, method: str, path: str, **kw: Any
 ) -> Answer | None:
     resp: Answer | None = None
     for attempt in range(TRANSPORT_ATTEMPTS):
         try:
-            async with client.request(method, path, **kw) as raw:
-                resp = Answer(raw.status, await raw.text())
+            resp = await fetch(client, method, path, **kw)
             break
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
             # A pooled keep-alive connection the server closed meanwhile: resent (every call here is idempotent:
@@ -316,7 +313,7 @@ async def call(
                 return None
             state.transport_retries[route] += 1
             await asyncio.sleep(0.1 * (attempt + 1))
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except HTTP_ERRORS as exc:
             state.transport(route, exc)
             return None
     if resp is None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -43,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
-from scripts.bench.common import cpu_seconds, embedder_rate, pct  # noqa: E402
+from scripts.bench.common import HTTP_ERRORS, cpu_seconds, embedder_rate, fetch, pct  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -85,18 +84,17 @@ def make_texts(n: int, run_tag: str) -> list[str]:
 async def submit(client: aiohttp.ClientSession, run: Run, path: str, body: dict[str, Any], due: float) -> None:
     """One accept; its latency runs from `due` (when it was sent, or when the open loop wanted it sent)."""
     try:
-        async with client.post(path, json=body) as resp:
-            status, text = resp.status, await resp.text()
-    except (aiohttp.ClientError, TimeoutError) as exc:
+        resp = await fetch(client, "POST", path, json=body)
+    except HTTP_ERRORS as exc:
         run.errors.append(f"{type(exc).__name__}: {exc}")
         return
     t1 = time.perf_counter()
-    if status != 202:
-        run.errors.append(f"HTTP {status}: {text[:200]}")
+    if resp.status_code != 202:
+        run.errors.append(f"HTTP {resp.status_code}: {resp.text[:200]}")
         return
     run.latencies_ms.append((t1 - due) * 1000)
     run.first_accept = t1 if run.first_accept is None else min(run.first_accept, t1)
-    run.task_ids.append(json.loads(text)["task_id"])
+    run.task_ids.append(resp.json()["task_id"])
 
 
 async def accept_all(client: aiohttp.ClientSession, run: Run, path: str, bodies: list[dict[str, Any]], clients: int,
@@ -123,14 +121,13 @@ async def gc_pauses(client: aiohttp.ClientSession) -> dict[str, float]:
     """The service process's GC pauses so far, from /metrics (process_gc_pause_seconds): count, total seconds and
     the count over 50 ms, all generations; empty when /metrics is not readable (an admin key is needed then)."""
     try:
-        async with client.get("/metrics") as resp:
-            if resp.status != 200:
-                return {}
-            text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError):
+        resp = await fetch(client, "GET", "/metrics")
+    except HTTP_ERRORS:
+        return {}
+    if resp.status_code != 200:
         return {}
     out = {"count": 0.0, "sum": 0.0, "under_50ms": 0.0}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(resp.text):
         if family.name != "process_gc_pause_seconds":
             continue
         for sample in family.samples:
@@ -147,17 +144,16 @@ async def poll_once(client: aiohttp.ClientSession, sem: asyncio.Semaphore, run: 
     """True when the task reached a final state (or is unknown); transient errors are retried next round."""
     async with sem:
         try:
-            async with client.get(f"/v1/memories/status/{task_id}") as resp:
-                status, text = resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError):
+            resp = await fetch(client, "GET", f"/v1/memories/status/{task_id}")
+        except HTTP_ERRORS:
             return False
-    if status == 404:
+    if resp.status_code == 404:
         run.failed += 1
         run.failures.append(f"{task_id}: unknown or expired (404)")
         return True
-    if status != 200:
+    if resp.status_code != 200:
         return False
-    data = json.loads(text)
+    data = resp.json()
     if data["status"] not in ("completed", "failed"):
         return False
     run.last_done = time.perf_counter()
@@ -208,17 +204,16 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
     connector = aiohttp.TCPConnector(limit=args.c)
     async with aiohttp.ClientSession(url, connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as client:
         try:
-            async with client.get("/health") as resp:
-                health_status, health = resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            health = await fetch(client, "GET", "/health")
+        except HTTP_ERRORS as exc:
             print(f"error: {url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
             return None
-        if health_status != 200:
-            print(f"error: {url}/health answered {health_status}: {health[:300]}")
+        if health.status_code != 200:
+            print(f"error: {url}/health answered {health.status_code}: {health.text[:300]}")
             return None
         mode = f"open loop at {args.rate:g}/s" if args.rate else "closed loop"
         print(f"[{label}] target {url}  user_id={user_id}  n={args.n}  c={args.c}  {mode}  "
-              f"health={json.loads(health).get('checks')}")
+              f"health={health.json().get('checks')}")
 
         cpu0 = {name: cpu_seconds(pid) for name, pid in args.pid}
         gc0 = await gc_pauses(client)

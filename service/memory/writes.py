@@ -112,7 +112,7 @@ class MemoryWrites(MemoryBase):
         single write is deduplicated by) is stored once; the batch's identity is its items' identities."""
         items: dict[str, RawItem] = {}
         for i, raw in enumerate(req.memories):
-            if raw.metadata and "fold_key" in raw.metadata:
+            if "fold_key" in raw.metadata:
                 raise DomainError(f"memories[{i}]: metadata.fold_key folds one write into the session's previous one; "
                                   "send it to POST /v1/memories/raw")
             try:
