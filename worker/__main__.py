@@ -1,8 +1,10 @@
-"""`python -m worker`: the standalone ARQ worker (server profile)."""
+"""`python -m worker`: the standalone ARQ worker (server profile), with ARQ's CLI options taken from
+`worker.WorkerSettings` and the one-script job claim of worker/claiming.py."""
 
-from arq.worker import run_worker
+from arq.worker import get_kwargs
 
 from worker import WorkerSettings
+from worker.claiming import ClaimingWorker
 
 if __name__ == "__main__":
-    run_worker(WorkerSettings)  # type: ignore[arg-type]
+    ClaimingWorker(**get_kwargs(WorkerSettings)).run()

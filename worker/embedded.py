@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 
 import structlog
-from arq.worker import Worker
 from redis.exceptions import RedisError
 
 from service.deps import Deps
+from worker.claiming import ClaimingWorker
 from worker.settings import worker_options
 
 log = structlog.get_logger(__name__)
@@ -19,7 +19,7 @@ log = structlog.get_logger(__name__)
 class EmbeddedWorker:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
-        self._worker: Worker | None = None
+        self._worker: ClaimingWorker | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -29,7 +29,7 @@ class EmbeddedWorker:
     async def _supervise(self) -> None:
         delay = 0.5
         while not self._stopping:
-            self._worker = Worker(
+            self._worker = ClaimingWorker(
                 **worker_options(self._deps.settings), ctx={"deps": self._deps}, handle_signals=False
             )
             log.info("embedded_worker_started", queue=self._deps.settings.arq_queue_name)

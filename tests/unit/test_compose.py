@@ -45,7 +45,7 @@ def test_app_env_is_wired_to_the_services_and_known_settings() -> None:
         deps = services[name]["depends_on"]
         assert all(deps[s]["condition"] == "service_healthy" for s in ("redis", "qdrant", "neo4j"))
     assert services["api"]["environment"]["EMBEDDED_WORKER"] == "false"
-    assert services["worker"]["command"] == ["arq", "worker.WorkerSettings"]
+    assert services["worker"]["command"] == ["python", "-m", "worker"]
     # the worker and the API share one password with Neo4j's own auth setting
     assert "NEO4J_PASSWORD" in services["neo4j"]["environment"]["NEO4J_AUTH"]
 

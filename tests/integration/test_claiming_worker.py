@@ -1,0 +1,79 @@
+"""ClaimingWorker (worker/claiming.py) against real Redis: it claims a poll's jobs in one script, and must keep
+ARQ's rules: at most `max_jobs` at once, each job once, never one that another worker holds or that is not due."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.constants import in_progress_key_prefix
+from arq.worker import func
+
+from tests.conftest import unique
+from worker.claiming import ClaimingWorker
+
+RUNS: dict[str, list[str]] = {}
+LIVE: dict[str, int] = {}
+PEAK: dict[str, int] = {}
+
+
+async def record(ctx: dict[str, Any], run: str, name: str) -> None:
+    LIVE[run] = LIVE.get(run, 0) + 1
+    PEAK[run] = max(PEAK.get(run, 0), LIVE[run])
+    await asyncio.sleep(0.02)
+    RUNS.setdefault(run, []).append(name)
+    LIVE[run] -= 1
+
+
+async def pool(queue: str) -> ArqRedis:
+    return await create_pool(RedisSettings.from_dsn(os.environ["TEST_REDIS_URL"]), default_queue_name=queue)
+
+
+def worker(queue: str, **options: Any) -> ClaimingWorker:
+    return ClaimingWorker(functions=[func(record, name="record")], redis_settings=RedisSettings.from_dsn(
+        os.environ["TEST_REDIS_URL"]), queue_name=queue, poll_delay=0.01, handle_signals=False, keep_result=0,
+        **options)
+
+
+async def test_runs_every_job_once_and_never_more_than_max_jobs() -> None:
+    queue, run = unique("test:claim"), unique("run")
+    redis = await pool(queue)
+    try:
+        for i in range(40):
+            await redis.enqueue_job("record", run, f"job-{i}", _job_id=f"{run}-{i}")
+        w = worker(queue, max_jobs=4, burst=True)
+        await asyncio.wait_for(w.main(), 30)
+        await w.close()
+        assert sorted(RUNS[run]) == sorted(f"job-{i}" for i in range(40))
+        assert PEAK[run] <= 4
+        assert PEAK[run] >= 2  # it does run several at once
+        assert await redis.zcard(queue) == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_a_job_held_by_another_worker_or_not_due_is_not_started() -> None:
+    queue, run = unique("test:claim"), unique("run")
+    redis = await pool(queue)
+    try:
+        await redis.enqueue_job("record", run, "held", _job_id=f"{run}-held")
+        await redis.enqueue_job("record", run, "later", _job_id=f"{run}-later", _defer_by=60)
+        await redis.enqueue_job("record", run, "free", _job_id=f"{run}-free")
+        await redis.psetex(in_progress_key_prefix + f"{run}-held", 60_000, b"1")  # another worker runs it
+        w = worker(queue, max_jobs=8)
+        main = asyncio.create_task(w.main())
+        for _ in range(300):  # bounded: 3 s
+            if RUNS.get(run):
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # polls enough to have started the other two, were it allowed
+        main.cancel()
+        await asyncio.gather(main, return_exceptions=True)
+        await w.close()
+        assert RUNS[run] == ["free"]
+        assert await redis.zcard(queue) == 2  # both still queued for their owner / their time
+        assert not await redis.exists(in_progress_key_prefix + f"{run}-later")
+    finally:
+        await redis.aclose()
