@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
-from service.api.security import ERROR_RESPONSES, BodyLimit, get_caller
+from service.api.security import ERROR_RESPONSES, BodyLimit, RateLimiter, get_caller
 from service.deps import Deps, build_deps
 from service.errors import RateLimited, ServiceError, Unauthorized
 from service.heap import freeze_startup_heap, track_gc_pauses
@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         deps = await build_deps(settings)
         app.state.deps = deps
+        app.state.rate_limiter = RateLimiter()
         await deps.service.warm_up()
         worker = worker_factory(deps) if settings.run_embedded_worker and worker_factory is not None else None
         if worker is not None:

@@ -64,9 +64,9 @@ return false
 """
 
 # A task ends in one script: its final record, out of the pending set, its idempotency pointer shrunk to the
-# window (or dropped) only if it still names this task, its step caches dropped, and (completed) the
-# memory -> task index that lets a delete erase the content from the result. KEYS: record, pending, pointer,
-# then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s, task id, window s, step count,
+# window (or dropped) only if it still names this task, its job's lease dropped, its step caches dropped, and
+# (completed) the memory -> task index that lets a delete erase the content from the result. KEYS: record,
+# pending, pointer, lease, then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s, task id, window s, step count,
 # "1" when the record has a pointer.
 _FINISH = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
@@ -74,9 +74,10 @@ redis.call('ZREM', KEYS[2], ARGV[3])
 if ARGV[6] == '1' and redis.call('GET', KEYS[3]) == ARGV[3] then
     if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) else redis.call('DEL', KEYS[3]) end
 end
+redis.call('DEL', KEYS[4])
 local steps = tonumber(ARGV[5])
-for i = 4, 3 + steps do redis.call('DEL', KEYS[i]) end
-for i = 4 + steps, #KEYS do
+for i = 5, 4 + steps do redis.call('DEL', KEYS[i]) end
+for i = 5 + steps, #KEYS do
     redis.call('SADD', KEYS[i], ARGV[3])
     redis.call('EXPIRE', KEYS[i], ARGV[2])
 end
@@ -287,13 +288,14 @@ class TaskQueue:
         await self._end(task_id, {"status": TaskStatus.FAILED.value, "error": error[:2000], "job": None}, 0, [])
 
     async def _end(self, task_id: str, changes: dict[str, Any], window: int, memory_ids: list[str]) -> None:
-        """The final record and everything that goes with it (_FINISH): two round trips."""
+        """The final record and everything that goes with it (_FINISH), the job's lease included: two round trips."""
         async def run() -> None:
             rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
             idem_key = rec.get("idem_key")
             steps = [f"{self._task_prefix}{task_id}:{step}" for step in STEPS]
             await self._finish_script(
-                keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix, *steps,
+                keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix,
+                      self.key(f"lease:{task_id}"), *steps,
                       *(self.key(f"mtasks:{m}") for m in memory_ids)],
                 args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
                       "1" if idem_key else "0"])

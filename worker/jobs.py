@@ -93,6 +93,7 @@ async def run_job(
     kind = str(raw.get("kind") or model.__name__)
     started = time.perf_counter()
     outcome = "failed"
+    ended = False  # the task's final record is written (which drops the lease too)
     try:
         try:
             job = model.model_validate(raw)
@@ -101,7 +102,9 @@ async def run_job(
             lease = asyncio.create_task(_keep_lease(deps, task_id, token), name=f"lease-{task_id}")
             async with asyncio.timeout(deadline(settings.arq_job_timeout)):
                 result = await body(deps, task_id, job)
+            await _stop(lease)  # the lease stays held (its TTL) until the final record drops it
             await deps.tasks.mark_completed(task_id, result)
+            ended = True
         except Exception as exc:
             if is_transient(exc) and attempt < settings.arq_max_retries:
                 defer = backoff(attempt)
@@ -111,6 +114,7 @@ async def run_job(
             reason = _reason(exc, attempt)
             log.error("job_failed", attempt=attempt, reason=reason, exc_info=not is_transient(exc))
             await _fail(deps, task_id, reason)
+            ended = True
             return
         outcome = "completed"
         log.info("job_completed", attempt=attempt, memories=len(result.get("memories", [])),
@@ -118,17 +122,22 @@ async def run_job(
     finally:
         JOBS.labels(kind, outcome).inc()
         JOB_DURATION.labels(kind).observe(time.perf_counter() - started)
-        if lease is not None:
-            lease.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lease
+        await _stop(lease)
         with contextlib.suppress(DependencyUnavailable):
-            await deps.tasks.drop_lease(task_id)
+            if not ended:  # retried, or the final record could not be written: the reaper must see no lease
+                await deps.tasks.drop_lease(task_id)
             await deps.tasks.add_stats(
                 graph_transient_retries=deps.graph.transient_retries - retries_before[0],
                 deadlock_retries=deps.graph.deadlock_retries - retries_before[1],
             )
         structlog.contextvars.unbind_contextvars("task_id", "user_id", "kind")
+
+
+async def _stop(lease: asyncio.Task[None] | None) -> None:
+    if lease is not None:
+        lease.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await lease
 
 
 def _reason(exc: BaseException, attempt: int) -> str:

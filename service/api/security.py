@@ -93,33 +93,64 @@ def is_write(method: str, path: str) -> bool:
 
 
 async def rate_limit(deps: Deps, request: Request, caller: Caller) -> None:
-    """A fixed one-minute window per key (or client address) and kind, in Redis."""
+    """A fixed one-minute window per key (or client address) and kind, counted in Redis (RateLimiter)."""
     kind = "writes" if is_write(request.method, request.url.path) else "reads"
     limit = (deps.settings.rate_limit_writes_per_minute if kind == "writes"
              else deps.settings.rate_limit_reads_per_minute)
     if limit <= 0:
         return
     who = caller.bucket if caller.key_id else f"ip:{request.client.host if request.client else 'unknown'}"
-    now = time.time()
-    window = int(now // 60)
-    key = f"{deps.settings.arq_queue_name}:rate:{kind}:{who}:{window}"
+    limiter: RateLimiter = request.app.state.rate_limiter
+    await limiter.check(deps, kind, who, limit)
 
-    async def count() -> int:
-        pipe = deps.redis.pipeline(transaction=True)
-        pipe.incr(key)
-        pipe.expire(key, 120)
-        n, _ = await pipe.execute()
-        return int(n)
 
-    try:
-        used = await redis_guard(deps.settings, "rate limit", count())
-    except DependencyUnavailable as exc:  # fail open: reads need no Redis, and a write answers 503 itself
-        log.warning("rate_limit_unavailable", error=str(exc)[:200])
-        return
-    if used > limit:
-        retry_after = max(1, int((window + 1) * 60 - now) + 1)
-        raise RateLimited(f"rate limit of {limit} {kind} per minute reached (RATE_LIMIT_{kind.upper()}_PER_MINUTE); "
-                          f"retry after {retry_after} s", retry_after)
+class RateLimiter:
+    """Fixed one-minute windows in Redis, counted in chunks. A process reserves `chunk_for(limit)` requests of a
+    window at once (one INCRBY) and spends them locally, so a busy client costs one Redis round trip per chunk
+    instead of one per request (a round trip was ~10% of the accepting loop's time, docs/benchmarks.md). The
+    window's counter in Redis is what every process has reserved: a limit is never exceeded, and it is reached
+    early by at most what the processes reserved and did not spend (under 1% of the limit per process; limits
+    under 200 a minute are counted one by one)."""
+
+    def __init__(self) -> None:
+        self._left: dict[str, int] = {}  # window key -> requests reserved in Redis and not spent yet
+        self._window = -1
+
+    @staticmethod
+    def chunk_for(limit: int) -> int:
+        return max(1, min(32, limit // 200))
+
+    async def check(self, deps: Deps, kind: str, who: str, limit: int) -> None:
+        now = time.time()
+        window = int(now // 60)
+        if window != self._window:  # what was reserved for a past window is of no use
+            self._left.clear()
+            self._window = window
+        key = f"{deps.settings.arq_queue_name}:rate:{kind}:{who}:{window}"
+        if self._left.get(key, 0) > 0:
+            self._left[key] -= 1
+            return
+        chunk = self.chunk_for(limit)
+
+        async def reserve() -> int:
+            pipe = deps.redis.pipeline(transaction=True)
+            pipe.incrby(key, chunk)
+            pipe.expire(key, 120)
+            n, _ = await pipe.execute()
+            return int(n)
+
+        try:
+            reserved = await redis_guard(deps.settings, "rate limit", reserve())
+        except DependencyUnavailable as exc:  # fail open: reads need no Redis, and a write answers 503 itself
+            log.warning("rate_limit_unavailable", error=str(exc)[:200])
+            return
+        granted = max(0, min(chunk, limit - (reserved - chunk)))  # of the units reserved-chunk+1 .. reserved
+        if granted == 0:
+            retry_after = max(1, int((window + 1) * 60 - now) + 1)
+            raise RateLimited(f"rate limit of {limit} {kind} per minute reached (RATE_LIMIT_{kind.upper()}_PER_MINUTE); "
+                              f"retry after {retry_after} s", retry_after)
+        if window == self._window:
+            self._left[key] = self._left.get(key, 0) + granted - 1  # this request spends one
 
 
 class BodyLimit:

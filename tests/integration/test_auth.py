@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
-from service.api.security import PUBLIC_PATHS
+from service.api.security import PUBLIC_PATHS, RateLimiter
 from service.app import create_app
 from service.auth import ApiKeyStore
 from service.deps import Deps
+from service.errors import RateLimited
 from service.settings import Settings
 from tests.conftest import make_settings, unique
 from tests.integration.conftest import running_app
@@ -201,6 +203,32 @@ async def test_body_limit_rate_limit_and_host_check(tmp_path: Path) -> None:
         # DNS rebinding: a Host header the API does not serve is refused
         evil = await c.get("/health", headers={"host": "attacker.example"})
         assert evil.status_code == 400
+
+
+async def test_rate_limit_counts_in_chunks_and_never_lets_more_through(stack: Stack) -> None:
+    """Two processes' limiters on one Redis: together they let exactly the limit through in a window, and Redis
+    sees one round trip per chunk (its counter moves by the chunk)."""
+    deps, limit, who = stack.deps, 1000, unique("ip:bucket")
+    chunk = RateLimiter.chunk_for(limit)
+    assert chunk > 1
+    if 60 - time.time() % 60 < 10:  # all of it in one window
+        await asyncio.sleep(60 - time.time() % 60 + 0.1)
+    window = int(time.time() // 60)
+    counter = f"{deps.settings.arq_queue_name}:rate:writes:{who}:{window}"
+    first, second = RateLimiter(), RateLimiter()
+    allowed, refused = 0, 0
+    for i in range(limit + 3 * chunk):
+        try:
+            await (first if i % 3 else second).check(deps, "writes", who, limit)
+            allowed += 1
+        except RateLimited as exc:
+            refused += 1
+            assert 1 <= exc.retry_after <= 61
+        if i == 0:
+            assert int(await deps.redis.get(counter)) == chunk  # one round trip reserved a chunk
+    assert int(time.time() // 60) == window
+    assert (allowed, refused) == (limit, 3 * chunk)
+    assert int(await deps.redis.get(counter)) % chunk == 0  # reserved in chunks, never one by one
 
 
 def test_refuses_to_start_on_a_public_host_without_keys(tmp_path: Path) -> None:
