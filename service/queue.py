@@ -66,8 +66,8 @@ return false
 # A task ends in one script: its final record, out of the pending set, its idempotency pointer shrunk to the
 # window (or dropped) only if it still names this task, its job's lease dropped, its step caches dropped, and
 # (completed) the memory -> task index that lets a delete erase the content from the result. KEYS: record,
-# pending, pointer, lease, then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s, task id, window s, step count,
-# "1" when the record has a pointer.
+# pending, pointer, lease, then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s,
+# task id, window s, step count, "1" when the record has a pointer.
 _FINISH = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])

@@ -147,8 +147,8 @@ class RateLimiter:
         granted = max(0, min(chunk, limit - (reserved - chunk)))  # of the units reserved-chunk+1 .. reserved
         if granted == 0:
             retry_after = max(1, int((window + 1) * 60 - now) + 1)
-            raise RateLimited(f"rate limit of {limit} {kind} per minute reached (RATE_LIMIT_{kind.upper()}_PER_MINUTE); "
-                              f"retry after {retry_after} s", retry_after)
+            raise RateLimited(f"rate limit of {limit} {kind} per minute reached "
+                              f"(RATE_LIMIT_{kind.upper()}_PER_MINUTE); retry after {retry_after} s", retry_after)
         if window == self._window:
             self._left[key] = self._left.get(key, 0) + granted - 1  # this request spends one
 
