@@ -22,12 +22,14 @@ from arq.utils import timestamp_ms
 from arq.worker import Worker
 from redis.commands.core import AsyncScript
 
-# KEYS[1]: the queue (sorted set). ARGV: now (ms), in-progress timeout (ms), the in-progress key prefix, then the
-# candidate job ids. Returns the claimed ids and their scores, flattened.
+# KEYS[1]: the queue (sorted set). ARGV: now (ms), in-progress timeout (ms), the in-progress key prefix, how many to
+# claim at most, then the candidate job ids in queue order. Returns the claimed ids and their scores, flattened.
 _CLAIM = """
 local out = {}
 local now = tonumber(ARGV[1])
-for i = 4, #ARGV do
+local most = tonumber(ARGV[4])
+for i = 5, #ARGV do
+    if #out >= 2 * most then break end
     local id = ARGV[i]
     local score = redis.call('ZSCORE', KEYS[1], id)
     if score and tonumber(score) <= now and redis.call('EXISTS', ARGV[3] .. id) == 0 then
@@ -49,18 +51,17 @@ class ClaimingWorker(Worker):
         free = self.max_jobs - self.job_counter
         candidates: list[str] = []
         for raw in job_ids:
-            if len(candidates) >= free:
-                break
             job_id = raw.decode()
             running = self.tasks.get(job_id)
             if running is None or running.done():  # our own running jobs stay in the queue until they end
                 candidates.append(job_id)
-        if not candidates:
+        if free <= 0 or not candidates:
             return
+        # All of them, not just `free`: the first may be running in other workers (server profile, N workers).
         if self._claim is None:
             self._claim = self.pool.register_script(_CLAIM)
         claimed = await self._claim(keys=[self.queue_name], args=[
-            timestamp_ms(), int(self.in_progress_timeout_s * 1000), in_progress_key_prefix, *candidates])
+            timestamp_ms(), int(self.in_progress_timeout_s * 1000), in_progress_key_prefix, free, *candidates])
         for i in range(0, len(claimed), 2):
             job_id, score = claimed[i].decode(), int(float(claimed[i + 1]))
             await self.sem.acquire()  # free > 0: does not wait

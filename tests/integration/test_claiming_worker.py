@@ -54,26 +54,48 @@ async def test_runs_every_job_once_and_never_more_than_max_jobs() -> None:
         await redis.aclose()
 
 
-async def test_a_job_held_by_another_worker_or_not_due_is_not_started() -> None:
+async def test_jobs_held_by_other_workers_or_not_due_are_skipped_and_the_free_ones_run() -> None:
+    """More jobs held by other workers at the head of the queue than this worker has slots: it still finds the free
+    ones behind them (N workers on one queue, the server profile)."""
     queue, run = unique("test:claim"), unique("run")
     redis = await pool(queue)
     try:
-        await redis.enqueue_job("record", run, "held", _job_id=f"{run}-held")
+        for i in range(6):
+            await redis.enqueue_job("record", run, f"held-{i}", _job_id=f"{run}-held-{i}")
+            await redis.psetex(in_progress_key_prefix + f"{run}-held-{i}", 60_000, b"1")  # another worker runs it
         await redis.enqueue_job("record", run, "later", _job_id=f"{run}-later", _defer_by=60)
-        await redis.enqueue_job("record", run, "free", _job_id=f"{run}-free")
-        await redis.psetex(in_progress_key_prefix + f"{run}-held", 60_000, b"1")  # another worker runs it
-        w = worker(queue, max_jobs=8)
+        for i in range(3):
+            await redis.enqueue_job("record", run, f"free-{i}", _job_id=f"{run}-free-{i}")
+        w = worker(queue, max_jobs=2)
         main = asyncio.create_task(w.main())
         for _ in range(300):  # bounded: 3 s
-            if RUNS.get(run):
+            if len(RUNS.get(run, [])) >= 3:
                 break
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.3)  # polls enough to have started the other two, were it allowed
+        await asyncio.sleep(0.3)  # polls enough to have started the others, were it allowed
         main.cancel()
         await asyncio.gather(main, return_exceptions=True)
         await w.close()
-        assert RUNS[run] == ["free"]
-        assert await redis.zcard(queue) == 2  # both still queued for their owner / their time
+        assert sorted(RUNS[run]) == ["free-0", "free-1", "free-2"]
+        assert PEAK[run] <= 2
+        assert await redis.zcard(queue) == 7  # the held and the deferred ones wait for their owner / their time
         assert not await redis.exists(in_progress_key_prefix + f"{run}-later")
+    finally:
+        await redis.aclose()
+
+
+async def test_two_workers_on_one_queue_share_the_jobs_and_run_each_once() -> None:
+    queue, run = unique("test:claim"), unique("run")
+    redis = await pool(queue)
+    try:
+        for i in range(60):
+            await redis.enqueue_job("record", run, f"job-{i}", _job_id=f"{run}-{i}")
+        workers = [worker(queue, max_jobs=4, burst=True) for _ in range(2)]
+        await asyncio.wait_for(asyncio.gather(*(w.main() for w in workers)), 30)
+        for w in workers:
+            await w.close()
+        assert sorted(RUNS[run]) == sorted(f"job-{i}" for i in range(60))  # each once, none lost
+        assert PEAK[run] > 4  # both ran jobs at the same time
+        assert all(w.jobs_complete > 0 for w in workers)
     finally:
         await redis.aclose()
