@@ -121,8 +121,9 @@ class Settings(BaseSettings):
     embedded_worker: bool | None = None
     # Where the embedded profile's worker runs: "inline" = in the API process (one event loop and GIL for both),
     # "child" = a child process that reaches the API process's Qdrant Edge shard through a Unix socket
-    # (worker/child.py), so the accepting loop does not run jobs. The server profile's worker is its own process.
-    worker_process: Literal["inline", "child"] = "inline"
+    # (worker/child.py), so the accepting loop does not run jobs (the default: it drains faster, docs/decisions.md).
+    # The server profile's worker is its own process.
+    worker_process: Literal["inline", "child"] = "child"
     # The worker child's CPU priority below the API process's (Unix nice, 0-19): accepting comes first.
     worker_process_nice: int = Field(default=10, ge=0, le=19)
     max_content_chars: int = Field(default=8000, ge=1, le=100_000)

@@ -31,6 +31,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
         "qdrant_path": tmp / "qdrant",
         "arq_queue_name": unique("test:queue"),
         "embedder": "hash",
+        "worker_process": "inline",  # test apps run their worker in-process (create_app with EmbeddedWorker)
         "log_format": "console",
         "log_level": "WARNING",
         "arq_job_timeout": 30,

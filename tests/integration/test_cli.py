@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -28,9 +29,11 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             task = c.post("/v1/memories/raw", json={"content": "I use Ansible", "user_id": user,
                                                     "category": "technical_skill"}).json()["task_id"]
-            for _ in range(200):
+            for _ in range(300):  # bounded: 30 s (the worker child may still be starting)
                 if c.get(f"/v1/memories/status/{task}").json()["status"] == "completed":
                     break
+                time.sleep(0.1)
+            assert c.get(f"/v1/memories/status/{task}").json()["status"] == "completed"
         stats = _cli(cli, "stats", "--user", user)
         assert stats.returncode == 0, stats.stderr
         report = json.loads(stats.stdout)
