@@ -31,6 +31,11 @@ async def pool(queue: str) -> ArqRedis:
     return await create_pool(RedisSettings.from_dsn(os.environ["TEST_REDIS_URL"]), default_queue_name=queue)
 
 
+async def enqueue(redis: ArqRedis, run: str, count: int) -> None:
+    for i in range(count):
+        await redis.enqueue_job("record", run, f"job-{i}", _job_id=f"{run}-{i}")
+
+
 def worker(queue: str, **options: Any) -> ClaimingWorker:
     return ClaimingWorker(functions=[func(record, name="record")], redis_settings=RedisSettings.from_dsn(
         os.environ["TEST_REDIS_URL"]), queue_name=queue, poll_delay=0.01, handle_signals=False, keep_result=0,
@@ -41,8 +46,7 @@ async def test_runs_every_job_once_and_never_more_than_max_jobs() -> None:
     queue, run = unique("test:claim"), unique("run")
     redis = await pool(queue)
     try:
-        for i in range(40):
-            await redis.enqueue_job("record", run, f"job-{i}", _job_id=f"{run}-{i}")
+        await enqueue(redis, run, 40)
         w = worker(queue, max_jobs=4, burst=True)
         await asyncio.wait_for(w.main(), 30)
         await w.close()
@@ -88,8 +92,7 @@ async def test_two_workers_on_one_queue_share_the_jobs_and_run_each_once() -> No
     queue, run = unique("test:claim"), unique("run")
     redis = await pool(queue)
     try:
-        for i in range(60):
-            await redis.enqueue_job("record", run, f"job-{i}", _job_id=f"{run}-{i}")
+        await enqueue(redis, run, 60)
         workers = [worker(queue, max_jobs=4, burst=True) for _ in range(2)]
         await asyncio.wait_for(asyncio.gather(*(w.main() for w in workers)), 30)
         for w in workers:
