@@ -2,7 +2,7 @@
 nothing was lost, nothing duplicated and nothing left stuck.
 
 Starts its own private stack in a temp dir (Redis with AOF on, Neo4j through scripts/neo4j/run.sh,
-`python -m service` in the embedded profile: API + in-process ARQ worker), all on 127.0.0.1:
+`python -m service` in the embedded profile: API + its ARQ worker, a child process by default), all on 127.0.0.1:
 
     .venv/bin/python scripts/bench/chaos.py [-n 600] [--kills 20] [-c 4] [--users 2] \
         [--rate 30] [--embedder hash|local] [--job-timeout 30] [--timeout 600] [--seed 1] [--keep] [--src DIR]

@@ -30,8 +30,8 @@ What it does, in order (every loop is bounded in count and in time):
    The API cannot be asked for vector-only results (there is no switch, and an unreachable Neo4j
    makes the service refuse to start or wait for GRAPH_TIMEOUT_SECONDS), so the ratio
    merged/vector-only is measured in-process (both embed every query).
-3. HTTP figures: `python -m service` on a free port of 127.0.0.1 (embedded profile, worker
-   in-process, DATA_DIR/QDRANT_PATH = the loaded data, private ARQ queue), then
+3. HTTP figures: `python -m service` on a free port of 127.0.0.1 (embedded profile, its worker
+   as configured (a child process by default), DATA_DIR/QDRANT_PATH = the loaded data, private ARQ queue), then
    `POST /v1/search` (merged: it is the only kind the API serves) from this process: once with every
    query sent before the cell (cached), once with the service started with QUERY_CACHE_SIZE=0 (cold).
    The load generator shares the 2 cores with the service, so HTTP figures include that contention.
@@ -294,7 +294,7 @@ def code_root() -> Path:
 
 
 def start_service(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    """`python -m service` as a user runs it (embedded profile, worker in-process), from the tree of the
+    """`python -m service` as a user runs it (embedded profile, its worker as configured), from the tree of the
     `service` package this process imports."""
     return subprocess.Popen(
         [sys.executable, "-m", "service"], cwd=code_root(), env=env, stdout=log_path.open("ab"),
