@@ -45,7 +45,8 @@ def test_where_the_write_path_embeds() -> None:
         return Settings(_env_file=None, **kw)  # type: ignore[arg-type]
 
     assert not s(embedder="local").embeds_in_child  # the default: inline
-    assert s(embedder="local", embed_process="auto").embeds_in_child  # embedded profile: the worker is in the API
+    assert s(embedder="local", embed_process="auto", worker_process="inline").embeds_in_child  # the worker in the API
+    assert not s(embedder="local", embed_process="auto").embeds_in_child  # the default worker is a child already
     assert not s(embedder="local", embed_process="auto",
                  qdrant_url="http://127.0.0.1:6333").embeds_in_child  # a worker process of its own
     assert s(embedder="local", qdrant_url="http://127.0.0.1:6333", embed_process="child").embeds_in_child
