@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the service on this machine: embedded profile, no API keys, no Docker.
-# Starts Redis and Neo4j when they are not already listening, then the API with the ARQ worker
-# in-process on http://127.0.0.1:8199. Ctrl-C / SIGTERM stops what this script started.
+# Starts Redis and Neo4j when they are not already listening, then the API on http://127.0.0.1:8199 with
+# the ARQ worker in a child process of it (WORKER_PROCESS). Ctrl-C / SIGTERM stops what this script started.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -31,7 +31,7 @@ case "$redis_host" in localhost|127.0.0.1) start_redis "$redis_port" "$DATA_DIR/
 case "$neo_host" in localhost|127.0.0.1) start_neo4j "$neo_port" "$DATA_DIR/neo4j" "$NEO4J_DATABASE" "$NEO4J_PW" ;;
     *) say "using remote neo4j $NEO4J_URI" ;; esac
 
-say "starting the API (embedded worker) - logs below; Ctrl-C to stop"
+say "starting the API (embedded profile, its worker as WORKER_PROCESS says) - logs below; Ctrl-C to stop"
 "$PY" -m service &
 api_pid=$!
 STARTED_PIDS+=("$api_pid")
