@@ -159,6 +159,10 @@ class TaskQueue:
         """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
         return self._prefix + name
 
+    def lease_key(self, task_id: str) -> str:
+        """Held while a worker runs the task's job (LEASE_TTL_S, refreshed); the reaper reads it."""
+        return self.key(f"lease:{task_id}")
+
     async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
         return await redis_guard(self._settings, what, coro)
 
@@ -240,7 +244,7 @@ class TaskQueue:
         async def run() -> None:
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
-                pipe.set(self.key(f"lease:{task_id}"), lease_token, ex=LEASE_TTL_S)
+                pipe.set(self.lease_key(task_id), lease_token, ex=LEASE_TTL_S)
             pipe.get(self._task_prefix + task_id)
             raw = (await pipe.execute())[-1]
             rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
@@ -295,7 +299,7 @@ class TaskQueue:
             steps = [f"{self._task_prefix}{task_id}:{step}" for step in STEPS]
             await self._finish_script(
                 keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix,
-                      self.key(f"lease:{task_id}"), *steps,
+                      self.lease_key(task_id), *steps,
                       *(self.key(f"mtasks:{m}") for m in memory_ids)],
                 args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
                       "1" if idem_key else "0"])
@@ -341,10 +345,10 @@ class TaskQueue:
     # ---- leases and the reaper ----------------------------------------------------------------
 
     async def hold_lease(self, task_id: str, token: str) -> None:
-        await self._guard("lease", self._redis.set(self.key(f"lease:{task_id}"), token, ex=LEASE_TTL_S))
+        await self._guard("lease", self._redis.set(self.lease_key(task_id), token, ex=LEASE_TTL_S))
 
     async def drop_lease(self, task_id: str) -> None:
-        await self._guard("lease", self._redis.delete(self.key(f"lease:{task_id}")))
+        await self._guard("lease", self._redis.delete(self.lease_key(task_id)))
 
     async def pending_count(self) -> int:
         return int(await self._guard("pending", self._redis.zcard(self.pending_key)))
@@ -389,7 +393,7 @@ class TaskQueue:
             return "ended"
         if await self._redis.exists(job_key_prefix + task_id):
             if (await self._redis.exists(in_progress_key_prefix + task_id)
-                    and not await self._redis.exists(self.key(f"lease:{task_id}"))
+                    and not await self._redis.exists(self.lease_key(task_id))
                     and _age_s(rec.get("updated_at")) > LEASE_TTL_S):
                 await self._redis.delete(in_progress_key_prefix + task_id)
                 log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"))

@@ -49,6 +49,8 @@ class ClaimingWorker(Worker):
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         free = self.max_jobs - self.job_counter
+        # Every id of the poll not running here, not just `free` of them: the first ones may be running in other
+        # workers (server profile, N workers on one queue); the script claims at most `free`.
         candidates: list[str] = []
         for raw in job_ids:
             job_id = raw.decode()
@@ -57,7 +59,6 @@ class ClaimingWorker(Worker):
                 candidates.append(job_id)
         if free <= 0 or not candidates:
             return
-        # All of them, not just `free`: the first may be running in other workers (server profile, N workers).
         if self._claim is None:
             self._claim = self.pool.register_script(_CLAIM)
         claimed = await self._claim(keys=[self.queue_name], args=[
