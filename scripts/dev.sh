@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-ensure_venv local,dev
+ensure_venv ""
 
 # Read the effective configuration (.env + environment) through the one Settings object.
 eval "$("$PY" - <<'PY'

