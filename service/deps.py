@@ -15,7 +15,7 @@ from arq.connections import ArqRedis
 from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
-from service.ai.local import LocalEmbedder
+from service.ai.local import LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.identity import NameVectors, ResolutionGate
@@ -66,6 +66,13 @@ def build_vector_store(settings: Settings) -> VectorStore:
     return EdgeVectorStore(settings.resolved_qdrant_path, settings.qdrant_collection)
 
 
+def local_model_files(settings: Settings) -> ModelFiles:
+    """EMBEDDER_MODEL_DIR's model, else all-MiniLM-L6-v2 (its graph kept in MODEL_CACHE_DIR)."""
+    if settings.embedder_model_dir is not None:
+        return ModelFiles.from_dir(settings.embedder_model_dir, settings.embedder_model_id)
+    return ModelFiles.default(settings.resolved_model_cache_dir)
+
+
 def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     """Gemini when GOOGLE_API_KEY is set (extraction; embeddings too with EMBEDDER=gemini),
     else the offline extractor. The choice is logged at start and shown by /health."""
@@ -86,7 +93,7 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
             batch_size=settings.embedding_batch_size,
         )
     elif settings.embedder == "local":
-        embedder = LocalEmbedder(batch_size=settings.embedding_batch_size)
+        embedder = LocalEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads)
     else:
         embedder = HashEmbedder()
     embedder = BatchingEmbedder(embedder, max_batch=settings.embedding_batch_size)
@@ -128,8 +135,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     redis = await connect_redis(settings)
     embedder, extractor, genai_client = build_ai(settings)
     write_embedder: Embedder = embedder
-    child = (ProcessEmbedder(settings.embedding_batch_size, settings.embed_process_nice)
-             if settings.embeds_in_child else None)
+    child = (ProcessEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads,
+                             settings.embed_process_nice) if settings.embeds_in_child else None)
     if child is not None:
         write_embedder = BatchingEmbedder(child, max_batch=settings.embedding_batch_size)
     vectors = vectors or build_vector_store(settings)

@@ -13,11 +13,20 @@ from typing import Any
 
 import pytest
 
+from service.ai.local import LocalEmbedder, ModelFiles
 from service.settings import Settings
+
+# The local embedder's built graph, shared by every test run on this machine (built once, checked by sha256).
+MODEL_CACHE = Path(__file__).resolve().parents[1] / ".test-stack" / "models"
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def local_embedder(batch_size: int = 64) -> LocalEmbedder:
+    """The default local embedder (all-MiniLM-L6-v2 on ONNX Runtime), as the service builds it."""
+    return LocalEmbedder(ModelFiles.default(MODEL_CACHE), batch_size=batch_size)
 
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:

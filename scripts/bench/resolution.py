@@ -31,12 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from service.ai.hashing import HashEmbedder  # noqa: E402
-from service.ai.local import LocalEmbedder  # noqa: E402
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameVectors, ResolutionGate  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j.rows import entity_id  # noqa: E402
+from tests.conftest import local_embedder  # noqa: E402
 
 GOLD = ROOT / "tests" / "data" / "resolution_gold.jsonl"
 T0 = "2026-01-01T00:00:00+00:00"
@@ -133,7 +133,7 @@ async def main() -> int:
     rows = [r for r in rows if "all" in splits or r["split"] in splits][:1000]
     if not rows:
         raise SystemExit(f"no pairs in split {args.split!r}")
-    embedder = LocalEmbedder() if args.embedder == "local" else HashEmbedder()
+    embedder = local_embedder() if args.embedder == "local" else HashEmbedder()
     resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending))
     store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10, resolver)
     started = time.monotonic()

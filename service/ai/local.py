@@ -157,7 +157,7 @@ def length_buckets(lengths: list[int], max_rows: int) -> list[list[int]]:
     return buckets
 
 
-class OnnxEmbedder:
+class LocalEmbedder:
     """Unit-length sentence vectors from an ONNX graph; no network, no torch."""
 
     def __init__(self, files: ModelFiles, batch_size: int = 64, threads: int = 0) -> None:

@@ -1,8 +1,8 @@
-"""The write path's embedder in a child process (issue 16, docs/decisions.md "Where the write path embeds").
+"""The write path's embedder in a child process (docs/decisions.md "Where the write path embeds").
 
-In the embedded profile the API and the worker share one process. Embedding a batch is the heaviest thing the
-worker does: torch's matrix products take both cores, and the Python parts of the model's forward pass hold the
-GIL, so while the worker drains a backlog the event loop that accepts requests waits for the CPU and the GIL.
+When the worker runs inside the API process (WORKER_PROCESS=inline), embedding a batch is the heaviest thing it
+does: the model's matrix products take every core, so while the worker drains a backlog the event loop that
+accepts requests waits for the CPU.
 Here the model runs in a child process, at a lower CPU priority (`nice`), and the parent only sends texts and
 receives float32 vectors through a pipe. The parent keeps everything else, the Qdrant Edge shard included (one
 process per shard). Query embeddings (one short text per search) stay in the parent: a search does not queue
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from service.ai.local import LocalEmbedder, ModelFiles
 from service.errors import DependencyUnavailable
 
 log = structlog.get_logger(__name__)
@@ -34,13 +35,12 @@ MAX_RESTARTS = 5  # per minute
 START_TIMEOUT_S = 120.0
 
 
-def child_main(conn: Connection, batch_size: int, nice: int) -> None:  # pragma: no cover - runs in the child
+def child_main(conn: Connection, files: ModelFiles, batch_size: int, threads: int,
+               nice: int) -> None:  # pragma: no cover - runs in the child
     """The child: load the model, then answer (request id, texts) with (request id, float32 bytes | error)."""
     with contextlib.suppress(OSError):
         os.nice(nice)
-    from service.ai.local import LocalEmbedder
-
-    embedder = LocalEmbedder(batch_size=batch_size)
+    embedder = LocalEmbedder(files, batch_size=batch_size, threads=threads)
     embedder._load()
     conn.send(("ready", embedder.dim))
     for _ in range(10**12):  # until the parent closes the pipe
@@ -55,14 +55,14 @@ def child_main(conn: Connection, batch_size: int, nice: int) -> None:  # pragma:
 
 
 class ProcessEmbedder:
-    """all-MiniLM-L6-v2 in a child process (name and dim as LocalEmbedder)."""
+    """The local embedder (service/ai/local.py) in a child process: the same name, dim and variant."""
 
-    name = "all-MiniLM-L6-v2"
-    dim = 384
-
-    def __init__(self, batch_size: int = 64, nice: int = 10) -> None:
+    def __init__(self, files: ModelFiles, batch_size: int = 64, threads: int = 0, nice: int = 10) -> None:
         """`nice`: the child's CPU priority below the parent's (0-19; EMBED_PROCESS_NICE)."""
+        self._files = files
+        self.name, self.dim, self.variant = files.model_id, files.dim, files.variant
         self._batch_size = batch_size
+        self._threads = threads
         self._nice = nice
         self._proc: Any = None
         self._conn: Connection | None = None
@@ -84,10 +84,10 @@ class ProcessEmbedder:
             self._starts = [t for t in self._starts if now - t < 60] + [now]
             if len(self._starts) > MAX_RESTARTS:
                 raise DependencyUnavailable("the embedder process keeps dying (more than 5 starts a minute)")
-            ctx = multiprocessing.get_context("spawn")  # no fork of a process holding torch, threads, sockets
+            ctx = multiprocessing.get_context("spawn")  # no fork of a process holding threads and sockets
             parent, child = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=child_main, args=(child, self._batch_size, self._nice),
-                               name="embedder", daemon=True)
+            proc = ctx.Process(target=child_main, name="embedder", daemon=True,
+                               args=(child, self._files, self._batch_size, self._threads, self._nice))
             proc.start()
             child.close()
             ready = await asyncio.to_thread(_wait_ready, parent, proc)

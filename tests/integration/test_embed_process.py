@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 
 from service.ai.embeddings import BatchingEmbedder
-from service.ai.local import LocalEmbedder
+from service.ai.local import ModelFiles
 from service.ai.process import ProcessEmbedder
 from service.errors import DependencyUnavailable
 from service.settings import Settings
+from tests.conftest import MODEL_CACHE, local_embedder
 
 
 async def test_child_vectors_match_and_a_dead_child_is_replaced() -> None:
     texts = [f"Prefers tool {i} for data pipelines" for i in range(40)] + ["", "ünïcode ✓"]
-    inline = await LocalEmbedder().embed(texts)
-    child = ProcessEmbedder(batch_size=16, nice=5)
+    inline = await local_embedder().embed(texts)
+    child = ProcessEmbedder(ModelFiles.default(MODEL_CACHE), batch_size=16, nice=5)
     try:
         batched = BatchingEmbedder(child, max_batch=16)
         got = await asyncio.gather(*(batched.embed([t]) for t in texts))  # concurrent callers, coalesced

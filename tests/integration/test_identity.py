@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from service.ai.local import LocalEmbedder
 from service.domain import Memory, Scope, content_hash
 from service.identity import NameVectors, ResolutionGate
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
+from tests.conftest import local_embedder
 
 T0 = "2026-01-01T00:00:00+00:00"
 NOW = "2026-06-01T12:00:00+00:00"
@@ -24,7 +24,7 @@ NOW = "2026-06-01T12:00:00+00:00"
 @pytest.fixture(scope="module")
 async def store() -> AsyncIterator[Neo4jGraphStore]:
     s = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None, os.environ.get("TEST_NEO4J_DATABASE", "memory"),
-                        10, NameVectors(LocalEmbedder(), ResolutionGate(0.95, 0.85)))
+                        10, NameVectors(local_embedder(), ResolutionGate(0.95, 0.85)))
     await s.ensure_schema()
     yield s
     await s.close()

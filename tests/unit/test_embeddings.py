@@ -4,7 +4,7 @@ import math
 
 from service.ai.embeddings import BatchingEmbedder
 from service.ai.hashing import HashEmbedder
-from service.ai.local import LocalEmbedder
+from tests.conftest import local_embedder
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -21,7 +21,7 @@ async def test_hash_embedder_is_deterministic_and_unit_length() -> None:
 
 
 async def test_local_model_is_semantic_and_offline() -> None:
-    e = LocalEmbedder(batch_size=8)
+    e = local_embedder(batch_size=8)
     vecs = await e.embed(["I prefer a dark theme in my editor", "Dark mode is my favourite UI setting",
                           "The invoice is due next Tuesday"])
     assert [len(v) for v in vecs] == [384, 384, 384]
