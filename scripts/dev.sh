@@ -8,17 +8,19 @@ cd "$ROOT"
 
 ensure_venv ""
 
-# Read the effective configuration (.env + environment) through the one Settings object.
-eval "$("$PY" - <<'PY'
+# Read the effective configuration (.env + environment) through the one Settings object; an invalid setting
+# stops here with one line naming it (load_settings).
+config="$("$PY" - <<'PY'
 import shlex
-from service.settings import Settings
-s = Settings()
+from service.settings import load_settings
+s = load_settings()
 pw = s.neo4j_password.get_secret_value() if s.neo4j_password else ""
 for k, v in {"REDIS_URL": s.redis_url, "NEO4J_URI": s.neo4j_uri, "NEO4J_DATABASE": s.neo4j_database,
              "NEO4J_PW": pw, "DATA_DIR": str(s.data_dir)}.items():
     print(f"{k}={shlex.quote(v)}")
 PY
-)"
+)" || exit 1
+eval "$config"
 
 trap 'say "stopping"; stop_started' EXIT
 trap 'exit 130' INT

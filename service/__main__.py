@@ -17,7 +17,7 @@ import sys
 
 import uvicorn
 
-from service.settings import Settings
+from service.settings import Settings, load_settings
 
 
 def serve(settings: Settings) -> None:
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         from service.hooks.__main__ import main as hook_main
 
         return hook_main([args.hook])
-    settings = Settings()
+    settings = load_settings()  # an invalid setting: one line and exit 1
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
     if args.command in ("dedup", "reconcile", "optimize", "export", "import", "stats"):

@@ -22,7 +22,7 @@ from service.errors import RateLimited, ServiceError, Unauthorized
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
-from service.settings import Settings
+from service.settings import Settings, load_settings
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     passes the in-process ARQ worker (service/ never imports worker/); it runs when
     settings.run_embedded_worker is true. `freeze_heap`: the start-up heap leaves the garbage collector's
     reach once started (service/heap.py); `python -m service` sets it, a test process does not."""
-    settings = settings or Settings()
+    settings = settings or load_settings()
     configure_logging(settings)
     track_gc_pauses()
     if settings.auth_mode == "none" and not settings.loopback:

@@ -1,6 +1,8 @@
 """The one settings object. Built once at start (API lifespan, worker startup, CLI) and passed down.
 
-No other module reads the environment.
+No other module reads the environment. A process entry builds it with `load_settings()`, which turns an invalid
+setting into one line per problem (`NAME: rule (got value)`) and exit status 1, not a traceback.
+An empty value counts as unset, for every setting (`GOOGLE_API_KEY=` = no key).
 """
 
 from __future__ import annotations
@@ -8,10 +10,10 @@ from __future__ import annotations
 import ipaddress
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EmbedderName = Literal["local", "gemini", "hash"]
@@ -37,7 +39,10 @@ def mask_url(url: str) -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    # env_ignore_empty: `NAME=` (in the environment or .env) is the default, so compose's `${GOOGLE_API_KEY:-}`
+    # and a blank line copied from .env.example mean "unset", never an empty key or an empty number.
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                                      env_ignore_empty=True)
 
     # --- Gemini ---------------------------------------------------------------------------
     google_api_key: SecretStr | None = None
@@ -197,7 +202,10 @@ class Settings(BaseSettings):
     def _parse_hours(cls, value: object) -> object:
         if isinstance(value, str):
             text = value.strip().strip("{}[]")
-            return {int(part) for part in text.replace(" ", "").split(",") if part}
+            try:
+                return {int(part) for part in text.replace(" ", "").split(",") if part}
+            except ValueError:
+                raise ValueError("DEDUP_CRON_HOURS must be hours 0-23 separated by commas, e.g. 0,6,12,18") from None
         return value
 
     @field_validator("dedup_cron_hours")
@@ -285,3 +293,42 @@ class Settings(BaseSettings):
     @property
     def profile(self) -> str:
         return "embedded" if self.qdrant_url is None else "server"
+
+
+def _is_secret(name: str) -> bool:
+    field = Settings.model_fields.get(name)
+    return field is not None and "SecretStr" in repr(field.annotation)
+
+
+def _shown(name: str, value: object) -> str | None:
+    """The value a message may repeat: never a secret's, URLs with their password masked, one short line."""
+    if _is_secret(name) or isinstance(value, dict | SecretStr):
+        return None
+    text = mask_url(value) if isinstance(value, str) else str(value)
+    text = text if text.isprintable() else repr(text)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def describe_errors(exc: ValidationError) -> list[str]:
+    """One line per problem: `NAME: rule (got value)`; a rule about several settings names them itself."""
+    lines: list[str] = []
+    for error in exc.errors():
+        msg = str(error["msg"]).removeprefix("Value error, ").replace("Input should be", "must be", 1)
+        loc = [part for part in error["loc"] if isinstance(part, str)]
+        if not loc:  # a model validator: its message names the settings
+            lines.append(msg)
+            continue
+        name = loc[0].upper()
+        msg = msg.removeprefix(f"{name} ")
+        shown = _shown(loc[0], error.get("input"))
+        lines.append(f"{name}: {msg}" + (f" (got {shown})" if shown is not None else ""))
+    return lines
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """`Settings(**overrides)` at a process entry: an invalid setting exits (status 1) with one line per problem
+    on stderr, e.g. `RECONCILE_INTERVAL_SECONDS: must divide 60 (...) (got 7)`, instead of a traceback."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SystemExit("\n".join(describe_errors(exc))) from None

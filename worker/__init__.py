@@ -12,11 +12,11 @@ from typing import Any
 from service.deps import build_deps
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
-from service.settings import Settings
+from service.settings import Settings, load_settings
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    settings = Settings()
+    settings = load_settings()
     configure_logging(settings)
     if settings.qdrant_url is None:
         raise SystemExit(
@@ -41,7 +41,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 def build_worker_settings(settings: Settings | None = None) -> type:
     from worker.settings import worker_options
 
-    options = worker_options(settings or Settings())
+    options = worker_options(settings or load_settings())  # an invalid setting: one line and exit 1
     return type("WorkerSettings", (), {**options, "on_startup": startup, "on_shutdown": shutdown})
 
 

@@ -83,7 +83,7 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
         profile=deps.settings.profile,
         checks=checks,
         embedder=deps.embedder.name,
-        extractor="gemini" if deps.settings.google_api_key else "offline (no GOOGLE_API_KEY)",
+        extractor=deps.extractor.name,  # the extractor the start-up built (service/deps.py build_ai), not a guess
         write_path=write_path,
         errors=errors,
     )

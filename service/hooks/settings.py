@@ -1,10 +1,16 @@
-"""The hooks' configuration, read from the environment Claude Code gives a hook command.
+"""The hooks' configuration: the environment Claude Code gives a hook command, then the checkout's `.env`.
+
+The `.env` is the one beside this package's checkout (`<plugin root>/.env`), the file `python -m service ...`
+and `./scripts/dev.sh` read when run from the checkout and `python -m service.mcp` always reads; never the `.env`
+of the project the agent works in. As with the service's settings, the environment wins and an empty value
+counts as unset, so a `MEMORY_API_KEY` put in `.env` reaches the hooks as it reaches the CLI.
 
 A frozen dataclass over `os.environ`, not a pydantic-settings class: importing pydantic-settings and
 httpx costs ~0.22 s on a 2-core machine (measured: `python -c "import httpx, pydantic_settings"`
 0.22-0.25 s against 0.04 s for the standard library alone), which is most of post-tool-use's 300 ms
 budget. The hooks therefore use the standard library only, which also lets them run under any
-Python 3.11+ (the plugin's cached copy has no virtualenv).
+Python 3.11+ (the plugin's cached copy has no virtualenv); `read_env_file` reads `.env` lines as
+python-dotenv (pydantic-settings' reader) does for the forms a settings file uses.
 
 | variable | default | meaning |
 |---|---|---|
@@ -20,9 +26,12 @@ Python 3.11+ (the plugin's cached copy has no virtualenv).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+CHECKOUT_ENV = Path(__file__).resolve().parents[2] / ".env"
 DEFAULT_URL = "http://127.0.0.1:8199"
 DEFAULT_CONTEXT_CHARS = 4000
 # The API accepts max_chars >= 200; Claude Code caps a hook's additionalContext at 10,000 characters
@@ -42,6 +51,36 @@ def _clean(value: str | None) -> str | None:
     return value or None
 
 
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$")
+
+
+def _unquote(raw: str) -> str:
+    if raw[:1] in ("'", '"'):
+        quote = raw[0]
+        end = raw.find(quote, 1)
+        while quote == '"' and end > 0 and raw[end - 1] == "\\":  # an escaped quote inside "..."
+            end = raw.find(quote, end + 1)
+        if end > 0:
+            inner = raw[1:end]
+            return inner.replace('\\"', '"').replace("\\\\", "\\") if quote == '"' else inner
+    return re.split(r"(?:^|\s+)#", raw, maxsplit=1)[0].strip()  # unquoted: ` # ...` is a comment
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`NAME=value` lines of a .env file (`export ` prefix, quotes and ` # comments` as python-dotenv reads them);
+    a missing or unreadable file is empty."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        found = _ENV_LINE.match(line)  # a `# NAME=...` line is a comment: `#` cannot start a name
+        if found:
+            values[found.group(1)] = _unquote(found.group(2).strip())
+    return values
+
+
 @dataclass(frozen=True)
 class HookSettings:
     url: str = DEFAULT_URL
@@ -53,19 +92,25 @@ class HookSettings:
     debug: bool = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
-        env = os.environ if env is None else env
-        url = _clean(env.get("MEMORY_URL")) or _clean(env.get("MEMORY_API_URL")) or DEFAULT_URL
+    def from_env(cls, env: Mapping[str, str] | None = None, env_file: Path | None = CHECKOUT_ENV) -> HookSettings:
+        """Each variable from `env` (default `os.environ`), else from `env_file` (None = no file)."""
+        environ = os.environ if env is None else env
+        dotenv = read_env_file(env_file) if env_file is not None else {}
+
+        def get(name: str) -> str | None:
+            return _clean(environ.get(name)) or _clean(dotenv.get(name))
+
+        url = get("MEMORY_URL") or get("MEMORY_API_URL") or DEFAULT_URL
         try:
-            chars = int((env.get("MEMORY_CONTEXT_CHARS") or "").strip() or DEFAULT_CONTEXT_CHARS)
+            chars = int(get("MEMORY_CONTEXT_CHARS") or DEFAULT_CONTEXT_CHARS)
         except ValueError:
             chars = DEFAULT_CONTEXT_CHARS
         return cls(
             url=url.rstrip("/"),
-            api_key=_clean(env.get("MEMORY_API_KEY")),
-            user_id=_clean(env.get("MEMORY_USER_ID")),
-            project_id=_clean(env.get("MEMORY_PROJECT_ID")),
+            api_key=get("MEMORY_API_KEY"),
+            user_id=get("MEMORY_USER_ID"),
+            project_id=get("MEMORY_PROJECT_ID"),
             context_chars=max(MIN_CONTEXT_CHARS, min(MAX_CONTEXT_CHARS, chars)),
-            disabled=_flag(env.get("MEMORY_HOOKS_DISABLED")),
-            debug=_flag(env.get("MEMORY_HOOKS_DEBUG")),
+            disabled=_flag(get("MEMORY_HOOKS_DISABLED")),
+            debug=_flag(get("MEMORY_HOOKS_DEBUG")),
         )

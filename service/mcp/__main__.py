@@ -19,7 +19,7 @@ import structlog
 from service.logging import configure_logging
 from service.mcp.backend import ApiBackend
 from service.mcp.server import build_server
-from service.settings import Settings
+from service.settings import Settings, load_settings
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,7 @@ async def serve_stdio(settings: Settings) -> None:
 
 
 def main() -> None:
-    settings = Settings(_env_file=CHECKOUT_ENV)  # type: ignore[call-arg]
+    settings = load_settings(_env_file=CHECKOUT_ENV)
     configure_logging(settings)
     anyio.run(serve_stdio, settings)
 

@@ -429,16 +429,51 @@ def test_project_id_of_a_directory_without_a_valid_name(tmp_path: Path) -> None:
 
 
 def test_settings_from_env() -> None:
-    s = HookSettings.from_env({})
+    s = HookSettings.from_env({}, env_file=None)
     assert (s.url, s.api_key, s.user_id, s.project_id, s.context_chars) == ("http://127.0.0.1:8199", None, None,
                                                                              None, 4000)
     s = HookSettings.from_env({"MEMORY_API_URL": "http://127.0.0.1:9000/", "MEMORY_CONTEXT_CHARS": "50000",
-                               "MEMORY_USER_ID": " alice ", "MEMORY_API_KEY": "", "MEMORY_HOOKS_DISABLED": "true"})
+                               "MEMORY_USER_ID": " alice ", "MEMORY_API_KEY": "", "MEMORY_HOOKS_DISABLED": "true"},
+                              env_file=None)
     assert (s.url, s.user_id, s.api_key, s.context_chars, s.disabled) == ("http://127.0.0.1:9000", "alice", None,
                                                                           10_000, True)
-    s = HookSettings.from_env({"MEMORY_URL": "http://a:1", "MEMORY_API_URL": "http://b:2", "MEMORY_CONTEXT_CHARS": "x"})
+    s = HookSettings.from_env({"MEMORY_URL": "http://a:1", "MEMORY_API_URL": "http://b:2", "MEMORY_CONTEXT_CHARS": "x"},
+                              env_file=None)
     assert (s.url, s.context_chars) == ("http://a:1", 4000)
-    assert HookSettings.from_env({"MEMORY_CONTEXT_CHARS": "10"}).context_chars == 200
+    assert HookSettings.from_env({"MEMORY_CONTEXT_CHARS": "10"}, env_file=None).context_chars == 200
+
+
+def test_settings_read_the_checkouts_env_file_after_the_environment(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("# the service's settings and the hooks' side by side\nPORT=8199\n"
+                        "MEMORY_API_KEY=msk_file_secret  # an admin key\nexport MEMORY_USER_ID='alice'\n"
+                        "MEMORY_API_URL=http://127.0.0.1:9100\n")
+    s = HookSettings.from_env({}, env_file=env_file)
+    assert (s.api_key, s.user_id, s.url) == ("msk_file_secret", "alice", "http://127.0.0.1:9100")
+    # the environment wins; an empty value in it is unset (as for the service's settings: env_ignore_empty)
+    s = HookSettings.from_env({"MEMORY_API_KEY": "msk_env", "MEMORY_USER_ID": "", "MEMORY_URL": "http://h:1"},
+                              env_file=env_file)
+    assert (s.api_key, s.user_id, s.url) == ("msk_env", "alice", "http://h:1")
+    assert HookSettings.from_env({}, env_file=tmp_path / "missing").api_key is None
+    # the same file as the MCP server's (and dev.sh's, and the CLI's when run from the checkout)
+    from service.hooks.settings import CHECKOUT_ENV
+    from service.mcp.__main__ import CHECKOUT_ENV as MCP_ENV
+
+    assert CHECKOUT_ENV == MCP_ENV == ROOT / ".env"
+
+
+def test_env_file_lines_are_read_as_pydantic_settings_reads_them(tmp_path: Path) -> None:
+    from dotenv import dotenv_values
+
+    from service.hooks.settings import read_env_file
+
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        "# comment\nA=  # only a comment\nB=x  # c\nC=\nD=\"q # x\"\nexport E=1\nF=a#b\nG='s p # q'\n"
+        'H = "esc \\" q" # t\n I=spaced\n# J=commented\nK=v=w\nMEMORY_API_KEY=msk_abc_def\n\nnot a line\n')
+    expected = dotenv_values(env_file)
+    assert read_env_file(env_file) == expected
+    assert len(expected) == 11 and expected["MEMORY_API_KEY"] == "msk_abc_def" and "J" not in expected
 
 
 # ----------------------------------------------------------------------------------------- state
@@ -785,6 +820,32 @@ def test_session_start_through_the_plugin_wrapper(stub_server: str, hook_env: di
     out = json.loads(proc.stdout)
     assert out["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
     assert _Stub.requests[0][1] == "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice"
+
+
+def test_a_key_in_the_plugins_env_file_reaches_the_api(stub_server: str, hook_env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    """A copy of the plugin (as Claude Code caches it) with a `.env` holding MEMORY_API_KEY: the hook sends it."""
+    plugin = tmp_path / "plugin"
+    (plugin / "service" / "hooks").mkdir(parents=True)
+    (plugin / "hooks").mkdir()
+    (plugin / "service" / "__init__.py").write_bytes((ROOT / "service" / "__init__.py").read_bytes())
+    for source in (ROOT / "service" / "hooks").glob("*.py"):
+        (plugin / "service" / "hooks" / source.name).write_bytes(source.read_bytes())
+    for name in ("run.sh", "hooks.json"):
+        (plugin / "hooks" / name).write_bytes((ROOT / "hooks" / name).read_bytes())
+    (plugin / ".env").write_text("MEMORY_API_KEY=msk_k1_from_dotenv\nMEMORY_USER_ID=alice\n")
+    project = tmp_path / "demo"
+    project.mkdir()
+    (project / ".env").write_text("MEMORY_API_KEY=msk_the_projects_own\n")  # not ours: never read
+    hook_env.update({"MEMORY_URL": stub_server, "CLAUDE_PLUGIN_ROOT": str(plugin), "MEMORY_PYTHON": sys.executable})
+    command = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]["SessionStart"][0]["hooks"][0]
+    proc = run_hook(["sh", "-c", command["command"]], json.dumps({"session_id": "s1"}).encode(), hook_env,
+                    cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
+    [(method, path, headers, _)] = _Stub.requests
+    assert (method, path) == ("GET", "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice")
+    assert headers["Authorization"] == "Bearer msk_k1_from_dotenv"
 
 
 def test_wrapper_without_python_exits_zero(tmp_path: Path) -> None:

@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import itertools
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from service.settings import Settings
+from service.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = [name.upper() for name in Settings.model_fields]
 
 
 def test_defaults_match_the_documented_ones() -> None:
@@ -29,7 +38,7 @@ def test_env_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.google_api_key is not None and "k" not in repr(s.google_api_key)
 
 
-@pytest.mark.parametrize("hours", ["25", "", "1,x"])
+@pytest.mark.parametrize("hours", ["25", ",", "1,x"])
 def test_bad_cron_hours_are_rejected(monkeypatch: pytest.MonkeyPatch, hours: str) -> None:
     monkeypatch.setenv("DEDUP_CRON_HOURS", hours)
     with pytest.raises(ValidationError):
@@ -43,11 +52,150 @@ def test_production_refuses_placeholder_password() -> None:
     assert ok.environment == "production"
 
 
-def test_env_example_documents_every_setting() -> None:
-    root = Path(__file__).resolve().parents[2]
-    example = (root / ".env.example").read_text()
-    readme = (root / "README.md").read_text()
-    documented = {line.split("=", 1)[0].lstrip("# ").strip() for line in example.splitlines() if "=" in line}
-    for name in Settings.model_fields:
-        assert name.upper() in documented, f"{name.upper()} missing from .env.example"
-        assert f"`{name.upper()}`" in readme, f"{name.upper()} missing from the README config table"
+def test_readme_config_table_lists_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in NAMES:
+        assert f"`{name}`" in readme, f"{name} missing from the README config table"
+
+
+# ---------------------------------------------------------------------------- empty = unset
+
+
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """No setting in the environment; the defaults."""
+    for name in NAMES:
+        monkeypatch.delenv(name, raising=False)
+    return Settings(_env_file=None).model_dump()  # type: ignore[call-arg]
+
+
+def test_an_empty_value_is_unset_for_every_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    defaults = _clean_env(monkeypatch)
+    env_file = tmp_path / ".env"
+    env_file.write_text("".join(f"{name}=\n" for name in NAMES))
+    assert Settings(_env_file=env_file).model_dump() == defaults  # type: ignore[call-arg]
+    for name in NAMES:
+        monkeypatch.setenv(name, "")
+    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert s.model_dump() == defaults
+    # what compose's `GOOGLE_API_KEY: ${GOOGLE_API_KEY:-}` passes: no key, so the offline extractor
+    assert s.google_api_key is None and s.neo4j_password is None and s.port == 8199
+
+
+def test_an_empty_value_in_the_environment_leaves_the_env_file_value(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    _clean_env(monkeypatch)
+    env_file = tmp_path / ".env"
+    env_file.write_text("PORT=9001\n")
+    monkeypatch.setenv("PORT", "")
+    assert Settings(_env_file=env_file).port == 9001  # type: ignore[call-arg]
+    monkeypatch.setenv("PORT", "9002")
+    assert Settings(_env_file=env_file).port == 9002  # type: ignore[call-arg]
+
+
+# ---------------------------------------------------------------------------- .env.example
+
+EXAMPLE_LINE = re.compile(r"^# ([A-Z][A-Z0-9_]*)=(.*)$")
+
+
+def example_settings() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for line in (ROOT / ".env.example").read_text().splitlines()
+            if (m := EXAMPLE_LINE.match(line))]
+
+
+def test_env_example_is_all_comments() -> None:
+    for number, line in enumerate((ROOT / ".env.example").read_text().splitlines(), 1):
+        assert not line.strip() or line.startswith("#"), f".env.example:{number} is not commented out: {line}"
+
+
+def test_env_example_documents_every_setting_once() -> None:
+    names = [name for name, _ in example_settings()]
+    assert sorted(names) == sorted(NAMES), (set(NAMES) - set(names), set(names) - set(NAMES))
+    assert len(names) == len(set(names))
+
+
+def test_env_example_shows_each_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`cp .env.example .env` changes nothing, and neither does uncommenting every setting in it."""
+    defaults = _clean_env(monkeypatch)
+    copied = tmp_path / "copied.env"
+    copied.write_bytes((ROOT / ".env.example").read_bytes())
+    assert Settings(_env_file=copied).model_dump() == defaults  # type: ignore[call-arg]
+    uncommented = tmp_path / "uncommented.env"
+    uncommented.write_text("".join(f"{name}={value}\n" for name, value in example_settings()))
+    s = Settings(_env_file=uncommented)  # type: ignore[call-arg]
+    for name, value in s.model_dump().items():
+        assert value == defaults[name], f".env.example: {name.upper()}={value!r}, the default is {defaults[name]!r}"
+
+
+def settings_groups() -> list[list[str]]:
+    """The settings under each `# --- Group ---` comment of service/settings.py, in order."""
+    source = (ROOT / "service" / "settings.py").read_text()
+    body = source[source.index("class Settings(BaseSettings):"):]
+    end = re.search(r"\n(?=\S)", body)  # the class ends at the next top-level line
+    body = body[: end.start() if end else None]
+    groups: list[list[str]] = []
+    for line in body.splitlines():
+        if line.startswith("    # --- "):
+            groups.append([])
+        elif groups and (m := re.match(r"^    ([a-z][a-z0-9_]*): ", line)):
+            groups[-1].append(m.group(1).upper())
+    return [group for group in groups if group]
+
+
+def test_env_example_is_grouped_as_the_settings() -> None:
+    groups = settings_groups()
+    assert len(groups) >= 10 and sorted(name for group in groups for name in group) == sorted(NAMES)
+    position = {name: i for i, (name, _) in enumerate(example_settings())}
+    for group, following in itertools.pairwise(groups):
+        last, first = max(position[n] for n in group), min(position[n] for n in following)
+        assert last < first, f".env.example mixes or reorders the groups of {group[0]} and {following[0]}"
+
+
+# ---------------------------------------------------------------------------- one line per invalid setting
+
+
+def _env_without_settings(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in NAMES}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("argv", [["-m", "service", "keys", "list"], ["-m", "worker"], ["-m", "service.mcp"]],
+                         ids=["service", "worker", "mcp"])
+def test_an_invalid_setting_exits_with_one_line(argv: list[str], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=_env_without_settings(
+        RECONCILE_INTERVAL_SECONDS="7"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc
+    assert proc.stderr.splitlines() == [
+        "RECONCILE_INTERVAL_SECONDS: must divide 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60) (got 7)"]
+    assert proc.stdout == ""
+
+
+def test_each_invalid_setting_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clean_env(monkeypatch)
+    monkeypatch.setenv("RECONCILE_INTERVAL_SECONDS", "0")
+    monkeypatch.setenv("LOG_FORMAT", "xml")
+    monkeypatch.setenv("DEDUP_CRON_HOURS", "1,x")
+    with pytest.raises(SystemExit) as exc:
+        load_settings(_env_file=None)
+    assert str(exc.value.code).splitlines() == [
+        "RECONCILE_INTERVAL_SECONDS: must be greater than or equal to 1 (got 0)",
+        "LOG_FORMAT: must be 'auto', 'json' or 'console' (got xml)",
+        "DEDUP_CRON_HOURS: must be hours 0-23 separated by commas, e.g. 0,6,12,18 (got 1,x)",
+    ]
+    monkeypatch.setenv("RECONCILE_INTERVAL_SECONDS", "30")
+    monkeypatch.delenv("LOG_FORMAT")
+    monkeypatch.delenv("DEDUP_CRON_HOURS")
+    monkeypatch.setenv("PENDING_MATCH_THRESHOLD", "0.99")  # a rule over two settings names both itself
+    with pytest.raises(SystemExit) as exc:
+        load_settings(_env_file=None)
+    assert exc.value.code == "PENDING_MATCH_THRESHOLD must not exceed AUTO_MERGE_THRESHOLD"
+
+
+def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clean_env(monkeypatch)
+    secrets = [name for name, field in Settings.model_fields.items() if "SecretStr" in repr(field.annotation)]
+    assert {"google_api_key", "neo4j_password", "memory_api_key"} <= set(secrets)
+    for name in secrets:
+        with pytest.raises(SystemExit) as exc:
+            load_settings(_env_file=None, **{name: 987654321})
+        assert exc.value.code == f"{name.upper()}: must be a valid string"
