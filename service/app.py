@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
 from service.api.security import ERROR_RESPONSES, BodyLimit, RateLimiter, get_caller
 from service.deps import Deps, build_deps
-from service.errors import RateLimited, ServiceError, Unauthorized
+from service.errors import ConfigError, RateLimited, ServiceError, Unauthorized
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
@@ -92,7 +92,11 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        deps = await build_deps(settings)
+        try:
+            deps = await build_deps(settings)
+        except ConfigError as exc:
+            app.state.startup_error = exc  # `python -m service` prints it as one line (service/__main__.py)
+            raise
         app.state.deps = deps
         app.state.rate_limiter = RateLimiter()
         await deps.service.warm_up()

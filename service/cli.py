@@ -9,6 +9,7 @@ holds the stores. Each exits 1 with one clear line when the API cannot be reache
     python -m service export --user U [--project P] [--vectors] [-o FILE]   NDJSON (FILE.gz: gzip)
     python -m service import FILE                        an export file, followed to its end
     python -m service optimize                           build the vector index now
+    python -m service reembed [--user U]                 re-embed stored memories with the configured embedder
 
 Long runs (dedup, reconcile, export, import) draw a progress bar (done / total, rate) on stderr when it is
 a terminal; the lines on stdout stay the same either way.
@@ -212,6 +213,30 @@ def import_file(settings: Settings, path: str, out: Any = sys.stdout) -> None:
     if task["status"] != "completed":
         raise CliError(f"import task {task_id} {task['status']}: {task.get('error')}")
     print(json.dumps({"task_id": task_id, **task["result"]}, indent=2), file=out)
+
+
+def reembed(settings: Settings, user: str | None, out: Any = sys.stdout) -> None:
+    """POST /v1/maintenance/reembed and follow the run, part after part, to its end (progress bar on stderr)."""
+    with Api(settings) as api:
+        accepted = api.call("POST", "/v1/maintenance/reembed", json={"user_id": user} if user else {})
+        task_id = accepted["task_id"]
+        with progress_bar("re-embed") as (bar, bar_task):
+            started = time.monotonic()
+            for _ in range(int(FOLLOW_S / POLL_S) + 1):
+                task = api.call("GET", f"/v1/memories/status/{task_id}")
+                _advance(bar, bar_task, task.get("progress"), started)
+                if task["status"] == "failed":
+                    raise CliError(f"re-embed task {task_id} failed: {task.get('error')} (run the command again "
+                                   "to resume)")
+                result = task.get("result") or {}
+                if task["status"] == "completed" and result.get("next_task_id"):
+                    task_id = result["next_task_id"]  # the next part of the run
+                elif task["status"] == "completed":
+                    break
+                time.sleep(POLL_S)
+            else:
+                raise CliError(f"re-embed task {task_id} still running after {FOLLOW_S:.0f} s (it goes on)")
+    print(json.dumps({"task_id": task_id, **result}), file=out)
 
 
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:

@@ -15,7 +15,7 @@ from arq.connections import ArqRedis
 from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
-from service.ai.local import LocalEmbedder, ModelFiles
+from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.identity import NameVectors, ResolutionGate
@@ -142,7 +142,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     vectors = vectors or build_vector_store(settings)
     graph = build_graph_store(settings, write_embedder)
     try:
-        await vectors.ensure_collection(embedder.dim, embedder.name)
+        await vectors.ensure_collection(embedder.dim, embedder.name, embedder.variant,
+                                        COMPATIBLE_VARIANTS.get(embedder.name, frozenset()),
+                                        settings.allow_embedder_change)
         await graph.ensure_schema()
         if settings.embedder == "local":  # load the model(s) now, not on the first request
             await asyncio.gather(embedder.embed(["warm-up"]), write_embedder.embed(["warm-up"]))

@@ -5,11 +5,12 @@ Every exception class of the service, and where it lives:
 
 - here: ServiceError (500), DomainError (400), PayloadTooLarge (413), NotFound (404),
   DependencyUnavailable (503: a store, Redis or Gemini unavailable; the worker retries it),
-  StoreConfigError (500), Unauthorized (401), Forbidden (403), RateLimited (429);
+  ConfigError and its StoreConfigError (500), Unauthorized (401), Forbidden (403), RateLimited (429);
 - service/ai/gemini/client.py: GeminiError and its kinds GeminiUnavailable (also a
   DependencyUnavailable), GeminiRequestError, GeminiResponseError; Malformed (internal: an answer
   that is not the JSON asked for, retried, never leaves the module);
 - service/outbox.py: MemoryBusy (409: another job holds a memory's lock; the worker retries it);
+- service/ai/local.py: EmbedderConfigError (a ConfigError: the model files are missing or damaged);
 - service/mcp/backend.py: ApiError (the REST API's 4xx/5xx, seen by the stdio MCP server).
 
 What the worker retries and what ends a task failed is decided in one place: worker/jobs.py (is_transient).
@@ -50,7 +51,11 @@ class DependencyUnavailable(ServiceError):
     status_code = 503
 
 
-class StoreConfigError(ServiceError):
+class ConfigError(ServiceError):
+    """The service cannot start as configured: `python -m service` exits with this one line."""
+
+
+class StoreConfigError(ConfigError):
     """A store is configured in a way that would corrupt data (e.g. embedder dimension mismatch)."""
 
     status_code = 500

@@ -86,6 +86,13 @@ class ReconcileJob(_Job):
     dry_run: bool = False
 
 
+class ReembedJob(_Job):
+    """Re-embed stored memories with the configured embedder (service/maintenance/reembed.py)."""
+
+    kind: Literal["reembed"] = "reembed"
+    user_id: str | None = None
+
+
 class ImportJob(_Job):
     """An uploaded export (service/memory/portability.py), held in Redis under `blob` until the job ends."""
 
@@ -95,10 +102,10 @@ class ImportJob(_Job):
 
 
 Job = Annotated[
-    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob,
+    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob | ReembedJob,
     Field(discriminator="kind"),
 ]
-JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import"]
+JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import", "reembed"]
 
 # The ARQ function that runs each kind (registered in worker/settings.py).
 FUNCTIONS: dict[str, str] = {
@@ -110,4 +117,5 @@ FUNCTIONS: dict[str, str] = {
     "dedup": "maintenance_dedup",
     "reconcile": "maintenance_reconcile",
     "import": "memory_import",
+    "reembed": "maintenance_reembed",
 }

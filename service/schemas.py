@@ -574,6 +574,14 @@ class ReconcileRequest(BaseModel):
     dry_run: bool = Field(default=False, description="Report the drift, repair nothing")
 
 
+class ReembedRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                description="Only this user's memories; unset = every user (and, at the end, the "
+                                            "vector store records the configured embedder as its own)")
+
+
 class DedupRunList(BaseModel):
     status: Literal["ok"] = "ok"
     runs: list[DedupRunSummary]

@@ -34,8 +34,10 @@ from service.jobs import (
     RawBatchJob,
     RawJob,
     ReconcileJob,
+    ReembedJob,
     UpdateJob,
 )
+from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import run_requested_dedup
 from service.memory.portability import decode_body
 from service.metrics import JOB_DURATION, JOBS
@@ -201,6 +203,11 @@ async def _import(deps: Deps, task_id: str, job: ImportJob) -> dict[str, Any]:
     return result
 
 
+async def _reembed(deps: Deps, task_id: str, job: ReembedJob) -> dict[str, Any]:
+    return await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, deps.service.locks).run(
+        task_id, job)
+
+
 async def memory_raw(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
     await run_job(ctx, task_id, job, RawJob, _raw)
 
@@ -233,6 +240,10 @@ async def maintenance_reconcile(ctx: dict[str, Any], task_id: str, job: dict[str
     await run_job(ctx, task_id, job, ReconcileJob, _reconcile)
 
 
+async def maintenance_reembed(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
+    await run_job(ctx, task_id, job, ReembedJob, _reembed)
+
+
 JOB_FUNCTIONS = {
     "memory_raw": memory_raw,
     "memory_raw_batch": memory_raw_batch,
@@ -242,4 +253,5 @@ JOB_FUNCTIONS = {
     "maintenance_dedup": maintenance_dedup,
     "maintenance_reconcile": maintenance_reconcile,
     "memory_import": memory_import,
+    "maintenance_reembed": maintenance_reembed,
 }

@@ -14,8 +14,9 @@ log = structlog.get_logger(__name__)
 
 
 class Embedder(Protocol):
-    name: str
+    name: str  # the model id the stores record (with dim and variant): vectors of two models never mix
     dim: int
+    variant: str  # how this model is run (e.g. onnx-fp32); "" when there is one way
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order."""
@@ -37,6 +38,7 @@ class BatchingEmbedder:
     def __init__(self, inner: Embedder, max_batch: int = 64, max_wait_s: float = 0.002) -> None:
         self.inner = inner
         self.name = inner.name
+        self.variant = inner.variant
         self.dim = inner.dim
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s

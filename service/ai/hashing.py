@@ -25,6 +25,7 @@ class HashEmbedder:
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim
         self.name = f"hash-{dim}"
+        self.variant = ""
 
     def _one(self, text: str) -> list[float]:
         vec = [0.0] * self.dim

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import structlog
 
+from service.errors import ConfigError
+
 log = structlog.get_logger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -39,7 +41,7 @@ GRAPH_SHA256 = "2e09836c11b7c7193af6e016651fa0e70a73bac6cf9b0a61b0a6133411fe2b17
 COMPATIBLE_VARIANTS: dict[str, frozenset[str]] = {DEFAULT_MODEL: frozenset({"torch", "onnx-fp32", "onnx-int8"})}
 
 
-class EmbedderConfigError(RuntimeError):
+class EmbedderConfigError(ConfigError):
     """The model files are missing or do not fit together."""
 
 

@@ -11,14 +11,17 @@ from service.api.deps import DepsDep
 from service.api.params import RunId
 from service.api.security import CallerDep
 from service.errors import NotFound
+from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
 from service.schemas import (
+    AcceptedResponse,
     DedupAccepted,
     DedupRequest,
     DedupRunList,
     DedupRunReport,
     OptimizeReport,
     ReconcileRequest,
+    ReembedRequest,
 )
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
@@ -43,6 +46,22 @@ async def start_reconcile(
     drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
     caller.require_admin("a reconcile run")
     return await submit_reconcile(deps, req or ReconcileRequest())
+
+
+@router.post("/reembed", status_code=202, response_model=AcceptedResponse)
+async def start_reembed(
+    deps: DepsDep, caller: CallerDep, req: Annotated[ReembedRequest | None, Body()] = None
+) -> AcceptedResponse:
+    """Re-embed stored memories with the configured embedder, from their content (`{user_id?}`; no body = every
+    user). 202 with the task id; the task's `progress` counts memories, and a run longer than its job's time budget
+    goes on in a next task (`result.next_task_id`). An unfinished run resumes where it stopped; asking again while
+    it runs answers its task. Search keeps working meanwhile."""
+    caller.require_admin("re-embedding")
+    body = req or ReembedRequest()
+    service = deps.service
+    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, service.query_embedder, service.locks).submit(
+        body.user_id)
+    return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
 
 
 @router.post("/optimize", response_model=OptimizeReport)

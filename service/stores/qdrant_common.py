@@ -115,3 +115,48 @@ class FilterBuilder(Generic[C, F]):
         if flt.after is not None or flt.before is not None:
             must.append(self.time_range(TIME_FIELD, flt.after, flt.before))
         return self.all_of(must)
+
+
+# ---- which embedder wrote the collection ---------------------------------------------------------------------
+
+EMBEDDER_KEYS = ("embedder", "dim", "variant", "reembed_to")
+
+
+def embedder_record(dim: int, embedder: str, variant: str) -> dict[str, Any]:
+    """What a collection records of the embedder that wrote it (Edge: its sidecar file; a server: its metadata)."""
+    return {"embedder": embedder, "dim": dim, "variant": variant}
+
+
+def check_embedder(recorded: dict[str, Any] | None, dim: int, embedder: str, variant: str, *,
+                   compatible: frozenset[str], allow_change: bool, where: str) -> dict[str, Any] | None:
+    """The configured embedder against the one `recorded` for the collection at `where`.
+
+    Returns the record to write (None: leave it as it is). Variants of one model declared compatible (`compatible`)
+    share a collection; a record without a variant predates variants and takes the configured one. Another model of
+    the same dimension is refused unless `allow_change` (ALLOW_EMBEDDER_CHANGE): then the record names it as the
+    target of a re-embed (`reembed_to`) until `python -m service reembed` ends; a different dimension is refused."""
+    if recorded is None or not recorded.get("embedder"):
+        return embedder_record(dim, embedder, variant)
+    r_model, r_dim, r_variant = str(recorded["embedder"]), int(recorded.get("dim") or 0), str(
+        recorded.get("variant") or "")
+    described = f"embedder '{r_model}' (dim {r_dim}{f', {r_variant}' if r_variant else ''})"
+    configured = f"'{embedder}' (dim {dim}{f', {variant}' if variant else ''})"
+    if r_dim != dim:
+        raise StoreConfigError(
+            f"vector collection {where} holds vectors of {described}, but the service is configured with embedder "
+            f"{configured}. Vectors of another dimension cannot share it: set QDRANT_COLLECTION to a new name "
+            "and move the memories with `python -m service export` (old settings) and `import` (new ones), which "
+            "re-embeds them; or set the embedder back.")
+    same_model = r_model == embedder and (not r_variant or r_variant == variant or {r_variant, variant} <= compatible)
+    if same_model:
+        return embedder_record(dim, embedder, variant) if r_variant != variant else None
+    target = recorded.get("reembed_to") or {}
+    if target.get("embedder") == embedder and str(target.get("variant") or "") == variant:
+        return None  # a re-embed to this embedder was allowed and has not finished
+    if allow_change:
+        return {**recorded, "reembed_to": {"embedder": embedder, "variant": variant}}
+    raise StoreConfigError(
+        f"vector collection {where} holds vectors of {described}, but the service is configured with embedder "
+        f"{configured}; mixing them would corrupt search. To re-embed every memory with the new one, start "
+        "once with ALLOW_EMBEDDER_CHANGE=true and run `python -m service reembed` (search keeps working "
+        "meanwhile); or set the embedder back.")

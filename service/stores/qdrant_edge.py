@@ -36,7 +36,10 @@ from service.domain import Memory, Scope
 from service.errors import Conflict, DependencyUnavailable, StoreConfigError
 from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
+    EMBEDDER_KEYS,
     FilterBuilder,
+    check_embedder,
+    embedder_record,
     ids_condition,
     memory_of,
     parse_cursor,
@@ -71,7 +74,7 @@ class EdgeVectorStore:
         self._collection = collection
         self._shard: qe.EdgeShard | None = None
         self._dim: int | None = None
-        self._embedder: str | None = None
+        self._record: dict[str, Any] = {}  # the embedder the shard's vectors come from (qdrant_common.check_embedder)
         self._write_lock = asyncio.Lock()
         self._closed = False
         self._journal: list[qe.UpdateOperation] | None = None  # updates made while a copy is optimized
@@ -86,26 +89,46 @@ class EdgeVectorStore:
     # lifecycle
     # ---------------------------------------------------------------------------------------
 
-    async def ensure_collection(self, dim: int, embedder: str) -> None:
+    async def ensure_collection(self, dim: int, embedder: str, variant: str = "",
+                                compatible: frozenset[str] = frozenset(), allow_change: bool = False) -> None:
         async with self._write_lock:
             if self._closed:
                 raise DependencyUnavailable("qdrant edge store is closed")
             if self._shard is not None:
-                self._check_same(self._embedder or "", self._dim or 0, embedder, dim)
+                update = check_embedder(self._record, dim, embedder, variant, compatible=compatible,
+                                        allow_change=allow_change, where=self._where)
+                if update is not None:
+                    self._record = update
+                    await asyncio.to_thread(self._write_sidecar, self._dir, self._indexed_points)
                 return
-            self._shard = await asyncio.to_thread(self._open_shard, dim, embedder)
-            self._dim, self._embedder = dim, embedder
+            self._shard = await asyncio.to_thread(self._open_shard, dim, embedder, variant, compatible, allow_change)
+            self._dim = dim
 
-    def _open_shard(self, dim: int, embedder: str) -> qe.EdgeShard:
+    async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
+        async with self._write_lock:
+            self._record = embedder_record(dim, embedder, variant)
+            await asyncio.to_thread(self._write_sidecar, self._dir, self._indexed_points)
+        log.info("vector_store_embedder_recorded", embedder=embedder, dim=dim, variant=variant)
+
+    async def recorded_embedder(self) -> dict[str, Any]:
+        return dict(self._record)
+
+    @property
+    def _where(self) -> str:
+        return f"'{self._collection}' at {self._dir}"
+
+    def _open_shard(self, dim: int, embedder: str, variant: str, compatible: frozenset[str],
+                    allow_change: bool) -> qe.EdgeShard:
         self._finish_migration()
         self._dir.mkdir(parents=True, exist_ok=True)
         stored = self._read_sidecar()
         self._indexed_points = int((stored or {}).get("indexed_points", 0))
-        if stored is not None:
-            self._check_same(str(stored.get("embedder")), int(stored.get("dim", 0)), embedder, dim)
+        update = check_embedder(stored, dim, embedder, variant, compatible=compatible, allow_change=allow_change,
+                                where=self._where)
+        self._record = update or {k: v for k, v in (stored or {}).items() if k in EMBEDDER_KEYS}
         exists = (self._dir / "edge_config.json").exists()
         if exists and stored is not None and int(stored.get("layout", 1)) < LAYOUT:
-            self._migrate(dim, embedder)
+            self._migrate(dim)
         try:
             # With a config, load() checks it against the segments (size, distance, vector names).
             shard = qe.EdgeShard.load(str(self._dir), _config(dim)) if exists else qe.EdgeShard.create(
@@ -114,8 +137,8 @@ class EdgeVectorStore:
             msg = str(e)
             if "incompatible" in msg.lower():
                 raise StoreConfigError(
-                    f"vector collection '{self._collection}' at {self._dir} does not fit the configured "
-                    f"embedder '{embedder}' (dim {dim}): {msg}. {self._fix_hint()}"
+                    f"vector collection {self._where} does not fit the configured embedder '{embedder}' (dim {dim}): "
+                    f"{msg}. Set QDRANT_COLLECTION to another name, or reset the vector data (delete {self._dir})."
                 ) from e
             if "WouldBlock" in msg:
                 raise DependencyUnavailable(
@@ -124,8 +147,8 @@ class EdgeVectorStore:
                 ) from e
             raise DependencyUnavailable(f"cannot open qdrant edge shard {self._dir}: {msg}") from e
         try:
-            if stored is None:
-                self._write_sidecar(self._dir, dim, embedder)
+            if update is not None:
+                self._write_sidecar(self._dir, self._indexed_points)
             _ensure_indexes(shard)
         except BaseException:
             shard.close()
@@ -135,7 +158,7 @@ class EdgeVectorStore:
     # A shard made before the lexical retriever (layout 1: one dense vector) cannot gain a sparse vector in
     # place (Edge refuses the config), so it is copied once, at start, into a new shard with BM25 vectors
     # (and occurred_at = created_at where missing). The old directory is kept beside it as `<dir>.layout1`.
-    def _migrate(self, dim: int, embedder: str) -> None:
+    def _migrate(self, dim: int) -> None:
         target = self._dir.with_name(self._dir.name + ".migrating")
         shutil.rmtree(target, ignore_errors=True)
         old = qe.EdgeShard.load(str(self._dir))
@@ -161,7 +184,7 @@ class EdgeVectorStore:
         finally:
             new.close()
             old.close()
-        self._write_sidecar(target, dim, embedder)
+        self._write_sidecar(target)
         (target / MIGRATED).touch()
         self._finish_migration()
         log.info("qdrant_edge_migrated", path=str(self._dir), layout=LAYOUT, points=moved,
@@ -190,20 +213,6 @@ class EdgeVectorStore:
         (target / MIGRATED).unlink()
         target.rename(self._dir)
 
-    def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
-        if stored_embedder != embedder or stored_dim != dim:
-            raise StoreConfigError(
-                f"vector collection '{self._collection}' at {self._dir} holds vectors from embedder "
-                f"'{stored_embedder}' (dim {stored_dim}), but the service is configured with embedder "
-                f"'{embedder}' (dim {dim}). {self._fix_hint()}"
-            )
-
-    def _fix_hint(self) -> str:
-        return (
-            "Mixing embedders would corrupt search: set QDRANT_COLLECTION to another name, or reset the "
-            f"vector data (delete {self._dir}) and re-ingest."
-        )
-
     def _read_sidecar(self) -> dict[str, Any] | None:
         p = self._dir / SIDECAR
         if not p.exists():
@@ -216,12 +225,12 @@ class EdgeVectorStore:
             raise StoreConfigError(f"unreadable vector store metadata {p}: not a JSON object")
         return data
 
-    def _write_sidecar(self, where: Path, dim: int, embedder: str, indexed_points: int = 0) -> None:
+    def _write_sidecar(self, where: Path, indexed_points: int = 0) -> None:
         """`indexed_points`: the points the last index build saw (the backlog is what came after)."""
         p = where / SIDECAR
         tmp = p.with_suffix(".tmp")
-        body = {"embedder": embedder, "dim": dim, "distance": "cosine", "collection": self._collection,
-                "layout": LAYOUT, "indexed_points": indexed_points}
+        body = {**self._record, "distance": "cosine", "collection": self._collection, "layout": LAYOUT,
+                "indexed_points": indexed_points}
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(body, f)
             f.flush()
@@ -295,7 +304,7 @@ class EdgeVectorStore:
                                             f"{err.decode(errors='replace')[-500:]}")
             figures = json.loads(out.decode().strip().splitlines()[-1])
             build_s = time.perf_counter() - started
-            self._write_sidecar(staged, self._dim or 0, self._embedder or "", int(figures["points"]))
+            self._write_sidecar(staged, int(figures["points"]))
             async with self._write_lock:
                 pause_s = await self._swap_in(staged)
             self._indexed_points = int(figures["points"])

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import httpx
 from qdrant_client import AsyncQdrantClient
@@ -27,6 +27,8 @@ from service.errors import DependencyUnavailable, StoreConfigError
 from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
+    check_embedder,
+    embedder_record,
     ids_condition,
     memory_of,
     parse_cursor,
@@ -62,7 +64,6 @@ class QdrantServerVectorStore:
     ) -> None:
         self._collection = collection
         self._dim: int | None = None
-        self._embedder: str | None = None
         self._closed = False
         if local_path is not None:
             self._where = f"local:{local_path}"
@@ -82,7 +83,8 @@ class QdrantServerVectorStore:
     # lifecycle
     # ---------------------------------------------------------------------------------------
 
-    async def ensure_collection(self, dim: int, embedder: str) -> None:
+    async def ensure_collection(self, dim: int, embedder: str, variant: str = "",
+                                compatible: frozenset[str] = frozenset(), allow_change: bool = False) -> None:
         self._check_open()
         c = self._collection
         with self._errors("ensure_collection"):
@@ -92,7 +94,7 @@ class QdrantServerVectorStore:
                         c,
                         vectors_config=qm.VectorParams(size=dim, distance=qm.Distance.COSINE),
                         sparse_vectors_config={LEXICAL_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
-                        metadata={"embedder": embedder, "dim": dim},
+                        metadata=embedder_record(dim, embedder, variant),
                     )
                 except UnexpectedResponse as e:
                     if e.status_code != 409:  # 409: another process created it first
@@ -104,13 +106,14 @@ class QdrantServerVectorStore:
                     f"vector collection '{c}' at {self._where} uses named vectors; this service needs one "
                     f"unnamed cosine vector. {self._fix_hint()}"
                 )
-            meta = info.config.metadata or {}
-            stored_embedder = meta.get("embedder")
-            if stored_embedder is None:
-                self._check_same("<unrecorded>", vectors.size, "<unrecorded>", dim)
-                await self._client.update_collection(c, metadata={"embedder": embedder, "dim": dim})
-            else:
-                self._check_same(str(stored_embedder), vectors.size, embedder, dim)
+            meta = dict(info.config.metadata or {})
+            if not meta.get("embedder"):  # unrecorded: the collection's own size stands for the dimension
+                meta = {"embedder": embedder, "dim": vectors.size, "variant": variant}
+                await self._client.update_collection(c, metadata=meta)
+            update = check_embedder(meta, dim, embedder, variant, compatible=compatible, allow_change=allow_change,
+                                    where=f"'{c}' at {self._where}")
+            if update is not None:
+                await self._client.update_collection(c, metadata=update)
             if LEXICAL_VECTOR not in (info.config.params.sparse_vectors or {}):
                 raise StoreConfigError(
                     f"vector collection '{c}' at {self._where} has no '{LEXICAL_VECTOR}' sparse vector (it was made "
@@ -137,15 +140,19 @@ class QdrantServerVectorStore:
                 if TIME_FIELD not in have:
                     await self._client.create_payload_index(
                         c, TIME_FIELD, field_schema=qm.PayloadSchemaType.DATETIME, wait=True)
-        self._dim, self._embedder = dim, embedder
+        self._dim = dim
 
-    def _check_same(self, stored_embedder: str, stored_dim: int, embedder: str, dim: int) -> None:
-        if stored_embedder != embedder or stored_dim != dim:
-            raise StoreConfigError(
-                f"vector collection '{self._collection}' at {self._where} holds vectors from embedder "
-                f"'{stored_embedder}' (dim {stored_dim}), but the service is configured with embedder "
-                f"'{embedder}' (dim {dim}). {self._fix_hint()}"
-            )
+    async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
+        self._check_open()
+        with self._errors("record_embedder"):  # metadata updates merge: the re-embed target is cleared explicitly
+            await self._client.update_collection(
+                self._collection, metadata={**embedder_record(dim, embedder, variant), "reembed_to": None})
+
+    async def recorded_embedder(self) -> dict[str, Any]:
+        self._check_open()
+        with self._errors("recorded_embedder"):
+            info = await self._client.get_collection(self._collection)
+        return dict(info.config.metadata or {})
 
     def _fix_hint(self) -> str:
         return (

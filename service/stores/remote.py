@@ -36,7 +36,8 @@ MAX_FRAME = 512 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
 # What the child may call: the Protocol, except `close` (the child closes its connection, never the shard).
 METHODS = frozenset({
-    "ensure_collection", "upsert", "search", "search_text", "rank", "held", "optimize", "index_backlog", "get",
+    "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "search", "search_text", "rank", "held",
+    "optimize", "index_backlog", "get",
     "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping",
 })
 
@@ -208,8 +209,16 @@ class RemoteVectorStore:
         finally:
             self._pending.pop(call_id, None)
 
-    async def ensure_collection(self, dim: int, embedder: str) -> None:
-        await self._call("ensure_collection", dim, embedder)
+    async def ensure_collection(self, dim: int, embedder: str, variant: str = "",
+                                compatible: frozenset[str] = frozenset(), allow_change: bool = False) -> None:
+        await self._call("ensure_collection", dim, embedder, variant, compatible, allow_change)
+
+    async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
+        await self._call("record_embedder", dim, embedder, variant)
+
+    async def recorded_embedder(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("recorded_embedder")
+        return result
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
         await self._call("upsert", memories, vectors)

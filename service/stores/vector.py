@@ -116,11 +116,21 @@ class Boundary:
 class VectorStore(Protocol):
     name: str
 
-    async def ensure_collection(self, dim: int, embedder: str) -> None:
-        """Create the collection and payload indexes if missing (idempotent).
+    async def ensure_collection(self, dim: int, embedder: str, variant: str = "",
+                                compatible: frozenset[str] = frozenset(), allow_change: bool = False) -> None:
+        """Create the collection and payload indexes if missing (idempotent), and record the embedder (model id,
+        dimension, variant) that writes it.
 
-        Raises StoreConfigError when the collection exists with another vector size or embedder.
+        Raises StoreConfigError when the collection holds vectors of another dimension, or of another model or a
+        variant not in `compatible`, unless `allow_change` (then a re-embed to this embedder is recorded as under
+        way: qdrant_common.check_embedder).
         """
+
+    async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
+        """Every vector now comes from this embedder (the end of a re-embed)."""
+
+    async def recorded_embedder(self) -> dict[str, Any]:
+        """What the collection records of its embedder: `embedder`, `dim`, `variant`, `reembed_to`."""
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None: ...
 

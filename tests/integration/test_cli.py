@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import unique
+from tests.conftest import MODEL_CACHE, unique
 from tests.integration.procs import ROOT, cli_env, free_port, stack_env, start_service, stop
 
 
@@ -68,8 +68,20 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
             assert run["progress"]["done"] == run["progress"]["total"] >= 1, run
         listed = _cli(cli, "dedup", "runs", "--limit", "5")
         assert listed.returncode == 0 and "reconcile run" in listed.stdout and "dedup run" in listed.stdout
+        reembedded = _cli(cli, "reembed", "--user", user)
+        assert reembedded.returncode == 0, reembedded.stderr
+        done = json.loads(reembedded.stdout)
+        assert (done["finished"], done["reembedded"], done["total"], done["user_id"]) == (True, 1, 1, user)
     finally:
         stop(proc)
+    # The store is the hash embedder's: another model of its dimension is refused with one line naming the fix.
+    refused = subprocess.run([sys.executable, "-m", "service"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**cli_env(env, drop=("REDIS_", "NEO4J_", "QDRANT_", "ARQ_")), "HOST": "127.0.0.1",
+                                  "PORT": str(free_port()), "EMBEDDER": "local", "MODEL_CACHE_DIR": str(MODEL_CACHE)})
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: vector collection") and "python -m service reembed" in last, last
+    assert "Traceback" not in refused.stderr, refused.stderr[-3000:]
     down = {**cli, "MEMORY_API_URL": f"http://127.0.0.1:{free_port()}"}
     for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",), ("optimize",),
                  ("export", "--user", "u1", "-o", str(tmp_path / "x.ndjson")), ("import", str(dump))):

@@ -74,7 +74,7 @@ def test_a_model_directory_is_loaded_like_the_default(tmp_path: Path) -> None:
     assert np.allclose(LocalEmbedder(files).encode_array(texts), local_embedder().encode_array(texts), atol=1e-5)
 
     (model_dir / "tokenizer.json").unlink()
-    with pytest.raises(EmbedderConfigError, match="no tokenizer.json"):
+    with pytest.raises(EmbedderConfigError, match=r"no tokenizer\.json"):
         ModelFiles.from_dir(model_dir)
 
 

@@ -35,6 +35,7 @@ PUBLIC_ROUTES = {
     ("POST", "/v1/maintenance/dedup"),
     ("POST", "/v1/maintenance/reconcile"),
     ("POST", "/v1/maintenance/optimize"),
+    ("POST", "/v1/maintenance/reembed"),
     ("GET", "/v1/export"),
     ("POST", "/v1/import"),
     ("POST", "/memories/async"),

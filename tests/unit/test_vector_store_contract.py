@@ -152,7 +152,31 @@ async def test_embedder_mismatch_is_a_config_error(backend: Backend) -> None:
     with pytest.raises(StoreConfigError) as err:
         await other.ensure_collection(DIM, "another-embedder")
     msg = str(err.value)
-    assert EMBEDDER in msg and "another-embedder" in msg and "QDRANT_COLLECTION" in msg
+    assert EMBEDDER in msg and "another-embedder" in msg and "python -m service reembed" in msg
+
+
+async def test_embedder_variants_and_a_recorded_change(backend: Backend) -> None:
+    """Variants declared compatible share a store; another model starts only when allowed, recorded as the
+    target of a re-embed until `record_embedder` says every vector is the new model's."""
+    store = await backend.ready()  # written by EMBEDDER with no variant: takes the first variant it is opened with
+    await store.ensure_collection(DIM, EMBEDDER, "onnx-fp32", frozenset({"onnx-fp32", "torch"}))
+    assert (await store.recorded_embedder())["variant"] == "onnx-fp32"
+    await store.ensure_collection(DIM, EMBEDDER, "torch", frozenset({"onnx-fp32", "torch"}))  # declared compatible
+    with pytest.raises(StoreConfigError, match="reembed"):
+        await store.ensure_collection(DIM, EMBEDDER, "int4", frozenset({"onnx-fp32", "torch"}))  # not declared
+    with pytest.raises(StoreConfigError):
+        await store.ensure_collection(DIM, "bigger-model", "onnx")
+    await store.ensure_collection(DIM, "bigger-model", "onnx", allow_change=True)
+    recorded = await store.recorded_embedder()
+    assert recorded["embedder"] == EMBEDDER and recorded["reembed_to"] == {"embedder": "bigger-model",
+                                                                           "variant": "onnx"}
+    await store.ensure_collection(DIM, "bigger-model", "onnx")  # the change under way needs no flag again
+    await store.record_embedder(DIM, "bigger-model", "onnx")
+    recorded = await store.recorded_embedder()
+    assert (recorded["embedder"], recorded["dim"], recorded["variant"]) == ("bigger-model", DIM, "onnx")
+    assert not recorded.get("reembed_to")
+    with pytest.raises(StoreConfigError):
+        await store.ensure_collection(DIM, EMBEDDER)  # the old model is the other one now
 
 
 async def test_unusable_before_ensure_and_after_close(backend: Backend) -> None:

@@ -41,6 +41,7 @@ class GeminiEmbedder:
         self.model = model
         self.dim = dim
         self.name = f"gemini:{model}:{dim}"
+        self.variant = ""
         self._batch_size = max(1, min(batch_size, GEMINI_MAX_EMBED_BATCH))
         self._max_retries = max(0, max_retries)
         self._timeout_s = timeout_s

@@ -1,0 +1,105 @@
+"""Re-embed stored memories with the configured embedder (`python -m service reembed`, POST
+/v1/maintenance/reembed), from their stored content, in place.
+
+A run walks the users (one, or every user of the vector store) and each user's memories in id order, a page at a
+time: under the memories' locks (an update or delete of the same memory waits), it reads them again, embeds their
+content and writes the new vectors. Its position (user, cursor, count) is kept in Redis after every page, so a run
+that stops (a worker killed, a job past its time budget) goes on from there: the job that ends its time budget
+queues the next part of the run itself, and re-running the command resumes an unfinished run. Search keeps working
+meanwhile: the lexical and graph retrievers do not depend on the vectors, and every vector is replaced in place.
+A run over every user ends by recording the configured embedder as the collection's (docs/decisions.md, "The local
+embedder": what a mismatch at start does).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+
+from service.ai.embeddings import Embedder
+from service.jobs import ReembedJob
+from service.outbox import MemoryLocks
+from service.queue import TaskQueue
+from service.settings import Settings
+from service.stores.vector import MemoryFilter, VectorStore
+
+log = structlog.get_logger(__name__)
+
+PAGE = 64
+STATE_TTL_S = 30 * 24 * 3600
+
+
+class Reembedder:
+    def __init__(self, settings: Settings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
+                 locks: MemoryLocks) -> None:
+        self.settings = settings
+        self.tasks = tasks
+        self.vectors = vectors
+        self.embedder = embedder
+        self.locks = locks
+
+    def state_name(self, user_id: str | None) -> str:
+        """One resumable run per target embedder and user (or every user)."""
+        variant = f"@{self.embedder.variant}" if self.embedder.variant else ""
+        return f"reembed:{self.embedder.name}{variant}:{user_id or '*'}"
+
+    async def submit(self, user_id: str | None) -> str:
+        """Queue a run, or answer the task of the unfinished run to this embedder that is queued or running now
+        (two parts of one run never run at once)."""
+        state = await self.tasks.get_json(self.state_name(user_id))
+        active = (state or {}).get("task_id")
+        if active and not state.get("finished"):
+            task = await self.tasks.record(str(active))
+            if task is not None and task.get("status") in ("queued", "processing"):
+                return str(active)
+        return await self.tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
+
+    async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
+        """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""
+        name = self.state_name(job.user_id)
+        state: dict[str, Any] | None = await self.tasks.get_json(name)
+        if state is None or state.get("finished"):
+            everyone = [job.user_id] if job.user_id else sorted({b.user_id for b in await self.vectors.boundaries()})
+            total = 0
+            for user in everyone:
+                total += await self.vectors.count(MemoryFilter(user_id=user, all_scopes=True))
+            state = {"users": everyone, "user": 0, "cursor": None, "done": 0, "total": total, "parts": 0,
+                     "started_at": time.time(), "finished": False}
+        state["parts"] += 1
+        state["task_id"] = task_id
+        budget_end = time.monotonic() + max(1.0, self.settings.arq_job_timeout * 0.4)
+        users: list[str] = state["users"]
+        while state["user"] < len(users) and time.monotonic() < budget_end:
+            flt = MemoryFilter(user_id=users[state["user"]], all_scopes=True)
+            page, cursor = await self.vectors.scroll(flt, PAGE, state["cursor"])
+            ids = [m.id for m in page]
+            if ids:
+                async with self.locks.hold(ids):
+                    current = [m for m in await self.vectors.get(ids) if m.content]  # as they are now
+                    vectors = await self.embedder.embed([m.content for m in current])
+                    await self.vectors.upsert(current, vectors)
+                state["done"] += len(current)
+            if cursor is None:
+                state["user"], state["cursor"] = state["user"] + 1, None
+            else:
+                state["cursor"] = cursor
+            await self.tasks.set_json(name, state, STATE_TTL_S)
+            await self.tasks.set_progress(task_id, state["done"], max(state["total"], state["done"]))
+        result: dict[str, Any] = {"embedder": self.embedder.name, "variant": self.embedder.variant,
+                                  "dim": self.embedder.dim, "user_id": job.user_id, "reembedded": state["done"],
+                                  "total": state["total"], "parts": state["parts"]}
+        if state["user"] < len(users):
+            next_id = await self.tasks.enqueue(ReembedJob(user_id=job.user_id),
+                                               {"continues": task_id, "part": state["parts"]})
+            state["task_id"] = next_id
+            await self.tasks.set_json(name, state, STATE_TTL_S)
+            log.info("reembed_continues", done=state["done"], total=state["total"], next_task_id=next_id)
+            return {**result, "finished": False, "next_task_id": next_id}
+        state["finished"] = True
+        await self.tasks.set_json(name, state, STATE_TTL_S)
+        if job.user_id is None:  # every memory now has the configured embedder's vector
+            await self.vectors.record_embedder(self.embedder.dim, self.embedder.name, self.embedder.variant)
+        log.info("reembed_finished", done=state["done"], parts=state["parts"], user_id=job.user_id)
+        return {**result, "finished": True}

@@ -1,0 +1,89 @@
+"""Changing the embedder: a store written by another model is refused at start, naming the command that
+re-embeds; with ALLOW_EMBEDDER_CHANGE the service starts, search keeps finding the memories, and `reembed` (the
+API route here, the CLI in tests/integration/test_cli.py) gives every memory the new model's vector once, after
+which the store records the new embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from service.errors import StoreConfigError
+from service.stores.vector import MemoryFilter
+from tests.conftest import MODEL_CACHE, local_embedder, unique
+from tests.integration.conftest import running_app, wait_task
+
+FACTS = [
+    "I prefer a dark theme in every editor",
+    "My dog Max loves the beach near Lisbon",
+    "The project deploys with Argo CD to Kubernetes",
+    "We decided to ship the beta on Friday",
+    "Caroline plays the violin in a community orchestra",
+    "The invoice from the accountant is due next Tuesday",
+]
+
+
+async def _write(client: httpx.AsyncClient, user: str) -> list[str]:
+    ids = []
+    for fact in FACTS:
+        resp = await client.post("/v1/memories/raw", json={"content": fact, "user_id": user,
+                                                            "category": "personal_fact"})
+        assert resp.status_code == 202, resp.text
+        task = await wait_task(client, resp.json()["task_id"])
+        assert task["status"] == "completed", task
+        ids += [m["id"] for m in task["result"]["memories"]]
+    return ids
+
+
+async def _found(client: httpx.AsyncClient, user: str, query: str) -> list[str]:
+    resp = await client.post("/v1/search", json={"query": query, "user_id": user, "limit": 3})
+    assert resp.status_code == 200, resp.text
+    return [r["content"] for r in resp.json()["results"]]
+
+
+async def test_a_changed_embedder_is_refused_then_reembedded(tmp_path: Path) -> None:
+    user = unique("reembed")
+    async with running_app(tmp_path) as (client, _):  # the hash embedder writes the store
+        ids = await _write(client, user)
+        assert FACTS[1] in await _found(client, user, "dog beach Lisbon")
+
+    local = {"embedder": "local", "model_cache_dir": MODEL_CACHE}  # all-MiniLM-L6-v2, also 384-d
+    with pytest.raises(StoreConfigError) as refused:
+        async with running_app(tmp_path, **local):
+            pass
+    message = str(refused.value)
+    assert "hash-384" in message and "all-MiniLM-L6-v2" in message
+    assert "python -m service reembed" in message and "ALLOW_EMBEDDER_CHANGE=true" in message
+
+    async with running_app(tmp_path, allow_embedder_change=True, **local) as (client, deps):
+        recorded = await deps.vectors.recorded_embedder()
+        assert recorded["embedder"] == "hash-384"
+        assert recorded["reembed_to"] == {"embedder": "all-MiniLM-L6-v2", "variant": "onnx-fp32"}
+        assert FACTS[1] in await _found(client, user, "dog beach Lisbon")  # still found while vectors are old
+
+        resp = await client.post("/v1/maintenance/reembed", json={})
+        assert resp.status_code == 202, resp.text
+        task = await wait_task(client, resp.json()["task_id"], timeout=120)
+        assert task["status"] == "completed", task
+        result = task["result"]
+        assert result["finished"] is True and result["reembedded"] == len(ids) == result["total"]
+        assert task["progress"]["done"] == result["reembedded"]
+
+        page, _ = await deps.vectors.scroll_vectors(MemoryFilter(user_id=user, all_scopes=True), 100)
+        stored = {r.memory.id: r.vector for r in page}
+        assert set(stored) == set(ids)
+        contents = {r.memory.id: r.memory.content for r in page}
+        fresh = local_embedder().encode_array([contents[i] for i in ids])
+        for row, memory_id in zip(fresh, ids, strict=True):  # every vector is now the new model's
+            assert float(np.dot(row, np.array(stored[memory_id]))) > 0.9999
+        now = await deps.vectors.recorded_embedder()
+        assert (now["embedder"], now["dim"], now["variant"]) == ("all-MiniLM-L6-v2", 384, "onnx-fp32")
+        assert not now.get("reembed_to")
+        # a meaning-only query (no shared words) now finds it through the new model's vectors
+        assert FACTS[0] in await _found(client, user, "which colour scheme do they like for coding")
+
+    async with running_app(tmp_path, **local) as (client, _):  # the store is the new model's now: no refusal
+        assert FACTS[3] in await _found(client, user, "beta release day")
