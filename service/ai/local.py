@@ -100,11 +100,15 @@ class ModelFiles:
         return cls(model_id or root.name, "onnx", graph, tokenizer, dim, pooling, normalize, max_length)
 
 
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def _build_graph(source: Path, graph: Path) -> None:
     from service.ai.onnx_build import build
 
     weights = source / "model.safetensors"
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else "missing"
+    digest = _digest(weights) or "missing"
     if digest != WEIGHTS_SHA256:
         raise EmbedderConfigError(f"{weights}: sha256 {digest}, expected {WEIGHTS_SHA256} (reinstall: "
                                   f"{INSTALL_HINT} --force-reinstall)")
@@ -184,15 +188,15 @@ class LocalEmbedder:
             from tokenizers import Tokenizer
 
             files = self.files
-            if files.build_from is not None and not files.graph.is_file():
+            if files.build_from is not None and _digest(files.graph) != files.sha256:
+                if files.graph.is_file():  # a damaged or foreign file in the model cache: built again
+                    log.warning("embedder_graph_rebuilt", graph=str(files.graph), reason="sha256 mismatch")
                 _build_graph(files.build_from, files.graph)
             if not files.graph.is_file():
                 raise EmbedderConfigError(f"the embedding model {files.graph} is missing")
-            if files.sha256 is not None:
-                digest = hashlib.sha256(files.graph.read_bytes()).hexdigest()
-                if digest != files.sha256:
-                    raise EmbedderConfigError(f"{files.graph}: sha256 {digest}, expected {files.sha256} "
-                                              "(a damaged install: reinstall the package)")
+            if files.sha256 is not None and (digest := _digest(files.graph)) != files.sha256:
+                raise EmbedderConfigError(f"{files.graph}: sha256 {digest}, expected {files.sha256} "
+                                          "(a damaged file: reinstall or replace it)")
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             tokenizer.no_padding()  # padded per batch below
             tokenizer.enable_truncation(max_length=files.max_length)

@@ -4,6 +4,7 @@ the listing filter. Writes are in writes.py, reads in reads.py; MemoryService (s
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections import OrderedDict
 from typing import TypeVar
 
@@ -53,7 +54,7 @@ class MemoryBase:
         self.locks = locks
         self.links = links
         self.graph_writer = GraphWriter(graph)
-        self.query_vectors: OrderedDict[str, list[float]] = OrderedDict()  # search's query-embedding LRU
+        self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # search's query-embedding LRU
         self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)
 
     # ------------------------------------------------------------------ validation

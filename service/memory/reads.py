@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import re
 import time
+from array import array
 from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
@@ -292,10 +293,10 @@ class MemoryReads(MemoryCuration):
         cache = self.query_vectors
         if query in cache:
             cache.move_to_end(query)
-            return cache[query]
+            return cache[query].tolist()
         vector = await self.query_embedder.embed_query(query)
         if self.settings.query_cache_size:
-            cache[query] = vector
+            cache[query] = array("f", vector)  # 4 bytes a value, not a Python float's 32
             while len(cache) > self.settings.query_cache_size:
                 cache.popitem(last=False)
         return vector

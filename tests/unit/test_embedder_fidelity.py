@@ -78,11 +78,16 @@ def test_a_model_directory_is_loaded_like_the_default(tmp_path: Path) -> None:
         ModelFiles.from_dir(model_dir)
 
 
-def test_a_damaged_graph_is_refused(tmp_path: Path) -> None:
+def test_a_damaged_graph_is_rebuilt_in_the_cache_and_refused_elsewhere(tmp_path: Path) -> None:
     default = ModelFiles.default(MODEL_CACHE)
     local_embedder()._load()
+    good = default.graph.read_bytes()
     damaged = tmp_path / default.graph.name
-    damaged.write_bytes(default.graph.read_bytes()[:-10] + b"0123456789")
-    files = ModelFiles.default(tmp_path)
+    damaged.write_bytes(good[:-10] + b"0123456789")
+    LocalEmbedder(ModelFiles.default(tmp_path))._load()  # the model cache's copy is built again from the weights
+    assert damaged.read_bytes() == good
+    foreign = tmp_path / "model.onnx"  # a file that cannot be rebuilt: refused
+    foreign.write_bytes(good[:-10] + b"0123456789")
+    pinned = ModelFiles(DEFAULT_MODEL, "onnx-fp32", foreign, default.tokenizer, dim=384, sha256=default.sha256)
     with pytest.raises(EmbedderConfigError, match="sha256"):
-        LocalEmbedder(files)._load()
+        LocalEmbedder(pinned)._load()
