@@ -81,7 +81,8 @@ class Stack:
                        if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_", "PORT", "DATA_DIR", "TEST_"))},
                     "PORT": str(base_port), "REDIS_URL": f"redis://127.0.0.1:{base_port + 1}",
                     "NEO4J_URI": f"bolt://127.0.0.1:{base_port + 2}", "DATA_DIR": str(src / "data-footprint"),
-                    "DEDUP_CRON_ENABLED": "false", "LOG_LEVEL": "WARNING", **env_extra}
+                    "DEDUP_CRON_ENABLED": "false", "LOG_LEVEL": "WARNING",
+                    "RATE_LIMIT_WRITES_PER_MINUTE": "0", "RATE_LIMIT_READS_PER_MINUTE": "0", **env_extra}
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{base_port}"
 
@@ -184,16 +185,26 @@ def soak(stack: Stack, minutes: float, every_s: float = 30.0) -> dict[str, Any]:
 
 def measure_stack(stack: Stack, writes: int) -> dict[str, Any]:
     figures: dict[str, Any] = {"dev_sh_to_healthy_s": stack.start()}
+    note(stack.label, "dev.sh to healthy", figures["dev_sh_to_healthy_s"])
     time.sleep(10)  # the worker child and its model finish starting
     figures["rss_idle"] = stack.rss_mb()
+    note(stack.label, "RSS idle", figures["rss_idle"])
     figures["write_path"] = write_path(stack.url, 500, 16)
+    note(stack.label, "write_path -n 500 -c 16", figures["write_path"])
     rest = max(0, writes - 500)
     if rest:
         figures["bulk"] = write_path(stack.url, rest, 16)
+        note(stack.label, f"{rest} more writes", figures["bulk"])
     time.sleep(5)
     figures["rss_after_writes"] = stack.rss_mb()
+    note(stack.label, f"RSS after {writes} writes", figures["rss_after_writes"])
     figures["writes"] = writes
     return figures
+
+
+def note(label: str, what: str, value: Any) -> None:
+    """Each figure as soon as it is measured (a long run that dies later keeps them)."""
+    print(f"[{label}] {what}: {json.dumps(value, default=str)}", flush=True)
 
 
 def table(results: dict[str, dict[str, Any]]) -> None:
@@ -246,6 +257,7 @@ def main() -> None:
         label = f"this ({head})"
         print(f"[{label}] cold pip install ...", flush=True)
         results[label] = {"install": cold_install(clone, work)}
+        note(label, "cold pip install", results[label]["install"])
         extra = {"PIP_NO_CACHE_DIR": "1"}
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
@@ -256,6 +268,7 @@ def main() -> None:
             if args.soak_minutes > 0:
                 print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
                 results[label]["soak"] = soak(stack, args.soak_minutes)
+                note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
         finally:
             stack.stop()
         if args.compare:

@@ -33,12 +33,16 @@ STATE_TTL_S = 30 * 24 * 3600
 
 class Reembedder:
     def __init__(self, settings: Settings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
-                 locks: MemoryLocks) -> None:
+                 locks: MemoryLocks, page: int = PAGE, budget_s: float | None = None) -> None:
+        """`budget_s`: how long one job works before it queues the next part (default: 40% of ARQ_JOB_TIMEOUT,
+        well inside the job's deadline)."""
         self.settings = settings
         self.tasks = tasks
         self.vectors = vectors
         self.embedder = embedder
         self.locks = locks
+        self.page = page
+        self.budget_s = max(1.0, settings.arq_job_timeout * 0.4) if budget_s is None else budget_s
 
     def state_name(self, user_id: str | None) -> str:
         """One resumable run per target embedder and user (or every user)."""
@@ -48,19 +52,26 @@ class Reembedder:
     async def submit(self, user_id: str | None) -> str:
         """Queue a run, or answer the task of the unfinished run to this embedder that is queued or running now
         (two parts of one run never run at once)."""
-        state = await self.tasks.get_json(self.state_name(user_id))
-        active = (state or {}).get("task_id")
+        name = self.state_name(user_id)
+        state: dict[str, Any] = await self.tasks.get_json(name) or {}
+        active = state.get("task_id")
         if active and not state.get("finished"):
             task = await self.tasks.record(str(active))
             if task is not None and task.get("status") in ("queued", "processing"):
                 return str(active)
-        return await self.tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
+        task_id = await self.tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
+        if state.get("finished") or "users" not in state:
+            state = {"task_id": task_id}  # a new run: its first part is this task
+        else:
+            state["task_id"] = task_id  # an unfinished run goes on from its cursor
+        await self.tasks.set_json(name, state, STATE_TTL_S)
+        return task_id
 
     async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
         """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""
         name = self.state_name(job.user_id)
         state: dict[str, Any] | None = await self.tasks.get_json(name)
-        if state is None or state.get("finished"):
+        if state is None or state.get("finished") or "users" not in state:
             everyone = [job.user_id] if job.user_id else sorted({b.user_id for b in await self.vectors.boundaries()})
             total = 0
             for user in everyone:
@@ -69,11 +80,13 @@ class Reembedder:
                      "started_at": time.time(), "finished": False}
         state["parts"] += 1
         state["task_id"] = task_id
-        budget_end = time.monotonic() + max(1.0, self.settings.arq_job_timeout * 0.4)
+        budget_end = time.monotonic() + self.budget_s
         users: list[str] = state["users"]
-        while state["user"] < len(users) and time.monotonic() < budget_end:
+        for _ in range(10**9):  # bounded by the pages there are; at least one page per part
+            if state["user"] >= len(users):
+                break
             flt = MemoryFilter(user_id=users[state["user"]], all_scopes=True)
-            page, cursor = await self.vectors.scroll(flt, PAGE, state["cursor"])
+            page, cursor = await self.vectors.scroll(flt, self.page, state["cursor"])
             ids = [m.id for m in page]
             if ids:
                 async with self.locks.hold(ids):
@@ -87,6 +100,8 @@ class Reembedder:
                 state["cursor"] = cursor
             await self.tasks.set_json(name, state, STATE_TTL_S)
             await self.tasks.set_progress(task_id, state["done"], max(state["total"], state["done"]))
+            if time.monotonic() >= budget_end:
+                break
         result: dict[str, Any] = {"embedder": self.embedder.name, "variant": self.embedder.variant,
                                   "dim": self.embedder.dim, "user_id": job.user_id, "reembedded": state["done"],
                                   "total": state["total"], "parts": state["parts"]}

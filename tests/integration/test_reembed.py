@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from service.errors import StoreConfigError
+from service.jobs import ReembedJob
+from service.maintenance.reembed import Reembedder
 from service.stores.vector import MemoryFilter
 from tests.conftest import MODEL_CACHE, local_embedder, unique
 from tests.integration.conftest import running_app, wait_task
@@ -87,3 +89,29 @@ async def test_a_changed_embedder_is_refused_then_reembedded(tmp_path: Path) -> 
 
     async with running_app(tmp_path, **local) as (client, _):  # the store is the new model's now: no refusal
         assert FACTS[3] in await _found(client, user, "beta release day")
+
+
+async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """Each part re-embeds one page and queues the next (no worker here: the test runs each queued part); every
+    memory is re-embedded once over the parts, and asking again while a part is queued answers that part."""
+    user = unique("reembed-parts")
+    async with running_app(tmp_path) as (client, _):
+        ids = await _write(client, user)
+    async with running_app(tmp_path, embedded_worker=False) as (_, deps):
+        service = deps.service
+        parts = Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, service.locks, page=2, budget_s=0)
+        task_id = await parts.submit(user)
+        assert await parts.submit(user) == task_id  # asked again before it started: the same task
+        results = []
+        for _ in range(len(ids) + 2):  # bounded: one page of 2 per part
+            result = await parts.run(task_id, ReembedJob(user_id=user))
+            results.append(result)
+            if result["finished"]:
+                break
+            assert await parts.submit(user) == result["next_task_id"]  # the queued part, not a new run
+            task_id = result["next_task_id"]
+        assert results[-1]["finished"] and results[-1]["reembedded"] == len(ids) == results[-1]["total"]
+        assert [r["reembedded"] for r in results] == sorted(r["reembedded"] for r in results)
+        assert len(results) >= len(ids) // 2 and results[0]["reembedded"] == 2
+        status = await deps.tasks.status(results[0]["next_task_id"])
+        assert status.status.value == "queued"
