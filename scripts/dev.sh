@@ -6,6 +6,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
+trap 'say "stopping"; stop_started' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+prebuild_neo4j
 ensure_venv ""
 
 # Read the effective configuration (.env + environment) through the one Settings object; an invalid setting
@@ -22,9 +26,6 @@ PY
 )" || exit 1
 eval "$config"
 
-trap 'say "stopping"; stop_started' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 redis_host="$(url_host "$REDIS_URL")"; redis_port="$(url_port "$REDIS_URL" 6379)"
 neo_host="$(url_host "$NEO4J_URI")"; neo_port="$(url_port "$NEO4J_URI" 7687)"

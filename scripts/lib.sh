@@ -74,6 +74,15 @@ start_redis() {
     say "redis started on 127.0.0.1:$port (pid $pid, data $dir)"
 }
 
+# prebuild_neo4j: build the Neo4j launcher in the background while the venv installs (build.sh holds a lock, so
+# start_neo4j's own build.sh call waits for this one and then finds everything up to date).
+prebuild_neo4j() {
+    command -v java >/dev/null || return 0
+    mkdir -p "$ROOT/scripts/neo4j/target"
+    "$ROOT/scripts/neo4j/build.sh" > "$ROOT/scripts/neo4j/target/prebuild.log" 2>&1 &
+    STARTED_PIDS+=("$!")
+}
+
 # start_neo4j PORT DIR DATABASE [PASSWORD]: Neo4j 5.26 through scripts/neo4j, unless one listens.
 start_neo4j() {
     local port="$1" dir="$2" db="$3" password="${4:-}"

@@ -10,10 +10,11 @@ TEST_REDIS_PORT="${TEST_REDIS_PORT:-16379}"
 TEST_NEO4J_PORT="${TEST_NEO4J_PORT:-17687}"
 STACK_DIR="${TEST_STACK_DIR:-$ROOT/.test-stack}"
 
-ensure_venv dev
 trap stop_started EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+prebuild_neo4j
+ensure_venv dev
 
 # Fresh test data each run when we start the services ourselves.
 port_open 127.0.0.1 "$TEST_REDIS_PORT" || rm -rf "$STACK_DIR/redis"
