@@ -11,7 +11,7 @@ holds the stores. Each exits 1 with one clear line when the API cannot be reache
     python -m service optimize                           build the vector index now
     python -m service reembed [--user U]                 re-embed stored memories with the configured embedder
 
-Long runs (dedup, reconcile, export, import) draw a progress bar (done / total, rate) on stderr when it is
+Long runs (dedup, reconcile, export, import, reembed) draw a progress bar (done / total, rate) on stderr when it is
 a terminal; the lines on stdout stay the same either way.
 """
 
@@ -201,42 +201,40 @@ def import_file(settings: Settings, path: str, out: Any = sys.stdout) -> None:
         raise CliError(f"cannot read {path}: {exc}") from exc
     with Api(settings, timeout_s=600.0) as api:
         accepted = api.call("POST", "/v1/import", content=body, headers={"content-type": "application/octet-stream"})
-        task_id = accepted["task_id"]
-        with progress_bar(f"import {Path(path).name}") as (bar, bar_task):
-            started = time.monotonic()
-            for _ in range(int(FOLLOW_S / POLL_S) + 1):
-                task = api.call("GET", f"/v1/memories/status/{task_id}")
-                _advance(bar, bar_task, task.get("progress"), started)
-                if task["status"] in ("completed", "failed"):
-                    break
-                time.sleep(POLL_S)
+        task_id, task = _follow_task(api, accepted["task_id"], f"import {Path(path).name}")
     if task["status"] != "completed":
         raise CliError(f"import task {task_id} {task['status']}: {task.get('error')}")
     print(json.dumps({"task_id": task_id, **task["result"]}, indent=2), file=out)
+
+
+def _follow_task(api: Api, task_id: str, label: str) -> tuple[str, dict[str, Any]]:
+    """Poll a task until it ends, with a progress bar; a completed task that names `result.next_task_id` (a run in
+    parts) is followed by that one. Returns the last task's id and status (still running after FOLLOW_S: as is)."""
+    task: dict[str, Any] = {}
+    with progress_bar(label) as (bar, bar_task):
+        started = time.monotonic()
+        for _ in range(int(FOLLOW_S / POLL_S) + 1):
+            task = api.call("GET", f"/v1/memories/status/{task_id}")
+            _advance(bar, bar_task, task.get("progress"), started)
+            following = (task.get("result") or {}).get("next_task_id")
+            if task["status"] == "completed" and following:
+                task_id = str(following)
+            elif task["status"] in ("completed", "failed"):
+                break
+            time.sleep(POLL_S)
+    return task_id, task
 
 
 def reembed(settings: Settings, user: str | None, out: Any = sys.stdout) -> None:
     """POST /v1/maintenance/reembed and follow the run, part after part, to its end (progress bar on stderr)."""
     with Api(settings) as api:
         accepted = api.call("POST", "/v1/maintenance/reembed", json={"user_id": user} if user else {})
-        task_id = accepted["task_id"]
-        with progress_bar("re-embed") as (bar, bar_task):
-            started = time.monotonic()
-            for _ in range(int(FOLLOW_S / POLL_S) + 1):
-                task = api.call("GET", f"/v1/memories/status/{task_id}")
-                _advance(bar, bar_task, task.get("progress"), started)
-                if task["status"] == "failed":
-                    raise CliError(f"re-embed task {task_id} failed: {task.get('error')} (run the command again "
-                                   "to resume)")
-                result = task.get("result") or {}
-                if task["status"] == "completed" and result.get("next_task_id"):
-                    task_id = result["next_task_id"]  # the next part of the run
-                elif task["status"] == "completed":
-                    break
-                time.sleep(POLL_S)
-            else:
-                raise CliError(f"re-embed task {task_id} still running after {FOLLOW_S:.0f} s (it goes on)")
-    print(json.dumps({"task_id": task_id, **result}), file=out)
+        task_id, task = _follow_task(api, accepted["task_id"], "re-embed")
+    if task["status"] == "failed":
+        raise CliError(f"re-embed task {task_id} failed: {task.get('error')} (run the command again to resume)")
+    if task["status"] != "completed":
+        raise CliError(f"re-embed task {task_id} still running after {FOLLOW_S:.0f} s (it goes on)")
+    print(json.dumps({"task_id": task_id, **task["result"]}), file=out)
 
 
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:
