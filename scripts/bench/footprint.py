@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/footprint.py [--writes 10000] [--soak-minutes 30] \
         [--compare /path/to/other/checkout] [--torch-python /venv/with/sentence-transformers/bin/python] \
-        [--cold-maven] [--json out.json]
+        [--soak-constant] [--cold-maven] [--json out.json]
 
 Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports and data dirs):
 1. a fresh `git clone` of this checkout's HEAD;
@@ -12,7 +12,10 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
 4. the RSS of every process of the stack (API, worker child, Neo4j, Redis) idle;
 5. `write_path.py -n 500 -c 16` (worker memories/s), then `--writes` more writes, and the RSS again;
 6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after one warm-up round, every
-   process's RSS sampled every 30 s; first and last sample and the growth in %;
+   process's RSS sampled every 30 s; first and last sample and the growth in %. With `--soak-constant`, each
+   round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 120 s
+   (TASK_TTL_SECONDS), so the stored data stays what the writes of step 5 left and any growth is the
+   processes' own;
 7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
 With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
 after the other, and the figures are printed side by side.
@@ -154,10 +157,10 @@ def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
     return {"worker_memories_per_s": rate, "line": line.strip()}
 
 
-def soak(stack: Stack, minutes: float, every_s: float = 30.0) -> dict[str, Any]:
+def soak(stack: Stack, minutes: float, constant: bool, every_s: float = 30.0) -> dict[str, Any]:
     """Rounds of soak.py; RSS sampled every `every_s` after the warm-up round."""
     cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", "32", "-u", "3",
-           "--embedder", "none", "--timeout", "600"]
+           "--embedder", "none", "--timeout", "600", *(["--cleanup"] if constant else [])]
     run(cmd, 1800, cwd=ROOT)  # warm-up round
     samples: list[dict[str, float]] = []
     rounds, failures = 0, 0
@@ -242,6 +245,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--writes", type=int, default=10_000)
     p.add_argument("--soak-minutes", type=float, default=0.0)
+    p.add_argument("--soak-constant", action="store_true", help="soak rounds delete what they wrote")
     p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
@@ -258,7 +262,7 @@ def main() -> None:
         print(f"[{label}] cold pip install ...", flush=True)
         results[label] = {"install": cold_install(clone, work)}
         note(label, "cold pip install", results[label]["install"])
-        extra = {"PIP_NO_CACHE_DIR": "1"}
+        extra = {"PIP_NO_CACHE_DIR": "1", **({"TASK_TTL_SECONDS": "120"} if args.soak_constant else {})}
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
         stack = Stack(label, clone, args.base_port, extra)
@@ -267,7 +271,7 @@ def main() -> None:
             results[label]["stack"] = measure_stack(stack, args.writes)
             if args.soak_minutes > 0:
                 print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
-                results[label]["soak"] = soak(stack, args.soak_minutes)
+                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant)
                 note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
         finally:
             stack.stop()

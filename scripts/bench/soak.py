@@ -34,13 +34,18 @@ What it does (every loop is bounded in count and in time):
    embedder's texts/s on the stored texts, measured in this process after the run (`--embedder`; `none`
    skips it), and their ratio: the worker's share of what the embedder alone could do.
 
+6. With `--cleanup`, after the check: `POST /v1/memories/delete {"user_id", "all": true}` for each user, polled
+   until it ends, and the users' listing must then be empty. Rounds of a soak with `--cleanup` against a
+   service with a short TASK_TTL_SECONDS keep the stored data constant, so the RSS of every process can be
+   compared from round to round (`footprint.py --soak-constant`).
+
 A dedup sweep (DEDUP_CRON_HOURS) running during the soak would remove memories on purpose; run the
 target with DEDUP_CRON_ENABLED=false for clean figures.
 
-Exit status: 1 when a task is stuck (not completed/failed at the end), a consistency count is not
-zero, any route answered 5xx (`/health` included), a request failed at the transport level three
-times in a row (a single failure, e.g. a keep-alive connection the server just closed, is resent and
-counted as "retried": every request here is idempotent), or no write was accepted; else 0.
+Exit status: 1 when a task is stuck (not completed/failed at the end), a cleanup failed or left memories
+listed, a consistency count is not zero, any route answered 5xx (`/health` included), a request failed
+at the transport level three times in a row (a single failure, e.g. a keep-alive connection the server
+just closed, is resent and counted as "retried": every request here is idempotent), or no write was accepted; else 0.
 Failed tasks are reported but do not by themselves fail the run.
 """
 
@@ -122,6 +127,8 @@ ROUTE_STATUS = "GET /v1/memories/status/{id}"
 ROUTE_LIST = "GET /v1/memories"
 ROUTE_EPISODES = "GET /v1/graph/episodes"
 ROUTE_HEALTH = "GET /health"
+ROUTE_BULK_DELETE = "POST /v1/memories/delete"
+CLEANUP_TIMEOUT = 600.0  # seconds a user's cleanup may take
 
 
 
@@ -601,6 +608,23 @@ async def check_user(state: State, client: aiohttp.ClientSession, user: str) -> 
 # --------------------------------------------------------------------------------------------
 
 
+async def cleanup_user(state: State, client: aiohttp.ClientSession, user: str) -> list[str]:
+    """Delete all of `user`'s memories through the queue; errors as text (none when the listing ends empty)."""
+    task = await accept(state, client, ROUTE_BULK_DELETE, "POST", "/v1/memories/delete", "bulk_delete", user,
+                        {"user_id": user, "all": True})
+    if task is None:
+        return [f"{user}: bulk delete not accepted"]
+    state.pending.pop(task.task_id, None)
+    deadline = time.monotonic() + CLEANUP_TIMEOUT
+    while not task.ended and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_INTERVAL)
+        await poll_task(state, client, asyncio.Semaphore(1), task, random.Random(0), "", mutate=False)
+    if task.status != "completed":
+        return [f"{user}: bulk delete ended {task.status} ({task.error})"]
+    left, err = await page_all(state, client, ROUTE_LIST, "/v1/memories", user, "memories")
+    return ([err] if err else []) + ([f"{user}: {len(left)} memories still listed after the cleanup"] if left else [])
+
+
 def fmt(v: int | None) -> str:
     return "n/a" if v is None else str(v)
 
@@ -774,7 +798,10 @@ async def main(args: argparse.Namespace) -> int:
         retries, _ = await read_health(state, client)
         state.health.deadlock_end = retries
         checks = [await check_user(state, client, u) for u in users]
+        cleanup_errors = [e for u in users for e in await cleanup_user(state, client, u)] if args.cleanup else []
     stuck, fivexx = print_report(state, checks, args, wall)
+    for err in cleanup_errors:
+        print(f"  cleanup: {err}")
     if args.embedder != "none":
         await print_embedder_ratio(state, args.embedder)
     mismatches = sum(c.mismatches() for c in checks)
@@ -782,7 +809,7 @@ async def main(args: argparse.Namespace) -> int:
     transport = sum(state.transport_errors.values())
     accepted = sum(t.kind in WRITE_KINDS for t in state.tasks.values())
     verdict = {"stuck": stuck, "consistency_mismatches": mismatches, "5xx": fivexx,
-               "transport_errors": transport, "listing_errors": listing_errors}
+               "transport_errors": transport, "listing_errors": listing_errors, "cleanup_errors": len(cleanup_errors)}
     bad = {k: v for k, v in verdict.items() if v} | ({"writes_accepted": 0} if not accepted else {})
     print(f"\nresult: {'FAIL ' + str(bad) if bad else 'OK'}")
     return 1 if bad else 0
@@ -798,6 +825,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds to wait for the tasks to end after the last write was accepted")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cleanup", action="store_true",
+                   help="delete every memory of the run's users at the end (constant data over rounds)")
     p.add_argument("--embedder", choices=("local", "hash", "none"), default="local",
                    help="embedder whose raw rate is printed beside the memories stored per second")
     args = p.parse_args()
