@@ -18,12 +18,13 @@ from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
-from service.identity import NameVectors, ResolutionGate
+from service.identity import NameRules, NameVectors, ResolutionGate
+from service.ledger import Ledger
 from service.memory import MemoryService
 from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
 from service.settings import Settings
-from service.stores.graph import GraphStore
+from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.vector import VectorStore
 
@@ -113,20 +114,19 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     return embedder, extractor, client
 
 
-def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphStore:
+def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphBackend:
     """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling."""
     password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
-    resolver = None
+    names = NameRules()
     if embedder is not None and settings.entity_resolution:
-        gate = ResolutionGate(settings.auto_merge_threshold, settings.pending_match_threshold)
-        resolver = NameVectors(embedder, gate)
+        names = NameVectors(embedder, ResolutionGate(settings.auto_merge_threshold, settings.pending_match_threshold))
     return Neo4jGraphStore(
         settings.neo4j_uri,
         settings.neo4j_user,
         password,
         settings.neo4j_database,
         settings.graph_timeout_seconds,
-        resolver,
+        names,
     )
 
 
@@ -158,7 +158,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
             await genai_client.aio.aclose()
         raise
     tasks = TaskQueue(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, extractor, Outbox(redis, settings),
+    ledger = Ledger(Outbox(redis, settings), vectors, graph)
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, extractor, ledger,
                             MemoryLocks(redis, settings), RuleLinkFinder(), query_embedder=embedder)
     log.info(
         "deps_ready",

@@ -6,7 +6,8 @@ answers `DeadlockDetected`. Here every graph write of a user goes through one qu
 the upserts waiting in it are written together in one transaction (rows sorted by id, so writers in
 other processes lock in the same order), and an update or a delete runs alone, in arrival order.
 Different users never share an entity, so their writers run side by side.
-The measurements behind this choice are in docs/decisions.md ("Graph writes under contention").
+Only `service/ledger.py` holds one. Why coalescing and not retries: docs/decisions.md ("Graph writes under
+contention").
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import structlog
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable
-from service.stores.graph import GraphStore, MemoryLinks
+from service.stores.graph import MemoryGraphWrites, MemoryLinks
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +37,7 @@ class _Op:
 
 
 class GraphWriter:
-    def __init__(self, graph: GraphStore, max_batch: int = MAX_BATCH_MEMORIES) -> None:
+    def __init__(self, graph: MemoryGraphWrites, max_batch: int = MAX_BATCH_MEMORIES) -> None:
         self._graph = graph
         self._max_batch = max_batch
         self._queues: dict[str, list[_Op]] = {}

@@ -1,4 +1,4 @@
-"""The entity resolution gate (seed 000): is a newly written entity one the user's graph already holds?
+"""The entity resolution gate: is a newly written entity one the user's graph already holds?
 
 Pure scoring, no I/O. The graph store fetches the candidates (same user, same group, by index) and applies the
 decision. For one new surface form and one candidate:
@@ -37,12 +37,11 @@ from rapidfuzz.distance import OSA
 
 from service.ai.embeddings import Embedder
 from service.ai.offline.lexicon import lookup
+from service.stores.graph import CREATE, MERGE, PENDING, Candidate, Resolution
 
 FUZZY_WEIGHT = 0.45
 SEMANTIC_WEIGHT = 0.55
 VARIANT_SCORE = 0.9  # a known shape of a name: always the review band (0.85 <= 0.9 < 0.95 by default)
-
-MERGE, PENDING, CREATE = "merge", "pending", "create"
 
 _FAMILIES: dict[str, str] = {
     "person": "person", "user": "person", "people": "person",
@@ -175,18 +174,6 @@ def cosine(u: Sequence[float] | None, v: Sequence[float] | None) -> float:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """An entity the graph already holds (or one created earlier in the same write)."""
-
-    id: str
-    name: str
-    type: str
-    aliases: tuple[str, ...] = ()
-    vector: Sequence[float] | None = None
-    rejected: tuple[str, ...] = ()  # keys of names a reviewer said are not this entity
-
-
-@dataclass(frozen=True)
 class Signals:
     exact: float
     fuzzy: float
@@ -226,16 +213,6 @@ def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: C
 
 
 @dataclass(frozen=True)
-class Resolution:
-    action: str  # merge | pending | create
-    score: float = 0.0
-    match_type: str = "none"
-    reason: str = "no candidate of a compatible type"
-    target_id: str | None = None  # merge: the entity written to; pending: the entity it may be
-    target_name: str | None = None
-
-
-@dataclass(frozen=True)
 class ResolutionGate:
     auto_merge_threshold: float = 0.95
     pending_match_threshold: float = 0.85
@@ -260,8 +237,37 @@ class ResolutionGate:
 
 
 
-class NameVectors:
-    """The resolution gate with the embedder of entity names (an LRU of their vectors per process)."""
+class NameRules:
+    """The name rules alone (no gate): one entity per spelling; what `service/stores/graph.py` asks for."""
+
+    resolves = False
+    model = ""
+    dim = 0
+
+    def keys_of(self, names: Sequence[str]) -> list[str]:
+        return keys_of(names)
+
+    def name_key(self, name: str) -> str:
+        return name_key(name)
+
+    def compatible(self, a: str, b: str) -> bool:
+        return compatible(a, b)
+
+    def type_family(self, entity_type: str) -> str:
+        return type_family(entity_type)
+
+    def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
+               candidates: Sequence[Candidate]) -> Resolution:
+        return Resolution(CREATE)
+
+    async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
+        return {}
+
+
+class NameVectors(NameRules):
+    """The name rules with the resolution gate and the embedder of entity names (an LRU of their vectors)."""
+
+    resolves = True
 
     def __init__(self, embedder: Embedder, gate: ResolutionGate, cache_size: int = 10_000) -> None:
         self.embedder = embedder
@@ -271,6 +277,10 @@ class NameVectors:
         self._cache: OrderedDict[str, array[float]] = OrderedDict()
         self._size = cache_size
 
+    def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
+               candidates: Sequence[Candidate]) -> Resolution:
+        return self.gate.decide(name, entity_type, vector, candidates)
+
     async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
         """name key -> the embedding of the name (one embed call for the names not cached)."""
         wanted = {name_key(n): n.strip() for n in names if name_key(n)}
@@ -278,7 +288,7 @@ class NameVectors:
         out: dict[str, list[float]] = {}
         if missing:
             for key, vec in zip(missing, await self.embedder.embed([wanted[k] for k in missing]), strict=True):
-                self._cache[key] = array("f", vec)  # float32 as the model gives them: 1.5 KB a name, not 12 KB
+                self._cache[key] = array("f", vec)  # float32 as the model gives them
         for key in wanted:
             self._cache.move_to_end(key)
             out[key] = self._cache[key].tolist()

@@ -48,7 +48,7 @@ REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memor
 
 class Reconciler:
     def __init__(self, service: MemoryService) -> None:
-        self.s = service
+        self.service = service
         self.runs = RunStore(service.tasks.redis, service.settings)
 
     # ---- drain ---------------------------------------------------------------------------------
@@ -56,12 +56,13 @@ class Reconciler:
     async def drain(self, budget_s: float | None = None) -> dict[str, int]:
         """Finish due intents, DRAIN_CHUNK at a time side by side (their graph writes coalesce per
         user), until none is due, the graph is down, or `budget_s` (default: 80 % of the interval) ends."""
-        budget = budget_s if budget_s is not None else self.s.settings.reconcile_interval_seconds * 0.8
+        budget = budget_s if budget_s is not None else self.service.settings.reconcile_interval_seconds * 0.8
         stop_at = time.monotonic() + max(1.0, budget)
         counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0, "down": 0}
         for _ in range(MAX_DRAIN_ROUNDS):
             left = counts["waiting"] + counts["down"]  # entries that stay in the outbox: read past them
-            intents = await self.s.outbox.due(self.s.settings.reconcile_grace_seconds, DRAIN_CHUNK, offset=left)
+            intents = await self.service.outbox.due(self.service.settings.reconcile_grace_seconds, DRAIN_CHUNK,
+                                                    offset=left)
             if not intents:
                 break
             for outcome in await asyncio.gather(*(self._drain_one(i) for i in intents)):
@@ -73,7 +74,7 @@ class Reconciler:
         return counts
 
     async def _drain_one(self, intent: Intent) -> str:
-        if await self.s.tasks.is_pending(intent.task_id):
+        if await self.service.tasks.is_pending(intent.task_id):
             return "waiting"  # its job is still queued or running: the job finishes it
         try:
             landed = await self._apply(intent)
@@ -85,42 +86,26 @@ class Reconciler:
             if intent.attempts < MAX_ATTEMPTS:
                 log.warning("outbox_intent_failed", task_id=intent.task_id, attempts=intent.attempts,
                             error=f"{type(exc).__name__}: {exc}"[:300])
-                await self.s.outbox.save(intent)
+                await self.service.outbox.save(intent)
                 return "waiting"
             log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
-            await self.s.outbox.clear(intent.task_id)
-            await self.s.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
+            await self.service.outbox.clear(intent.task_id)
+            await self.service.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
             return "abandoned"
-        await self.s.outbox.clear(intent.task_id)
-        await self.s.tasks.set_graph_state(intent.task_id, "stored")
-        await self.s.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
+        await self.service.outbox.clear(intent.task_id)
+        await self.service.tasks.set_graph_state(intent.task_id, "stored")
+        await self.service.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
         if landed:
             RECONCILE_REPAIRS.labels(f"outbox_{intent.op}").inc()
         return "landed" if landed else "skipped"
 
     async def _apply(self, intent: Intent) -> bool:
         """Finish one intent. False when nothing was left to do (the memories are gone)."""
-        writer = self.s.graph_writer
-        if intent.op == "remove":
-            for start in range(0, len(intent.memory_ids), PAGE):
-                await self.s.vectors.delete(intent.memory_ids[start : start + PAGE])
-            await writer.remove(intent.user_id, intent.memory_ids, intent.now or now_iso())
-            return True
-        current = {m.id: m for m in await self.s.vectors.get(intent.ids()) if m.user_id == intent.user_id}
-        if intent.op == "replace":
-            [memory] = intent.memories
-            live = current.get(memory.id)
-            if live is None or live.updated_at != memory.updated_at:
-                return False  # deleted, or updated again since (that update carries the graph)
-            [links] = intent.graph_links()
-            await writer.replace(intent.user_id, memory, links, intent.now or memory.updated_at)
-            return True
-        keep = [m for m in intent.memories if m.id in current]
-        if not keep:
-            return False
-        ids = {m.id for m in keep}
-        await writer.upsert(intent.user_id, keep, [link for link in intent.graph_links() if link.memory_id in ids])
-        return True
+        live = {} if intent.op == "remove" else {
+            m.id: m for m in await self.service.vectors.get(intent.ids()) if m.user_id == intent.user_id}
+        if intent.op == "remove" and not intent.now:
+            intent.now = now_iso()
+        return await self.service.ledger.finish(intent, live)
 
     # ---- full reconcile --------------------------------------------------------------------------
 
@@ -134,7 +119,7 @@ class Reconciler:
         t0 = time.perf_counter()
         try:
             users = [user_id] if user_id else await self._users()
-            busy = await self.s.outbox.all_ids()
+            busy = await self.service.outbox.all_ids()
             for done, user in enumerate(users):
                 report.progress = Progress(done=done, total=len(users))
                 await self.runs.save(report)
@@ -157,16 +142,16 @@ class Reconciler:
         return report
 
     async def _users(self) -> list[str]:
-        users = {b.user_id for b in await self.s.vectors.boundaries(None)}
-        users |= set(await self.s.graph.memory_users())
+        users = {b.user_id for b in await self.service.vectors.boundaries(None)}
+        users |= set(await self.service.graph.memory_users())
         return sorted(users)
 
     async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
-        recent_cut = datetime.now(UTC).timestamp() - self.s.settings.reconcile_grace_seconds
+        recent_cut = datetime.now(UTC).timestamp() - self.service.settings.reconcile_grace_seconds
         in_vectors: set[str] = set()
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page, cursor = await self.s.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), PAGE, cursor)
+            page, cursor = await self.service.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), PAGE, cursor)
             for m in page:
                 if _recent(m, recent_cut):
                     busy.add(m.id)
@@ -177,7 +162,7 @@ class Reconciler:
         deleted: set[str] = set()
         gcursor: str | None = None
         for _ in range(MAX_PAGES):
-            gpage = await self.s.graph.list_episodes(user, None, PAGE, gcursor)
+            gpage = await self.service.graph.list_episodes(user, None, PAGE, gcursor)
             for item in gpage.items:
                 (deleted if item.get("deleted_at") else live).add(str(item["id"]))
             gcursor = gpage.next_cursor
@@ -186,7 +171,7 @@ class Reconciler:
         node_missing = sorted(in_vectors - live - deleted - busy)
         of_deleted = sorted((in_vectors & deleted) - busy)
         no_vector = sorted(live - in_vectors - busy)
-        tombstoned = await self.s.outbox.tombstoned(user, no_vector)
+        tombstoned = await self.service.outbox.tombstoned(user, no_vector)
         finish_delete = [i for i in no_vector if i in tombstoned]
         vector_missing = [i for i in no_vector if i not in tombstoned]
         found = {"graph_node_missing": node_missing, "vector_missing": vector_missing,
@@ -202,20 +187,20 @@ class Reconciler:
         if dry_run:
             return
         now = now_iso()
+        ledger = self.service.ledger
         for start in range(0, len(node_missing), PAGE):
-            memories = await self.s.vectors.get(node_missing[start : start + PAGE])
-            await self.s.graph_writer.upsert(user, memories, [self.s.links_of(m) for m in memories])
-        for start in range(0, len(of_deleted), PAGE):
-            await self.s.vectors.delete(of_deleted[start : start + PAGE])
+            memories = await self.service.vectors.get(node_missing[start : start + PAGE])
+            await ledger.restore_graph(user, memories, [self.service.links_of(m) for m in memories])
+        await ledger.drop_vectors(of_deleted)
         for start in range(0, len(vector_missing), PAGE):
-            nodes = await self.s.graph.memory_nodes(user, vector_missing[start : start + PAGE])
+            nodes = await self.service.graph.memory_nodes(user, vector_missing[start : start + PAGE])
             memories = [_memory_of_node(n) for n in nodes if not n.get("deleted_at") and n.get("content")]
-            async with self.s.locks.hold([m.id for m in memories]):
-                vectors = await self.s.embedder.embed([m.content for m in memories])
-                await self.s.vectors.upsert(memories, vectors)
+            async with self.service.locks.hold([m.id for m in memories]):
+                vectors = await self.service.embedder.embed([m.content for m in memories])
+                await ledger.restore_vectors(memories, vectors)
         for start in range(0, len(finish_delete), PAGE):
-            await self.s.graph_writer.remove(user, finish_delete[start : start + PAGE], now)
-        await self.s.tasks.add_stats(**{f"repair_{k}": len(v) for k, v in found.items()})
+            await ledger.finish_removal(user, finish_delete[start : start + PAGE], now)
+        await self.service.tasks.add_stats(**{f"repair_{k}": len(v) for k, v in found.items()})
 
 
 def _recent(m: Memory, cut: float) -> bool:

@@ -51,6 +51,7 @@ if str(ROOT) not in sys.path:
 
 from scripts.bench.common import pct  # noqa: E402
 from service.domain import Memory, Scope  # noqa: E402
+from service.identity import NameRules  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
 from service.queue import connect_redis  # noqa: E402
@@ -412,7 +413,7 @@ async def main(args: argparse.Namespace) -> int:
     await store.ensure_collection(DIM, "bench-synthetic")
     graph = None
     if args.graph != "none":
-        graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10.0)
+        graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10.0, NameRules())
         await graph.ensure_schema()
     redis = await connect_redis(settings)
     rng = np.random.default_rng(args.seed)

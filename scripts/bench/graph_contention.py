@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
 
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.graph_writer import GraphWriter  # noqa: E402
+from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
@@ -131,7 +132,7 @@ async def cleanup(graph: Neo4jGraphStore, users: list[str]) -> None:
 
 
 async def main(args: argparse.Namespace) -> int:
-    graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", args.neo4j_password, args.database, 10.0)
+    graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", args.neo4j_password, args.database, 10.0, NameRules())
     await graph.ensure_schema()
     tag = uuid.uuid4().hex[:8]
     results: list[Result] = []

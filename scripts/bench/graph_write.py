@@ -28,7 +28,7 @@ from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
 from scripts.bench.common import embedder_rate  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
-from service.identity import NameVectors, ResolutionGate  # noqa: E402
+from service.identity import NameRules, NameVectors, ResolutionGate  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from tests.conftest import local_embedder  # noqa: E402
 
@@ -90,7 +90,7 @@ async def main() -> int:
     embedder = local_embedder()
     _, emb, _ = await embedder_rate("local", [f"Prefers tool {i} for data pipelines and web APIs" for i in range(512)])
     rows: list[tuple[str, list[float], float, dict[str, list[float]]]] = []
-    for label, resolver in (("no gate", None), ("gate", NameVectors(embedder, ResolutionGate()))):
+    for label, resolver in (("no gate", NameRules()), ("gate", NameVectors(embedder, ResolutionGate()))):
         store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 60, resolver)
         try:
             await store.ensure_schema()

@@ -22,7 +22,7 @@ What it does, in order (every loop is bounded in count and in time):
    Edge lets one process open a shard):
    - vector-only: `embedder.embed([q])` + `vectors.search(...)`, the dense retriever alone with a fresh
      query embedding every time;
-   - graph-only: `graph.search_memories(...)`, the graph retriever;
+   - graph-only: `graph.propose_memories(...)`, the graph retriever;
    - merged, embedding cached: `MemoryService.search(SearchRequest)`, the fused search, after every query
      was asked once (the per-process query-embedding cache holds them: an agent repeating a query);
    - merged, embedding cold: the same with the cache emptied before each search (a query never asked);
@@ -446,7 +446,7 @@ async def measure_in_process(
             return False
 
         async def graph_only(q: str, project: str | None, user: str = user) -> bool:
-            await deps.graph.search_memories(user, groups_for(project), q, 50)  # the graph retriever
+            (await deps.graph.propose_memories(user, groups_for(project), q, 50)).memories  # the graph retriever
             return False
 
         async def merged(q: str, project: str | None, user: str = user) -> bool:

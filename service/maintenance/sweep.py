@@ -36,6 +36,7 @@ from redis.exceptions import RedisError
 
 from service.deps import Deps
 from service.errors import DependencyUnavailable
+from service.ledger import Ledger
 from service.maintenance.algorithm import (
     BLOCK_COLS,
     BLOCK_ROWS,
@@ -58,11 +59,11 @@ from service.maintenance.records import (
     record_phase,
 )
 from service.metrics import DEDUP_REMOVED
-from service.outbox import MemoryLocks
+from service.outbox import MemoryLocks, Outbox
 from service.queue import now_iso
 from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport, Progress
 from service.settings import Settings
-from service.stores.graph import GraphStore
+from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -121,7 +122,7 @@ class DedupSweep:
         self,
         settings: Settings,
         vectors: VectorStore,
-        graph: GraphStore,
+        graph: Ledger | MemoryGraphWrites,
         redis: ArqRedis,
         *,
         block_rows: int = BLOCK_ROWS,
@@ -129,7 +130,8 @@ class DedupSweep:
     ) -> None:
         self.settings = settings
         self.vectors = vectors
-        self.graph = graph
+        # its removals in both stores (a graph store alone: a ledger of its own over it)
+        self.ledger = graph if isinstance(graph, Ledger) else Ledger(Outbox(redis, settings), vectors, graph)
         self.redis = redis
         self.keys = DedupKeys(settings.arq_queue_name)
         self.runs = RunStore(redis, settings)
@@ -142,7 +144,7 @@ class DedupSweep:
 
     @classmethod
     def from_deps(cls, deps: Deps) -> DedupSweep:
-        return cls(deps.settings, deps.vectors, deps.graph, deps.redis)
+        return cls(deps.settings, deps.vectors, deps.service.ledger, deps.redis)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -350,7 +352,7 @@ class DedupSweep:
             )
             try:
                 for batch in _chunks(exact_ids + near_ids, STORE_BATCH):
-                    await self.vectors.delete(batch)
+                    await self.ledger.drop_vectors(batch)
                     deleted.update(batch)
             except DependencyUnavailable as exc:
                 failure = exc
@@ -406,10 +408,10 @@ class DedupSweep:
             extend_capped(phase.graph_expired_edge_ids, expired, phase)
 
     async def _remove_from_graph(self, ids: list[str], duplicate_of: dict[str, str], now: str) -> list[str]:
-        """Issue 5's graph rule, in one idempotent call: removed (:Memory) nodes get deleted_at and
-        duplicate_of -> survivor; RELATES edges only removed memories supported expire; edges the
-        survivor (or any live memory) also supports keep living without the removed ids."""
-        return await self.graph.remove_memories(ids, now, duplicate_of)
+        """In one idempotent call: removed (:Memory) nodes get deleted_at and duplicate_of -> survivor; RELATES
+        edges only removed memories supported expire; edges the survivor (or any live memory) also supports
+        keep living without the removed ids."""
+        return await self.ledger.expire_duplicates(ids, now, duplicate_of)
 
     async def _retry_pending(self, state: _Run) -> None:
         retry = state.report.graph_retry
@@ -449,7 +451,7 @@ class DedupSweep:
                     if dups:
                         expired = await self._remove_from_graph(batch, dups, at)
                     else:
-                        expired = await self.graph.remove_memories(batch, at)
+                        expired = await self.ledger.expire_duplicates(batch, at)
                 except Exception as exc:  # still down: stays pending for the next run
                     state.graph_down = f"{type(exc).__name__}: {exc}"[:300]
                     retry.errors.append(f"pending graph removals still failing: {state.graph_down}")

@@ -14,8 +14,8 @@ from service.ai.embeddings import Embedder
 from service.ai.extraction import Extractor, LinkFinder
 from service.domain import Memory, Scope, check_category
 from service.errors import DomainError, NotFound, PayloadTooLarge
-from service.graph_writer import GraphWriter
-from service.outbox import MemoryLocks, Outbox
+from service.ledger import Ledger
+from service.outbox import MemoryLocks
 from service.queue import TaskQueue
 from service.schemas import AcceptedResponse
 from service.settings import Settings
@@ -38,7 +38,7 @@ class MemoryBase:
         graph: GraphStore,
         embedder: Embedder,
         extractor: Extractor,
-        outbox: Outbox,
+        ledger: Ledger,
         locks: MemoryLocks,
         links: LinkFinder,
         query_embedder: Embedder | None = None,
@@ -50,10 +50,10 @@ class MemoryBase:
         self.embedder = embedder  # the write path's
         self.query_embedder = query_embedder or embedder  # a search's (in this process: no queue behind writes)
         self.extractor = extractor
-        self.outbox = outbox
+        self.ledger = ledger  # the only writer of either store for a memory
+        self.outbox = ledger.outbox  # read here: tombstones and its depth
         self.locks = locks
         self.links = links
-        self.graph_writer = GraphWriter(graph)
         self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # search's query-embedding LRU
         self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)
 

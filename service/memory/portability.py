@@ -154,6 +154,7 @@ class MemoryPortability(MemoryBase):
 
         async def flush(done: int) -> None:
             nonlocal entities, memories, facts
+            ready: list[list[float]] = []
             if memories:
                 vectors = [v if reuse and v is not None and len(v) == self.embedder.dim else None
                            for _, v, _ in memories]
@@ -163,10 +164,11 @@ class MemoryPortability(MemoryBase):
                     for i, v in zip(missing, fresh, strict=True):
                         vectors[i] = v
                     imported["reembedded"] += len(missing)
-                await self.vectors.upsert([m for m, _, _ in memories], [v for v in vectors if v is not None])
+                ready = [v for v in vectors if v is not None]
             mentions = [{"memory_id": m.id, "entity_id": e} for m, _, eids in memories for e in eids]
             if entities or memories or facts:
-                await self.graph.import_graph(user_id, [m for m, _, _ in memories], entities, mentions, facts)
+                await self.ledger.import_memories(user_id, [m for m, _, _ in memories], ready, entities, mentions,
+                                                  facts)
             imported["entities"] += len(entities)
             imported["memories"] += len(memories)
             imported["facts"] += len(facts)
@@ -209,7 +211,7 @@ class MemoryPortability(MemoryBase):
                 await flush(number)
         await flush(total)
         if same_as or merges:
-            await self.graph.import_identity(user_id, same_as, merges)
+            await self.ledger.import_identity(user_id, same_as, merges)
         log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
         return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}

@@ -4,7 +4,7 @@ stores through the outbox; update and delete under the memory's lock)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import structlog
@@ -21,7 +21,7 @@ from service.domain import (
     normalise,
     resolve_scope,
 )
-from service.errors import DependencyUnavailable, DomainError, NotFound, PayloadTooLarge
+from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawItem, RawJob, UpdateJob
 from service.memory.base import MemoryBase
 from service.memory.windows import (
@@ -32,7 +32,6 @@ from service.memory.windows import (
     valid_indexes,
 )
 from service.metrics import STAGE, timed
-from service.outbox import Intent
 from service.queue import now_iso
 from service.schemas import (
     AcceptedResponse,
@@ -332,14 +331,8 @@ class MemoryWrites(MemoryBase):
             "content": content, "category": category, "hash": content_hash(content), "metadata": metadata,
             "updated_at": accepted_at, "task_id": task_id, "stored_at": now_iso(),
         })
-        links = self.links_of(updated)
-        intent = Intent(op="replace", task_id=task_id, user_id=updated.user_id, memories=[updated],
-                        links=Intent.of_links([links]), now=accepted_at)
-        await self.outbox.put(intent)
-        [vector] = await self.embedder.embed([content])
-        await self.vectors.upsert([updated], [vector])
-        invalidated = await self._graph_step(
-            intent, self.graph_writer.replace(updated.user_id, updated, links, accepted_at))
+        invalidated = await self.ledger.replace(task_id, updated, self.links_of(updated), accepted_at,
+                                                self.embedder.embed)
         log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated or []))
         return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated or [],
                 "graph": "stored" if invalidated is not None else "pending"}
@@ -385,26 +378,10 @@ class MemoryWrites(MemoryBase):
         if not ids:
             return {"deleted": [], "expired_edges": [], "graph": "stored"}
         async with self.locks.hold(ids):
-            intent = Intent(op="remove", task_id=task_id, user_id=job.user_id, memory_ids=ids, now=job.accepted_at)
-            await self.outbox.put(intent)
-            for start in range(0, len(ids), 500):
-                await self.vectors.delete(ids[start : start + 500])
-            expired = await self._graph_step(intent, self.graph_writer.remove(job.user_id, ids, job.accepted_at))
+            expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
-
-    async def _graph_step(self, intent: Intent, write: Awaitable[_T]) -> _T | None:
-        """The graph half of a job whose vector half is done. Stored: the intent is cleared and the
-        result returned. Graph unavailable: None, and the intent stays for the reconciler (the job
-        completes with `graph: "pending"`). Any other error propagates (the job fails, the intent stays)."""
-        try:
-            result = await write
-        except DependencyUnavailable as exc:
-            log.warning("graph_write_pending", task_id=intent.task_id, op=intent.op, error=str(exc)[:300])
-            return None
-        await self.outbox.clear(intent.task_id)
-        return result
 
     async def _delete_targets(self, job: DeleteJob) -> list[str]:
         user_id = job.user_id
@@ -476,20 +453,6 @@ class MemoryWrites(MemoryBase):
         the graph half waits in the outbox for the reconciler (the memories are searchable already)."""
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
-        user_id = memories[0].user_id
-        intent = Intent(op="upsert", task_id=task_id, user_id=user_id, memories=memories,
-                        links=Intent.of_links(links))
-        await self.outbox.put(intent)
-        with timed(STAGE, stage="embed"):
-            vectors = await self.embedder.embed([m.content for m in memories])
-        with timed(STAGE, stage="vector"):
-            await self.vectors.upsert(memories, vectors)
-        with timed(STAGE, stage="graph"):
-            done = await self._graph_step(intent, self._upsert_graph(user_id, memories, links))
-        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=bool(done))
+        done = await self.ledger.store(task_id, memories, links, self.embedder.embed)
+        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=done)
         return "stored" if done else "pending"
-
-    async def _upsert_graph(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> bool:
-        await self.graph_writer.upsert(user_id, memories, links)
-        return True
-

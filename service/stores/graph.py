@@ -1,14 +1,68 @@
-"""Graph store Protocol. Backend: `service/stores/neo4j/` (async driver, managed transactions).
+"""Graph store Protocols. Backend: `service/stores/neo4j/` (async driver, managed transactions).
 
-All Cypher lives in the backend module.
+`GraphStore` is what reads, listings, curation and traces use. `MemoryGraphWrites` writes memories into the
+graph; only the dual-store write owner (`service/ledger.py`, through `service/graph_writer.py`) holds it, so
+no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
+`NameRules` is how the backend compares entity names (implemented by `service/identity.py`): the store
+never imports the identity rules or an embedder, and never embeds inside a transaction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.domain import Memory
+
+MERGE, PENDING, CREATE = "merge", "pending", "create"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entity the graph already holds (or one created earlier in the same write)."""
+
+    id: str
+    name: str
+    type: str
+    aliases: tuple[str, ...] = ()
+    vector: Sequence[float] | None = None
+    rejected: tuple[str, ...] = ()  # keys of names a reviewer said are not this entity
+
+
+@dataclass(frozen=True)
+class Resolution:
+    action: str  # merge | pending | create
+    score: float = 0.0
+    match_type: str = "none"
+    reason: str = "no candidate of a compatible type"
+    target_id: str | None = None  # merge: the entity written to; pending: the entity it may be
+    target_name: str | None = None
+
+
+class NameRules(Protocol):
+    """Entity names as the graph compares them. `resolves` False: one entity per spelling (no gate, no
+    name vectors)."""
+
+    resolves: bool
+    model: str  # the embedder of name vectors
+    dim: int
+
+    def keys_of(self, names: Sequence[str]) -> list[str]:
+        """Every key an entity is found by (one per spelling, plus canonical names)."""
+
+    def name_key(self, name: str) -> str: ...
+
+    def compatible(self, a: str, b: str) -> bool:
+        """Whether entities of these two types may be one entity."""
+
+    def type_family(self, entity_type: str) -> str: ...
+
+    def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
+               candidates: Sequence[Candidate]) -> Resolution: ...
+
+    async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
+        """name key -> the embedding of the name."""
 
 
 @dataclass(frozen=True)
@@ -98,67 +152,14 @@ class Page:
     next_cursor: str | None
 
 
-class GraphStore(Protocol):
-    name: str
-    transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
-    deadlock_retries: int
-
-    async def ensure_schema(self) -> None:
-        """Create constraints and indexes if missing (idempotent)."""
+class MemoryGraphWrites(Protocol):
+    """The graph half of a memory's write, update, removal and import."""
 
     async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
         """In one transaction: MERGE a (:Memory) node per memory, the (:Entity) nodes its links name
         (scoped to the memory's user and group), (:Memory)-[:MENTIONS]->(:Entity) and
         (:Entity)-[:RELATES]->(:Entity) edges whose `memory_ids` include the memory.
         Every MERGE is on a deterministic id, so a replay changes nothing."""
-
-    # ---- reads (issue 4) -----------------------------------------------------------------
-
-    async def search_facts(
-        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
-    ) -> list[GraphFact]:
-        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
-        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
-        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
-
-    async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
-        """`propose_memories(...).memories`."""
-
-    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
-        """The graph retriever's candidates: (memory id, graph score) of the memories that mention an entity the
-        query names (name, alias or full text) or one of its RELATES neighbours, rare entities counting more,
-        best first, and the names and aliases of the entities matched. Ids of memories the vector store may no
-        longer hold are possible: the caller checks."""
-
-    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
-
-    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters;
-        not the copies a merge made."""
-
-    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        """Every entity of the user with its identity state: resolution decision, merge marker and record,
-        rejected names, and its own (not copied) SAME_AS pairs."""
-
-    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
-        """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
-
-    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
-        """memory id -> the ids of the entities it MENTIONS (not the copies a merge made)."""
-
-    async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
-                           mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
-        """MERGE exported memories (a deleted one lives again), entities, mentions and facts by id, keeping
-        every property (fact history too), in one transaction. Facts may name memories of earlier calls."""
-
-    async def list_edges(
-        self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
-    ) -> Page: ...
-
-    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
-
-    # ---- lifecycle (issues 4 and 5) ------------------------------------------------------
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         """Update re-ingestion: the memory's node gets the new content; edges it supported that the
@@ -177,13 +178,65 @@ class GraphStore(Protocol):
         `erase` (a user's delete, not dedup): the nodes keep only ids and times, edges no memory states
         any more lose their text, and entities no live memory mentions are removed with their edges."""
 
+    async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
+                           mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
+        """MERGE exported memories (a deleted one lives again), entities, mentions and facts by id, keeping
+        every property (fact history too), in one transaction. Facts may name memories of earlier calls."""
+
+    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
+        """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
+
+
+class GraphStore(Protocol):
+    name: str
+    transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
+    deadlock_retries: int
+
+    async def ensure_schema(self) -> None:
+        """Create constraints and indexes if missing (idempotent)."""
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    async def search_facts(
+        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
+    ) -> list[GraphFact]:
+        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
+        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
+        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
+
+    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
+        """The graph retriever's candidates: (memory id, graph score) of the memories that mention an entity the
+        query names (name, alias or full text) or one of its RELATES neighbours, rare entities counting more,
+        best first, and the names and aliases of the entities matched. Ids of memories the vector store may no
+        longer hold are possible: the caller checks."""
+
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
+
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters;
+        not the copies a merge made."""
+
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """Every entity of the user with its identity state: resolution decision, merge marker and record,
+        rejected names, and its own (not copied) SAME_AS pairs."""
+
+    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
+        """memory id -> the ids of the entities it MENTIONS (not the copies a merge made)."""
+
+    async def list_edges(
+        self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
+    ) -> Page: ...
+
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
+
     async def memory_users(self, limit: int = 100_000) -> list[str]:
         """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
 
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
         """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
 
-    # ---- entity identity and provenance (issue 13; service/stores/neo4j/curation.py) ---------
+    # ---- entity identity and provenance (service/stores/neo4j/curation.py) ------------------
 
     async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -222,3 +275,7 @@ class GraphStore(Protocol):
         """Raise DependencyUnavailable if the graph cannot serve requests."""
 
     async def close(self) -> None: ...
+
+
+class GraphBackend(GraphStore, MemoryGraphWrites, Protocol):
+    """A backend implements both: the service hands the reads to every reader and the writes to the ledger."""

@@ -9,6 +9,7 @@ import httpx
 from service.deps import Deps
 from service.jobs import ConversationJob
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
 
@@ -58,14 +59,14 @@ async def test_conversation_becomes_categorised_memories_and_a_graph(client: htt
 
     # stored in both stores, with provenance
     assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop-api")) == len(memories)
-    assert await deps.graph.count_memories(user) == len(memories)
+    assert await probe.count_memories(deps.graph, user) == len(memories)
     stored = await deps.vectors.get([str(m["id"]) for m in memories])
     assert {s.agent_id for s in stored} == {"cursor"}
     assert {s.task_id for s in stored} == {done["task_id"]}
 
-    entities = {str(e["name"]).casefold() for e in await deps.graph.entities(user)}
+    entities = {str(e["name"]).casefold() for e in await probe.entities(deps.graph, user)}
     assert {"fastapi", "postgresql", "acme corp"} <= entities
-    relations = await deps.graph.relations(user)
+    relations = await probe.relations(deps.graph, user)
     assert relations
     for r in relations:
         assert r["valid_at"] and r["invalid_at"] is None and r["expired_at"] is None
@@ -80,13 +81,15 @@ async def test_replaying_a_conversation_job_changes_nothing(client: httpx.AsyncC
     user = unique("replay")
     done = await _submit(client, messages=CONVERSATION, user_id=user, project_id="p1")
     before = (await deps.vectors.count(MemoryFilter(user_id=user, project_id="p1")),
-              await deps.graph.count_memories(user), await deps.graph.entities(user), await deps.graph.relations(user))
+              await probe.count_memories(deps.graph, user), await probe.entities(deps.graph, user),
+              await probe.relations(deps.graph, user))
     # Re-run the very job the worker ran (what ARQ does after a crash).
     job = ConversationJob(accepted_at="2026-01-01T00:00:00+00:00", user_id=user, project_id="p1", agent_id=None,
                           metadata={}, messages=CONVERSATION)
     await deps.service.store_conversation(str(done["task_id"]), job)
     after = (await deps.vectors.count(MemoryFilter(user_id=user, project_id="p1")),
-             await deps.graph.count_memories(user), await deps.graph.entities(user), await deps.graph.relations(user))
+             await probe.count_memories(deps.graph, user), await probe.entities(deps.graph, user),
+             await probe.relations(deps.graph, user))
     assert after[0] == before[0] and after[1] == before[1]
     assert after[2] == before[2]
     assert [(r["id"], r["memory_ids"]) for r in after[3]] == [(r["id"], r["memory_ids"]) for r in before[3]]
@@ -120,7 +123,7 @@ async def test_a_conversation_without_facts_is_kept_as_interaction_windows(clien
     assert third["content"] == "user: ok cool" and third["source_message_ids"] == ["m-5"]
     assert third["occurred_at"] == first["created_at"]  # unparseable timestamp: the acceptance time
     assert await deps.vectors.count(MemoryFilter(user_id=user)) == 3
-    assert await deps.graph.count_memories(user) == 3
+    assert await probe.count_memories(deps.graph, user) == 3
 
     got = await client.get(f"/v1/memories/{first['id']}", params={"user_id": user})
     assert got.status_code == 200
@@ -172,7 +175,7 @@ async def test_a_mixed_conversation_stores_facts_and_windows_with_their_sources(
     stored = {m.id: m for m in await deps.vectors.get([m["id"] for m in memories])}
     assert [stored[m["id"]].source_message_ids for m in memories] == [m["source_message_ids"] for m in memories]
     # a window is linked to what it mentions, but states no relation (its "I" may be the assistant)
-    relations = await deps.graph.relations(user)
+    relations = await probe.relations(deps.graph, user)
     assert relations and all(m["id"] not in r["memory_ids"] for m in memories[2:] for r in relations)
 
     # a replay of the job writes the very same memories

@@ -17,11 +17,13 @@ import pytest
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
+from service.identity import NameRules
 from service.maintenance.records import DedupKeys, RunLock
 from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import relation_id
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from tests.integration.procs import free_port
@@ -131,7 +133,7 @@ async def episodes(deps: Deps, user: str) -> dict[str, dict[str, Any]]:
 
 
 async def edges(deps: Deps, user: str) -> dict[str, dict[str, Any]]:
-    return {str(r["id"]): dict(r) for r in await deps.graph.relations(user)}
+    return {str(r["id"]): dict(r) for r in await probe.relations(deps.graph, user)}
 
 
 # -------------------------------------------------------------------------------------------
@@ -321,7 +323,7 @@ async def test_graph_outage_completes_vector_phase_and_next_run_retries(app: App
         MemoryLinks(new.id, [], [RelationRef("user", "likes", "neovim", "user likes neovim")]),
     ]
     await put(deps, [(old, p.vec(fam, 1.0)), (new, p.vec(fam, 0.98))], links)
-    dead = Neo4jGraphStore(f"bolt://127.0.0.1:{free_port()}", "neo4j", None, "memory", 1.0)
+    dead = Neo4jGraphStore(f"bolt://127.0.0.1:{free_port()}", "neo4j", None, "memory", 1.0, NameRules())
     try:
         sweep = DedupSweep(deps.settings, deps.vectors, dead, deps.redis)
         report = await sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user)

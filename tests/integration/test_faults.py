@@ -12,9 +12,11 @@ from pathlib import Path
 import httpx
 import redis.asyncio as aioredis
 
+from service.identity import NameRules
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 from tests.integration.procs import SlowProxy, start_neo4j, start_redis, start_service, stop
@@ -161,11 +163,11 @@ async def test_sigkill_mid_job_reruns_and_converges(tmp_path: Path) -> None:
         stop(proc)  # release the Qdrant Edge shard so the test can open it
 
         vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "neuralscape_memories")
-        graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5)
+        graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5, NameRules())
         try:
             await vectors.ensure_collection(384, "hash-384")
             assert await vectors.count(MemoryFilter(user_id=user)) == len(task_ids)
-            assert await graph.count_memories(user) == len(task_ids)
+            assert await probe.count_memories(graph, user) == len(task_ids)
         finally:
             await vectors.close()
             await graph.close()

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.fakes import FakeGemini
 from tests.integration.conftest import running_app, wait_task
@@ -110,8 +111,8 @@ async def test_gemini_extraction_lands_in_both_stores(gemini_stack: tuple[httpx.
     assert deps.embedder.name == "gemini:gemini-embedding-001:64"
 
     assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 4
-    assert await deps.graph.count_memories(user) == 4
-    rels = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
+    assert await probe.count_memories(deps.graph, user) == 4
+    rels = {(r["source"], r["predicate"], r["target"]): r for r in await probe.relations(deps.graph, user)}
     assert ("user", "prefers", "Neovim") in rels
     assert rels[("billing service", "uses", "PostgreSQL")]["valid_at"] == "2026-03-01T00:00:00+00:00"
 

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from service.domain import Memory, Scope, content_hash
+from service.identity import NameRules
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id, iso_utc, relation_id
 from service.stores.neo4j.search import lucene_escape, lucene_terms
+from tests import graph_probe as probe
 
 T0 = "2024-01-01T00:00:00+00:00"
 T1 = "2025-01-01T00:00:00+00:00"
@@ -23,7 +25,8 @@ NOW = "2026-06-01T12:00:00+00:00"
 
 @pytest.fixture(scope="module")
 async def store() -> AsyncIterator[Neo4jGraphStore]:
-    s = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None, os.environ.get("TEST_NEO4J_DATABASE", "memory"), 5)
+    s = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None, os.environ.get("TEST_NEO4J_DATABASE", "memory"), 5,
+                        NameRules())
     await s.ensure_schema()
     yield s
     await s.close()
@@ -60,7 +63,7 @@ def rid(m: Memory, s: str, p: str, o: str) -> str:
 
 
 async def edges(store: Neo4jGraphStore, user_id: str) -> dict[str, dict[str, Any]]:
-    return {str(r["id"]): r for r in await store.relations(user_id)}
+    return {str(r["id"]): r for r in await probe.relations(store, user_id)}
 
 
 def facts(found: list[GraphFact]) -> list[str]:
@@ -312,12 +315,12 @@ async def test_remove_memories_expires_only_unsupported_edges(store: Neo4jGraphS
         links(m2, rel("Alice", "likes", "tea")),
     ])
     vim, tea = rid(m1, "Alice", "uses", "vim"), rid(m1, "Alice", "likes", "tea")
-    assert await store.count_memories(u) == 2
+    assert await probe.count_memories(store, u) == 2
     assert await store.remove_memories([m1.id], NOW) == [vim]
     state = await edges(store, u)
     assert state[vim]["expired_at"] == NOW and state[vim]["invalid_at"] is None and state[vim]["memory_ids"] == []
     assert state[tea]["expired_at"] is None and state[tea]["memory_ids"] == [m2.id]
-    assert await store.count_memories(u) == 1
+    assert await probe.count_memories(store, u) == 1
     episodes = {e["id"]: e for e in (await store.list_episodes(u, None, 10, None)).items}
     assert episodes[m1.id]["deleted_at"] == NOW and episodes[m2.id]["deleted_at"] is None
     assert facts(await store.search_facts(u, ["global"], "Alice", 10)) == ["Alice likes tea"]
@@ -331,7 +334,7 @@ async def test_remove_memories_expires_only_unsupported_edges(store: Neo4jGraphS
     # a replayed write of a deleted memory supports nothing again
     await store.upsert_memories([m1], [links(m1, rel("Alice", "uses", "vim"), rel("Alice", "likes", "tea"))])
     assert await edges(store, u) == state
-    assert await store.count_memories(u) == 1
+    assert await probe.count_memories(store, u) == 1
     # unknown ids are fine
     assert await store.remove_memories([str(uuid.uuid4())], NOW) == []
 
@@ -411,9 +414,9 @@ async def test_upsert_twice_is_a_no_op(store: Neo4jGraphStore) -> None:
     lk = links(m, rel("Alice", "works_at", "Acme"), rel("alice", "likes", "Tea"),
                entities=[EntityRef("Alice", "person"), EntityRef("ALICE", "person")])
     await store.upsert_memories([m], [lk])
-    first = (await store.entities(u), await edges(store, u), await store.count_memories(u))
+    first = (await probe.entities(store, u), await edges(store, u), await probe.count_memories(store, u))
     await store.upsert_memories([m], [lk])
-    assert (await store.entities(u), await edges(store, u), await store.count_memories(u)) == first
+    assert (await probe.entities(store, u), await edges(store, u), await probe.count_memories(store, u)) == first
     alice = next(e for e in first[0] if e["name"] == "Alice")
     assert alice["aliases"] == ["ALICE", "alice"] and alice["type"] == "person"
 

@@ -15,6 +15,7 @@ from service.identity import NameVectors, ResolutionGate
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
+from tests import graph_probe as probe
 from tests.conftest import local_embedder
 
 T0 = "2026-01-01T00:00:00+00:00"
@@ -52,7 +53,7 @@ def eid(user_id: str, name: str, group: str = "global") -> str:
 
 
 async def nodes(store: Neo4jGraphStore, user_id: str) -> dict[str, dict[str, Any]]:
-    return {str(n["name"]): n for n in await store.entities(user_id)}
+    return {str(n["name"]): n for n in await probe.entities(store, user_id)}
 
 
 async def mentioned(store: Neo4jGraphStore, user_id: str, m: Memory) -> list[str]:
@@ -61,7 +62,7 @@ async def mentioned(store: Neo4jGraphStore, user_id: str, m: Memory) -> list[str
 
 async def copies(store: Neo4jGraphStore, user_id: str, source_id: str) -> dict[str, int]:
     """The edges a merge of the source copied onto its target, by type."""
-    return await store.merge_copies(user_id, source_id)
+    return await probe.merge_copies(store, user_id, source_id)
 
 
 async def test_exact_alias_and_key_merge_with_the_alias_recorded(store: Neo4jGraphStore) -> None:
@@ -100,10 +101,10 @@ async def test_hard_negatives_and_other_types_stay_apart(store: Neo4jGraphStore)
     u = user()
     await say(store, u, ("Java", "language"), ("Jordan", "place"))
     m = await say(store, u, ("JavaScript", "language"), ("Jordan", "person"))
-    found = {(n["name"], n["type"]) for n in await store.entities(u)}
+    found = {(n["name"], n["type"]) for n in await probe.entities(store, u)}
     assert found == {("Java", "language"), ("JavaScript", "language"), ("Jordan", "place"), ("Jordan", "person")}
     assert (await store.list_duplicates(u, None, 10, None))[0] == []
-    person = next(n for n in await store.entities(u) if n["type"] == "person")
+    person = next(n for n in await probe.entities(store, u) if n["type"] == "person")
     assert person["id"] in await mentioned(store, u, m) and eid(u, "Jordan") not in await mentioned(store, u, m)
 
 
@@ -128,7 +129,7 @@ async def test_confirm_merges_with_copies_marked_and_unmerge_restores(store: Neo
     edges = (await store.list_edges(u, None, 50, None)).items
     assert sorted((e["source"], e["target"]) for e in edges) == [("Melanie", "hiking"), ("Melanie", "painting")]
     for query in ("Mel", "Melanie"):
-        found = {mid for mid, _ in await store.search_memories(u, ["global"], query, 10)}
+        found = {mid for mid, _ in await probe.search_memories(store, u, ["global"], query, 10)}
         assert {first.id, second.id} <= found, query
     # a later mention of the merged spelling goes to the target
     later = await say(store, u, ("Mel", "person"))

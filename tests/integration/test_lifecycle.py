@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from service.deps import Deps
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 
@@ -129,7 +130,7 @@ async def test_get_update_delete_one_memory(client: httpx.AsyncClient, deps: Dep
     assert (await client.get(f"/v1/memories/{mid}")).status_code == 404
     hits = (await client.post("/v1/search", json={"query": "ruff format formatting", "user_id": user})).json()
     assert all(r["id"] != mid for r in hits["results"])
-    assert await deps.graph.count_memories(user) == 0
+    assert await probe.count_memories(deps.graph, user) == 0
     episodes = (await client.get("/v1/graph/episodes", params={"user_id": user})).json()["items"]
     assert [e["id"] for e in episodes] == [mid] and episodes[0]["deleted_at"]
 
@@ -137,11 +138,11 @@ async def test_get_update_delete_one_memory(client: httpx.AsyncClient, deps: Dep
 async def test_update_invalidates_the_contradicted_edge(client: httpx.AsyncClient, deps: Deps) -> None:
     user = unique("update")
     mid = await _mid(client, content="I work at Acme Corp", user_id=user, category="personal_fact")
-    before = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
+    before = {(r["source"], r["predicate"], r["target"]): r for r in await probe.relations(deps.graph, user)}
     assert ("user", "works_at", "Acme Corp") in before
 
     await _accepted(await client.put(f"/v1/memories/{mid}", json={"content": "I work at Globex"}), client)
-    after = {(r["source"], r["predicate"], r["target"]): r for r in await deps.graph.relations(user)}
+    after = {(r["source"], r["predicate"], r["target"]): r for r in await probe.relations(deps.graph, user)}
     old = after[("user", "works_at", "Acme Corp")]
     assert old["invalid_at"] and old["expired_at"]  # history kept, not deleted
     assert after[("user", "works_at", "Globex")]["invalid_at"] is None
@@ -160,13 +161,13 @@ async def test_newer_fact_replaces_older_for_single_valued_predicates(client: ht
     user = unique("tz")
     await write_raw(client, content="My timezone is Europe/Berlin", user_id=user, category="personal_fact")
     await write_raw(client, content="My timezone is America/New_York", user_id=user, category="personal_fact")
-    rels = {r["target"]: r for r in await deps.graph.relations(user) if r["predicate"] == "has_timezone"}
+    rels = {r["target"]: r for r in await probe.relations(deps.graph, user) if r["predicate"] == "has_timezone"}
     assert rels["Europe/Berlin"]["invalid_at"] == rels["America/New_York"]["valid_at"]
     assert rels["America/New_York"]["invalid_at"] is None
     # a multi-valued predicate keeps both
     await write_raw(client, content="I know Rust", user_id=user, category="technical_skill")
     await write_raw(client, content="I know Go", user_id=user, category="technical_skill")
-    knows = [r for r in await deps.graph.relations(user) if r["predicate"] == "knows"]
+    knows = [r for r in await probe.relations(deps.graph, user) if r["predicate"] == "knows"]
     assert len(knows) == 2 and all(r["invalid_at"] is None for r in knows)
     edges = (await client.get("/v1/graph/edges", params={"user_id": user})).json()["items"]
     assert "Europe/Berlin" not in {e["target"] for e in edges}
@@ -178,11 +179,11 @@ async def test_delete_expires_only_exclusive_edges(client: httpx.AsyncClient, de
     user = unique("del")
     a = await _mid(client, content="We use FastAPI and Redis", user_id=user, category="tech_stack", project_id="shop")
     await _mid(client, content="The shop runs on FastAPI", user_id=user, category="tech_stack", project_id="shop")
-    edges = {r["target"]: r for r in await deps.graph.relations(user) if r["source"] == "shop"}
+    edges = {r["target"]: r for r in await probe.relations(deps.graph, user) if r["source"] == "shop"}
     assert len(edges["FastAPI"]["memory_ids"]) == 2 and edges["Redis"]["memory_ids"] == [a]
 
     await _accepted(await client.delete(f"/v1/memories/{a}"), client)
-    edges = {r["target"]: r for r in await deps.graph.relations(user) if r["source"] == "shop"}
+    edges = {r["target"]: r for r in await probe.relations(deps.graph, user) if r["source"] == "shop"}
     # deleting erases (issue 10): the edge only `a` stated goes with the entity only `a` named
     assert "Redis" not in edges
     assert edges["FastAPI"]["expired_at"] is None and a not in edges["FastAPI"]["memory_ids"]

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from service.deps import Deps
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 
@@ -37,7 +38,7 @@ def ndjson(lines: list[dict[str, Any]]) -> bytes:
 
 async def snapshot(client: httpx.AsyncClient, deps: Deps, user: str) -> tuple[Any, Any, Any]:
     listed = (await client.get("/v1/memories", params={"user_id": user, "limit": 100})).json()["memories"]
-    facts = sorted(await deps.graph.relations(user), key=lambda r: str(r["id"]))
+    facts = sorted(await probe.relations(deps.graph, user), key=lambda r: str(r["id"]))
     found = (await client.post("/v1/search", json={"user_id": user, "query": "where do I work", "limit": 5})).json()
     # the same results, found by the same retrievers (equal scores may come back in either order)
     return (sorted(listed, key=lambda m: m["id"]), facts,
@@ -134,7 +135,7 @@ async def test_identity_state_survives_export_and_import(client: httpx.AsyncClie
                  (await client.get("/v1/graph/duplicates", params={"user_id": user})).json()["items"]]
         found = (await client.post("/v1/search", json={"user_id": user, "query": "Jon Smith",
                                                        "retrievers": ["graph"]})).json()
-        copies = await deps.graph.merge_copies(user, jon["source"]["id"])
+        copies = await probe.merge_copies(deps.graph, user, jon["source"]["id"])
         return stats, nodes, queue, sorted(r["id"] for r in found["results"]), copies
 
     before = await state()
@@ -154,4 +155,4 @@ async def test_identity_state_survives_export_and_import(client: httpx.AsyncClie
     assert undone.status_code == 200
     nodes = {n["name"]: n for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]}
     assert nodes["Jon"]["merged_into"] is None and "Jon" not in nodes["Jon Smith"]["aliases"]
-    assert await deps.graph.merge_copies(user, jon["source"]["id"]) == {}
+    assert await probe.merge_copies(deps.graph, user, jon["source"]["id"]) == {}

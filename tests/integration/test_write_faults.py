@@ -12,9 +12,11 @@ from typing import Any
 
 import httpx
 
+from service.identity import NameRules
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 from tests.integration.procs import free_port, stack_env, start_neo4j, start_redis, start_service, stop
@@ -80,13 +82,13 @@ async def test_sigkill_three_times_during_a_stream_of_writes_loses_and_duplicate
         stop(proc)
 
     vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "neuralscape_memories")
-    graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5)
+    graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5, NameRules())
     try:
         await vectors.ensure_collection(384, "hash-384")
         page, _ = await vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), 500)
         stored = [m.content for m in page]
         assert sorted(stored) == sorted(contents), "lost or duplicated in the vector store"
-        assert await graph.count_memories(user) == len(contents)
+        assert await probe.count_memories(graph, user) == len(contents)
     finally:
         await vectors.close()
         await graph.close()
@@ -115,7 +117,7 @@ async def test_redis_restarted_with_100_jobs_queued_completes_them_all(tmp_path:
                 await worker.stop()
             assert {d["status"] for d in done} == {"completed"}
             assert await deps.vectors.count(MemoryFilter(user_id=user)) == 100
-            assert await deps.graph.count_memories(user) == 100
+            assert await probe.count_memories(deps.graph, user) == 100
     finally:
         stop(proc)
 
@@ -159,7 +161,7 @@ async def test_neo4j_stopped_for_a_minute_during_writes(tmp_path: Path) -> None:
                         break
                     await asyncio.sleep(0.5)
                 assert status["result"]["graph"] == "stored", status
-            assert await deps.graph.count_memories(user) == 25
+            assert await probe.count_memories(deps.graph, user) == 25
             assert await deps.tasks.pending_count() == 0
             assert (await deps.service.outbox.stats())[0] == 0
     finally:

@@ -21,6 +21,7 @@ from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
 from service.jobs import RawJob
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from tests.integration.procs import SlowProxy
@@ -62,12 +63,12 @@ async def test_32_concurrent_jobs_of_one_user_share_entities_without_deadlocks(
     done = await asyncio.gather(*(wait_task(client, r.json()["task_id"], timeout=60) for r in accepted))
     assert [d["status"] for d in done] == ["completed"] * 32, [d for d in done if d["status"] != "completed"]
     assert {d["result"]["graph"] for d in done} == {"stored"}
-    entities = await deps.graph.entities(user)
+    entities = await probe.entities(deps.graph, user)
     names = [str(e["name"]).casefold() for e in entities]
     assert len(names) == len(set(names)), "an entity was created twice"
     for name in (*NAMES[1:], *PLACES, *TOOLS):
         assert name.casefold() in names
-    assert await deps.graph.count_memories(user) == 32
+    assert await probe.count_memories(deps.graph, user) == 32
     assert await deps.vectors.count(MemoryFilter(user_id=user)) == 32
     assert deps.graph.deadlock_retries == before
 
@@ -155,7 +156,7 @@ async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconcile
             return bool(status["result"]["graph"] == "stored")
 
         await wait_for(landed, 60, "the reconciler landing the graph half")
-        assert await deps.graph.count_memories(user) == 2
+        assert await probe.count_memories(deps.graph, user) == 2
         facts = (await client.post("/v1/graph/search", json={"query": "PostgreSQL", "user_id": user})).json()
         assert any(memory_id in f["memory_ids"] for f in facts["results"])
         assert (await deps.service.outbox.stats())[0] == 0
@@ -239,7 +240,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     assert dry_done["status"] == "completed", dry_done
     assert dry_done["result"]["repairs"] == {"graph_node_missing": 1, "vector_missing": 1,
                                              "vector_of_deleted_memory": 0, "delete_finished": 1}
-    assert await deps.graph.count_memories(user) == 3  # a dry run repairs nothing
+    assert await probe.count_memories(deps.graph, user) == 3  # a dry run repairs nothing
 
     real = await client.post("/v1/maintenance/reconcile", json={"user_id": user})
     report = await wait_task(client, real.json()["task_id"])
@@ -249,7 +250,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     nodes = {str(n["id"]): n for n in await deps.graph.memory_nodes(user, [orphan.id, deleted_id, lost_vector_id])}
     assert nodes[orphan.id].get("deleted_at") is None and nodes[orphan.id]["content"] == orphan.content
     assert nodes[deleted_id].get("deleted_at")
-    assert await deps.graph.count_memories(user) == 3
+    assert await probe.count_memories(deps.graph, user) == 3
     runs = (await client.get("/v1/maintenance/runs")).json()["runs"]
     mine = [r for r in runs if r["run_id"] == real.json()["run_id"]]
     assert mine and mine[0]["kind"] == "reconcile" and mine[0]["repairs"]["vector_missing"] == 1

@@ -8,6 +8,7 @@ import httpx
 
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 
@@ -40,7 +41,7 @@ async def test_raw_write_is_accepted_processed_and_searchable(client: httpx.Asyn
     assert not await deps.tasks.is_pending(body["task_id"])
     # both stores hold it
     assert await deps.vectors.count(MemoryFilter(user_id=user)) == 1
-    assert await deps.graph.count_memories(user) == 1
+    assert await probe.count_memories(deps.graph, user) == 1
 
     resp = await client.post("/v1/search", json={"query": "dark mode editor", "user_id": user})
     assert resp.status_code == 200
@@ -69,7 +70,7 @@ async def test_concurrent_identical_submissions_share_one_task(client: httpx.Asy
     again = await client.post("/v1/memories/raw", json=body)
     assert again.json()["task_id"] == done["task_id"]
     assert await deps.vectors.count(MemoryFilter(user_id=user)) == 1
-    assert await deps.graph.count_memories(user) == 1
+    assert await probe.count_memories(deps.graph, user) == 1
 
 
 async def test_different_category_or_scope_is_a_different_task(client: httpx.AsyncClient) -> None:
@@ -165,7 +166,7 @@ async def test_a_batch_is_one_task_whose_memories_are_in_both_stores_in_order(cl
     assert len({m["id"] for m in stored}) == 3
     assert done["result"]["graph"] == "stored"
     assert await deps.vectors.count(MemoryFilter(user_id=user, all_scopes=True)) == 3
-    assert await deps.graph.count_memories(user) == 3
+    assert await probe.count_memories(deps.graph, user) == 3
     found = (await client.post("/v1/search", json={"query": "Bazel remote caching", "user_id": user,
                                                    "project_id": "p-batch"})).json()
     assert found["results"][0]["id"] == stored[1]["id"]

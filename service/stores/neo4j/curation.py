@@ -14,7 +14,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.errors import Conflict, DomainError, NotFound
-from service.identity import compatible
+from service.stores.graph import NameRules
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
 
 ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .group_id, .merged_into,
@@ -220,17 +220,13 @@ DETACH DELETE t
 RETURN count(*) AS n
 """
 
-MERGE_COPIES: LiteralString = """
-MATCH (s:Entity {id: $id}) WHERE s.user_id = $user_id
-MATCH (t:Entity {id: coalesce(s.merged_into, '')})-[c]-() WHERE c.migrated_from = s.id
-RETURN type(c) AS type, count(c) AS n
-"""
-
 PURGE_BATCH = 1000
 
 
 class GraphCuration:
     """Curation methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
+
+    _names: NameRules  # provided by Neo4jGraphStore
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
     async def _write(self, fn: Any, **params: Any) -> Any: ...
@@ -310,7 +306,7 @@ class GraphCuration:
             raise Conflict(f"source {source_id} is already merged into {source['merged_into']}")
         if source["group_id"] != target["group_id"]:
             raise DomainError("entities of different groups (global / project) never merge")
-        if not compatible(str(source.get("type") or "thing"), str(target.get("type") or "thing")):
+        if not self._names.compatible(str(source.get("type") or "thing"), str(target.get("type") or "thing")):
             raise DomainError(f"a {source.get('type')} and a {target.get('type')} never merge")
 
         async def run(tx: AsyncManagedTransaction) -> None:
@@ -347,15 +343,6 @@ class GraphCuration:
 
         await self._write(run)
         return {"status": "unmerged", "source_id": entity_id, "target_id": source["merged_into"], "merged_into": None}
-
-    async def merge_copies(self, user_id: str, entity_id: str) -> dict[str, int]:
-        """Audit of a merge: how many edges of each type it copied onto the target (empty when not merged)."""
-        async def run(tx: AsyncManagedTransaction) -> dict[str, int]:
-            result = await tx.run(MERGE_COPIES, id=entity_id, user_id=user_id)
-            return {str(r["type"]): int(r["n"]) for r in await result.data()}
-
-        found: dict[str, int] = await self._read(run)
-        return found
 
     async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
         check_id(user_id, "user_id")

@@ -1,5 +1,7 @@
-"""The resolution gate applied to a graph write (service/identity.py decides; this module fetches and rewrites).
+"""The resolution gate applied to a graph write (the store's `NameRules` decide; this module fetches and rewrites).
 
+The names' embeddings are computed before the transaction (`vectors`); a candidate whose name has no vector of
+this embedder yet raises `MissingNameVectors`, and the store embeds those names and runs the transaction again.
 Inside the write's transaction, before any entity is MERGEd:
 
 1. entities of the batch that already exist keep their decision; one merged into another is written to its
@@ -22,16 +24,8 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.identity import (
-    MERGE,
-    PENDING,
-    Candidate,
-    NameVectors,
-    compatible,
-    name_key,
-    type_family,
-)
 from service.metrics import ENTITY_RESOLUTIONS
+from service.stores.graph import MERGE, PENDING, Candidate, NameRules
 from service.stores.neo4j.rows import entity_id, relation_id
 from service.stores.neo4j.search import lucene_escape
 
@@ -39,6 +33,14 @@ KEY_INDEX = "entity_keys"
 CANDIDATES_PER_INDEX = 20
 VECTOR_CANDIDATES = 64  # the vector index is not tenant-filtered: read this many, keep the caller's
 MAX_MERGE_HOPS = 5
+
+
+class MissingNameVectors(Exception):
+    """Raised inside the transaction (rolling it back): these names need embedding first."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"{len(names)} entity names need embeddings")
+        self.names = names
 
 
 def vector_index(dim: int) -> str:
@@ -120,29 +122,29 @@ def _key_query(ft: str, keys: list[str]) -> str:
     return f"+ft_key:{ft}^0 +keys:({quoted})"
 
 
-async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dict[str, list[dict[str, Any]]],
-                  now: str) -> None:
+async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str, list[dict[str, Any]]],
+                  now: str, vectors: dict[str, list[float]]) -> None:
     """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions (existing
-    entities keep theirs), and add `same_as` rows."""
+    entities keep theirs), and add `same_as` rows. `vectors`: name key -> embedding, for the batch's names."""
     rows = graph["entities"]
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
     existing = await _existing(tx, rows)
     for row in rows:  # a name the graph holds as an entity of another family is another entity
         held = existing.get(row["id"])
-        if held is not None and not compatible(row["type"], str(held.get("type") or "thing")):
-            qualified = f"{row['name']}|{type_family(row['type'])}"
+        if held is not None and not rules.compatible(row["type"], str(held.get("type") or "thing")):
+            qualified = f"{row['name']}|{rules.type_family(row['type'])}"
             remap[row["id"]] = row["id"] = entity_id(row["user_id"], row["group_id"], qualified)
             names[row["id"]] = qualified
     if remap:
         existing = await _existing(tx, rows)
-    # names are embedded (and their vectors sent) only for entities that do not hold this model's vector yet
-    unvectored = {r["id"] for r in rows if existing.get(r["id"], {}).get("name_vector_model") != resolver.model}
-    by_key = await resolver.vectors([r["name"] for r in rows if r["id"] in unvectored])
+    # vectors are sent only for entities that do not hold this model's vector yet
+    unvectored = {r["id"] for r in rows if existing.get(r["id"], {}).get("name_vector_model") != rules.model}
+    by_key = vectors
     for row in rows:
-        vec = by_key.get(name_key(row["name"])) if row["id"] in unvectored else None
-        row["vector"], row["vector_model"] = vec, resolver.model
-        row["vector_props"] = {vector_property(resolver.dim): vec} if vec is not None else {}
+        vec = by_key.get(rules.name_key(row["name"])) if row["id"] in unvectored else None
+        row["vector"], row["vector_model"] = vec, rules.model
+        row["vector_props"] = {vector_property(rules.dim): vec} if vec is not None else {}
     merged = {i: str(e["merged_into"]) for i, e in existing.items() if e.get("merged_into")}
     remap.update(await _final_targets(tx, merged, names))
 
@@ -153,24 +155,25 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
                    "key_query": _key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
                    "vector": r["vector"]} for r in new]
         result = await tx.run(CANDIDATES, rows=params, key_index=KEY_INDEX, text_index="entity_text",
-                              vector_index=vector_index(resolver.dim), vector_property=vector_property(resolver.dim),
+                              vector_index=vector_index(rules.dim), vector_property=vector_property(rules.dim),
                               k=CANDIDATES_PER_INDEX, vk=VECTOR_CANDIDATES)
         # records read as they are: `.data()` would walk every float of every candidate's name vector (up to
         # 104 candidates x 384 floats per new entity) through the driver's recursive transform, which was a
         # third of the gate's Python time in bulk writes; the candidates are map projections already
         found = {str(r["id"]): list(r["candidates"]) async for r in result}
-        stale = [str(c["name"]) for cs in found.values() for c in cs if c.get("name_vector_model") != resolver.model]
+        stale = [str(c["name"]) for cs in found.values() for c in cs if c.get("name_vector_model") != rules.model
+                 and rules.name_key(str(c["name"])) and rules.name_key(str(c["name"])) not in by_key]
         if stale:  # written before name vectors, or by another embedder
-            by_key.update(await resolver.vectors(stale))
+            raise MissingNameVectors(sorted(set(stale)))
 
     created: list[dict[str, Any]] = []  # new rows kept, candidates for the rows after them
     same_as: list[dict[str, Any]] = []
     drop: set[str] = set()
     for row in new:
-        cands = [_candidate(c, resolver.model, by_key) for c in found.get(row["id"], [])]
+        cands = [_candidate(c, rules, by_key) for c in found.get(row["id"], [])]
         cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"]) for c in created
                   if c["group_id"] == row["group_id"]]
-        decision = resolver.gate.decide(row["name"], row["type"], row["vector"], cands)
+        decision = rules.decide(row["name"], row["type"], row["vector"], cands)
         ENTITY_RESOLUTIONS.labels(action=decision.action).inc()
         if decision.action == MERGE and decision.target_id:
             target = remap.get(decision.target_id, decision.target_id)
@@ -192,8 +195,9 @@ async def resolve(tx: AsyncManagedTransaction, resolver: NameVectors, graph: dic
     graph["same_as"] = same_as
 
 
-def _candidate(c: dict[str, Any], model: str, by_key: dict[str, list[float]]) -> Candidate:
-    vec = c.get("name_vector") if c.get("name_vector_model") == model else by_key.get(name_key(str(c["name"])))
+def _candidate(c: dict[str, Any], rules: NameRules, by_key: dict[str, list[float]]) -> Candidate:
+    vec = (c.get("name_vector") if c.get("name_vector_model") == rules.model
+           else by_key.get(rules.name_key(str(c["name"]))))
     return Candidate(str(c["id"]), str(c["name"]), str(c.get("type") or "thing"), tuple(c.get("aliases") or ()),
                      vec, tuple(c.get("not_same_as") or ()))
 

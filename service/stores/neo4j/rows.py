@@ -12,8 +12,7 @@ import structlog
 
 from service.domain import ID_NAMESPACE, Memory
 from service.errors import DomainError
-from service.identity import keys_of
-from service.stores.graph import EntityRef, GraphFact, MemoryLinks, group_id
+from service.stores.graph import EntityRef, GraphFact, MemoryLinks, NameRules, group_id
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +111,7 @@ def relation_id(user_id: str, group: str, subject: str, predicate: str, obj: str
 
 
 def link_rows(
-    memories: list[Memory], links: list[MemoryLinks], default_valid_at: str | None = None
+    memories: list[Memory], links: list[MemoryLinks], names: NameRules, default_valid_at: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Entity, mention and relation rows for the links. A relation's valid_at is its stated time,
     else `default_valid_at`, else the memory's acceptance time (normalised to UTC ISO)."""
@@ -129,14 +128,14 @@ def link_rows(
         if row is None:
             entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
                              "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS], "names": [name],
-                             "keys": keys_of([name]),
+                             "keys": names.keys_of([name]),
                              "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
         else:
             if row["type"] == "thing":
                 row["type"] = ref.type[:MAX_PREDICATE_CHARS]
             if name not in row["names"]:
                 row["names"].append(name)
-                row["keys"] = keys_of(row["names"])
+                row["keys"] = names.keys_of(row["names"])
         return eid
 
     for link in links:

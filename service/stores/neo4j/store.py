@@ -4,7 +4,6 @@ in cypher.py, rows and ids in rows.py, full-text search helpers in search.py."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import structlog
@@ -19,57 +18,34 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
-from service.identity import NameVectors, keys_of
-from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphFact, GraphProposal, MemoryLinks, Page
+from service.stores.graph import SINGLE_VALUED_PREDICATES, MemoryLinks, NameRules
 from service.stores.neo4j import cypher, resolution
 from service.stores.neo4j.curation import GraphCuration
-from service.stores.neo4j.resolution import resolve
+from service.stores.neo4j.reads import GraphReads
+from service.stores.neo4j.resolution import MissingNameVectors, resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
-    MAX_NAME_CHARS,
-    MAX_PAGE_LIMIT,
-    MAX_QUERY_CHARS,
-    MAX_SEARCH_LIMIT,
     REMOVE_BATCH,
-    check_cursor,
-    check_groups,
     check_id,
-    clamp,
-    edge_item,
     entity_name,
-    fact_of,
     ft_key,
     iso_utc,
     link_rows,
     memory_row,
     utc_now,
 )
-from service.stores.neo4j.search import (
-    DIRECT_EDGES,
-    ENTITY_HITS,
-    HUB_DEGREE,
-    MAX_CANDIDATES,
-    MAX_MENTIONS,
-    MEMORIES_PER_ENTITY,
-    MEMORIES_PER_NEIGHBOUR,
-    NEIGHBOUR_EDGES,
-    NEIGHBOURS,
-    ONE_HOP_WEIGHT,
-    fact_score,
-    lucene_query,
-    lucene_terms,
-)
 
 log = structlog.get_logger(__name__)
+MAX_VECTOR_ROUNDS = 3  # transactions of one link write that may find candidates without name vectors
 _QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
 
 
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
-                      resolver: NameVectors | None) -> None:
-    """Resolve the new entities (when a gate is configured), MERGE entities, mentions and relations, then let
+                      names: NameRules, vectors: dict[str, list[float]]) -> None:
+    """Resolve the new entities (when the rules have a gate), MERGE entities, mentions and relations, then let
     single-valued facts replace older ones."""
-    if resolver is not None and graph["entities"]:
-        await resolve(tx, resolver, graph, now)
+    if names.resolves and graph["entities"]:
+        await resolve(tx, names, graph, now, vectors)
     if graph["entities"]:
         await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
     if graph.get("same_as"):
@@ -88,11 +64,11 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphCuration):
+class Neo4jGraphStore(GraphReads, GraphCuration):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
-                 resolver: NameVectors | None = None) -> None:
+                 names: NameRules) -> None:
         auth = (user, password) if password else None
         self._driver: AsyncDriver = AsyncGraphDatabase.driver(
             uri,
@@ -105,7 +81,7 @@ class Neo4jGraphStore(GraphCuration):
         )
         self._db = database
         self._timeout = timeout
-        self._resolver = resolver  # the entity resolution gate; None: one entity per spelling
+        self._names = names  # how entity names compare; with a gate, new entities are resolved
         self.transient_retries = 0  # transaction functions the driver re-ran on a transient error
         self.deadlock_retries = 0  # ... of which on DeadlockDetected
 
@@ -162,7 +138,7 @@ class Neo4jGraphStore(GraphCuration):
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
             await (await tx.run(stmt)).consume()
 
-        for stmt in cypher.SCHEMA + (resolution.schema(self._resolver.dim) if self._resolver else ()):
+        for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()):
             try:
                 await self._write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
@@ -207,7 +183,8 @@ class Neo4jGraphStore(GraphCuration):
         async def keys(tx: AsyncManagedTransaction) -> int:  # entities written before the resolution gate
             rows = await (await tx.run("MATCH (e:Entity) WHERE e.keys IS NULL "
                                        "RETURN e.id AS id, e.name AS name, e.aliases AS aliases LIMIT 5000")).data()
-            keyed = [{"id": r["id"], "keys": keys_of([r["name"] or "", *(r["aliases"] or [])])} for r in rows]
+            keyed = [{"id": r["id"], "keys": self._names.keys_of([r["name"] or "", *(r["aliases"] or [])])}
+                     for r in rows]
             if keyed:
                 await (await tx.run("UNWIND $rows AS row MATCH (e:Entity {id: row.id}) SET e.keys = row.keys",
                                     rows=keyed)).consume()
@@ -240,35 +217,60 @@ class Neo4jGraphStore(GraphCuration):
 
     # ---- writes ---------------------------------------------------------------------------
 
+    async def _link_write(self, links_of: Any, body: Any) -> Any:
+        """`body(tx, graph, vectors)` in one write transaction, `graph` fresh from `links_of()` each time. The
+        entity names are embedded before the transaction; names of candidates the transaction found without a
+        vector of this embedder are embedded after it rolled back, and it runs again."""
+        vectors: dict[str, list[float]] = {}
+        for _ in range(MAX_VECTOR_ROUNDS):
+            graph = links_of()
+            if self._names.resolves:
+                wanted = [r["name"] for r in graph["entities"] if self._names.name_key(r["name"]) not in vectors]
+                vectors |= await self._names.vectors(wanted) if wanted else {}
+
+            async def run(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> Any:
+                return await body(tx, graph, vectors)
+
+            try:
+                return await self._write(run, graph=graph, vectors=vectors)
+            except MissingNameVectors as exc:
+                vectors |= await self._names.vectors(exc.names)
+        raise DependencyUnavailable("neo4j write: candidates kept arriving without name vectors")
+
     async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
-        graph = link_rows(memories, links or [])
         now = utc_now()
+        rows = sorted((memory_row(m) for m in memories), key=lambda r: str(r["id"]))
 
-        async def run(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
+        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> None:
             await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
-            await apply_links(tx, graph, now, self._resolver)
+            await apply_links(tx, graph, now, self._names, vectors)
 
-        await self._write(run, rows=sorted((memory_row(m) for m in memories), key=lambda r: str(r["id"])))
+        await self._link_write(lambda: link_rows(memories, links or [], self._names), body)
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         if links.memory_id != memory.id:
             raise DomainError("links belong to another memory")
         now = iso_utc(now) or utc_now()
-        graph = link_rows([memory], [links], default_valid_at=now)
+
+        def links_of() -> dict[str, Any]:
+            return link_rows([memory], [links], self._names, default_valid_at=now)
+
+        graph = links_of()
         keep = sorted({r["id"] for r in graph["relations"]})
         keys = sorted({(r["source_id"], r["predicate"]) for r in graph["relations"]
                        if r["predicate"] in SINGLE_VALUED_PREDICATES})
 
-        async def run(tx: AsyncManagedTransaction) -> list[str]:
+        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
+                       ) -> list[str]:
             await (await tx.run(cypher.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
             await (await tx.run(cypher.DROP_SUPPORT, memory_ids=[memory.id], memory_id=memory.id, keep=keep,
                                 now=now)).consume()
-            await apply_links(tx, graph, now, self._resolver)
+            await apply_links(tx, graph, now, self._names, vectors)
             result = await tx.run(cypher.INVALIDATED_BY, memory_ids=[memory.id], memory_id=memory.id, now=now,
                                   keys=[list(k) for k in keys])
             return [str(r["id"]) for r in await result.data()]
 
-        invalidated: list[str] = await self._write(run)
+        invalidated: list[str] = await self._link_write(links_of, body)
         return invalidated
 
     async def remove_memories(
@@ -308,162 +310,13 @@ class Neo4jGraphStore(GraphCuration):
             expired += await remove(ids[start : start + REMOVE_BATCH])
         return sorted(set(expired))
 
-    # ---- reads ----------------------------------------------------------------------------
-
-    async def search_facts(
-        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
-    ) -> list[GraphFact]:
-        checked, terms, keys = self._search_scope(user_id, groups, query)
-        limit = clamp(limit, MAX_SEARCH_LIMIT)
-        if not checked:
-            return []
-        fact_q = lucene_query(keys, ("fact",), terms, live_only=not include_history) if terms else None
-        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": include_history}
-
-        async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]],
-                                                             list[dict[str, Any]]]:
-            hits = await _entity_hits(tx, query, terms, keys, common)
-            edges: list[dict[str, Any]] = []
-            if hits:
-                result = await tx.run(cypher.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
-                                      neighbours=NEIGHBOURS, per_neighbour=NEIGHBOUR_EDGES, hub=HUB_DEGREE, **common)
-                edges = await result.data()
-            facts: list[dict[str, Any]] = []
-            if fact_q:
-                result = await tx.run(cypher.FACT_TEXT_HITS, index=cypher.FACT_TEXT_INDEX, lucene=fact_q,
-                                      k=max(2 * limit, 20), **common)
-                facts = await result.data()
-            return hits, edges, facts
-
-        hits, edges, facts = await self._read(run)
-        evidence: dict[str, dict[tuple[str, int], float]] = {}
-        rows: dict[str, dict[str, Any]] = {}
-        for e in edges:
-            fact = e["fact"]
-            weight = hits.get(str(e["hit"]), 0.0) * (1.0 if e["hop"] == 0 else ONE_HOP_WEIGHT)
-            slot = evidence.setdefault(str(fact["id"]), {})
-            key = ("entity:" + str(e["hit"]), 0)
-            slot[key] = max(slot.get(key, 0.0), weight)
-            rows[str(fact["id"])] = fact
-        top_fact = max((float(f["score"]) for f in facts), default=0.0)
-        for f in facts:
-            fact = f["fact"]
-            slot = evidence.setdefault(str(fact["id"]), {})
-            slot[("fact", 0)] = float(f["score"]) / top_fact if top_fact > 0 else 0.0
-            rows[str(fact["id"])] = fact
-        now = datetime.now(UTC)
-        scored = [
-            fact_of(row, fact_score(list(evidence[fid].values()), len(row.get("memory_ids") or []),
-                                  row.get("valid_at"), now))
-            for fid, row in rows.items()
-        ]
-        scored.sort(key=lambda f: (-f.score, f.id))
-        return [f for f in scored if f.score > 0][:limit]
-
-    async def search_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> list[tuple[str, float]]:
-        return (await self.propose_memories(user_id, groups, query, limit)).memories
-
-    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
-        """The graph retriever (`cypher.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
-        round trip; Neo4j sums the scores, so only the ranked memories cross the wire."""
-        checked, terms, keys = self._search_scope(user_id, groups, query)
-        if not checked:
-            return GraphProposal([], [])
-        params: dict[str, Any] = {
-            "user_id": user_id, "groups": checked, "entity_hits": ENTITY_HITS,
-            "name_lc": query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS],
-            "per_entity": min(MEMORIES_PER_ENTITY, clamp(limit, MAX_CANDIDATES)), "neighbours": NEIGHBOURS,
-            "per_neighbour": MEMORIES_PER_NEIGHBOUR, "hub": HUB_DEGREE, "max_mentions": MAX_MENTIONS,
-            "one_hop": ONE_HOP_WEIGHT, "limit": clamp(limit, MAX_CANDIDATES),
-        }
-        if terms:
-            stmt = cypher.MEMORY_RETRIEVER
-            params.update(index=cypher.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
-        else:
-            stmt = cypher.MEMORY_RETRIEVER_EXACT
-
-        answer = await self._read_one(stmt, **params)
-        if not answer:
-            return GraphProposal([], [])
-        names, mids, scores = answer[0]
-        rows = [(str(mid), round(float(score), 6)) for mid, score in zip(mids, scores, strict=True)]
-        return GraphProposal(sorted(rows, key=lambda ms: (-ms[1], ms[0])),
-                             list(dict.fromkeys(str(n) for n in names or [] if n)))
-
-    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
-        """The ids of the entities the graph retriever starts from for this query (a trace's TOUCHED)."""
-        checked, terms, keys = self._search_scope(user_id, groups, query)
-        if not checked:
-            return []
-        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
-
-        async def run(tx: AsyncManagedTransaction) -> list[str]:
-            return sorted(await _entity_hits(tx, query, terms, keys, common))
-
-        found: list[str] = await self._read(run)
-        return found
-
-    @staticmethod
-    def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
-        """(checked groups, the query's Lucene terms, the caller's full-text tenant keys)."""
-        check_id(user_id, "user_id")
-        checked = check_groups(groups) or []
-        return checked, lucene_terms(query), [ft_key(user_id, g) for g in checked]
-
-    async def _page(
-        self, stmt: LiteralString, user_id: str, groups: list[str] | None, limit: int, cursor: str | None,
-        history: bool = False,
-    ) -> list[dict[str, Any]]:
-        check_id(user_id, "user_id")
-        params: dict[str, Any] = {
-            "user_id": user_id, "groups": check_groups(groups), "cursor": check_cursor(cursor),
-            "limit": clamp(limit, MAX_PAGE_LIMIT) + 1, "history": history,
-        }
-
-        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            return list(await (await tx.run(stmt, **params)).data())
-
-        rows: list[dict[str, Any]] = await self._read(run)
-        return rows
-
-    @staticmethod
-    def _paged(items: list[dict[str, object]], limit: int) -> Page:
-        limit = clamp(limit, MAX_PAGE_LIMIT)
-        more = len(items) > limit
-        items = items[:limit]
-        return Page(items=items, next_cursor=str(items[-1]["id"]) if more and items else None)
-
-    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.LIST_NODES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
-
-    async def list_edges(
-        self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
-    ) -> Page:
-        rows = await self._page(cypher.LIST_EDGES, user_id, groups, limit, cursor, include_history)
-        return self._paged([edge_item(r["fact"]) for r in rows], limit)
-
-    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
-
-    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
-        check_id(user_id, "user_id")
-
-        async def run(tx: AsyncManagedTransaction) -> dict[str, list[str]]:
-            result = await tx.run(cypher.MENTIONS_OF, ids=memory_ids, user_id=user_id)
-            return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
-
-        found: dict[str, list[str]] = await self._read(run)
-        return found
-
     async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
                            mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
         check_id(user_id, "user_id")
         memory_rows = [memory_row(m) for m in memories if m.user_id == user_id]
         ent_rows = [{**e, "name_lc": entity_name(str(e["name"])).casefold(),
                      "ft_key": ft_key(user_id, str(e["group_id"])),
-                     "keys": sorted({*keys_of([str(e["name"]), *e["aliases"]]), *e.get("keys", [])}),
+                     "keys": sorted({*self._names.keys_of([str(e["name"]), *e["aliases"]]), *e.get("keys", [])}),
                      "identity": e.get("identity", {})} for e in entities]
         fact_rows = [{**f, "ft_key": ft_key(user_id, str(f["group_id"]))} for f in facts]
 
@@ -479,77 +332,6 @@ class Neo4jGraphStore(GraphCuration):
 
         await self._write(run)
 
-    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
-
-    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
-
-    async def entities(self, user_id: str) -> list[dict[str, object]]:
-        async def run(tx: AsyncManagedTransaction, user_id: str) -> list[dict[str, object]]:
-            result = await tx.run(
-                "MATCH (e:Entity {user_id: $user_id}) "
-                "RETURN e.id AS id, e.name AS name, e.type AS type, e.aliases AS aliases, e.group_id AS group_id "
-                "ORDER BY e.name",
-                user_id=user_id,
-            )
-            return [dict(r) for r in await result.data()]
-
-        rows: list[dict[str, object]] = await self._read(run, user_id=user_id)
-        return rows
-
-    async def relations(self, user_id: str) -> list[dict[str, object]]:
-        """Every edge, history included (invalid and expired ones too)."""
-
-        async def run(tx: AsyncManagedTransaction, user_id: str) -> list[dict[str, object]]:
-            result = await tx.run(
-                "MATCH (s:Entity)-[r:RELATES {user_id: $user_id}]->(o:Entity) "
-                "RETURN r.id AS id, s.name AS source, r.predicate AS predicate, o.name AS target, "
-                "r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at, "
-                "r.expired_at AS expired_at, r.memory_ids AS memory_ids, r.group_id AS group_id "
-                "ORDER BY source, predicate, target",
-                user_id=user_id,
-            )
-            return [dict(r) for r in await result.data()]
-
-        rows: list[dict[str, object]] = await self._read(run, user_id=user_id)
-        return rows
-
-    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
-        """The user's (:Memory) nodes with these ids (deleted ones too, with `deleted_at`)."""
-        check_id(user_id, "user_id")
-        ids = [check_id(i, "memory id") for i in memory_ids]
-
-        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(cypher.MEMORY_NODES, user_id=user_id, ids=ids)
-            return [dict(r["item"]) for r in await result.data()]
-
-        rows: list[dict[str, Any]] = await self._read(run)
-        return rows
-
-    async def memory_users(self, limit: int = 100_000) -> list[str]:
-        async def run(tx: AsyncManagedTransaction) -> list[str]:
-            result = await tx.run("MATCH (m:Memory) WHERE m.user_id IS NOT NULL "
-                                  "RETURN DISTINCT m.user_id AS user_id LIMIT $limit", limit=limit)
-            return [str(r["user_id"]) for r in await result.data()]
-
-        users: list[str] = await self._read(run)
-        return users
-
-    async def count_memories(self, user_id: str) -> int:
-        """Live memories only (deleted and deduplicated ones are history)."""
-
-        async def run(tx: AsyncManagedTransaction, user_id: str) -> int:
-            rec = await (await tx.run(
-                "MATCH (m:Memory {user_id: $user_id}) WHERE m.deleted_at IS NULL RETURN count(m) AS n",
-                user_id=user_id,
-            )).single()
-            return int(rec["n"]) if rec else 0
-
-        return int(await self._read(run, user_id=user_id))
-
     async def ping(self) -> None:
         async def run(tx: AsyncManagedTransaction) -> None:
             await (await tx.run("RETURN 1")).consume()
@@ -558,25 +340,3 @@ class Neo4jGraphStore(GraphCuration):
 
     async def close(self) -> None:
         await self._driver.close()
-
-
-
-async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str], keys: list[str],
-                       common: dict[str, Any]) -> dict[str, float]:
-    """The entities the query names: full-text over names and aliases (scores normalised by the best) and
-    an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
-    hits: dict[str, float] = {}
-    if terms:
-        result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX,
-                              lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
-        raw: dict[str, float] = {}
-        for r in await result.data():  # a merged entity's hit counts for its target
-            raw[str(r["id"])] = max(raw.get(str(r["id"]), 0.0), float(r["score"]))
-        top = max(raw.values(), default=0.0)
-        hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
-    name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
-    if name_lc:
-        for r in await (await tx.run(cypher.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
-            hits[str(r["id"])] = 1.0
-    best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
-    return {h: hits[h] for h in best}

@@ -1,0 +1,242 @@
+"""The reads of Neo4jGraphStore: fact and memory retrieval, listings and exports (they use its `_read`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction
+
+from service.stores.graph import GraphFact, GraphProposal, Page
+from service.stores.neo4j import cypher
+from service.stores.neo4j.rows import (
+    MAX_NAME_CHARS,
+    MAX_PAGE_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_LIMIT,
+    check_cursor,
+    check_groups,
+    check_id,
+    clamp,
+    edge_item,
+    fact_of,
+    ft_key,
+)
+from service.stores.neo4j.search import (
+    DIRECT_EDGES,
+    ENTITY_HITS,
+    HUB_DEGREE,
+    MAX_CANDIDATES,
+    MAX_MENTIONS,
+    MEMORIES_PER_ENTITY,
+    MEMORIES_PER_NEIGHBOUR,
+    NEIGHBOUR_EDGES,
+    NEIGHBOURS,
+    ONE_HOP_WEIGHT,
+    fact_score,
+    lucene_query,
+    lucene_terms,
+)
+
+
+class GraphReads:
+    """Read methods of Neo4jGraphStore."""
+
+    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    async def _read_one(self, stmt: LiteralString, **params: Any) -> list[tuple[Any, ...]]:
+        raise NotImplementedError  # provided by Neo4jGraphStore
+
+    async def search_facts(
+        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
+    ) -> list[GraphFact]:
+        checked, terms, keys = self._search_scope(user_id, groups, query)
+        limit = clamp(limit, MAX_SEARCH_LIMIT)
+        if not checked:
+            return []
+        fact_q = lucene_query(keys, ("fact",), terms, live_only=not include_history) if terms else None
+        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": include_history}
+
+        async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]],
+                                                             list[dict[str, Any]]]:
+            hits = await _entity_hits(tx, query, terms, keys, common)
+            edges: list[dict[str, Any]] = []
+            if hits:
+                result = await tx.run(cypher.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
+                                      neighbours=NEIGHBOURS, per_neighbour=NEIGHBOUR_EDGES, hub=HUB_DEGREE, **common)
+                edges = await result.data()
+            facts: list[dict[str, Any]] = []
+            if fact_q:
+                result = await tx.run(cypher.FACT_TEXT_HITS, index=cypher.FACT_TEXT_INDEX, lucene=fact_q,
+                                      k=max(2 * limit, 20), **common)
+                facts = await result.data()
+            return hits, edges, facts
+
+        hits, edges, facts = await self._read(run)
+        evidence: dict[str, dict[tuple[str, int], float]] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for e in edges:
+            fact = e["fact"]
+            weight = hits.get(str(e["hit"]), 0.0) * (1.0 if e["hop"] == 0 else ONE_HOP_WEIGHT)
+            slot = evidence.setdefault(str(fact["id"]), {})
+            key = ("entity:" + str(e["hit"]), 0)
+            slot[key] = max(slot.get(key, 0.0), weight)
+            rows[str(fact["id"])] = fact
+        top_fact = max((float(f["score"]) for f in facts), default=0.0)
+        for f in facts:
+            fact = f["fact"]
+            slot = evidence.setdefault(str(fact["id"]), {})
+            slot[("fact", 0)] = float(f["score"]) / top_fact if top_fact > 0 else 0.0
+            rows[str(fact["id"])] = fact
+        now = datetime.now(UTC)
+        scored = [
+            fact_of(row, fact_score(list(evidence[fid].values()), len(row.get("memory_ids") or []),
+                                  row.get("valid_at"), now))
+            for fid, row in rows.items()
+        ]
+        scored.sort(key=lambda f: (-f.score, f.id))
+        return [f for f in scored if f.score > 0][:limit]
+
+    async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
+        """The graph retriever (`cypher.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
+        round trip; Neo4j sums the scores, so only the ranked memories cross the wire."""
+        checked, terms, keys = self._search_scope(user_id, groups, query)
+        if not checked:
+            return GraphProposal([], [])
+        params: dict[str, Any] = {
+            "user_id": user_id, "groups": checked, "entity_hits": ENTITY_HITS,
+            "name_lc": query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS],
+            "per_entity": min(MEMORIES_PER_ENTITY, clamp(limit, MAX_CANDIDATES)), "neighbours": NEIGHBOURS,
+            "per_neighbour": MEMORIES_PER_NEIGHBOUR, "hub": HUB_DEGREE, "max_mentions": MAX_MENTIONS,
+            "one_hop": ONE_HOP_WEIGHT, "limit": clamp(limit, MAX_CANDIDATES),
+        }
+        if terms:
+            stmt = cypher.MEMORY_RETRIEVER
+            params.update(index=cypher.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
+        else:
+            stmt = cypher.MEMORY_RETRIEVER_EXACT
+
+        answer = await self._read_one(stmt, **params)
+        if not answer:
+            return GraphProposal([], [])
+        names, mids, scores = answer[0]
+        rows = [(str(mid), round(float(score), 6)) for mid, score in zip(mids, scores, strict=True)]
+        return GraphProposal(sorted(rows, key=lambda ms: (-ms[1], ms[0])),
+                             list(dict.fromkeys(str(n) for n in names or [] if n)))
+
+    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
+        """The ids of the entities the graph retriever starts from for this query (a trace's TOUCHED)."""
+        checked, terms, keys = self._search_scope(user_id, groups, query)
+        if not checked:
+            return []
+        common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
+
+        async def run(tx: AsyncManagedTransaction) -> list[str]:
+            return sorted(await _entity_hits(tx, query, terms, keys, common))
+
+        found: list[str] = await self._read(run)
+        return found
+
+    @staticmethod
+    def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
+        """(checked groups, the query's Lucene terms, the caller's full-text tenant keys)."""
+        check_id(user_id, "user_id")
+        checked = check_groups(groups) or []
+        return checked, lucene_terms(query), [ft_key(user_id, g) for g in checked]
+
+    async def _page(
+        self, stmt: LiteralString, user_id: str, groups: list[str] | None, limit: int, cursor: str | None,
+        history: bool = False,
+    ) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        params: dict[str, Any] = {
+            "user_id": user_id, "groups": check_groups(groups), "cursor": check_cursor(cursor),
+            "limit": clamp(limit, MAX_PAGE_LIMIT) + 1, "history": history,
+        }
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            return list(await (await tx.run(stmt, **params)).data())
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        return rows
+
+    @staticmethod
+    def _paged(items: list[dict[str, object]], limit: int) -> Page:
+        limit = clamp(limit, MAX_PAGE_LIMIT)
+        more = len(items) > limit
+        items = items[:limit]
+        return Page(items=items, next_cursor=str(items[-1]["id"]) if more and items else None)
+
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.LIST_NODES, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def list_edges(
+        self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
+    ) -> Page:
+        rows = await self._page(cypher.LIST_EDGES, user_id, groups, limit, cursor, include_history)
+        return self._paged([edge_item(r["fact"]) for r in rows], limit)
+
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, list[str]]:
+            result = await tx.run(cypher.MENTIONS_OF, ids=memory_ids, user_id=user_id)
+            return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
+
+        found: dict[str, list[str]] = await self._read(run)
+        return found
+
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+        rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)
+        return self._paged([dict(r["item"]) for r in rows], limit)
+
+    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
+        """The user's (:Memory) nodes with these ids (deleted ones too, with `deleted_at`)."""
+        check_id(user_id, "user_id")
+        ids = [check_id(i, "memory id") for i in memory_ids]
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(cypher.MEMORY_NODES, user_id=user_id, ids=ids)
+            return [dict(r["item"]) for r in await result.data()]
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        return rows
+
+    async def memory_users(self, limit: int = 100_000) -> list[str]:
+        async def run(tx: AsyncManagedTransaction) -> list[str]:
+            result = await tx.run("MATCH (m:Memory) WHERE m.user_id IS NOT NULL "
+                                  "RETURN DISTINCT m.user_id AS user_id LIMIT $limit", limit=limit)
+            return [str(r["user_id"]) for r in await result.data()]
+
+        users: list[str] = await self._read(run)
+        return users
+
+
+
+async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str], keys: list[str],
+                       common: dict[str, Any]) -> dict[str, float]:
+    """The entities the query names: full-text over names and aliases (scores normalised by the best) and
+    an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
+    hits: dict[str, float] = {}
+    if terms:
+        result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX,
+                              lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
+        raw: dict[str, float] = {}
+        for r in await result.data():  # a merged entity's hit counts for its target
+            raw[str(r["id"])] = max(raw.get(str(r["id"]), 0.0), float(r["score"]))
+        top = max(raw.values(), default=0.0)
+        hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
+    name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
+    if name_lc:
+        for r in await (await tx.run(cypher.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
+            hits[str(r["id"])] = 1.0
+    best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
+    return {h: hits[h] for h in best}
