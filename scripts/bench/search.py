@@ -446,7 +446,7 @@ async def measure_in_process(
             return False
 
         async def graph_only(q: str, project: str | None, user: str = user) -> bool:
-            (await deps.graph.propose_memories(user, groups_for(project), q, 50)).memories  # the graph retriever
+            await deps.graph.propose_memories(user, groups_for(project), q, 50)  # the graph retriever
             return False
 
         async def merged(q: str, project: str | None, user: str = user) -> bool:
