@@ -43,3 +43,21 @@ def test_worker_settings_register_one_function_per_job_kind() -> None:
     names = sorted(f.name for f in ws.functions)  # type: ignore[attr-defined]
     assert names == sorted(FUNCTIONS.values())
     assert "process_memory_write" not in names  # dedup is not routed through the memory-write function
+
+
+def test_only_the_ledger_writes_memories_to_the_graph() -> None:
+    """The graph's memory writes are called from the ledger's GraphWriter (and the ledger) only."""
+    writes = {"upsert_memories", "replace_memory", "remove_memories", "import_graph", "import_identity"}
+    owners = {"service/ledger.py", "service/graph_writer.py"}
+    callers = set()
+    for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("service/stores/"):
+            continue  # the backends themselves
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Attribute) and node.attr in writes and isinstance(node.ctx, ast.Load):
+                receiver = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+                if receiver != "ledger":  # the ledger's own methods of the same name
+                    callers.add(rel)
+    assert callers <= owners, sorted(callers - owners)
+    assert callers == owners  # the rule is live: both owners do write
