@@ -26,6 +26,7 @@ from service.errors import DependencyUnavailable
 from service.graph_writer import GraphWriter
 from service.metrics import STAGE, timed
 from service.outbox import Intent, Outbox
+from service.queue import now_iso
 from service.stores.graph import MemoryGraphWrites, MemoryLinks
 from service.stores.vector import VectorStore
 
@@ -84,7 +85,7 @@ class Ledger:
         or updated again since). The caller clears the intent."""
         if intent.op == "remove":
             await self.drop_vectors(intent.memory_ids)
-            await self.graph_writer.remove(intent.user_id, intent.memory_ids, intent.now or "")
+            await self.graph_writer.remove(intent.user_id, intent.memory_ids, intent.now or now_iso())
             return True
         if intent.op == "replace":
             [memory] = intent.memories

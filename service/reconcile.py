@@ -103,8 +103,6 @@ class Reconciler:
         """Finish one intent. False when nothing was left to do (the memories are gone)."""
         live = {} if intent.op == "remove" else {
             m.id: m for m in await self.service.vectors.get(intent.ids()) if m.user_id == intent.user_id}
-        if intent.op == "remove" and not intent.now:
-            intent.now = now_iso()
         return await self.service.ledger.finish(intent, live)
 
     # ---- full reconcile --------------------------------------------------------------------------
