@@ -71,8 +71,9 @@ async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def optimize_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
-    """Every 10 minutes: when OPTIMIZE_MIN_UNINDEXED points are outside the vector index, build it (Qdrant
-    Edge: in a child process, then swapped in; a Qdrant server indexes by itself, so its backlog is 0)."""
+    """Every 10 minutes: when OPTIMIZE_MIN_UNINDEXED points were written or deleted since the last vector index
+    build, build it again (Qdrant Edge: in a child process, then swapped in, which also drops deleted points;
+    a Qdrant server indexes and vacuums by itself, so its backlog is 0)."""
     deps: Deps = ctx["deps"]
     threshold = deps.settings.optimize_min_unindexed
     backlog = await deps.vectors.index_backlog()

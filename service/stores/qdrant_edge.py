@@ -63,6 +63,7 @@ log = structlog.get_logger(__name__)
 SIDECAR = "memory_store.json"
 LAYOUT = 2  # 1: one dense vector; 2: + the BM25 sparse vector and the occurred_at index
 MIGRATED = "MIGRATED"
+CHANGES = "changes_since_build"
 _T = TypeVar("_T")
 
 
@@ -83,7 +84,10 @@ class EdgeVectorStore:
         self._in_flight = 0
         self._optimizing: asyncio.Task[Any] | None = None  # the running optimize(), cancelled by close()
         self.last_optimize: dict[str, Any] = {}
-        self._indexed_points = 0
+        # Points written or deleted since the last index build. Deletes count: Edge only tombstones a deleted
+        # point, so a shard whose size stays constant under churn still grows (in RAM too) until a build
+        # vacuums it. Kept in the sidecar across restarts.
+        self._changes = 0
 
     # ---------------------------------------------------------------------------------------
     # lifecycle
@@ -99,7 +103,7 @@ class EdgeVectorStore:
                                         allow_change=allow_change, where=self._where)
                 if update is not None:
                     self._record = update
-                    await asyncio.to_thread(self._write_sidecar, self._dir, self._indexed_points)
+                    await asyncio.to_thread(self._write_sidecar, self._dir, self._changes)
                 return
             self._shard = await asyncio.to_thread(self._open_shard, dim, embedder, variant, compatible, allow_change)
             self._dim = dim
@@ -107,7 +111,7 @@ class EdgeVectorStore:
     async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
         async with self._write_lock:
             self._record = embedder_record(dim, embedder, variant)
-            await asyncio.to_thread(self._write_sidecar, self._dir, self._indexed_points)
+            await asyncio.to_thread(self._write_sidecar, self._dir, self._changes)
         log.info("vector_store_embedder_recorded", embedder=embedder, dim=dim, variant=variant)
 
     async def recorded_embedder(self) -> dict[str, Any]:
@@ -122,7 +126,6 @@ class EdgeVectorStore:
         self._finish_migration()
         self._dir.mkdir(parents=True, exist_ok=True)
         stored = self._read_sidecar()
-        self._indexed_points = int((stored or {}).get("indexed_points", 0))
         update = check_embedder(stored, dim, embedder, variant, compatible=compatible, allow_change=allow_change,
                                 where=self._where)
         self._record = update or {k: v for k, v in (stored or {}).items() if k in EMBEDDER_KEYS}
@@ -147,8 +150,9 @@ class EdgeVectorStore:
                 ) from e
             raise DependencyUnavailable(f"cannot open qdrant edge shard {self._dir}: {msg}") from e
         try:
+            self._changes = _changes_of(stored, shard)
             if update is not None:
-                self._write_sidecar(self._dir, self._indexed_points)
+                self._write_sidecar(self._dir, self._changes)
             _ensure_indexes(shard)
         except BaseException:
             shard.close()
@@ -184,7 +188,7 @@ class EdgeVectorStore:
         finally:
             new.close()
             old.close()
-        self._write_sidecar(target)
+        self._write_sidecar(target, moved)  # a new shard: every point is outside the index
         (target / MIGRATED).touch()
         self._finish_migration()
         log.info("qdrant_edge_migrated", path=str(self._dir), layout=LAYOUT, points=moved,
@@ -225,12 +229,12 @@ class EdgeVectorStore:
             raise StoreConfigError(f"unreadable vector store metadata {p}: not a JSON object")
         return data
 
-    def _write_sidecar(self, where: Path, indexed_points: int = 0) -> None:
-        """`indexed_points`: the points the last index build saw (the backlog is what came after)."""
+    def _write_sidecar(self, where: Path, changes: int = 0) -> None:
+        """`changes`: points written or deleted since the last index build (`index_backlog`)."""
         p = where / SIDECAR
         tmp = p.with_suffix(".tmp")
         body = {**self._record, "distance": "cosine", "collection": self._collection, "layout": LAYOUT,
-                "indexed_points": indexed_points}
+                CHANGES: changes}
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(body, f)
             f.flush()
@@ -252,6 +256,7 @@ class EdgeVectorStore:
             def _close() -> None:
                 try:
                     shard.flush()
+                    self._write_sidecar(self._dir, self._changes)
                 finally:
                     shard.close()
 
@@ -287,6 +292,7 @@ class EdgeVectorStore:
             await asyncio.to_thread(shutil.rmtree, staged, True)
             await asyncio.to_thread(shutil.copytree, self._dir, staged)
             self._journal = []
+            seen = self._changes  # what the build will fold in; changes made meanwhile stay in the backlog
         try:
             started = time.perf_counter()
             proc = await asyncio.create_subprocess_exec(
@@ -304,10 +310,10 @@ class EdgeVectorStore:
                                             f"{err.decode(errors='replace')[-500:]}")
             figures = json.loads(out.decode().strip().splitlines()[-1])
             build_s = time.perf_counter() - started
-            self._write_sidecar(staged, int(figures["points"]))
             async with self._write_lock:
+                self._changes -= seen
+                self._write_sidecar(staged, self._changes)
                 pause_s = await self._swap_in(staged)
-            self._indexed_points = int(figures["points"])
         except BaseException:
             self._journal = None
             await asyncio.to_thread(shutil.rmtree, staged, True)
@@ -355,10 +361,11 @@ class EdgeVectorStore:
         return self._dir.with_name(f"{self._dir.name}.{suffix}")
 
     async def index_backlog(self) -> int:
-        """Points written since the last index build (Edge's indexed_vectors_count also counts the always
-        indexed sparse vectors, so it cannot tell)."""
-        points = await self._run(lambda s: s.info().points_count)
-        return max(0, points - self._indexed_points)
+        """Points written or deleted since the last index build (Edge's indexed_vectors_count also counts the
+        always indexed sparse vectors, and nothing in its info counts deleted points, so the store counts)."""
+        if self._shard is None:
+            raise DependencyUnavailable(f"qdrant edge store {self._dir} is not open")
+        return self._changes
 
     # ---------------------------------------------------------------------------------------
     # writes
@@ -375,6 +382,7 @@ class EdgeVectorStore:
         op = qe.UpdateOperation.upsert_points(points)
         async with self._write_lock:
             await self._update(op)
+            self._changes += len(points)
 
     async def delete(self, ids: list[str]) -> None:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]
@@ -383,6 +391,7 @@ class EdgeVectorStore:
         op = qe.UpdateOperation.delete_points(valid)
         async with self._write_lock:
             await self._update(op)
+            self._changes += len(valid)
 
     # ---------------------------------------------------------------------------------------
     # reads
@@ -589,6 +598,14 @@ def _point(m: Memory, vector: list[float]) -> qe.Point:
     if indices:  # a memory with no indexable term (only stop words) has no lexical vector
         vectors[LEXICAL_VECTOR] = qe.SparseVector(indices, values)
     return qe.Point(m.id, vectors, payload_of(m))
+
+
+def _changes_of(stored: dict[str, Any] | None, shard: qe.EdgeShard) -> int:
+    """The backlog recorded at the last close; a sidecar written before deletes were counted has the points the
+    last build saw instead."""
+    if stored is not None and CHANGES in stored:
+        return int(stored[CHANGES])
+    return max(0, shard.info().points_count - int((stored or {}).get("indexed_points", 0)))
 
 
 def _ensure_indexes(shard: qe.EdgeShard) -> None:

@@ -153,7 +153,8 @@ class VectorStore(Protocol):
         each backend runs it."""
 
     async def index_backlog(self) -> int:
-        """Points not in a vector index yet (0 where the backend indexes by itself)."""
+        """Points written or deleted since the last index build (0 where the backend indexes and vacuums by
+        itself)."""
 
     async def get(self, ids: list[str]) -> list[Memory]:
         """The memories with these ids that exist, in no particular order."""

@@ -5,6 +5,7 @@ swap is undone at the next start."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import uuid
@@ -72,8 +73,8 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
     assert isinstance(changed, bool)
     assert len(answered) > 5, "searches kept answering while the index was built"
     assert store.last_optimize["points"] >= len(first)
-    # the backlog is what the build did not see: the writes made while it ran (less the delete)
-    assert 0 <= await store.index_backlog() <= len(during)
+    # the backlog is what the build did not see: the writes and the delete made while it ran
+    assert 0 <= await store.index_backlog() <= len(during) + 1
     # every write made during the build is in the swapped-in shard
     got = {m.id for m in await store.get([m.id for m in during])}
     assert got == {m.id for m in during}
@@ -106,4 +107,47 @@ async def test_a_swap_cut_short_is_undone_at_start(tmp_path: Path) -> None:
     await again.ensure_collection(DIM, "test")
     assert await again.count() == len(ms)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memories"]
+    await again.close()
+
+
+async def test_deletes_count_in_the_backlog_and_it_survives_a_restart(tmp_path: Path) -> None:
+    """Edge only tombstones a deleted point: a shard whose size stays the same under write/delete churn still
+    grows until a build vacuums it, so deletes count toward the build."""
+    rng = random.Random(5)
+    store = EdgeVectorStore(tmp_path, "memories")
+    await store.ensure_collection(DIM, "test")
+    for round_ in range(3):
+        batch = [memory(100 * round_ + i) for i in range(40)]
+        await store.upsert(batch, [vector(rng) for _ in batch])
+        await store.delete([m.id for m in batch])
+    assert await store.count() == 0
+    assert await store.index_backlog() == 3 * 80
+    await store.close()
+    again = EdgeVectorStore(tmp_path, "memories")
+    await again.ensure_collection(DIM, "test")
+    assert await again.index_backlog() == 3 * 80
+    await again.optimize()
+    assert await again.index_backlog() == 0
+    await again.close()
+    third = EdgeVectorStore(tmp_path, "memories")
+    await third.ensure_collection(DIM, "test")
+    assert await third.index_backlog() == 0
+    await third.close()
+
+
+async def test_a_sidecar_from_before_deletes_were_counted_gives_the_points_outside_the_index(tmp_path: Path) -> None:
+    rng = random.Random(6)
+    store = EdgeVectorStore(tmp_path, "memories")
+    await store.ensure_collection(DIM, "test")
+    ms = [memory(i) for i in range(30)]
+    await store.upsert(ms, [vector(rng) for _ in ms])
+    await store.close()
+    sidecar = tmp_path / "memories" / "memory_store.json"
+    body = json.loads(sidecar.read_text())
+    del body["changes_since_build"]
+    body["indexed_points"] = 10
+    sidecar.write_text(json.dumps(body))
+    again = EdgeVectorStore(tmp_path, "memories")
+    await again.ensure_collection(DIM, "test")
+    assert await again.index_backlog() == 20
     await again.close()
