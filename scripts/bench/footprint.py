@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/footprint.py [--writes 10000] [--soak-minutes 30] \
         [--compare /path/to/other/checkout] [--torch-python /venv/with/sentence-transformers/bin/python] \
-        [--soak-constant] [--cold-maven] [--json out.json]
+        [--soak-constant] [--warmup-minutes 5] [--cold-maven] [--json out.json]
 
 Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports and data dirs):
 1. a fresh `git clone` of this checkout's HEAD;
@@ -11,7 +11,7 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
    `--cold-maven` an empty Maven repository too) until `/health` answers 200;
 4. the RSS of every process of the stack (API, worker child, Neo4j, Redis) idle;
 5. `write_path.py -n 500 -c 16` (worker memories/s), then `--writes` more writes, and the RSS again;
-6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after one warm-up round, every
+6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after `--warmup-minutes` of rounds, every
    process's RSS sampled every 30 s; first and last sample and the growth in %. With `--soak-constant`, each
    round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 120 s
    (TASK_TTL_SECONDS), so the stored data stays what the writes of step 5 left and any growth is the
@@ -157,11 +157,18 @@ def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
     return {"worker_memories_per_s": rate, "line": line.strip()}
 
 
-def soak(stack: Stack, minutes: float, constant: bool, every_s: float = 30.0) -> dict[str, Any]:
-    """Rounds of soak.py; RSS sampled every `every_s` after the warm-up round."""
+def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, every_s: float = 30.0
+         ) -> dict[str, Any]:
+    """Rounds of soak.py; RSS sampled every `every_s` after the warm-up rounds (at least one, and until
+    `warmup_minutes` passed: caches, the JVM heap and the first index build reach their working size)."""
     cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", "32", "-u", "3",
            "--embedder", "none", "--timeout", "600", *(["--cleanup"] if constant else [])]
-    run(cmd, 1800, cwd=ROOT)  # warm-up round
+    warm_end = time.monotonic() + warmup_minutes * 60
+    for i in range(1000):  # bounded
+        run(cmd, 1800, cwd=ROOT)
+        note(stack.label, f"warm-up round {i + 1}", stack.rss_mb())
+        if time.monotonic() >= warm_end:
+            break
     samples: list[dict[str, float]] = []
     rounds, failures = 0, 0
     end = time.monotonic() + minutes * 60
@@ -246,6 +253,7 @@ def main() -> None:
     p.add_argument("--writes", type=int, default=10_000)
     p.add_argument("--soak-minutes", type=float, default=0.0)
     p.add_argument("--soak-constant", action="store_true", help="soak rounds delete what they wrote")
+    p.add_argument("--warmup-minutes", type=float, default=5.0, help="soak rounds before RSS is sampled")
     p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
@@ -271,7 +279,7 @@ def main() -> None:
             results[label]["stack"] = measure_stack(stack, args.writes)
             if args.soak_minutes > 0:
                 print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
-                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant)
+                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, args.warmup_minutes)
                 note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
         finally:
             stack.stop()
