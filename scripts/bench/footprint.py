@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench/footprint.py [--writes 10000] [--soak-minutes 30] \
         [--compare /path/to/other/checkout] [--torch-python /venv/with/sentence-transformers/bin/python] \
-        [--soak-constant] [--warmup-minutes 5] [--cold-maven] [--json out.json]
+        [--soak-constant] [--warmup-minutes 5] [--soak-clients 32] [--warm-install] [--cold-maven] [--json out.json]
 
 Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports and data dirs):
 1. a fresh `git clone` of this checkout's HEAD;
@@ -158,34 +158,36 @@ def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
     return {"worker_memories_per_s": rate, "line": line.strip()}
 
 
-def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, every_s: float = 30.0
-         ) -> dict[str, Any]:
+def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, clients: int, logs: Path,
+         every_s: float = 30.0) -> dict[str, Any]:
     """Rounds of soak.py; RSS sampled every `every_s` after the warm-up rounds (at least one, and until
-    `warmup_minutes` passed: caches, the JVM heap and the first index build reach their working size)."""
-    cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", "32", "-u", "3",
+    `warmup_minutes` passed: caches, the JVM heap and the first index build reach their working size). A round
+    that fails is counted and its output kept in `logs` (the RSS figures stay meaningful)."""
+    cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", str(clients), "-u", "3",
            "--embedder", "none", "--timeout", "600", *(["--cleanup"] if constant else [])]
-    warm_end = time.monotonic() + warmup_minutes * 60
-    for i in range(1000):  # bounded
-        run(cmd, 1800, cwd=ROOT)
-        note(stack.label, f"warm-up round {i + 1}", stack.rss_mb())
-        if time.monotonic() >= warm_end:
-            break
+    logs.mkdir(parents=True, exist_ok=True)
     samples: list[dict[str, float]] = []
-    rounds, failures = 0, 0
-    end = time.monotonic() + minutes * 60
+    rounds, failures, warm = 0, 0, True
+    warm_end = time.monotonic() + warmup_minutes * 60
+    end = warm_end + minutes * 60
     while time.monotonic() < end and rounds < 1000:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         while proc.poll() is None:
-            samples.append({"t": time.time(), **stack.rss_mb()})
+            if not warm:
+                samples.append({"t": time.time(), **stack.rss_mb()})
             for _ in range(int(every_s * 10)):
                 if proc.poll() is not None:
                     break
                 time.sleep(0.1)
         out = proc.communicate()[0]
         rounds += 1
+        (logs / f"round-{rounds:03d}.log").write_text(out, encoding="utf-8")
         failures += proc.returncode != 0
-        if proc.returncode != 0:
-            print(f"soak round {rounds} exited {proc.returncode}:\n{out[-1500:]}", file=sys.stderr)
+        verdict = next((x for x in reversed(out.splitlines()) if x.startswith("result:")), "no verdict")
+        note(stack.label, f"{'warm-up ' if warm else ''}round {rounds} exit {proc.returncode} {verdict}",
+             stack.rss_mb())
+        if warm and time.monotonic() >= warm_end:
+            warm, end = False, time.monotonic() + minutes * 60
     samples.append({"t": time.time(), **stack.rss_mb()})
     first, last = samples[0], samples[-1]
     growth = {k: (last[k] - first[k]) / first[k] * 100 for k in first if k != "t" and k in last and first[k]}
@@ -255,6 +257,10 @@ def main() -> None:
     p.add_argument("--soak-minutes", type=float, default=0.0)
     p.add_argument("--soak-constant", action="store_true", help="soak rounds delete what they wrote")
     p.add_argument("--warmup-minutes", type=float, default=5.0, help="soak rounds before RSS is sampled")
+    p.add_argument("--soak-clients", type=int, default=32, help="soak.py -c")
+    p.add_argument("--warm-install", action="store_true",
+                   help="skip the cold pip install (step 2); dev.sh installs with the pip cache")
+    p.add_argument("--soak-logs", default="/tmp/footprint-soak-logs", help="each soak round's output")
     p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
@@ -268,12 +274,14 @@ def main() -> None:
         run(["git", "clone", "-q", str(ROOT), str(clone)], 300)
         head = run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], 30)[1].stdout.strip()
         label = f"this ({head})"
-        print(f"[{label}] cold pip install ...", flush=True)
-        results[label] = {"install": cold_install(clone, work)}
-        note(label, "cold pip install", results[label]["install"])
+        results[label] = {"install": {}}
+        if not args.warm_install:
+            print(f"[{label}] cold pip install ...", flush=True)
+            results[label]["install"] = cold_install(clone, work)
+            note(label, "cold pip install", results[label]["install"])
         # A short task TTL keeps Redis' task records constant under --soak-constant; it must outlast the queue of
         # step 5's writes (ARQ drops a job not started within it), and the warm-up outlasts it.
-        extra = {"PIP_NO_CACHE_DIR": "1", **({"TASK_TTL_SECONDS": str(SOAK_TASK_TTL_S)} if args.soak_constant else {})}
+        extra = {**({} if args.warm_install else {"PIP_NO_CACHE_DIR": "1"}), **({"TASK_TTL_SECONDS": str(SOAK_TASK_TTL_S)} if args.soak_constant else {})}
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
         stack = Stack(label, clone, args.base_port, extra)
@@ -285,7 +293,8 @@ def main() -> None:
                 warmup = args.warmup_minutes
                 if args.soak_constant:
                     warmup = max(warmup, SOAK_TASK_TTL_S / 60 + 1)
-                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, warmup)
+                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, warmup,
+                                              args.soak_clients, Path(args.soak_logs))
                 note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
         finally:
             stack.stop()
