@@ -281,7 +281,9 @@ def main() -> None:
             note(label, "cold pip install", results[label]["install"])
         # A short task TTL keeps Redis' task records constant under --soak-constant; it must outlast the queue of
         # step 5's writes (ARQ drops a job not started within it), and the warm-up outlasts it.
-        extra = {**({} if args.warm_install else {"PIP_NO_CACHE_DIR": "1"}), **({"TASK_TTL_SECONDS": str(SOAK_TASK_TTL_S)} if args.soak_constant else {})}
+        extra = {} if args.warm_install else {"PIP_NO_CACHE_DIR": "1"}
+        if args.soak_constant:
+            extra["TASK_TTL_SECONDS"] = str(SOAK_TASK_TTL_S)
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
         stack = Stack(label, clone, args.base_port, extra)
