@@ -93,9 +93,9 @@ class MemoryReads(MemoryCuration):
 
     async def warm_up(self) -> None:
         """Run the search once before the first request: Neo4j plans a statement on its first run (the graph
-        retriever's is long), dateparser loads its data on its first parse, and searches arriving together on a
-        fresh service each waited for both: past GRAPH_TIMEOUT_SECONDS under a write load (12 degraded searches
-        in the first second of a soak on a fresh stack). It searches for a user id that API keys cannot name
+        retriever's is long) and dateparser loads its data on its first parse; searches arriving together on a
+        fresh service would each wait for both, past GRAPH_TIMEOUT_SECONDS under a write load (degraded answers).
+        It searches for a user id that API keys cannot name
         (`_warm-up`: ids start with a letter or digit), so no tenant's data is read; a failure is logged,
         never fatal (the stores were checked at start-up)."""
         t0 = time.perf_counter()
