@@ -456,7 +456,9 @@ async def measure_in_process(
             return bool(resp.degraded)
 
         async def merged_cold(q: str, project: str | None, user: str = user) -> bool:
-            deps.service.searcher.query_vectors.clear()  # the query is embedded again, as a query never asked before
+            # the query is embedded again, as a query never asked before (the cache is the Searcher's; a
+            # --compare-ref run may measure code from before service/search/, where the service held it)
+            getattr(deps.service, "searcher", deps.service).query_vectors.clear()
             return await merged(q, project, user)
 
         def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:
