@@ -204,8 +204,9 @@ async def _import(deps: Deps, task_id: str, job: ImportJob) -> dict[str, Any]:
 
 
 async def _reembed(deps: Deps, task_id: str, job: ReembedJob) -> dict[str, Any]:
-    return await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, deps.service.locks).run(
-        task_id, job)
+    reembedder = Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, deps.service.locks,
+                            deps.service.ledger)
+    return await reembedder.run(task_id, job)
 
 
 async def memory_raw(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:

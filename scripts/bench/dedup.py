@@ -60,7 +60,7 @@ from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
-from service.stores.vector import MemoryFilter  # noqa: E402
+from service.stores.vector import MemoryFilter, RankRequest  # noqa: E402
 
 DIM = 384
 PROJECT, OTHER_PROJECT = "proj-a", "proj-b"
@@ -233,7 +233,7 @@ async def search_latency(
             return
         v = rng.standard_normal(DIM)
         t = time.perf_counter()
-        await store.search((v / np.linalg.norm(v)).tolist(), MemoryFilter(user), 10)
+        await store.rank([RankRequest(MemoryFilter(user), 10, vector=(v / np.linalg.norm(v)).tolist())])
         out.append((time.perf_counter() - t) * 1000)
         await asyncio.sleep(0.05)
 
@@ -275,8 +275,8 @@ async def seed_way(
                 if done >= sample:
                     return time.perf_counter() - t0, done, pairs
                 scoped = MemoryFilter(plant.user, scope=rec.memory.scope, project_id=rec.memory.project_id)
-                hits = await store.search(rec.vector, scoped, 10)
-                pairs += sum(1 for h in hits if h.memory.id != rec.memory.id and h.score >= threshold)
+                [hits] = await store.rank([RankRequest(scoped, 10, vector=rec.vector)])
+                pairs += sum(1 for mid, score in hits if mid != rec.memory.id and score >= threshold)
                 done += 1
             if cursor is None:
                 break

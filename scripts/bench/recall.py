@@ -52,7 +52,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
-from service.memory.fusion import fuse  # noqa: E402
+from service.search.fusion import fuse  # noqa: E402
 
 KS = (1, 5, 10, 20)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -337,7 +337,7 @@ async def run_queries(client: httpx.AsyncClient, questions: list[Question], conc
 
 
 def rrf(lists: dict[str, list[str]], weights: dict[str, float], k: float) -> list[str]:
-    """The service's own fusion (service/memory/fusion.py) over the retrievers' lists."""
+    """The service's own fusion (service/search/fusion.py) over the retrievers' lists."""
     return [f.id for f in fuse({name: [(mid, 0.0) for mid in ids] for name, ids in lists.items()}, weights, k)]
 
 

@@ -20,8 +20,8 @@ What it does, in order (every loop is bounded in count and in time):
    only which memories come back differs.
 2. In-process figures, through the same objects (the API process is not running yet: Qdrant
    Edge lets one process open a shard):
-   - vector-only: `embedder.embed([q])` + `vectors.search(...)`, the dense retriever alone with a fresh
-     query embedding every time;
+   - vector-only: `embedder.embed([q])` + `vectors.rank(...)` + `vectors.get(...)`, the dense retriever alone
+     with a fresh query embedding every time;
    - graph-only: `graph.propose_memories(...)`, the graph retriever;
    - merged, embedding cached: `MemoryService.search(SearchRequest)`, the fused search, after every query
      was asked once (the per-process query-embedding cache holds them: an agent repeating a query);
@@ -436,13 +436,15 @@ async def measure_in_process(
 ) -> None:
     from service.schemas import SearchRequest
     from service.stores.graph import groups_for
-    from service.stores.vector import MemoryFilter
+    from service.stores.vector import MemoryFilter, RankRequest
 
     for size, user in users.items():
 
         async def vector_only(q: str, project: str | None, user: str = user) -> bool:
             [vec] = await deps.embedder.embed([q])
-            await deps.vectors.search(vec, MemoryFilter(user_id=user, project_id=project), args.limit)
+            flt = MemoryFilter(user_id=user, project_id=project)
+            [hits] = await deps.vectors.rank([RankRequest(flt, args.limit, vector=vec)])
+            await deps.vectors.get([mid for mid, _ in hits])  # the payloads, as a search reads its results'
             return False
 
         async def graph_only(q: str, project: str | None, user: str = user) -> bool:
@@ -454,7 +456,9 @@ async def measure_in_process(
             return bool(resp.degraded)
 
         async def merged_cold(q: str, project: str | None, user: str = user) -> bool:
-            deps.service.query_vectors.clear()  # the query is embedded again, as a query never asked before
+            # the query is embedded again, as a query never asked before (the cache is the Searcher's; a
+            # --compare-ref run may measure code from before service/search/, where the service held it)
+            getattr(deps.service, "searcher", deps.service).query_vectors.clear()
             return await merged(q, project, user)
 
         def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:

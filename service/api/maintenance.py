@@ -59,8 +59,9 @@ async def start_reembed(
     caller.require_admin("re-embedding")
     body = req or ReembedRequest()
     service = deps.service
-    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, service.query_embedder, service.locks).submit(
-        body.user_id)
+    reembedder = Reembedder(deps.settings, deps.tasks, deps.vectors, service.query_embedder, service.locks,
+                            service.ledger)
+    task_id = await reembedder.submit(body.user_id)
     return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
 
 

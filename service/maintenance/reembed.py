@@ -20,6 +20,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.jobs import ReembedJob
+from service.ledger import Ledger
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue
 from service.settings import Settings
@@ -33,12 +34,14 @@ STATE_TTL_S = 30 * 24 * 3600
 
 class Reembedder:
     def __init__(self, settings: Settings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
-                 locks: MemoryLocks, page: int = PAGE, budget_s: float | None = None) -> None:
-        """`budget_s`: how long one job works before it queues the next part (default: 40% of ARQ_JOB_TIMEOUT,
-        well inside the job's deadline)."""
+                 locks: MemoryLocks, ledger: Ledger, page: int = PAGE, budget_s: float | None = None) -> None:
+        """`vectors` is read (users, pages, the memories as they are now); the new vectors are written through
+        the `ledger`. `budget_s`: how long one job works before it queues the next part (default: 40% of
+        ARQ_JOB_TIMEOUT, well inside the job's deadline)."""
         self.settings = settings
         self.tasks = tasks
         self.vectors = vectors
+        self.ledger = ledger
         self.embedder = embedder
         self.locks = locks
         self.page = page
@@ -92,7 +95,7 @@ class Reembedder:
                 async with self.locks.hold(ids):
                     current = [m for m in await self.vectors.get(ids) if m.content]  # as they are now
                     vectors = await self.embedder.embed([m.content for m in current])
-                    await self.vectors.upsert(current, vectors)
+                    await self.ledger.restore_vectors(current, vectors)
                 state["done"] += len(current)
             if cursor is None:
                 state["user"], state["cursor"] = state["user"] + 1, None

@@ -4,8 +4,6 @@ the listing filter. Writes are in writes.py, reads in reads.py; MemoryService (s
 from __future__ import annotations
 
 import asyncio
-from array import array
-from collections import OrderedDict
 from typing import TypeVar
 
 import structlog
@@ -18,6 +16,7 @@ from service.ledger import Ledger
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue
 from service.schemas import AcceptedResponse
+from service.search.searcher import Searcher
 from service.settings import Settings
 from service.stores.graph import (
     GraphStore,
@@ -54,7 +53,7 @@ class MemoryBase:
         self.outbox = ledger.outbox  # read here: tombstones and its depth
         self.locks = locks
         self.links = links
-        self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # search's query-embedding LRU
+        self.searcher = Searcher(settings, vectors, graph, self.query_embedder)
         self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)
 
     # ------------------------------------------------------------------ validation

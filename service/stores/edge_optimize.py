@@ -1,8 +1,8 @@
 """`python -m service.stores.edge_optimize <shard dir>`: build a Qdrant Edge shard's indexes (segment merge +
 HNSW) in a process of its own.
 
-`EdgeShard.optimize()` holds the GIL for its whole run (~50 s at 110k points), so it never runs in the process
-that answers requests: `EdgeVectorStore.optimize` copies the live shard, runs this on the copy (a directory no
+`EdgeShard.optimize()` holds the GIL for its whole run, so it never runs in the process that answers requests:
+`EdgeVectorStore.optimize` (`edge_build`) copies the live shard, runs this on the copy (a directory no
 other process holds, so one process per shard still holds), and swaps the optimized copy in
 (docs/decisions.md, "Where the HNSW build runs"). Prints one JSON line of figures; exit 0 on success."""
 

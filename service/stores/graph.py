@@ -99,12 +99,12 @@ class MemoryLinks:
 
 
 def group_id(scope: str, project_id: str | None) -> str:
-    """Seed 001's namespace of one memory: "global" or "project--<id>"."""
+    """The graph namespace (group) of one memory: "global" or "project--<id>"."""
     return "global" if scope == "global" or not project_id else f"project--{project_id}"
 
 
 def groups_for(project_id: str | None) -> list[str]:
-    """Graph groups a read covers (seed 001's namespaces): global, plus the project's."""
+    """Graph groups a read covers: global, plus the project's."""
     return ["global"] + ([f"project--{project_id}"] if project_id else [])
 
 

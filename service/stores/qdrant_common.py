@@ -1,19 +1,23 @@
-"""What both Qdrant adapters share: payload mapping, ids, cursors, the embedder check and the
-filter rules (MemoryFilter's docstring) written once over each client's own filter classes."""
+"""What both Qdrant adapters share: payload mapping, ids, cursors, the embedder and dimension checks, and the
+filter rules (MemoryFilter's docstring) and rank requests written once over each client's own classes."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from service.domain import Memory, Scope
 from service.errors import DomainError, StoreConfigError
-from service.stores.vector import TIME_FIELD, MemoryFilter
+from service.stores.lexical import Bm25Encoder
+from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest
 
 C = TypeVar("C")  # a condition of one client library
 F = TypeVar("F")  # its filter (itself usable as a condition)
+Q = TypeVar("Q")  # its query request
+
+BM25 = Bm25Encoder()  # both adapters index and query the same terms with the same weights
 
 
 def payload_of(m: Memory) -> dict[str, Any]:
@@ -33,13 +37,32 @@ def plain_vector(vector: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
+def lexical_vector(content: str) -> tuple[list[int], list[float]] | None:
+    """A memory's BM25 sparse vector (indices, values); None for a memory with no indexable term (only stop
+    words), which then has no lexical vector."""
+    indices, values = BM25.document(content)
+    return (indices, values) if indices else None
+
+
+def check_dim(vector: list[float], dim: int | None, collection: str) -> None:
+    if dim is not None and len(vector) != dim:
+        raise StoreConfigError(f"vector has {len(vector)} dimensions, collection '{collection}' expects {dim}")
+
+
+def check_upsert(memories: list[Memory], vectors: list[list[float]], dim: int | None, collection: str) -> None:
+    if len(memories) != len(vectors):
+        raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+    for v in vectors:
+        check_dim(v, dim, collection)
+
+
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def valid_ids(ids: list[str]) -> list[str]:
     """Point ids are UUIDs; anything else cannot exist, so it is dropped (get/delete stay lenient). An id already
-    in the canonical form (every id this service makes) is kept as it is: parsing 1,000 ids with `uuid.UUID`
-    costs ~2 ms, a share of a search's latency that the graph retriever's ranking paid twice."""
+    in the canonical form (every id this service makes) is kept as it is: the graph retriever's ranking passes up
+    to GRAPH_CANDIDATES ids per search, and parsing each with `uuid.UUID` would be a visible share of its latency."""
     out: list[str] = []
     for i in ids:
         if isinstance(i, str) and _CANONICAL_UUID.fullmatch(i):
@@ -115,6 +138,54 @@ class FilterBuilder(Generic[C, F]):
         if flt.after is not None or flt.before is not None:
             must.append(self.time_range(TIME_FIELD, flt.after, flt.before))
         return self.all_of(must)
+
+
+class RankBuilder(Generic[C, F, Q]):
+    """`VectorStore.rank` requests as the client library's query requests, for one batch call."""
+
+    def __init__(
+        self,
+        filters: FilterBuilder[C, F],
+        has_ids: Callable[[list[str]], C],
+        both: Callable[[F, C], F],
+        dense: Callable[[list[float], F, int], Q],
+        sparse: Callable[[list[int], list[float], F, int, F], Q],
+    ) -> None:
+        self.filters = filters
+        self.has_ids = has_ids  # "one of these points"
+        self.both = both  # a filter and a condition
+        self.dense = dense  # (vector, filter, limit)
+        self.sparse = sparse  # (indices, values, filter, limit, the IDF corpus's filter)
+
+    def build(self, requests: list[RankRequest], dim: int | None, collection: str) -> list[Q | None]:
+        """One query per request; None where a request cannot match (no category, no valid id, only stop words),
+        which then answers [] without a store call."""
+        by_ids: dict[tuple[str, ...], C | None] = {}  # one condition per id set
+        return [self._one(r, by_ids, dim, collection) for r in requests]
+
+    def _one(self, r: RankRequest, by_ids: dict[tuple[str, ...], C | None], dim: int | None,
+             collection: str) -> Q | None:
+        f = self.filters.build(r.flt)
+        if f is None or r.limit <= 0:
+            return None
+        if r.ids is not None:  # only among these memories
+            only = ids_condition(by_ids, r.ids, self.has_ids)
+            if only is None:
+                return None
+            f = self.both(f, only)
+        if r.vector is not None:
+            check_dim(r.vector, dim, collection)
+            return self.dense(list(r.vector), f, r.limit)
+        indices, values = BM25.query(r.text or "")
+        if not indices:
+            return None
+        return self.sparse(indices, values, f, r.limit, self.filters.tenant(r.flt.user_id))  # IDF: the user's own
+
+
+def ranked(built: Sequence[object | None], answers: Iterable[Iterable[Any]]) -> list[list[tuple[str, float]]]:
+    """Each request's (id, score) list from the batch's answers (one per query that was sent)."""
+    it = iter(answers)
+    return [[] if q is None else [(str(p.id), float(p.score)) for p in next(it)] for q in built]
 
 
 # ---- which embedder wrote the collection ---------------------------------------------------------------------

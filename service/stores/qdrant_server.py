@@ -24,16 +24,18 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, StoreConfigError
-from service.stores.lexical import Bm25Encoder
 from service.stores.qdrant_common import (
     FilterBuilder,
+    RankBuilder,
     check_embedder,
+    check_upsert,
     embedder_record,
-    ids_condition,
+    lexical_vector,
     memory_of,
     parse_cursor,
     payload_of,
     plain_vector,
+    ranked,
     valid_ids,
 )
 from service.stores.vector import (
@@ -43,7 +45,6 @@ from service.stores.vector import (
     Boundary,
     MemoryFilter,
     RankRequest,
-    ScoredMemory,
     VectorRecord,
 )
 
@@ -178,12 +179,9 @@ class QdrantServerVectorStore:
     # ---------------------------------------------------------------------------------------
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
-        if len(memories) != len(vectors):
-            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        check_upsert(memories, vectors, self._dim, self._collection)
         if not memories:
             return
-        for v in vectors:
-            self._check_dim(v)
         points = [qm.PointStruct(id=m.id, vector=_vectors(m, v), payload=payload_of(m))
                   for m, v in zip(memories, vectors, strict=True)]
         self._check_open()
@@ -202,79 +200,16 @@ class QdrantServerVectorStore:
     # reads
     # ---------------------------------------------------------------------------------------
 
-    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        self._check_dim(vector)
-        f = build_filter(flt)
-        if f is None or limit <= 0:
-            return []
-        self._check_open()
-        with self._errors("search"):
-            res = await self._client.query_points(
-                self._collection, query=list(vector), query_filter=f, limit=limit, with_payload=True
-            )
-        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
-
-    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        f = build_filter(flt)
-        indices, values = _BM25.query(text)
-        if f is None or limit <= 0 or not indices:
-            return []
-        corpus = _filters.tenant(flt.user_id)  # IDF over the user's memories only
-        self._check_open()
-        with self._errors("search_text"):
-            res = await self._client.query_points(
-                self._collection, query=qm.SparseVector(indices=indices, values=values), using=LEXICAL_VECTOR,
-                query_filter=f, limit=limit, with_payload=True, search_params=qm.SearchParams(
-                    idf=qm.IdfCorpusParams(corpus=corpus)),
-            )
-        return [ScoredMemory(memory_of(p.id, p.payload), float(p.score)) for p in res.points]
-
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         """One `query_batch_points` call (one HTTP round trip) for the lot."""
-        by_ids: dict[tuple[str, ...], qm.HasIdCondition | None] = {}  # one condition per id set
-        built = [self._rank_request(r, by_ids) for r in requests]
+        built = _queries.build(requests, self._dim, self._collection)
         todo = [q for q in built if q is not None]
         if not todo:
             return [[] for _ in requests]
         self._check_open()
         with self._errors("rank"):
             res = await self._client.query_batch_points(self._collection, requests=todo)
-        answers = iter(res)
-        return [[] if q is None else [(str(p.id), float(p.score)) for p in next(answers).points] for q in built]
-
-    def _rank_request(self, r: RankRequest, by_ids: dict[tuple[str, ...], qm.HasIdCondition | None]
-                      ) -> qm.QueryRequest | None:
-        f = build_filter(r.flt)
-        if f is None or r.limit <= 0:
-            return None
-        if r.ids is not None:  # only among these memories
-            only = ids_condition(
-                by_ids, r.ids, lambda valid: qm.HasIdCondition(has_id=cast("list[qm.ExtendedPointId]", valid)))
-            if only is None:
-                return None
-            f = qm.Filter(must=[f, only])
-        if r.vector is not None:
-            self._check_dim(r.vector)
-            return qm.QueryRequest(query=list(r.vector), filter=f, limit=r.limit, with_payload=False)
-        indices, values = _BM25.query(r.text or "")
-        if not indices:
-            return None
-        return qm.QueryRequest(
-            query=qm.SparseVector(indices=indices, values=values), using=LEXICAL_VECTOR, filter=f, limit=r.limit,
-            with_payload=False, params=qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filters.tenant(r.flt.user_id))),
-        )
-
-    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
-        valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
-        f = build_filter(flt)
-        if not valid or f is None:
-            return set()
-        self._check_open()
-        with self._errors("held"):
-            records, _ = await self._client.scroll(
-                self._collection, scroll_filter=qm.Filter(must=[f, qm.HasIdCondition(has_id=valid)]),
-                limit=len(valid), with_payload=False, with_vectors=False)
-        return {str(r.id) for r in records}
+        return ranked(built, (r.points for r in res))
 
     async def optimize(self) -> bool:
         """Nothing to do: a Qdrant server builds its HNSW in the background, in its own process."""
@@ -357,12 +292,6 @@ class QdrantServerVectorStore:
     # helpers
     # ---------------------------------------------------------------------------------------
 
-    def _check_dim(self, vector: list[float]) -> None:
-        if self._dim is not None and len(vector) != self._dim:
-            raise StoreConfigError(
-                f"vector has {len(vector)} dimensions, collection '{self._collection}' expects {self._dim}"
-            )
-
     def _check_open(self) -> None:
         if self._closed:
             raise DependencyUnavailable(f"qdrant store {self._where} is closed")
@@ -382,16 +311,16 @@ class QdrantServerVectorStore:
 
 
 # -------------------------------------------------------------------------------------------
-# payload and filters (same rules as qdrant_edge.build_filter)
+# payload, filters and rank requests in qdrant-client's classes
 # -------------------------------------------------------------------------------------------
 
 
-def _eq(key: str, value: str) -> qm.Condition:
-    return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+def _moment(stamp: str | None) -> datetime | None:
+    return None if stamp is None else datetime.fromisoformat(stamp)
 
 
 _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
-    eq=_eq,
+    eq=lambda key, value: qm.FieldCondition(key=key, match=qm.MatchValue(value=value)),
     any_of=lambda key, values: qm.FieldCondition(key=key, match=qm.MatchAny(any=values)),
     all_of=lambda conds: qm.Filter(must=list(conds)),
     one_of=lambda conds: qm.Filter(should=list(conds)),
@@ -399,16 +328,20 @@ _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
         gte=_moment(gte), lt=_moment(lt))),
 )
 build_filter = _filters.build
-_BM25 = Bm25Encoder()
-
-
-def _moment(stamp: str | None) -> datetime | None:
-    return None if stamp is None else datetime.fromisoformat(stamp)
+_queries: RankBuilder[qm.Condition, qm.Filter, qm.QueryRequest] = RankBuilder(
+    _filters,
+    has_ids=lambda valid: qm.HasIdCondition(has_id=cast("list[qm.ExtendedPointId]", valid)),
+    both=lambda f, only: qm.Filter(must=[f, only]),
+    dense=lambda vector, f, limit: qm.QueryRequest(query=vector, filter=f, limit=limit, with_payload=False),
+    sparse=lambda indices, values, f, limit, corpus: qm.QueryRequest(
+        query=qm.SparseVector(indices=indices, values=values), using=LEXICAL_VECTOR, filter=f, limit=limit,
+        with_payload=False, params=qm.SearchParams(idf=qm.IdfCorpusParams(corpus=corpus))),
+)
 
 
 def _vectors(m: Memory, dense: list[float]) -> dict[str, qm.Vector]:
-    indices, values = _BM25.document(m.content)
     out: dict[str, qm.Vector] = {"": list(dense)}
-    if indices:
-        out[LEXICAL_VECTOR] = qm.SparseVector(indices=indices, values=values)
+    lexical = lexical_vector(m.content)
+    if lexical is not None:
+        out[LEXICAL_VECTOR] = qm.SparseVector(indices=lexical[0], values=lexical[1])
     return out

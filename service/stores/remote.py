@@ -26,7 +26,7 @@ import structlog
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable
-from service.stores.vector import Boundary, MemoryFilter, RankRequest, ScoredMemory, VectorRecord, VectorStore
+from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorRecord, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -36,8 +36,7 @@ MAX_FRAME = 512 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
 # What the child may call: the Protocol, except `close` (the child closes its connection, never the shard).
 METHODS = frozenset({
-    "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "search", "search_text", "rank", "held",
-    "optimize", "index_backlog", "get",
+    "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "rank", "optimize", "index_backlog", "get",
     "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping",
 })
 
@@ -223,20 +222,8 @@ class RemoteVectorStore:
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
         await self._call("upsert", memories, vectors)
 
-    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        result: list[ScoredMemory] = await self._call("search", vector, flt, limit)
-        return result
-
-    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        result: list[ScoredMemory] = await self._call("search_text", text, flt, limit)
-        return result
-
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         result: list[list[tuple[str, float]]] = await self._call("rank", requests)
-        return result
-
-    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
-        result: set[str] = await self._call("held", ids, flt)
         return result
 
     async def optimize(self) -> bool:

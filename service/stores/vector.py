@@ -5,7 +5,6 @@ The rest of the code sees only this Protocol. All Qdrant calls live in the backe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -16,7 +15,6 @@ from service.domain import Memory, Scope, utc
 INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
 TIME_FIELD = "occurred_at"  # datetime payload index
 LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
-FILTER_FIELDS = ("user_id", "scope", "project_id", "category", "agent_id", TIME_FIELD)  # what MemoryFilter reads
 
 
 @dataclass(frozen=True)
@@ -41,17 +39,9 @@ class MemoryFilter:
     before: str | None = None
 
     def matches(self, m: Memory) -> bool:
-        """The same rules in Python, for memories reached through the graph."""
-        return self._admits(m.user_id, m.scope, m.project_id, m.category, m.agent_id, m.occurred_at)
-
-    def admits(self, payload: Mapping[str, Any]) -> bool:
-        """`matches` on a stored payload's fields (FILTER_FIELDS), without building the Memory."""
-        scope = payload.get("scope")
-        return self._admits(payload.get("user_id"), Scope(scope) if scope else None, payload.get("project_id"),
-                            payload.get("category"), payload.get("agent_id"), payload.get("occurred_at"))
-
-    def _admits(self, user_id: object, scope: Scope | None, project_id: object, category: object, agent_id: object,
-                occurred_at: object) -> bool:
+        """The rules above applied to one memory in Python, as the stores apply them in their filters."""
+        user_id, scope, project_id, category, agent_id, occurred_at = (
+            m.user_id, m.scope, m.project_id, m.category, m.agent_id, m.occurred_at)
         if user_id != self.user_id:
             return False
         if self.scope is None:
@@ -70,12 +60,6 @@ class MemoryFilter:
         when = utc(datetime.fromisoformat(occurred_at)) if isinstance(occurred_at, str) and occurred_at else None
         return when is not None and (self.after is None or when >= utc(datetime.fromisoformat(self.after))) and (
             self.before is None or when < utc(datetime.fromisoformat(self.before)))
-
-
-@dataclass(frozen=True)
-class ScoredMemory:
-    memory: Memory
-    score: float  # cosine similarity in [-1, 1]
 
 
 @dataclass(frozen=True)
@@ -134,19 +118,10 @@ class VectorStore(Protocol):
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None: ...
 
-    async def search(self, vector: list[float], flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        """Dense: nearest by cosine."""
-
-    async def search_text(self, text: str, flt: MemoryFilter, limit: int) -> list[ScoredMemory]:
-        """Lexical: BM25 over the memories' content (sparse vectors, IDF over the user's memories)."""
-
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
-        """Each request's (memory id, score) list, best first, like `search` / `search_text` but without the
-        payloads (a search reads the payloads of the results it returns only, with `get`); one store call for
-        the whole batch."""
-
-    async def held(self, ids: list[str], flt: MemoryFilter) -> set[str]:
-        """The ids among `ids` of memories the store holds and `flt` admits."""
+        """Each request's (memory id, score) list, best first: by cosine for a dense request, by BM25 (IDF over
+        the user's memories) for a lexical one. Ids only: a search reads the payloads of the results it returns,
+        with `get`. One store call for the whole batch."""
 
     async def optimize(self) -> bool:
         """Build the vector indexes now (HNSW); True when anything changed. docs/decisions.md says where

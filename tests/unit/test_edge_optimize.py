@@ -16,6 +16,7 @@ import pytest
 from service.domain import Memory, Scope
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
+from tests.vector_probe import search
 
 pytestmark = pytest.mark.unit
 DIM = 32
@@ -41,7 +42,7 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
     await store.upsert(first, [vector(rng) for _ in first])
     assert await store.index_backlog() == len(first)  # never built
     probe = vector(rng)
-    before = [h.memory.id for h in await store.search(probe, MemoryFilter("alice"), 5)]
+    before = [h.memory.id for h in await search(store, probe, MemoryFilter("alice"), 5)]
 
     done = asyncio.Event()
     answered: list[float] = []
@@ -52,7 +53,7 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
             if done.is_set():
                 return
             t0 = time.perf_counter()
-            hits = await store.search(probe, MemoryFilter("alice"), 5)
+            hits = await search(store, probe, MemoryFilter("alice"), 5)
             assert hits
             answered.append(time.perf_counter() - t0)
             await asyncio.sleep(0.005)
@@ -79,7 +80,7 @@ async def test_optimize_in_a_child_process_while_searches_and_writes_go_on(tmp_p
     got = {m.id for m in await store.get([m.id for m in during])}
     assert got == {m.id for m in during}
     assert await store.count() == len(first) + len(during) - 1
-    after = [h.memory.id for h in await store.search(probe, MemoryFilter("alice"), 5)]
+    after = [h.memory.id for h in await search(store, probe, MemoryFilter("alice"), 5)]
     assert set(after) & set(before)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memories"]  # no .next / .old / .swap left
     await store.close()

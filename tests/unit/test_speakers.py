@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from service.ai.offline import USER_ENTITY, graph_links
 from service.ai.offline.speakers import speaker_lines
-from service.memory.reads import without_names
+from service.search.graph import without_names
 from service.stores.neo4j.search import lucene_terms
 
 

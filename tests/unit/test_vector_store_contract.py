@@ -22,6 +22,7 @@ from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer
 from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorStore
+from tests.vector_probe import search, search_text
 
 DIM = 8
 EMBEDDER = "test-embedder"
@@ -221,7 +222,7 @@ async def test_upsert_same_id_twice_keeps_one_point(store: VectorStore) -> None:
     await store.upsert([m.model_copy(update={"content": "second"})], [unit(1)])
     assert await store.count() == 1
     assert [x.content for x in await store.get([m.id])] == ["second"]
-    hits = await store.search(unit(1), MemoryFilter("alice"), 5)
+    hits = await search(store, unit(1), MemoryFilter("alice"), 5)
     assert [h.memory.id for h in hits] == [m.id] and math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
 
 
@@ -231,14 +232,14 @@ async def test_search_ranks_nearest_first(store: VectorStore) -> None:
         [far, exact, opposite, near],
         [unit(2), unit(0), [-1.0] + [0.0] * (DIM - 1), unit(0, 1, 0.5)],
     )
-    hits = await store.search(unit(0), MemoryFilter("alice"), 10)
+    hits = await search(store, unit(0), MemoryFilter("alice"), 10)
     assert [h.memory.content for h in hits] == ["exact", "near", "far", "opp"]
     assert math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
     assert math.isclose(hits[1].score, 1 / math.sqrt(1.25), abs_tol=1e-5)
     assert math.isclose(hits[2].score, 0.0, abs_tol=1e-5)
     assert math.isclose(hits[3].score, -1.0, abs_tol=1e-5)
     assert hits[0].memory == exact
-    top2 = await store.search(unit(0), MemoryFilter("alice"), 2)
+    top2 = await search(store, unit(0), MemoryFilter("alice"), 2)
     assert [h.memory.content for h in top2] == ["exact", "near"]
 
 
@@ -250,7 +251,7 @@ async def test_delete_is_idempotent(store: VectorStore) -> None:
     await store.delete([])
     assert await store.count() == 1
     assert await store.get([a.id]) == []
-    assert [h.memory.id for h in await store.search(unit(0), MemoryFilter("alice"), 10)] == [b.id]
+    assert [h.memory.id for h in await search(store, unit(0), MemoryFilter("alice"), 10)] == [b.id]
 
 
 # -------------------------------------------------------------------------------------------
@@ -267,7 +268,7 @@ async def test_user_isolation(store: VectorStore) -> None:
         MemoryFilter("bob", project_id="p1"),
         MemoryFilter("bob", scope=Scope.PROJECT),
     ):
-        assert await store.search(unit(0), flt, 10) == []
+        assert await search(store, unit(0), flt, 10) == []
         assert await store.scroll(flt, 10) == ([], None)
         assert await store.count(flt) == 0
     assert await store.count(MemoryFilter("alice", project_id="p1")) == 2
@@ -282,12 +283,12 @@ async def test_scope_rule(store: VectorStore) -> None:
 
     with_project = MemoryFilter("alice", project_id="p1")
     assert await ids_of(store, with_project) == {g.id, p1.id}
-    assert {h.memory.id for h in await store.search(unit(2), with_project, 10)} == {g.id, p1.id}
+    assert {h.memory.id for h in await search(store, unit(2), with_project, 10)} == {g.id, p1.id}
     assert await store.count(with_project) == 2
 
     without_project = MemoryFilter("alice")
     assert await ids_of(store, without_project) == {g.id}
-    assert {h.memory.id for h in await store.search(unit(1), without_project, 10)} == {g.id}
+    assert {h.memory.id for h in await search(store, unit(1), without_project, 10)} == {g.id}
 
     assert await ids_of(store, MemoryFilter("alice", project_id="p3")) == {g.id}
     assert await ids_of(store, MemoryFilter("alice", project_id="p1", scope=Scope.GLOBAL)) == {g.id}
@@ -303,12 +304,12 @@ async def test_category_filter(store: VectorStore) -> None:
     await store.upsert([pref, skill, fact], [unit(0), unit(1), unit(2)])
     flt = MemoryFilter("alice", categories=("preference", "personal_fact"))
     assert await ids_of(store, flt) == {pref.id, fact.id}
-    assert {h.memory.id for h in await store.search(unit(1), flt, 10)} == {pref.id, fact.id}
+    assert {h.memory.id for h in await search(store, unit(1), flt, 10)} == {pref.id, fact.id}
     assert await store.count(flt) == 2
     # An empty tuple is a filter that nothing passes (not "no filter").
     empty = MemoryFilter("alice", categories=())
     assert await store.count(empty) == 0
-    assert await store.search(unit(0), empty, 10) == []
+    assert await search(store, unit(0), empty, 10) == []
     assert await store.scroll(empty, 10) == ([], None)
 
 
@@ -317,7 +318,7 @@ async def test_agent_filter(store: VectorStore) -> None:
     await store.upsert([cli, web, none], [unit(0), unit(1), unit(2)])
     flt = MemoryFilter("alice", agent_id="cli")
     assert await ids_of(store, flt) == {cli.id}
-    assert [h.memory.id for h in await store.search(unit(1), flt, 10)] == [cli.id]
+    assert [h.memory.id for h in await search(store, unit(1), flt, 10)] == [cli.id]
     assert await store.count(flt) == 1
     assert await store.count(MemoryFilter("alice")) == 3
 
@@ -435,7 +436,7 @@ async def test_persists_across_close_and_reopen(backend: Backend) -> None:
     again = await backend.ready()
     assert await again.count() == 1
     assert await again.get([keep.id, gone.id]) == [keep]
-    hits = await again.search(unit(3), MemoryFilter("alice"), 5)
+    hits = await search(again, unit(3), MemoryFilter("alice"), 5)
     assert hits[0].memory == keep and math.isclose(hits[0].score, 1.0, abs_tol=1e-5)
 
 
@@ -508,15 +509,15 @@ async def test_search_text_finds_a_rare_token_the_vectors_miss(store: VectorStor
     rare = mem(content="the incident ticket is ZX-4411, assigned to Ingvild")
     await store.upsert([*plain, rare], [unit(0)] * 6 + [unit(5)])
     # the dense query points at the plain ones; the lexical query names the ticket
-    dense = await store.search(unit(0), MemoryFilter("alice"), 3)
+    dense = await search(store, unit(0), MemoryFilter("alice"), 3)
     assert rare.id not in {h.memory.id for h in dense}
-    lexical = await store.search_text("what about ZX-4411?", MemoryFilter("alice"), 3)
+    lexical = await search_text(store, "what about ZX-4411?", MemoryFilter("alice"), 3)
     assert [h.memory.id for h in lexical][:1] == [rare.id]
     assert lexical[0].score > 0
-    by_name = await store.search_text("Ingvild", MemoryFilter("alice"), 3)
+    by_name = await search_text(store, "Ingvild", MemoryFilter("alice"), 3)
     assert [h.memory.id for h in by_name] == [rare.id]
     # stop words only: nothing to match
-    assert await store.search_text("the is to", MemoryFilter("alice"), 3) == []
+    assert await search_text(store, "the is to", MemoryFilter("alice"), 3) == []
 
 
 async def test_search_text_keeps_tenants_and_filters(store: VectorStore) -> None:
@@ -525,10 +526,10 @@ async def test_search_text_keeps_tenants_and_filters(store: VectorStore) -> None
     project = mem(content="Kafka in the billing project", category="tech_stack", scope=Scope.PROJECT,
                   project_id="billing")
     await store.upsert([mine, theirs, project], [unit(0), unit(0), unit(1)])
-    assert [h.memory.id for h in await store.search_text("Kafka", MemoryFilter("alice"), 10)] == [mine.id]
-    both = await store.search_text("Kafka", MemoryFilter("alice", project_id="billing"), 10)
+    assert [h.memory.id for h in await search_text(store, "Kafka", MemoryFilter("alice"), 10)] == [mine.id]
+    both = await search_text(store, "Kafka", MemoryFilter("alice", project_id="billing"), 10)
     assert {h.memory.id for h in both} == {mine.id, project.id}
-    assert await store.search_text("Kafka", MemoryFilter("carol"), 10) == []
+    assert await search_text(store, "Kafka", MemoryFilter("carol"), 10) == []
 
 
 async def test_rank_batches_dense_and_lexical_with_the_same_order_as_search(store: VectorStore) -> None:
@@ -545,8 +546,8 @@ async def test_rank_batches_dense_and_lexical_with_the_same_order_as_search(stor
     ])
     assert len(answers) == 5
     dense, lexical, no_category, stop_words, other_user = answers
-    for got, hits in ((dense, await store.search(unit(1), flt, 4)),
-                      (lexical, await store.search_text("ZX-4411 Kafka", flt, 10))):
+    for got, hits in ((dense, await search(store, unit(1), flt, 4)),
+                      (lexical, await search_text(store, "ZX-4411 Kafka", flt, 10))):
         assert [mid for mid, _ in got] == [h.memory.id for h in hits]
         assert [score for _, score in got] == pytest.approx([h.score for h in hits])
     assert lexical[0][0] == ms[5].id and len(lexical) == 6
@@ -573,22 +574,29 @@ async def test_rank_among_ids_ranks_only_those_the_store_holds_and_the_filter_ad
     assert [mid for mid, _ in limited] == [best.id]
 
 
-async def test_held_keeps_the_ids_the_filter_admits(store: VectorStore) -> None:
+async def _held(store: VectorStore, ids: list[str], flt: MemoryFilter) -> set[str]:
+    """The ids among `ids` of memories the store holds and `flt` admits, as the graph retriever's ranking among
+    its candidates sees them."""
+    [hits] = await store.rank([RankRequest(flt, max(1, len(ids)), vector=unit(0), ids=tuple(ids))])
+    return {mid for mid, _ in hits}
+
+
+async def test_rank_among_ids_keeps_the_ids_the_filter_admits(store: VectorStore) -> None:
     mine = mem(content="a")
     project = mem(content="b", category="tech_stack", scope=Scope.PROJECT, project_id="billing")
     theirs = mem(user="bob", content="c")
     await store.upsert([mine, project, theirs], [unit(0)] * 3)
     gone = mem(content="never stored")
     ids = [mine.id, project.id, theirs.id, gone.id, "not-a-uuid"]
-    assert await store.held(ids, MemoryFilter("alice")) == {mine.id}
-    assert await store.held(ids, MemoryFilter("alice", project_id="billing")) == {mine.id, project.id}
-    assert await store.held(ids, MemoryFilter("alice", categories=("tech_stack",), project_id="billing")) == {
+    assert await _held(store, ids, MemoryFilter("alice")) == {mine.id}
+    assert await _held(store, ids, MemoryFilter("alice", project_id="billing")) == {mine.id, project.id}
+    assert await _held(store, ids, MemoryFilter("alice", categories=("tech_stack",), project_id="billing")) == {
         project.id}
-    assert await store.held([], MemoryFilter("alice")) == set()
+    assert await _held(store, [], MemoryFilter("alice")) == set()
     dated = mem(content="d").model_copy(update={"occurred_at": "2023-05-10T09:00:00+00:00"})
     await store.upsert([dated], [unit(0)])
     window = MemoryFilter("alice", after="2023-05-01T00:00:00+00:00", before="2023-06-01T00:00:00+00:00")
-    assert await store.held([*ids, dated.id], window) == {dated.id}
+    assert await _held(store, [*ids, dated.id], window) == {dated.id}
 
 
 async def test_occurred_at_window_filters_every_read(store: VectorStore) -> None:
@@ -596,8 +604,8 @@ async def test_occurred_at_window_filters_every_read(store: VectorStore) -> None
     ms = [mem(content=f"went hiking {i}").model_copy(update={"occurred_at": t}) for i, t in enumerate(times)]
     await store.upsert(ms, [unit(0)] * 3)
     window = MemoryFilter("alice", after="2023-03-01T00:00:00+00:00", before="2024-01-01T00:00:00+00:00")
-    assert [h.memory.id for h in await store.search(unit(0), window, 10)] == [ms[1].id]
-    assert [h.memory.id for h in await store.search_text("hiking", window, 10)] == [ms[1].id]
+    assert [h.memory.id for h in await search(store, unit(0), window, 10)] == [ms[1].id]
+    assert [h.memory.id for h in await search_text(store, "hiking", window, 10)] == [ms[1].id]
     assert await ids_of(store, window) == {ms[1].id}
     assert await ids_of(store, MemoryFilter("alice", before=times[1])) == {ms[0].id}  # before is exclusive
     assert await ids_of(store, MemoryFilter("alice", after=times[1])) == {ms[1].id, ms[2].id}
@@ -630,9 +638,9 @@ async def test_layout_1_edge_shard_is_migrated_once_keeping_every_point(tmp_path
         assert await store.count() == len(ms)
         [got] = await store.get([ms[7].id])
         assert got.content == ms[7].content and got.occurred_at == ms[7].created_at
-        hits = await store.search_text("Postgres replication", MemoryFilter("alice"), 5)
+        hits = await search_text(store, "Postgres replication", MemoryFilter("alice"), 5)
         assert len(hits) == 5
-        [nearest] = await store.search(unit(3), MemoryFilter("alice"), 1)
+        [nearest] = await search(store, unit(3), MemoryFilter("alice"), 1)
         assert nearest.memory.id in {m.id for i, m in enumerate(ms) if i % DIM == 3}
     finally:
         await store.close()

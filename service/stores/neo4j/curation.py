@@ -1,5 +1,5 @@
-"""Entity curation and provenance in the Neo4j graph store (issue 13): the duplicate review queue, reversible
-merges (seed 003), graph statistics and retrieval traces. Mixed into Neo4jGraphStore.
+"""Entity curation and provenance in the Neo4j graph store: the duplicate review queue, reversible
+merges, graph statistics and retrieval traces. Mixed into Neo4jGraphStore.
 
 A merge of source S into target T marks S (`merged_into`, `merged_at`), adds S's names to T's aliases (and
 its keys to T's keys), keeps the longer description, and *copies* S's MENTIONS, RELATES (both directions),

@@ -1,0 +1,19 @@
+"""The lexical retriever: BM25 of the query's words over the user's memories (the store's sparse vectors)."""
+
+from __future__ import annotations
+
+from service.search.retriever import Query, Retrieved
+from service.stores.vector import RankRequest, VectorStore
+
+
+class Lexical:
+    name = "lexical"
+    uses_vector = False
+
+    def __init__(self, vectors: VectorStore, weight: float) -> None:
+        self.vectors = vectors
+        self.weight = weight
+
+    async def retrieve(self, q: Query) -> Retrieved:
+        [hits] = await self.vectors.rank([RankRequest(q.flt, q.limit, text=q.text)])
+        return Retrieved(hits)

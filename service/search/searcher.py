@@ -1,0 +1,89 @@
+"""A search: the retrievers of the table run side by side on one `Query`, their lists fused by weighted
+reciprocal rank fusion, the top results read with their memories (docs/retrieval.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from array import array
+from collections import OrderedDict
+
+from service.ai.embeddings import Embedder
+from service.domain import check_category, iso
+from service.metrics import SEARCH_DURATION, timed
+from service.schemas import SearchRequest, SearchResponse, SearchWindow
+from service.search.dense import Dense
+from service.search.fusion import fuse
+from service.search.graph import GraphProposal
+from service.search.lexical import Lexical
+from service.search.results import results
+from service.search.retriever import Query, Retrieved, Retriever
+from service.search.time_window import TimeWindows
+from service.settings import Settings
+from service.stores.graph import GraphStore
+from service.stores.vector import MemoryFilter, VectorStore
+
+
+def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> tuple[Retriever, ...]:
+    """The table of retrievers: what a search can run, one entry each. Their order is the fusion's (ties and
+    `signals` follow it) and the order they start in; the time retriever parses the query on the event loop, so
+    it stays last."""
+    return (
+        Dense(vectors, settings.search_weight_dense),
+        Lexical(vectors, settings.search_weight_lexical),
+        GraphProposal(vectors, graph, settings),
+        TimeWindows(vectors, settings.search_weight_time),
+    )
+
+
+class Searcher:
+    def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphStore, embedder: Embedder) -> None:
+        self.settings = settings
+        self.vectors = vectors
+        self.embedder = embedder  # a search's: in the API process, no queue of writes before it
+        self.retrievers = retrievers(settings, vectors, graph)
+        self.names = tuple(r.name for r in self.retrievers)
+        self.weights = {r.name: r.weight for r in self.retrievers}
+        self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # query-embedding LRU
+
+    async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
+        """Each retriever the request asks for (default: all) ranks up to SEARCH_CANDIDATES memories under the
+        same filter; every result names the retrievers that returned it and at what rank (`signals`), and `score`
+        is the fused score. The query's embedding starts at once, beside the retrievers."""
+        categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
+        flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories,
+                           after=iso(req.after) if req.after else None, before=iso(req.before) if req.before else None)
+        use = set(req.retrievers or self.names)
+        run = [r for r in self.retrievers if r.name in use]
+        embedding = (asyncio.ensure_future(self.query_vector(req.query)) if any(r.uses_vector for r in run)
+                     else None)
+        q = Query(req.query, user_id, req.project_id, flt, max(self.settings.search_candidates, req.limit),
+                  self.query_vector, embedding)
+        with timed(SEARCH_DURATION, retriever="fused"):
+            try:
+                found = await asyncio.gather(*(self._retrieve(r, q) for r in run))
+            finally:
+                if embedding is not None and not embedding.done():
+                    embedding.cancel()
+            lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
+            out = await results(self.vectors, fuse(lists, self.weights, self.settings.rrf_k), req.limit)
+        window = next((f.window for f in found if f.window is not None), None)
+        return SearchResponse(results=out, degraded=[r.name for r, f in zip(run, found, strict=True) if f.degraded],
+                              time_window=None if window is None else SearchWindow.of(window))
+
+    async def query_vector(self, query: str) -> list[float]:
+        """The query's embedding, from the per-process LRU cache when it was asked before."""
+        cache = self.query_vectors
+        if query in cache:
+            cache.move_to_end(query)
+            return cache[query].tolist()
+        vector = await self.embedder.embed_query(query)
+        if self.settings.query_cache_size:
+            cache[query] = array("f", vector)  # 4 bytes a value, not a Python float's 32
+            while len(cache) > self.settings.query_cache_size:
+                cache.popitem(last=False)
+        return vector
+
+    @staticmethod
+    async def _retrieve(retriever: Retriever, q: Query) -> Retrieved:
+        with timed(SEARCH_DURATION, retriever=retriever.name):
+            return await retriever.retrieve(q)

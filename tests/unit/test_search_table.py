@@ -1,0 +1,32 @@
+"""The table of retrievers (service/search/searcher.py) is what the API names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+from service.identity import NameRules
+from service.schemas import SearchRequest, Signal
+from service.search.searcher import retrievers
+from service.settings import Settings
+from service.stores.neo4j import Neo4jGraphStore
+from service.stores.qdrant_edge import EdgeVectorStore
+
+
+async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tmp_path: Path) -> None:
+    """`service/schemas.py` repeats the names as a Literal (the OpenAPI schema lists them): it must list the
+    table's, no more and no fewer. Nothing is opened: the stores are only handed to the retrievers."""
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    graph = Neo4jGraphStore("bolt://127.0.0.1:9", "neo4j", None, "memory", 1.0, NameRules())
+    try:
+        table = retrievers(settings, EdgeVectorStore(tmp_path, "c"), graph)
+    finally:
+        await graph.close()
+    names = tuple(r.name for r in table)
+    assert len(set(names)) == len(names)
+    assert set(get_args(Signal.model_fields["retriever"].annotation)) == set(names)
+    [listed, _none] = get_args(SearchRequest.model_fields["retrievers"].annotation)
+    assert set(get_args(get_args(listed)[0])) == set(names)
+    assert {r.name: r.weight for r in table} == {
+        "dense": settings.search_weight_dense, "lexical": settings.search_weight_lexical,
+        "graph": settings.search_weight_graph, "time": settings.search_weight_time}
