@@ -202,6 +202,9 @@ def measure_stack(stack: Stack, writes: int) -> dict[str, Any]:
     time.sleep(10)  # the worker child and its model finish starting
     figures["rss_idle"] = stack.rss_mb()
     note(stack.label, "RSS idle", figures["rss_idle"])
+    figures["writes"] = writes
+    if not writes:  # straight to the soak
+        return figures
     figures["write_path"] = write_path(stack.url, 500, 16)
     note(stack.label, "write_path -n 500 -c 16", figures["write_path"])
     rest = max(0, writes - 500)
@@ -211,7 +214,6 @@ def measure_stack(stack: Stack, writes: int) -> dict[str, Any]:
     time.sleep(5)
     figures["rss_after_writes"] = stack.rss_mb()
     note(stack.label, f"RSS after {writes} writes", figures["rss_after_writes"])
-    figures["writes"] = writes
     return figures
 
 
