@@ -58,9 +58,9 @@ async def start_reembed(
     it runs answers its task. Search keeps working meanwhile."""
     caller.require_admin("re-embedding")
     body = req or ReembedRequest()
-    service = deps.service
-    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, service.query_embedder, service.locks).submit(
-        body.user_id)
+    reembedder = deps.jobs.reembedder
+    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.service.query_embedder,
+                               reembedder.locks).submit(body.user_id)
     return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
 
 

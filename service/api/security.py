@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
 from service.errors import DependencyUnavailable, RateLimited, Unauthorized
-from service.queue import redis_guard
+from service.kv import redis_guard
 
 log = structlog.get_logger(__name__)
 

@@ -28,14 +28,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.deps import Deps
 from service.errors import DependencyUnavailable
+from service.jobs import DedupJob
 from service.ledger import Ledger
 from service.maintenance.algorithm import (
     BLOCK_COLS,
@@ -57,6 +57,7 @@ from service.maintenance.records import (
     RunStore,
     extend_capped,
     record_phase,
+    summary,
 )
 from service.metrics import DEDUP_REMOVED
 from service.outbox import MemoryLocks, Outbox
@@ -65,6 +66,9 @@ from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, Dedup
 from service.settings import Settings
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
+
+if TYPE_CHECKING:
+    from service.deps import Deps
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +148,14 @@ class DedupSweep:
 
     @classmethod
     def from_deps(cls, deps: Deps) -> DedupSweep:
-        return cls(deps.settings, deps.vectors, deps.service.ledger, deps.redis)
+        """The sweep the worker's jobs run (its removals through their ledger)."""
+        return deps.jobs.sweep
+
+    async def run_requested(self, task_id: str, job: DedupJob) -> dict[str, Any]:
+        """The job of a POST /v1/maintenance/dedup (its task id is the run id): one run, summarised."""
+        report = await self.run(task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id,
+                                queued_at=job.accepted_at)
+        return summary(report)
 
     # ---------------------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from service.schemas import (
 if TYPE_CHECKING:
     from service.auth import Caller
     from service.memory import MemoryService
+    from service.memory.intake import Intake
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -82,21 +83,22 @@ class ServiceBackend:
     """In the API process: the very `MemoryService` the REST routes use, for the caller that the MCP
     request's API key authenticated (the same tenant rules as the REST routes)."""
 
-    def __init__(self, service: MemoryService, caller: Caller) -> None:
+    def __init__(self, service: MemoryService, intake: Intake, caller: Caller) -> None:
         self._service = service
+        self._intake = intake
         self._caller = caller
 
     async def search(self, req: SearchRequest) -> SearchResponse:
         return await self._service.search(req, self._caller.user(req.user_id))
 
     async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
-        return await self._service.submit_raw(req, self._caller.user(req.user_id))
+        return await self._intake.submit_raw(req, self._caller.user(req.user_id))
 
     async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse:
-        return await self._service.submit_raw_batch(req, self._caller.user(req.user_id))
+        return await self._intake.submit_raw_batch(req, self._caller.user(req.user_id))
 
     async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
-        return await self._service.submit_conversation(req, self._caller.user(req.user_id))
+        return await self._intake.submit_conversation(req, self._caller.user(req.user_id))
 
     async def task_status(self, task_id: str) -> TaskResponse:
         return await self._service.task_status(task_id, self._caller.user_filter(None))
@@ -124,7 +126,7 @@ class ServiceBackend:
         )
 
     async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
-        return await self._service.submit_bulk_delete(req, self._caller.user(req.user_id))
+        return await self._intake.submit_bulk_delete(req, self._caller.user(req.user_id))
 
     async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
                               cursor: str | None) -> DuplicatePage:

@@ -418,7 +418,7 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
     """
 
     def backend() -> MemoryBackend:
-        return ServiceBackend(app.state.deps.service, current_caller.get())
+        return ServiceBackend(app.state.deps.service, app.state.deps.intake, current_caller.get())
 
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.
