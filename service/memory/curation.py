@@ -1,4 +1,4 @@
-"""Entity curation and provenance (issue 13, docs/identity.md): the duplicate review queue, merges and unmerges,
+"""Entity curation and provenance (docs/identity.md): the duplicate review queue, merges and unmerges,
 graph statistics, and retrieval traces. The Cypher is in service/stores/neo4j/curation.py."""
 
 from __future__ import annotations
