@@ -1,6 +1,6 @@
 """The job registry: every job kind declared once, with its ARQ function, its payload model, its handler and its
 retry policy. The ARQ functions (worker/jobs.py), the function a job is enqueued under (`FUNCTIONS`, given to
-TaskQueue) and the kinds' names all come from `JOB_KINDS`.
+TaskQueue) come from `JOB_KINDS`.
 
 A handler is a method of one of the worker-side objects `JobHandlers` holds; the API side of the same kinds
 (validation, idempotency, enqueue) is service/memory/intake.py and service/maintenance/runs.py.
@@ -91,4 +91,3 @@ JOB_KINDS: tuple[JobKind, ...] = (
 )
 
 FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function
-KINDS: tuple[str, ...] = tuple(FUNCTIONS)
