@@ -25,7 +25,7 @@ from arq.connections import ArqRedis
 from pydantic import BaseModel
 
 from service.errors import DomainError, Forbidden, NotFound, Unauthorized
-from service.queue import aw, redis_guard
+from service.kv import aw, redis_guard
 from service.settings import Settings
 
 KEY_PREFIX = "msk"

@@ -19,10 +19,18 @@ from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.identity import NameRules, NameVectors, ResolutionGate
+from service.kv import RedisKV
 from service.ledger import Ledger
+from service.maintenance.reembed import Reembedder
+from service.maintenance.sweep import DedupSweep
 from service.memory import MemoryService
+from service.memory.intake import Intake
+from service.memory.portability import Importer
+from service.memory.writes import MemoryWriter
 from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
+from service.reconcile import Reconciler
+from service.registry import FUNCTIONS, JobHandlers
 from service.settings import Settings
 from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
@@ -36,11 +44,14 @@ class Deps:
     settings: Settings
     redis: ArqRedis
     tasks: TaskQueue
+    kv: RedisKV
     vectors: VectorStore
     graph: GraphStore
     embedder: Embedder  # the write path's (a child process in the embedded profile); queries: service.query_embedder
     extractor: Extractor
-    service: MemoryService
+    service: MemoryService  # the read side
+    intake: Intake  # the API side of writes: validate, enqueue
+    jobs: JobHandlers  # the worker side: what each job kind runs (service/registry.py)
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
 
@@ -157,10 +168,18 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         if genai_client is not None:
             await genai_client.aio.aclose()
         raise
-    tasks = TaskQueue(redis, settings)
-    ledger = Ledger(Outbox(redis, settings), vectors, graph)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, extractor, ledger,
-                            MemoryLocks(redis, settings), RuleLinkFinder(), query_embedder=embedder)
+    tasks = TaskQueue(redis, settings, FUNCTIONS)
+    kv = RedisKV(redis, settings)
+    outbox = Outbox(redis, settings)
+    ledger = Ledger(outbox, vectors, graph)
+    locks = MemoryLocks(redis, settings)
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder)
+    intake = Intake(settings, tasks, kv, vectors, graph, outbox)
+    writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
+                          RuleLinkFinder())
+    jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger),
+                       sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
+                       reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger))
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -172,4 +191,5 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         worker_process=settings.worker_process,
         write_embedder="child process" if child is not None else "in process",
     )
-    return Deps(settings, redis, tasks, vectors, graph, write_embedder, extractor, service, genai_client, child)
+    return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, service, intake, jobs,
+                genai_client, child)

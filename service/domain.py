@@ -1,5 +1,5 @@
 """Domain: the 13 categories, scope rules, content normalisation, ids, the stored Memory and a conversation
-Message. The API's request and response models are in service/schemas.py."""
+Message. The API's request and response models are in service/schemas/."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """The start-up heap, taken out of the garbage collector's reach (`gc.freeze`), and the collector's pauses.
 
-A started service holds about 580,000 long-lived objects with the local embedder (torch and
-sentence-transformers; 140,000 with EMBEDDER=hash): modules, the FastAPI routes, dateparser's and the offline
-extractor's data, the stores' clients. CPython's full collections walk all of them, 270-300 ms on this machine
-kind (70-80 ms with the hash embedder), and no thread of the process runs meanwhile: the event loop answers
-nothing. Frozen after start-up, they are never walked again; what the process allocates later is collected as
-before. Only the processes' entry points freeze (`python -m service`, `python -m worker`, the worker child): a
-test process creates many apps and must be able to collect them.
+A started service holds hundreds of thousands of long-lived objects: modules, the FastAPI routes, dateparser's
+and the offline extractor's data, the model runtime, the stores' clients. CPython's full collections walk all of
+them, for a pause long enough to be seen in request latencies (figures: docs/benchmarks.md), and no thread of the
+process runs meanwhile: the event loop answers nothing. Frozen after start-up, they are never walked again; what
+the process allocates later is collected as before. Only the processes' entry points freeze (`python -m service`,
+`python -m worker`, the worker child): a test process creates many apps and must be able to collect them.
 
 Every pause is observed in `process_gc_pause_seconds{generation}` (docs/benchmarks.md, "Accepting at
 1,000/s").

@@ -1,20 +1,22 @@
-"""Typed jobs: one pydantic model per job kind, one ARQ function per kind (worker/jobs.py).
+"""Typed jobs: one pydantic model per job kind; its `kind` is the job's name on the wire.
 
-The API validates a request, builds one of these and enqueues it (service/queue.py); the worker
-validates the payload again before running it. `accepted_at` is set by the queue when the job is
+The API-side intake (service/memory/intake.py) validates a request, builds one of these and enqueues it
+(service/queue.py); the worker validates the payload again before running it. Which ARQ function, handler and
+retry policy each kind has is declared once, in service/registry.py. `accepted_at` is set by the queue when the job is
 accepted, so every replay of a job sees the same acceptance time (ids and timestamps derive from it).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Job(BaseModel):
+class JobModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    kind: str  # each kind narrows it to its own Literal (the discriminator)
     accepted_at: str = ""
 
 
@@ -32,12 +34,12 @@ class RawItem(BaseModel):
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
 
 
-class RawJob(_Job, RawItem):
+class RawJob(JobModel, RawItem):
     kind: Literal["raw"] = "raw"
     user_id: str
 
 
-class RawBatchJob(_Job):
+class RawBatchJob(JobModel):
     """Several facts of one user in one job: one embedding batch, one vector upsert, one graph transaction."""
 
     kind: Literal["raw_batch"] = "raw_batch"
@@ -45,7 +47,7 @@ class RawBatchJob(_Job):
     items: list[RawItem] = Field(min_length=1)
 
 
-class ConversationJob(_Job):
+class ConversationJob(JobModel):
     kind: Literal["conversation"] = "conversation"
     user_id: str
     project_id: str | None = None
@@ -54,7 +56,7 @@ class ConversationJob(_Job):
     messages: list[dict[str, Any]]
 
 
-class UpdateJob(_Job):
+class UpdateJob(JobModel):
     kind: Literal["update"] = "update"
     memory_id: str
     user_id: str
@@ -62,7 +64,7 @@ class UpdateJob(_Job):
     category: str | None = None
 
 
-class DeleteJob(_Job):
+class DeleteJob(JobModel):
     """By ids, or by a filter (scope, category, project_id, agent_id; all of them unset = every memory)."""
 
     kind: Literal["delete"] = "delete"
@@ -74,26 +76,26 @@ class DeleteJob(_Job):
     agent_id: str | None = None
 
 
-class DedupJob(_Job):
+class DedupJob(JobModel):
     kind: Literal["dedup"] = "dedup"
     user_id: str | None = None
     dry_run: bool = False
 
 
-class ReconcileJob(_Job):
+class ReconcileJob(JobModel):
     kind: Literal["reconcile"] = "reconcile"
     user_id: str | None = None
     dry_run: bool = False
 
 
-class ReembedJob(_Job):
+class ReembedJob(JobModel):
     """Re-embed stored memories with the configured embedder (service/maintenance/reembed.py)."""
 
     kind: Literal["reembed"] = "reembed"
     user_id: str | None = None
 
 
-class ImportJob(_Job):
+class ImportJob(JobModel):
     """An uploaded export (service/memory/portability.py), held in Redis under `blob` until the job ends."""
 
     kind: Literal["import"] = "import"
@@ -101,21 +103,3 @@ class ImportJob(_Job):
     blob: str
 
 
-Job = Annotated[
-    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob | ReembedJob,
-    Field(discriminator="kind"),
-]
-JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import", "reembed"]
-
-# The ARQ function that runs each kind (registered in worker/settings.py).
-FUNCTIONS: dict[str, str] = {
-    "raw": "memory_raw",
-    "raw_batch": "memory_raw_batch",
-    "conversation": "memory_conversation",
-    "update": "memory_update",
-    "delete": "memory_delete",
-    "dedup": "maintenance_dedup",
-    "reconcile": "maintenance_reconcile",
-    "import": "memory_import",
-    "reembed": "maintenance_reembed",
-}

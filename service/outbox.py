@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from service.domain import Memory
 from service.errors import ServiceError
-from service.queue import aw, redis_guard
+from service.kv import aw, redis_guard
 from service.settings import Settings
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 

@@ -14,13 +14,11 @@ Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart)
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import inspect
 import json
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -33,14 +31,14 @@ from redis.exceptions import RedisError
 
 from service.domain import ID_NAMESPACE, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
-from service.jobs import FUNCTIONS, Job
+from service.jobs import JobModel
+from service.kv import STEPS, RedisKV, aw, redis_guard, step_key
 from service.schemas import TaskResponse
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-STEPS = ("extraction", "targets")  # the intermediate results a job keeps for its replays (save_step)
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 
 # Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
@@ -123,27 +121,15 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-async def aw(value: Awaitable[_T] | _T) -> _T:
-    """redis-py types some async methods as `Awaitable[T] | T`; here they are always awaitable."""
-    return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
-
-
-async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T], *, scale: float = 1.0) -> _T:
-    """The one Redis guard: run a Redis call within REDIS_TIMEOUT_SECONDS (x `scale` for multi-call
-    steps); any Redis failure is DependencyUnavailable (the API answers 503, the worker retries the job)."""
-    try:
-        async with asyncio.timeout(settings.redis_timeout_seconds * scale):
-            return await coro
-    except (RedisError, OSError, TimeoutError) as exc:
-        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_redis_url}: {exc}") from exc
-
-
 class TaskQueue:
     """The API side of writes (enqueue, poll) and the worker side of status updates."""
 
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: Settings, functions: Mapping[str, str]) -> None:
+        """`functions`: the ARQ function of each job kind (service/registry.py)."""
         self._redis = redis
         self._settings = settings
+        self._functions = functions
+        self._kv = RedisKV(redis, settings)
         self._accept = redis.register_script(_ACCEPT)
         self._finish_script = redis.register_script(_FINISH)
         self._prefix = f"{settings.arq_queue_name}:"
@@ -166,11 +152,11 @@ class TaskQueue:
     async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
         return await redis_guard(self._settings, what, coro)
 
-    async def enqueue(self, job: Job, identity: dict[str, Any], *, user_id: str | None = None) -> str:
+    async def enqueue(self, job: JobModel, identity: dict[str, Any], *, user_id: str | None = None) -> str:
         """Accept a write: returns the task id (an existing one for a retried identical request)."""
         return await self._guard("enqueue", self._enqueue(job, identity, user_id))
 
-    async def _enqueue(self, job: Job, identity: dict[str, Any], user_id: str | None) -> str:
+    async def _enqueue(self, job: JobModel, identity: dict[str, Any], user_id: str | None) -> str:
         req = request_hash(job.kind, identity)
         idem_key = self._idem_prefix + req
         accepted_at = now_iso()
@@ -194,7 +180,7 @@ class TaskQueue:
         # One script, so a crash leaves all of it or none: a retried request finds the live task its pointer
         # names; otherwise the record, the pending entry (the reaper's list), the pointer and the ARQ job.
         now_ms = int(time.time() * 1000)
-        serialized = serialize_job(FUNCTIONS[job.kind], (task_id, payload), {}, None, now_ms,
+        serialized = serialize_job(self._functions[job.kind], (task_id, payload), {}, None, now_ms,
                                    serializer=job_serializer)
         existing = await self._accept(
             keys=[self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
@@ -208,7 +194,7 @@ class TaskQueue:
 
     async def _submit(self, task_id: str, job: dict[str, Any], job_try: int | None = None) -> bool:
         submitted = await self._redis.enqueue_job(
-            FUNCTIONS[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.task_ttl_seconds,
+            self._functions[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.task_ttl_seconds,
             _job_try=job_try,
         )
         return submitted is not None
@@ -296,7 +282,7 @@ class TaskQueue:
         async def run() -> None:
             rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
             idem_key = rec.get("idem_key")
-            steps = [f"{self._task_prefix}{task_id}:{step}" for step in STEPS]
+            steps = [step_key(self._settings.arq_queue_name, task_id, step) for step in STEPS]
             await self._finish_script(
                 keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix,
                       self.lease_key(task_id), *steps,
@@ -319,28 +305,6 @@ class TaskQueue:
     async def set_progress(self, task_id: str, done: int, total: int) -> None:
         """What a long task reports while it runs (task status `progress`)."""
         await self._update(task_id, progress={"done": done, "total": total})
-
-    async def store_blob(self, name: str, body: bytes) -> str:
-        """An upload a job reads later (an import file), kept for TASK_TTL_SECONDS; returns its key."""
-        key = self.key(f"blob:{name}")
-        await self._guard("upload", self._redis.set(key, body, ex=self._settings.task_ttl_seconds))
-        return key
-
-    async def load_blob(self, key: str) -> bytes | None:
-        raw: bytes | None = await self._guard("upload", self._redis.get(key))
-        return raw
-
-    async def drop_blob(self, key: str) -> None:
-        await self._guard("upload", self._redis.delete(key))
-
-    async def save_step(self, task_id: str, step: str, value: str) -> None:
-        """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
-        await self._guard("save step", self._redis.set(
-            f"{self._task_prefix}{task_id}:{step}", value, ex=self._settings.task_ttl_seconds))
-
-    async def load_step(self, task_id: str, step: str) -> str | None:
-        raw = await self._guard("load step", self._redis.get(f"{self._task_prefix}{task_id}:{step}"))
-        return raw.decode() if raw is not None else None
 
     # ---- leases and the reaper ----------------------------------------------------------------
 
@@ -419,30 +383,9 @@ class TaskQueue:
         await self.mark_failed(task_id, reason)
         return "failed"
 
-    async def get_json(self, name: str) -> Any:
-        """A small JSON value under `<queue>:<name>` (None when missing)."""
-        raw = await self._guard("get", self._redis.get(self.key(name)))
-        return json.loads(raw) if raw else None
-
-    async def set_json(self, name: str, value: Any, ttl_s: int | None = None) -> None:
-        await self._guard("set", self._redis.set(self.key(name), json.dumps(value),
-                                                 ex=ttl_s or self._settings.task_ttl_seconds))
-
-    async def add_stats(self, **deltas: int) -> None:
-        """Cluster-wide write-path counters (`<queue>:stats`), shown by /health."""
-        async def run() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for name, delta in deltas.items():
-                if delta:
-                    pipe.hincrby(self.key("stats"), name, delta)
-            await pipe.execute()
-
-        if any(deltas.values()):
-            await self._guard("stats", run())
-
     async def stats(self) -> dict[str, int]:
-        raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        """The write-path counters (service/kv.py `RedisKV.add_stats`), for the write path's health report."""
+        return await self._kv.stats()
 
     async def _discard(self, task_id: str) -> None:
         pipe = self._redis.pipeline(transaction=True)

@@ -26,8 +26,9 @@ import structlog
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable
+from service.jobs import ReconcileJob
 from service.maintenance.records import RunStore
-from service.memory import MemoryService
+from service.memory.writes import MemoryWriter
 from service.metrics import RECONCILE_REPAIRS
 from service.outbox import Intent
 from service.queue import now_iso
@@ -47,21 +48,28 @@ REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memor
 
 
 class Reconciler:
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
-        self.runs = RunStore(service.tasks.redis, service.settings)
+    def __init__(self, writer: MemoryWriter) -> None:
+        self.writer = writer  # its collaborators: the ledger, the stores, the outbox, the locks, the rules' links
+        self.runs = RunStore(writer.tasks.redis, writer.settings)
+
+    async def run_requested(self, task_id: str, job: ReconcileJob) -> dict[str, Any]:
+        """The job of a POST /v1/maintenance/reconcile: a full reconcile, its run summarised."""
+        report = await self.full(task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id,
+                                 queued_at=job.accepted_at)
+        return {"run_id": report.run_id, "status": report.status, "dry_run": report.dry_run,
+                "repairs": report.repairs, "run_url": f"/v1/maintenance/runs/{report.run_id}"}
 
     # ---- drain ---------------------------------------------------------------------------------
 
     async def drain(self, budget_s: float | None = None) -> dict[str, int]:
         """Finish due intents, DRAIN_CHUNK at a time side by side (their graph writes coalesce per
         user), until none is due, the graph is down, or `budget_s` (default: 80 % of the interval) ends."""
-        budget = budget_s if budget_s is not None else self.service.settings.reconcile_interval_seconds * 0.8
+        budget = budget_s if budget_s is not None else self.writer.settings.reconcile_interval_seconds * 0.8
         stop_at = time.monotonic() + max(1.0, budget)
         counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0, "down": 0}
         for _ in range(MAX_DRAIN_ROUNDS):
             left = counts["waiting"] + counts["down"]  # entries that stay in the outbox: read past them
-            intents = await self.service.outbox.due(self.service.settings.reconcile_grace_seconds, DRAIN_CHUNK,
+            intents = await self.writer.outbox.due(self.writer.settings.reconcile_grace_seconds, DRAIN_CHUNK,
                                                     offset=left)
             if not intents:
                 break
@@ -74,7 +82,7 @@ class Reconciler:
         return counts
 
     async def _drain_one(self, intent: Intent) -> str:
-        if await self.service.tasks.is_pending(intent.task_id):
+        if await self.writer.tasks.is_pending(intent.task_id):
             return "waiting"  # its job is still queued or running: the job finishes it
         try:
             landed = await self._apply(intent)
@@ -86,15 +94,15 @@ class Reconciler:
             if intent.attempts < MAX_ATTEMPTS:
                 log.warning("outbox_intent_failed", task_id=intent.task_id, attempts=intent.attempts,
                             error=f"{type(exc).__name__}: {exc}"[:300])
-                await self.service.outbox.save(intent)
+                await self.writer.outbox.save(intent)
                 return "waiting"
             log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
-            await self.service.outbox.clear(intent.task_id)
-            await self.service.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
+            await self.writer.outbox.clear(intent.task_id)
+            await self.writer.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
             return "abandoned"
-        await self.service.outbox.clear(intent.task_id)
-        await self.service.tasks.set_graph_state(intent.task_id, "stored")
-        await self.service.tasks.add_stats(**{f"reconcile_{intent.op}": 1})
+        await self.writer.outbox.clear(intent.task_id)
+        await self.writer.tasks.set_graph_state(intent.task_id, "stored")
+        await self.writer.kv.add_stats(**{f"reconcile_{intent.op}": 1})
         if landed:
             RECONCILE_REPAIRS.labels(f"outbox_{intent.op}").inc()
         return "landed" if landed else "skipped"
@@ -102,8 +110,8 @@ class Reconciler:
     async def _apply(self, intent: Intent) -> bool:
         """Finish one intent. False when nothing was left to do (the memories are gone)."""
         live = {} if intent.op == "remove" else {
-            m.id: m for m in await self.service.vectors.get(intent.ids()) if m.user_id == intent.user_id}
-        return await self.service.ledger.finish(intent, live)
+            m.id: m for m in await self.writer.vectors.get(intent.ids()) if m.user_id == intent.user_id}
+        return await self.writer.ledger.finish(intent, live)
 
     # ---- full reconcile --------------------------------------------------------------------------
 
@@ -117,7 +125,7 @@ class Reconciler:
         t0 = time.perf_counter()
         try:
             users = [user_id] if user_id else await self._users()
-            busy = await self.service.outbox.all_ids()
+            busy = await self.writer.outbox.all_ids()
             for done, user in enumerate(users):
                 report.progress = Progress(done=done, total=len(users))
                 await self.runs.save(report)
@@ -140,16 +148,16 @@ class Reconciler:
         return report
 
     async def _users(self) -> list[str]:
-        users = {b.user_id for b in await self.service.vectors.boundaries(None)}
-        users |= set(await self.service.graph.memory_users())
+        users = {b.user_id for b in await self.writer.vectors.boundaries(None)}
+        users |= set(await self.writer.graph.memory_users())
         return sorted(users)
 
     async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
-        recent_cut = datetime.now(UTC).timestamp() - self.service.settings.reconcile_grace_seconds
+        recent_cut = datetime.now(UTC).timestamp() - self.writer.settings.reconcile_grace_seconds
         in_vectors: set[str] = set()
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page, cursor = await self.service.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), PAGE, cursor)
+            page, cursor = await self.writer.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), PAGE, cursor)
             for m in page:
                 if _recent(m, recent_cut):
                     busy.add(m.id)
@@ -160,7 +168,7 @@ class Reconciler:
         deleted: set[str] = set()
         gcursor: str | None = None
         for _ in range(MAX_PAGES):
-            gpage = await self.service.graph.list_episodes(user, None, PAGE, gcursor)
+            gpage = await self.writer.graph.list_episodes(user, None, PAGE, gcursor)
             for item in gpage.items:
                 (deleted if item.get("deleted_at") else live).add(str(item["id"]))
             gcursor = gpage.next_cursor
@@ -169,7 +177,7 @@ class Reconciler:
         node_missing = sorted(in_vectors - live - deleted - busy)
         of_deleted = sorted((in_vectors & deleted) - busy)
         no_vector = sorted(live - in_vectors - busy)
-        tombstoned = await self.service.outbox.tombstoned(user, no_vector)
+        tombstoned = await self.writer.outbox.tombstoned(user, no_vector)
         finish_delete = [i for i in no_vector if i in tombstoned]
         vector_missing = [i for i in no_vector if i not in tombstoned]
         found = {"graph_node_missing": node_missing, "vector_missing": vector_missing,
@@ -185,20 +193,20 @@ class Reconciler:
         if dry_run:
             return
         now = now_iso()
-        ledger = self.service.ledger
+        ledger = self.writer.ledger
         for start in range(0, len(node_missing), PAGE):
-            memories = await self.service.vectors.get(node_missing[start : start + PAGE])
-            await ledger.restore_graph(user, memories, [self.service.links_of(m) for m in memories])
+            memories = await self.writer.vectors.get(node_missing[start : start + PAGE])
+            await ledger.restore_graph(user, memories, [self.writer.links_of(m) for m in memories])
         await ledger.drop_vectors(of_deleted)
         for start in range(0, len(vector_missing), PAGE):
-            nodes = await self.service.graph.memory_nodes(user, vector_missing[start : start + PAGE])
+            nodes = await self.writer.graph.memory_nodes(user, vector_missing[start : start + PAGE])
             memories = [_memory_of_node(n) for n in nodes if not n.get("deleted_at") and n.get("content")]
-            async with self.service.locks.hold([m.id for m in memories]):
-                vectors = await self.service.embedder.embed([m.content for m in memories])
+            async with self.writer.locks.hold([m.id for m in memories]):
+                vectors = await self.writer.embedder.embed([m.content for m in memories])
                 await ledger.restore_vectors(memories, vectors)
         for start in range(0, len(finish_delete), PAGE):
             await ledger.finish_removal(user, finish_delete[start : start + PAGE], now)
-        await self.service.tasks.add_stats(**{f"repair_{k}": len(v) for k, v in found.items()})
+        await self.writer.kv.add_stats(**{f"repair_{k}": len(v) for k, v in found.items()})
 
 
 def _recent(m: Memory, cut: float) -> bool:

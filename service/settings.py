@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     arq_max_retries: int = Field(default=3, ge=1, le=20)
     arq_job_timeout: int = Field(default=300, ge=1)
     # Jobs in flight at once. More of them wait together at the embedding and graph steps, which then run in
-    # bigger batches: 64 drained 25-45% more single writes than 16 (docs/benchmarks.md, "Jobs in flight").
+    # bigger batches, so a larger number drains single writes faster (docs/benchmarks.md, "Jobs in flight").
     arq_max_jobs: int = Field(default=64, ge=1, le=256)
     # How often an idle worker looks for jobs; ARQ's 0.5 s default caps a worker at max_jobs/0.5 jobs/s.
     arq_poll_delay_seconds: float = Field(default=0.05, gt=0, le=5)
@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     # False = no scheduled sweep (POST /v1/maintenance/dedup still runs one on demand).
     dedup_cron_enabled: bool = True
 
-    # --- Entity identity (issue 13, docs/identity.md) ----------------------------------------
+    # --- Entity identity (docs/identity.md) -----------------------------------------------------
     # The resolution gate on every entity write: score = max(exact, variant, 0.45 fuzzy + 0.55 semantic);
     # merge at or above AUTO_MERGE_THRESHOLD, a pending SAME_AS review pair at or above PENDING_MATCH_THRESHOLD.
     entity_resolution: bool = True

@@ -4,7 +4,7 @@ ARQ's `start_jobs` walks the ids it read from the queue (up to `queue_read_limit
 time: WATCH, EXISTS, ZSCORE, then MULTI / PSETEX / EXEC, four round trips per id, including the ids of the jobs
 this worker is already running (they stay in the queue until they finish). On a busy event loop each round
 trip waits for the loop, so the worker started new jobs slower than it finished them and ran far fewer than
-`max_jobs` (13-66 of 64 in a single-write drain, docs/benchmarks.md). Here one script checks every candidate
+`max_jobs` (docs/benchmarks.md). Here one script checks every candidate
 as ARQ does (in the queue, due, not in progress) and sets its in-progress key, atomically, in one round trip;
 then the jobs start as ARQ starts them (`run_job`, the same semaphore and counter).
 

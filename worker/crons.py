@@ -18,9 +18,9 @@ from arq.cron import CronJob, cron
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
-from service.maintenance.runs import expire_observations, summary
+from service.maintenance.records import summary
+from service.maintenance.runs import expire_observations
 from service.maintenance.sweep import DedupSweep
-from service.reconcile import Reconciler
 from service.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -51,7 +51,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     deps: Deps = ctx["deps"]
     try:
         reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
-        drained = await Reconciler(deps.service).drain()
+        drained = await deps.jobs.reconciler.drain()
     except DependencyUnavailable as exc:
         log.warning("reconcile_tick_failed", error=str(exc)[:300])
         return None
@@ -63,7 +63,7 @@ async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     deps: Deps = ctx["deps"]
     run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()), "reconcile")
     try:
-        report = await Reconciler(deps.service).full(run_id, trigger="cron")
+        report = await deps.jobs.reconciler.full(run_id, trigger="cron")
     except DependencyUnavailable as exc:
         log.error("reconcile_cron_failed", run_id=run_id, error=str(exc))
         return None

@@ -7,14 +7,16 @@ from typing import Any
 from arq.worker import func
 
 from service.queue import job_deserializer, job_serializer, redis_settings
+from service.registry import JOB_KINDS
 from service.settings import Settings
 from worker.crons import cron_jobs
-from worker.jobs import JOB_FUNCTIONS
+from worker.jobs import arq_function
 
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     return {
-        "functions": [func(fn, name=name, max_tries=settings.arq_max_retries) for name, fn in JOB_FUNCTIONS.items()],
+        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_retries))
+                      for k in JOB_KINDS],
         "cron_jobs": cron_jobs(settings),
         "redis_settings": redis_settings(settings),
         "queue_name": settings.arq_queue_name,

@@ -31,8 +31,8 @@ class BatchingEmbedder:
     """Coalesces concurrent `embed` calls into one batch for the wrapped embedder.
 
     Worker jobs run concurrently and each embeds a few texts; one model call for all of them
-    costs a fraction of one call each (all-MiniLM-L6-v2 here: ~13 ms for one text, ~2 ms per
-    text in a batch). Calls that arrive while a batch runs form the next batch.
+    costs a fraction of one call each (figures: docs/benchmarks.md). Calls that arrive while a batch runs form
+    the next batch.
     """
 
     def __init__(self, inner: Embedder, max_batch: int = 64, max_wait_s: float = 0.002) -> None:

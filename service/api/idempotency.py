@@ -16,8 +16,7 @@ from typing import Annotated, Any
 from fastapi import Header, HTTPException
 
 from service.auth import Caller
-from service.memory import MemoryService
-from service.queue import redis_guard
+from service.memory.intake import Intake
 from service.schemas import AcceptedResponse
 
 IdempotencyKey = Annotated[
@@ -34,17 +33,15 @@ def fingerprint(method: str, path: str, body: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def once(service: MemoryService, caller: Caller, user_id: str | None, key: str | None, fp: str,
+async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | None, fp: str,
                submit: A) -> AcceptedResponse:
     if key is None:
         return await submit()
-    settings = service.settings
     owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
-    redis_key = f"{settings.arq_queue_name}:idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
-    redis = service.tasks.redis
+    name = f"idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+    kv = intake.kv
 
-    def check(raw: bytes) -> AcceptedResponse:
-        seen = json.loads(raw)
+    def check(seen: dict[str, Any]) -> AcceptedResponse:
         if seen["fingerprint"] != fp:
             # shaped like FastAPI's own 422 (a list of errors), so the one documented 422 schema holds
             raise HTTPException(422, [{"loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
@@ -52,14 +49,14 @@ async def once(service: MemoryService, caller: Caller, user_id: str | None, key:
                                               "use a new key"}])
         return AcceptedResponse(task_id=seen["task_id"], poll_url=f"/v1/memories/status/{seen['task_id']}")
 
-    existing = await redis_guard(settings, "idempotency key", redis.get(redis_key))
+    existing = await kv.get_json(name, what="idempotency key")
     if existing is not None:
         return check(existing)
     accepted = await submit()
-    record = json.dumps({"fingerprint": fp, "task_id": accepted.task_id})
-    window = max(1, settings.idempotency_window_seconds)
-    if not await redis_guard(settings, "idempotency key", redis.set(redis_key, record, nx=True, ex=window)):
-        raced = await redis_guard(settings, "idempotency key", redis.get(redis_key))
+    record = {"fingerprint": fp, "task_id": accepted.task_id}
+    window = max(1, intake.settings.idempotency_window_seconds)
+    if not await kv.set_json(name, record, window, only_new=True, what="idempotency key"):
+        raced = await kv.get_json(name, what="idempotency key")
         if raced is not None:
             return check(raced)
     return accepted

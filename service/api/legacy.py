@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ServiceDep
+from service.api.deps import IntakeDep, ServiceDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import TaskId
 from service.api.security import CallerDep
@@ -16,13 +16,13 @@ router = APIRouter(prefix="/memories", tags=["legacy (deprecated)"])
 
 @router.post("/async", response_model=AcceptedResponse, deprecated=True)
 async def legacy_conversation(
-    req: ConversationRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+    req: ConversationRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
     """Deprecated: `POST /v1/memories`. Same body and queue; answers 200 (as the seed did) with a legacy
     `poll_url` under /memories/status/."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories", req.model_dump(mode="json"))
-    accepted = await once(service, caller, user, idempotency_key, fp, lambda: service.submit_conversation(req, user))
+    accepted = await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_conversation(req, user))
     return AcceptedResponse(task_id=accepted.task_id, poll_url=f"/memories/status/{accepted.task_id}")
 
 

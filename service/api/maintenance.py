@@ -58,10 +58,8 @@ async def start_reembed(
     it runs answers its task. Search keeps working meanwhile."""
     caller.require_admin("re-embedding")
     body = req or ReembedRequest()
-    service = deps.service
-    reembedder = Reembedder(deps.settings, deps.tasks, deps.vectors, service.query_embedder, service.locks,
-                            service.ledger)
-    task_id = await reembedder.submit(body.user_id)
+    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.service.query_embedder,
+                               deps.jobs.reembedder.locks, deps.jobs.reembedder.ledger).submit(body.user_id)
     return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
 
 

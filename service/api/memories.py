@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from service.api.deps import ServiceDep
+from service.api.deps import IntakeDep, ServiceDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
 from service.api.security import CallerDep
@@ -29,34 +29,34 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 @router.post("", status_code=202, response_model=AcceptedResponse)
 async def create_memories(
-    req: ConversationRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+    req: ConversationRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
     """Extract categorised facts from a conversation (Gemini, or the offline extractor). 202; poll."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories", req.model_dump(mode="json"))
-    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_conversation(req, user))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_conversation(req, user))
 
 
 @router.post("/raw", status_code=202, response_model=AcceptedResponse)
 async def create_raw_memory(
-    req: RawMemoryRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+    req: RawMemoryRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
     """Store one pre-categorised fact (no extraction). Answers 202; poll `poll_url`."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories/raw", req.model_dump(mode="json"))
-    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_raw(req, user))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_raw(req, user))
 
 
 @router.post("/raw/batch", status_code=202, response_model=AcceptedResponse)
 async def create_raw_memories(
-    req: RawBatchRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+    req: RawBatchRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
     """Store up to 100 pre-categorised facts of one user as one task: one job, one embedding batch, one graph
     transaction. Each item is checked as `POST /v1/memories/raw` checks one (an error names it: `memories[3]: ...`);
     the task's result lists the memories in the batch's order. Answers 202; poll `poll_url`."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories/raw/batch", req.model_dump(mode="json"))
-    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_raw_batch(req, user))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_raw_batch(req, user))
 
 
 @router.get("/status/{task_id}", response_model=TaskResponse)
@@ -88,12 +88,12 @@ async def list_memories(
 
 @router.post("/delete", status_code=202, response_model=AcceptedResponse)
 async def bulk_delete(
-    req: BulkDeleteRequest, service: ServiceDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
+    req: BulkDeleteRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
     """Delete by ids or by filter (through the queue, like every write)."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/memories/delete", req.model_dump(mode="json"))
-    return await once(service, caller, user, idempotency_key, fp, lambda: service.submit_bulk_delete(req, user))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_bulk_delete(req, user))
 
 
 @router.get("/{memory_id}", response_model=MemoryRecord)
@@ -105,20 +105,20 @@ async def get_memory(
 
 @router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse)
 async def update_memory(
-    memory_id: MemoryId, req: UpdateMemoryRequest, service: ServiceDep, caller: CallerDep,
+    memory_id: MemoryId, req: UpdateMemoryRequest, intake: IntakeDep, caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
 ) -> AcceptedResponse:
     """New content (and optionally category); re-embedded and re-ingested into the graph."""
     owner = caller.user_filter(req.user_id)
     fp = fingerprint("PUT", f"/v1/memories/{memory_id}", req.model_dump(mode="json"))
-    return await once(service, caller, owner, idempotency_key, fp, lambda: service.submit_update(memory_id, req, owner))
+    return await once(intake, caller, owner, idempotency_key, fp, lambda: intake.submit_update(memory_id, req, owner))
 
 
 @router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse)
 async def delete_memory(
-    memory_id: MemoryId, service: ServiceDep, caller: CallerDep, user_id: OwnerQuery = None,
+    memory_id: MemoryId, intake: IntakeDep, caller: CallerDep, user_id: OwnerQuery = None,
     idempotency_key: IdempotencyKey = None,
 ) -> AcceptedResponse:
     owner = caller.user_filter(user_id)
     fp = fingerprint("DELETE", f"/v1/memories/{memory_id}", {"user_id": owner})
-    return await once(service, caller, owner, idempotency_key, fp, lambda: service.submit_delete(memory_id, owner))
+    return await once(intake, caller, owner, idempotency_key, fp, lambda: intake.submit_delete(memory_id, owner))

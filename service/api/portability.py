@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.api.deps import ServiceDep
+from service.api.deps import IntakeDep, ServiceDep
 from service.api.params import IdQuery, OptionalUserQuery
 from service.api.security import CallerDep
-from service.errors import DomainError
-from service.jobs import ImportJob
-from service.memory.portability import read_header
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1", tags=["portability"])
@@ -39,16 +35,10 @@ async def export(
                                             "(any content type; gzip is recognised by its magic bytes)",
                                             "content": {"application/octet-stream": {
                                                 "schema": {"type": "string", "format": "binary"}}}}})
-async def import_file(request: Request, service: ServiceDep, caller: CallerDep) -> AcceptedResponse:
+async def import_file(request: Request, intake: IntakeDep, caller: CallerDep) -> AcceptedResponse:
     """An export file (NDJSON, or gzip-compressed NDJSON) as the body, up to MAX_IMPORT_BYTES. It is
     imported by the worker for the user its header names (a user key may import only its own user's file);
     the task result counts what was imported and lists rejected lines with their reasons. Ids are kept, so
     importing the same file twice changes nothing."""
     body = await request.body()
-    if not body.strip():
-        raise DomainError("the body is empty: send an export file (GET /v1/export)")
-    user = caller.user(str(read_header(body).get("user_id") or "") or None)
-    digest = hashlib.sha256(body).hexdigest()
-    blob = await service.tasks.store_blob(f"import:{digest}", body)
-    task_id = await service.tasks.enqueue(ImportJob(user_id=user, blob=blob), {"user_id": user, "import": digest})
-    return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+    return await intake.submit_import(body, caller.user(intake.import_owner(body)))

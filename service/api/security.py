@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
 from service.errors import DependencyUnavailable, RateLimited, Unauthorized
-from service.queue import redis_guard
+from service.kv import redis_guard
 
 log = structlog.get_logger(__name__)
 
@@ -107,7 +107,7 @@ async def rate_limit(deps: Deps, request: Request, caller: Caller) -> None:
 class RateLimiter:
     """Fixed one-minute windows in Redis, counted in chunks. A process reserves `chunk_for(limit)` requests of a
     window at once (one INCRBY) and spends them locally, so a busy client costs one Redis round trip per chunk
-    instead of one per request (a round trip was ~10% of the accepting loop's time, docs/benchmarks.md). The
+    instead of one per request (round trips are a large share of the accepting loop's time, docs/benchmarks.md). The
     window's counter in Redis is what every process has reserved: a limit is never exceeded, and it is reached
     early by at most what the processes reserved and did not spend (under 1% of the limit per process; limits
     under 200 a minute are counted one by one)."""

@@ -6,11 +6,10 @@ of the project the agent works in. As with the service's settings, the environme
 counts as unset, so a `MEMORY_API_KEY` put in `.env` reaches the hooks as it reaches the CLI.
 
 A frozen dataclass over `os.environ`, not a pydantic-settings class: importing pydantic-settings and
-httpx costs ~0.22 s on a 2-core machine (measured: `python -c "import httpx, pydantic_settings"`
-0.22-0.25 s against 0.04 s for the standard library alone), which is most of post-tool-use's 300 ms
-budget. The hooks therefore use the standard library only, which also lets them run under any
-Python 3.11+ (the plugin's cached copy has no virtualenv); `read_env_file` reads `.env` lines as
-python-dotenv (pydantic-settings' reader) does for the forms a settings file uses.
+httpx takes most of post-tool-use's 300 ms budget on a small machine (docs/benchmarks.md). The hooks therefore
+use the standard library only, which also lets them run under any Python 3.11+ (the plugin's cached copy has no
+virtualenv); `read_env_file` reads `.env` lines as python-dotenv (pydantic-settings' reader) does for the forms a
+settings file uses.
 
 | variable | default | meaning |
 |---|---|---|

@@ -8,15 +8,15 @@ import asyncio
 import json
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.errors import NotFound
+from service.kv import aw, redis_guard
 from service.maintenance.algorithm import stamp_of
-from service.queue import aw, redis_guard
 from service.schemas import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
 from service.settings import Settings
 
@@ -241,3 +241,13 @@ def extend_capped(target: list[str], items: list[str], phase: DedupPhaseReport) 
     if len(items) > room:
         phase.truncated = True
 
+
+def summary(report: DedupRunReport) -> dict[str, Any]:
+    return {
+        "run_id": report.run_id,
+        "status": report.status,
+        "dry_run": report.dry_run,
+        "detail": report.detail,
+        "totals": report.totals.model_dump(),
+        "run_url": f"/v1/maintenance/runs/{report.run_id}",
+    }

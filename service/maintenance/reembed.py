@@ -20,6 +20,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.jobs import ReembedJob
+from service.kv import RedisKV
 from service.ledger import Ledger
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue
@@ -40,6 +41,7 @@ class Reembedder:
         ARQ_JOB_TIMEOUT, well inside the job's deadline)."""
         self.settings = settings
         self.tasks = tasks
+        self.kv = RedisKV(tasks.redis, settings)  # the run's position
         self.vectors = vectors
         self.ledger = ledger
         self.embedder = embedder
@@ -56,7 +58,7 @@ class Reembedder:
         """Queue a run, or answer the task of the unfinished run to this embedder that is queued or running now
         (two parts of one run never run at once)."""
         name = self.state_name(user_id)
-        state: dict[str, Any] = await self.tasks.get_json(name) or {}
+        state: dict[str, Any] = await self.kv.get_json(name) or {}
         active = state.get("task_id")
         if active and not state.get("finished"):
             task = await self.tasks.record(str(active))
@@ -67,13 +69,13 @@ class Reembedder:
             state = {"task_id": task_id}  # a new run: its first part is this task
         else:
             state["task_id"] = task_id  # an unfinished run goes on from its cursor
-        await self.tasks.set_json(name, state, STATE_TTL_S)
+        await self.kv.set_json(name, state, STATE_TTL_S)
         return task_id
 
     async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
         """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""
         name = self.state_name(job.user_id)
-        state: dict[str, Any] | None = await self.tasks.get_json(name)
+        state: dict[str, Any] | None = await self.kv.get_json(name)
         if state is None or state.get("finished") or "users" not in state:
             everyone = [job.user_id] if job.user_id else sorted({b.user_id for b in await self.vectors.boundaries()})
             total = 0
@@ -101,7 +103,7 @@ class Reembedder:
                 state["user"], state["cursor"] = state["user"] + 1, None
             else:
                 state["cursor"] = cursor
-            await self.tasks.set_json(name, state, STATE_TTL_S)
+            await self.kv.set_json(name, state, STATE_TTL_S)
             await self.tasks.set_progress(task_id, state["done"], max(state["total"], state["done"]))
             if time.monotonic() >= budget_end:
                 break
@@ -112,11 +114,11 @@ class Reembedder:
             next_id = await self.tasks.enqueue(ReembedJob(user_id=job.user_id),
                                                {"continues": task_id, "part": state["parts"]})
             state["task_id"] = next_id
-            await self.tasks.set_json(name, state, STATE_TTL_S)
+            await self.kv.set_json(name, state, STATE_TTL_S)
             log.info("reembed_continues", done=state["done"], total=state["total"], next_task_id=next_id)
             return {**result, "finished": False, "next_task_id": next_id}
         state["finished"] = True
-        await self.tasks.set_json(name, state, STATE_TTL_S)
+        await self.kv.set_json(name, state, STATE_TTL_S)
         if job.user_id is None:  # every memory now has the configured embedder's vector
             await self.vectors.record_embedder(self.embedder.dim, self.embedder.name, self.embedder.variant)
         log.info("reembed_finished", done=state["done"], parts=state["parts"], user_id=job.user_id)

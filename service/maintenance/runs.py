@@ -1,43 +1,23 @@
-"""Entry points of maintenance runs that the API and the worker call: submit a dedup or reconcile run
-(through the task queue), run a requested dedup, summarise a report."""
+"""Entry points of maintenance runs that the API and the worker call: submit a dedup or reconcile run (through the
+task queue), expire old observations. A requested run's job is DedupSweep.run_requested (sweep.py)."""
 
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import structlog
 
 from service.deps import Deps
 from service.jobs import DedupJob, DeleteJob, ReconcileJob
-from service.maintenance.records import RunStore
-from service.maintenance.sweep import DedupSweep
+from service.maintenance.records import RunStore, summary
 from service.queue import now_iso
 from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileRequest
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
-
-
-
-
-
-# =================================================================================================
-# Entry points: API submission, the on-demand job, the cron
-# =================================================================================================
-
-
-def summary(report: DedupRunReport) -> dict[str, Any]:
-    return {
-        "run_id": report.run_id,
-        "status": report.status,
-        "dry_run": report.dry_run,
-        "detail": report.detail,
-        "totals": report.totals.model_dump(),
-        "run_url": f"/v1/maintenance/runs/{report.run_id}",
-    }
+__all__ = ["expire_observations", "make_runs", "submit_dedup", "submit_reconcile", "summary"]
 
 
 async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
@@ -58,14 +38,6 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
         task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
         run_url=f"/v1/maintenance/runs/{task_id}",
     )
-
-
-async def run_requested_dedup(deps: Deps, task_id: str, job: DedupJob) -> dict[str, Any]:
-    """The job of a POST /v1/maintenance/dedup (ARQ function `maintenance_dedup`)."""
-    report = await DedupSweep.from_deps(deps).run(
-        task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id, queued_at=job.accepted_at,
-    )
-    return summary(report)
 
 
 async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> DedupAccepted:

@@ -26,16 +26,14 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.deps import Deps
 from service.errors import DependencyUnavailable
+from service.jobs import DedupJob
 from service.ledger import Ledger
 from service.maintenance.algorithm import (
     BLOCK_COLS,
@@ -48,6 +46,7 @@ from service.maintenance.algorithm import (
     stamp_of,
     unchanged_since,
 )
+from service.maintenance.graph_part import GraphRemovals, RunState, chunks
 from service.maintenance.records import (
     LOCK_REFRESH_S,
     STORE_BATCH,
@@ -55,23 +54,24 @@ from service.maintenance.records import (
     PendingGraph,
     RunLock,
     RunStore,
-    extend_capped,
     record_phase,
+    summary,
 )
 from service.metrics import DEDUP_REMOVED
 from service.outbox import MemoryLocks, Outbox
 from service.queue import now_iso
-from service.schemas import DedupPhaseReport, DedupRunReport, DedupTotals, DedupUserReport, Progress
+from service.schemas import DedupRunReport, DedupTotals, DedupUserReport, Progress
 from service.settings import Settings
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 
+if TYPE_CHECKING:
+    from service.deps import Deps
+
 log = structlog.get_logger(__name__)
 
-MAX_PENDING_PER_RUN = 50_000  # pending graph removals one run retries
 MAX_BOUNDARY_LIST = 100_000  # users (and projects per user) one run lists
 SAVE_EVERY_S = 2.0  # a running report is saved at most this often (progress for GET /runs/{id})
-MAX_CHAIN = 100  # hops followed when pending removals point at each other
 Trigger = Literal["api", "cron", "manual"]
 
 
@@ -81,38 +81,6 @@ def run_budget(settings: Settings) -> float:
     steps and reports `partial`; what it removed stays removed."""
     t = float(settings.arq_job_timeout)
     return max(1.0, t - min(10.0, t * 0.1)) * 0.8
-
-
-# =================================================================================================
-# The sweep
-# =================================================================================================
-
-
-@dataclass
-class _Run:
-    report: DedupRunReport
-    dry_run: bool
-    cutoff: int  # stamp of the run's start: later writes are not part of it
-    deadline: float  # time.monotonic() after which the run stops between steps
-    lock: RunLock
-    users: dict[str, DedupUserReport] = field(default_factory=dict)
-    graph_down: str | None = None  # the first graph error of this run: later graph calls are skipped
-    last_save: float = 0.0
-    stopped: str | None = None  # why the run stopped early
-
-    def should_stop(self) -> bool:
-        if self.stopped:
-            return True
-        if self.lock.lost:
-            self.stopped = "the run lock was lost (another run may have started); stopped"
-        elif time.monotonic() > self.deadline:
-            self.stopped = "time budget exhausted; the next run continues"
-        return self.stopped is not None
-
-    def user(self, user_id: str) -> DedupUserReport:
-        if user_id not in self.users:
-            self.users[user_id] = DedupUserReport(user_id=user_id)
-        return self.users[user_id]
 
 
 class DedupSweep:
@@ -136,6 +104,7 @@ class DedupSweep:
         self.keys = DedupKeys(settings.arq_queue_name)
         self.runs = RunStore(redis, settings)
         self.pending = PendingGraph(redis, self.keys.pending, settings)
+        self.graph_part = GraphRemovals(vectors, self.ledger, self.pending)
         self.locks = MemoryLocks(redis, settings)
         self.block_rows = block_rows
         self.block_cols = block_cols
@@ -144,7 +113,14 @@ class DedupSweep:
 
     @classmethod
     def from_deps(cls, deps: Deps) -> DedupSweep:
-        return cls(deps.settings, deps.vectors, deps.service.ledger, deps.redis)
+        """The sweep the worker's jobs run (its removals through their ledger)."""
+        return deps.jobs.sweep
+
+    async def run_requested(self, task_id: str, job: DedupJob) -> dict[str, Any]:
+        """The job of a POST /v1/maintenance/dedup (its task id is the run id): one run, summarised."""
+        report = await self.run(task_id, trigger="api", user_id=job.user_id, dry_run=job.dry_run, task_id=task_id,
+                                queued_at=job.accepted_at)
+        return summary(report)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -182,7 +158,7 @@ class DedupSweep:
             await self.runs.save(report)
             return report
 
-        state = _Run(report, dry_run, stamp_of(started) or 0, time.monotonic() + budget, lock)
+        state = RunState(report, dry_run, stamp_of(started) or 0, time.monotonic() + budget, lock)
         beats = int(budget / LOCK_REFRESH_S) + 10
         heartbeat = asyncio.create_task(lock.keep_alive(beats), name=f"dedup-lock-{run_id}")
         t0 = time.perf_counter()
@@ -222,11 +198,11 @@ class DedupSweep:
 
     # ---------------------------------------------------------------------------------------------
 
-    async def _sweep(self, state: _Run, user_id: str | None) -> None:
+    async def _sweep(self, state: RunState, user_id: str | None) -> None:
         report = state.report
         report.graph_retry.pending_before = await self.pending.count()
         if not state.dry_run and report.graph_retry.pending_before:
-            await self._retry_pending(state)
+            await self.graph_part.retry_pending(state)
         boundaries = await self.vectors.boundaries(user_id, MAX_BOUNDARY_LIST)
         # Smallest first: a run that reaches its budget has finished every boundary it could.
         boundaries.sort(key=lambda b: (b.count, b.user_id, b.scope.value, b.project_id or ""))
@@ -250,14 +226,14 @@ class DedupSweep:
         else:
             report.graph_retry.pending_after = report.graph_retry.pending_before
 
-    async def _maybe_save(self, state: _Run) -> None:
+    async def _maybe_save(self, state: RunState) -> None:
         now = time.monotonic()
         if now - state.last_save >= SAVE_EVERY_S:
             state.last_save = now
             self._fill(state)
             await self.runs.save(state.report)
 
-    def _fill(self, state: _Run) -> None:
+    def _fill(self, state: RunState) -> None:
         report = state.report
         report.users = [state.users[u] for u in sorted(state.users)]
         t = DedupTotals()
@@ -275,7 +251,7 @@ class DedupSweep:
 
     # ---------------------------------------------------------------------------------------------
 
-    async def _read(self, state: _Run, b: Boundary, user: DedupUserReport) -> BoundaryCollector | None:
+    async def _read(self, state: RunState, b: Boundary, user: DedupUserReport) -> BoundaryCollector | None:
         collector = BoundaryCollector(b.count)
         cursor: str | None = None
         flt = b.filter()
@@ -297,7 +273,7 @@ class DedupSweep:
             user.errors.append(f"{_where(b)}: {unreadable} memories with unreadable timestamps left alone")
         return collector
 
-    async def _near(self, state: _Run, collector: BoundaryCollector) -> list[tuple[int, list[int]]] | None:
+    async def _near(self, state: RunState, collector: BoundaryCollector) -> list[tuple[int, list[int]]] | None:
         if collector.rows < 2:
             return []
         finder = await asyncio.to_thread(
@@ -309,7 +285,7 @@ class DedupSweep:
             await asyncio.to_thread(finder.step)  # BLAS releases the GIL; the loop runs between blocks too
         return await asyncio.to_thread(lambda: finder.groups(collector.rank()))
 
-    async def _boundary(self, state: _Run, b: Boundary, user: DedupUserReport) -> None:
+    async def _boundary(self, state: RunState, b: Boundary, user: DedupUserReport) -> None:
         collector = await self._read(state, b, user)
         if collector is None:
             return  # stopped while reading: nothing of this boundary is touched
@@ -330,7 +306,7 @@ class DedupSweep:
                 await self.locks.release(sorted(locked), token)
 
     async def _remove_boundary(
-        self, state: _Run, b: Boundary, user: DedupUserReport, plan: BoundaryPlan, survivor: dict[str, str],
+        self, state: RunState, b: Boundary, user: DedupUserReport, plan: BoundaryPlan, survivor: dict[str, str],
         read_hash: dict[str, str], locked: set[str],
     ) -> None:
         valid = await self._unchanged(state, b, locked, read_hash)
@@ -351,7 +327,7 @@ class DedupSweep:
                 {r: {"dup": removable[r], "user": b.user_id, "at": now, "run": state.report.run_id} for r in removable}
             )
             try:
-                for batch in _chunks(exact_ids + near_ids, STORE_BATCH):
+                for batch in chunks(exact_ids + near_ids, STORE_BATCH):
                     await self.ledger.drop_vectors(batch)
                     deleted.update(batch)
             except DependencyUnavailable as exc:
@@ -372,101 +348,18 @@ class DedupSweep:
                  exact=len(exact_ids), near=len(near_ids))
         for phase, removed in ((user.exact, exact_ids), (user.near, near_ids)):
             if removed:
-                await self._graph_part(state, phase, removed, {r: removable[r] for r in removed}, now)
+                await self.graph_part.remove(state, phase, removed, {r: removable[r] for r in removed}, now)
 
     async def _unchanged(
-        self, state: _Run, b: Boundary, ids: set[str], read_hash: dict[str, str]
+        self, state: RunState, b: Boundary, ids: set[str], read_hash: dict[str, str]
     ) -> set[str]:
         """The ids that still exist in this boundary as they were read (same hash, not updated since)."""
         ok: set[str] = set()
-        for batch in _chunks(sorted(ids), STORE_BATCH):
+        for batch in chunks(sorted(ids), STORE_BATCH):
             for m in await self.vectors.get(batch):
                 if unchanged_since(m, b, read_hash.get(m.id), state.cutoff):
                     ok.add(m.id)
         return ok
-
-    async def _graph_part(
-        self, state: _Run, phase: DedupPhaseReport, ids: list[str], duplicate_of: dict[str, str], now: str
-    ) -> None:
-        if state.graph_down:
-            phase.errors.append(f"graph part of {len(ids)} removals left pending: graph unavailable "
-                                f"earlier in this run ({state.graph_down})")
-            return
-        for batch in _chunks(ids, STORE_BATCH):
-            if state.should_stop():
-                phase.errors.append(f"graph part of {len(batch)} removals left pending: {state.stopped}")
-                continue
-            try:
-                expired = await self._remove_from_graph(batch, {r: duplicate_of[r] for r in batch}, now)
-            except Exception as exc:  # a graph error never blocks the vector phase: reported, retried next run
-                state.graph_down = f"{type(exc).__name__}: {exc}"[:300]
-                phase.errors.append(f"graph part of {len(ids)} removals left pending: {state.graph_down}")
-                log.warning("dedup_graph_failed", error=state.graph_down, pending=len(ids))
-                return
-            await self.pending.done(batch)
-            phase.graph_edges_expired += len(expired)
-            extend_capped(phase.graph_expired_edge_ids, expired, phase)
-
-    async def _remove_from_graph(self, ids: list[str], duplicate_of: dict[str, str], now: str) -> list[str]:
-        """In one idempotent call: removed (:Memory) nodes get deleted_at and duplicate_of -> survivor; RELATES
-        edges only removed memories supported expire; edges the survivor (or any live memory) also supports
-        keep living without the removed ids."""
-        return await self.ledger.expire_duplicates(ids, now, duplicate_of)
-
-    async def _retry_pending(self, state: _Run) -> None:
-        retry = state.report.graph_retry
-        entries = await self.pending.read(MAX_PENDING_PER_RUN)
-        if not entries:
-            return
-        # Removed memories must really be gone from the vectors (a failed delete is not a removal).
-        ids = sorted(entries)
-        still_there: set[str] = set()
-        for batch in _chunks(ids, STORE_BATCH):
-            still_there |= {m.id for m in await self.vectors.get(batch)}
-        if still_there:
-            await self.pending.done(sorted(still_there))
-        live = {i: e for i, e in entries.items() if i not in still_there}
-        # Follow survivors that were themselves removed later, to the one that stays.
-        final: dict[str, str] = {}
-        for rid, entry in live.items():
-            target = entry["dup"]
-            for _ in range(MAX_CHAIN):
-                if target not in live:
-                    break
-                target = live[target]["dup"]
-            final[rid] = target
-        exists: set[str] = set()
-        for batch in _chunks(sorted(set(final.values())), STORE_BATCH):
-            exists |= {m.id for m in await self.vectors.get(batch)}
-        by_time: dict[str, list[str]] = {}
-        for rid, entry in live.items():
-            by_time.setdefault(entry["at"], []).append(rid)
-        for at, rids in sorted(by_time.items()):
-            for batch in _chunks(sorted(rids), STORE_BATCH):
-                if state.should_stop():
-                    retry.errors.append(f"{len(batch)} pending graph removals not retried: {state.stopped}")
-                    continue
-                dups = {r: final[r] for r in batch if final[r] in exists}
-                try:
-                    if dups:
-                        expired = await self._remove_from_graph(batch, dups, at)
-                    else:
-                        expired = await self.ledger.expire_duplicates(batch, at)
-                except Exception as exc:  # still down: stays pending for the next run
-                    state.graph_down = f"{type(exc).__name__}: {exc}"[:300]
-                    retry.errors.append(f"pending graph removals still failing: {state.graph_down}")
-                    log.warning("dedup_graph_retry_failed", error=state.graph_down, pending=len(live))
-                    return
-                await self.pending.done(batch)
-                retry.retried += len(batch)
-                retry.graph_edges_expired += len(expired)
-        log.info("dedup_graph_retried", retried=retry.retried, expired=retry.graph_edges_expired)
-
-
-
-
-def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
 def _where(b: Boundary) -> str:

@@ -1,35 +1,31 @@
-"""Where the MCP tools send each operation: one method per operation, one line per method.
+"""What the MCP tools ask of the memory service: each operation declared once, with the call the API process makes
+and the REST route that wraps the same call; and the two backends that run an operation.
 
-`ServiceBackend` calls the API process's `MemoryService` (the HTTP transport, mounted in the API).
-`ApiBackend` calls the REST route that wraps the same `MemoryService` method (the stdio server, a
-separate process that must not open the embedded Qdrant shard the API owns). Neither holds any
-logic of its own: validation, scope rules, queueing and search all live in the service.
+`ServiceBackend` runs `Operation.local` in the API process (the HTTP transport, mounted in the API), on the read
+side (`MemoryService`) or the intake, for the caller the MCP request's API key authenticated. `ApiBackend` sends the
+operation's REST request (the stdio server: a separate process that must not open the embedded Qdrant shard the
+API owns). Neither holds any logic of its own: validation, scope rules, queueing and search live in the service.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+import string
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from service.errors import DependencyUnavailable, ServiceError
 from service.schemas import (
     AcceptedResponse,
-    BulkDeleteRequest,
     ContextResponse,
-    ConversationRequest,
     DuplicatePage,
     EntityChange,
-    GraphSearchRequest,
     GraphSearchResponse,
     MemoryPage,
-    MergeRequest,
-    RawBatchRequest,
-    RawMemoryRequest,
-    ReviewRequest,
-    SearchRequest,
     SearchResponse,
     TaskResponse,
 )
@@ -37,104 +33,117 @@ from service.schemas import (
 if TYPE_CHECKING:
     from service.auth import Caller
     from service.memory import MemoryService
+    from service.memory.intake import Intake
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+
+
+class TaskQuery(BaseModel):
+    task_id: str
+
+
+class ContextQuery(BaseModel):
+    user_id: str
+    project_id: str | None = Field(default=None, exclude=True)  # in the path
+
+
+class MemoryListQuery(BaseModel):
+    user_id: str
+    scope: str | None = None
+    category: str | None = None
+    project_id: str | None = None
+    agent_id: str | None = None
+    limit: int = 50
+    cursor: str | None = None
+
+
+class DuplicateQuery(BaseModel):
+    user_id: str
+    project_id: str | None = None
+    limit: int = 20
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class Local:
+    """What an operation runs on in the API process."""
+
+    service: MemoryService
+    intake: Intake
+    caller: Caller
+
+
+@dataclass(frozen=True)
+class Operation(Generic[Req, Resp]):
+    response: type[Resp]
+    local: Callable[[Local, Req], Awaitable[Resp]]  # in the API process, under the caller's tenant rules
+    method: Literal["GET", "POST"]  # the REST route: GET sends the request as query parameters, POST as JSON
+    path: str | Callable[[Req], str]  # a template of the request's fields ("{task_id}"), or a function of it
+
+    def route(self, req: Req) -> tuple[str, dict[str, Any]]:
+        """The REST path of `req`, and the fields it does not carry."""
+        fields = req.model_dump(mode="json", exclude_none=True)
+        if callable(self.path):
+            return self.path(req), fields
+        named = {name for _, name, _, _ in string.Formatter().parse(self.path) if name}
+        path = self.path.format_map({n: quote(str(fields[n]), safe="") for n in named})
+        return path, {k: v for k, v in fields.items() if k not in named}
+
+
+def for_user(
+    method: Callable[[Local], Callable[[Req, str], Awaitable[Resp]]],
+) -> Callable[[Local, Req], Awaitable[Resp]]:
+    """`method(request, user)` for the user the request names, as the caller may act for."""
+    return lambda on, req: method(on)(req, on.caller.user(getattr(req, "user_id", None)))
+
+
+def _context_path(req: ContextQuery) -> str:
+    return f"/v1/context/{quote(req.project_id, safe='') if req.project_id else 'global'}"
+
+
+SEARCH = Operation(SearchResponse, for_user(lambda on: on.service.search), "POST", "/v1/search")
+GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.service.graph_search), "POST", "/v1/graph/search")
+SUBMIT_RAW = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw), "POST", "/v1/memories/raw")
+SUBMIT_RAW_BATCH = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw_batch), "POST",
+                             "/v1/memories/raw/batch")
+SUBMIT_CONVERSATION = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_conversation), "POST",
+                                "/v1/memories")
+SUBMIT_BULK_DELETE = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_bulk_delete), "POST",
+                               "/v1/memories/delete")
+REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.service.review_duplicate), "POST",
+                             "/v1/graph/duplicates/review")
+MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.service.merge_entities), "POST",
+                           "/v1/graph/entities/merge")
+TASK_STATUS = Operation[TaskQuery, TaskResponse](
+    TaskResponse, lambda on, r: on.service.task_status(r.task_id, on.caller.user_filter(None)),
+    "GET", "/v1/memories/status/{task_id}")
+CONTEXT = Operation[ContextQuery, ContextResponse](
+    ContextResponse, lambda on, r: on.service.context(on.caller.user(r.user_id), r.project_id), "GET", _context_path)
+LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
+    MemoryPage, lambda on, r: on.service.list_memories(
+        on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
+        limit=r.limit, cursor=r.cursor),
+    "GET", "/v1/memories")
+LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
+    DuplicatePage, lambda on, r: on.service.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,
+                                                            r.cursor),
+    "GET", "/v1/graph/duplicates")
 
 
 class MemoryBackend(Protocol):
-    async def search(self, req: SearchRequest) -> SearchResponse: ...
-
-    async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse: ...
-
-    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse: ...
-
-    async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse: ...
-
-    async def task_status(self, task_id: str) -> TaskResponse: ...
-
-    async def context(self, user_id: str, project_id: str | None) -> ContextResponse: ...
-
-    async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse: ...
-
-    async def list_memories(
-        self,
-        user_id: str,
-        *,
-        scope: str | None,
-        category: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        limit: int,
-        cursor: str | None,
-    ) -> MemoryPage: ...
-
-    async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse: ...
-
-    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
-                              cursor: str | None) -> DuplicatePage: ...
-
-    async def review_duplicate(self, req: ReviewRequest) -> EntityChange: ...
-
-    async def merge_entities(self, req: MergeRequest) -> EntityChange: ...
+    async def call(self, op: Operation[Req, Resp], req: Req) -> Resp: ...
 
 
 class ServiceBackend:
-    """In the API process: the very `MemoryService` the REST routes use, for the caller that the MCP
-    request's API key authenticated (the same tenant rules as the REST routes)."""
+    """In the API process: the very objects the REST routes use, for the caller that the MCP request's API key
+    authenticated (the same tenant rules as the REST routes)."""
 
-    def __init__(self, service: MemoryService, caller: Caller) -> None:
-        self._service = service
-        self._caller = caller
+    def __init__(self, service: MemoryService, intake: Intake, caller: Caller) -> None:
+        self._on = Local(service, intake, caller)
 
-    async def search(self, req: SearchRequest) -> SearchResponse:
-        return await self._service.search(req, self._caller.user(req.user_id))
-
-    async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
-        return await self._service.submit_raw(req, self._caller.user(req.user_id))
-
-    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse:
-        return await self._service.submit_raw_batch(req, self._caller.user(req.user_id))
-
-    async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
-        return await self._service.submit_conversation(req, self._caller.user(req.user_id))
-
-    async def task_status(self, task_id: str) -> TaskResponse:
-        return await self._service.task_status(task_id, self._caller.user_filter(None))
-
-    async def context(self, user_id: str, project_id: str | None) -> ContextResponse:
-        return await self._service.context(self._caller.user(user_id), project_id)
-
-    async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse:
-        return await self._service.graph_search(req, self._caller.user(req.user_id))
-
-    async def list_memories(
-        self,
-        user_id: str,
-        *,
-        scope: str | None,
-        category: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        limit: int,
-        cursor: str | None,
-    ) -> MemoryPage:
-        return await self._service.list_memories(
-            self._caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id,
-            limit=limit, cursor=cursor,
-        )
-
-    async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
-        return await self._service.submit_bulk_delete(req, self._caller.user(req.user_id))
-
-    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
-                              cursor: str | None) -> DuplicatePage:
-        return await self._service.list_duplicates(self._caller.user(user_id), project_id, limit, cursor)
-
-    async def review_duplicate(self, req: ReviewRequest) -> EntityChange:
-        return await self._service.review_duplicate(req, self._caller.user(req.user_id))
-
-    async def merge_entities(self, req: MergeRequest) -> EntityChange:
-        return await self._service.merge_entities(req, self._caller.user(req.user_id))
+    async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
+        return await op.local(self._on, req)
 
 
 class ApiError(ServiceError):
@@ -160,7 +169,7 @@ def _detail(resp: httpx.Response) -> str:
 
 
 class ApiBackend:
-    """In `python -m service.mcp`: each operation is one request to the REST route of the same name."""
+    """In `python -m service.mcp`: each operation is one request to its REST route."""
 
     def __init__(self, base_url: str, timeout_s: float = 30.0, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -170,9 +179,12 @@ class ApiBackend:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, model: type[ModelT], method: str, url: str, **kwargs: Any) -> ModelT:
+    async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
+        path, fields = op.route(req)
+        query = fields if op.method == "GET" else None
+        body = fields if op.method == "POST" else None
         try:
-            resp = await self._http.request(method, url, **kwargs)
+            resp = await self._http.request(op.method, path, params=query, json=body)
         except httpx.TransportError as exc:
             raise DependencyUnavailable(
                 f"memory API at {self.base_url} is not reachable ({type(exc).__name__}: {exc}); "
@@ -180,62 +192,4 @@ class ApiBackend:
             ) from exc
         if resp.status_code >= 400:
             raise ApiError(resp.status_code, _detail(resp))
-        return model.model_validate(resp.json())
-
-    @staticmethod
-    def _body(req: BaseModel) -> dict[str, Any]:
-        return req.model_dump(mode="json", exclude_none=True)
-
-    async def search(self, req: SearchRequest) -> SearchResponse:
-        return await self._call(SearchResponse, "POST", "/v1/search", json=self._body(req))
-
-    async def submit_raw(self, req: RawMemoryRequest) -> AcceptedResponse:
-        return await self._call(AcceptedResponse, "POST", "/v1/memories/raw", json=self._body(req))
-
-    async def submit_raw_batch(self, req: RawBatchRequest) -> AcceptedResponse:
-        return await self._call(AcceptedResponse, "POST", "/v1/memories/raw/batch", json=self._body(req))
-
-    async def submit_conversation(self, req: ConversationRequest) -> AcceptedResponse:
-        return await self._call(AcceptedResponse, "POST", "/v1/memories", json=self._body(req))
-
-    async def task_status(self, task_id: str) -> TaskResponse:
-        return await self._call(TaskResponse, "GET", f"/v1/memories/status/{quote(task_id, safe='')}")
-
-    async def context(self, user_id: str, project_id: str | None) -> ContextResponse:
-        where = quote(project_id, safe="") if project_id else "global"
-        return await self._call(ContextResponse, "GET", f"/v1/context/{where}", params={"user_id": user_id})
-
-    async def graph_search(self, req: GraphSearchRequest) -> GraphSearchResponse:
-        return await self._call(GraphSearchResponse, "POST", "/v1/graph/search", json=self._body(req))
-
-    async def list_memories(
-        self,
-        user_id: str,
-        *,
-        scope: str | None,
-        category: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        limit: int,
-        cursor: str | None,
-    ) -> MemoryPage:
-        params = {"user_id": user_id, "scope": scope, "category": category, "project_id": project_id,
-                  "agent_id": agent_id, "limit": limit, "cursor": cursor}
-        return await self._call(
-            MemoryPage, "GET", "/v1/memories", params={k: v for k, v in params.items() if v is not None}
-        )
-
-    async def submit_bulk_delete(self, req: BulkDeleteRequest) -> AcceptedResponse:
-        return await self._call(AcceptedResponse, "POST", "/v1/memories/delete", json=self._body(req))
-
-    async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
-                              cursor: str | None) -> DuplicatePage:
-        params = {"user_id": user_id, "project_id": project_id, "limit": limit, "cursor": cursor}
-        return await self._call(DuplicatePage, "GET", "/v1/graph/duplicates",
-                                params={k: v for k, v in params.items() if v is not None})
-
-    async def review_duplicate(self, req: ReviewRequest) -> EntityChange:
-        return await self._call(EntityChange, "POST", "/v1/graph/duplicates/review", json=self._body(req))
-
-    async def merge_entities(self, req: MergeRequest) -> EntityChange:
-        return await self._call(EntityChange, "POST", "/v1/graph/entities/merge", json=self._body(req))
+        return op.response.model_validate(resp.json())

@@ -29,9 +29,14 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from service.ai.embeddings import Embedder
 from service.domain import Memory
 from service.errors import DomainError
+from service.jobs import ImportJob
+from service.kv import RedisKV
+from service.ledger import Ledger
 from service.memory.base import MemoryBase
+from service.queue import TaskQueue
 from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
@@ -96,6 +101,8 @@ def read_header(body: bytes) -> dict[str, Any]:
 
 
 class MemoryPortability(MemoryBase):
+    """The export (the read side)."""
+
     async def export(self, user_id: str, project_id: str | None, include_vectors: bool) -> AsyncIterator[bytes]:
         """The user's memories (with `project_id`: the global ones and that project's), entities and facts."""
         flt = MemoryFilter(user_id=user_id, project_id=project_id, all_scopes=project_id is None)
@@ -131,6 +138,30 @@ class MemoryPortability(MemoryBase):
             counts["facts"] += 1
             yield _line({"type": "fact", "fact": item})
         yield _line({"type": "end", "counts": counts})
+
+
+class Importer:
+    """The worker side of an import: the uploaded file (held in Redis by the intake) into both stores, through
+    the ledger."""
+
+    def __init__(self, tasks: TaskQueue, kv: RedisKV, embedder: Embedder, ledger: Ledger) -> None:
+        self.tasks = tasks  # the task's progress
+        self.kv = kv  # the upload
+        self.embedder = embedder
+        self.ledger = ledger
+
+    async def run(self, task_id: str, job: ImportJob) -> dict[str, Any]:
+        """The import job: the upload's lines, with the task's progress; the upload is dropped once imported."""
+        body = await self.kv.load_blob(job.blob)
+        if body is None:
+            raise DomainError("the uploaded file is gone (uploads are kept for TASK_TTL_SECONDS)")
+
+        async def progress(done: int, total: int) -> None:
+            await self.tasks.set_progress(task_id, done, total)
+
+        result = await self.import_lines(job.user_id, decode_body(body), progress)
+        await self.kv.drop_blob(job.blob)
+        return result
 
     async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
         """Write an export into the stores for `user_id` (the file's user). Returns counts and rejects."""

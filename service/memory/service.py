@@ -1,11 +1,11 @@
-"""The operations the API, the MCP server and the worker share (writes.py and reads.py over base.py)."""
+"""The read side the API, the MCP server and the console share: memories, listings, context, search, graph
+listings, curation and traces, export. Writes are queued by intake.py and run by writes.py in the worker."""
 
 from __future__ import annotations
 
 from service.memory.portability import MemoryPortability
 from service.memory.reads import MemoryReads
-from service.memory.writes import MemoryWrites
 
 
-class MemoryService(MemoryWrites, MemoryReads, MemoryPortability):
-    """API side: validate, enqueue, read. Worker side: extract, embed, write both stores."""
+class MemoryService(MemoryReads, MemoryPortability):
+    """Reads: the stores as the API's caller may see them."""

@@ -98,9 +98,8 @@ async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Pat
     async with running_app(tmp_path) as (client, _):
         ids = await _write(client, user)
     async with running_app(tmp_path, embedded_worker=False) as (_, deps):
-        service = deps.service
-        parts = Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, service.locks, service.ledger,
-                           page=2, budget_s=0)
+        parts = Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, deps.jobs.writer.locks,
+                           deps.jobs.writer.ledger, page=2, budget_s=0)
         task_id = await parts.submit(user)
         assert await parts.submit(user) == task_id  # asked again before it started: the same task
         results = []

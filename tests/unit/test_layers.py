@@ -35,7 +35,7 @@ def test_importing_worker_reads_no_settings_until_arq_asks() -> None:
 
 
 def test_worker_settings_register_one_function_per_job_kind() -> None:
-    from service.jobs import FUNCTIONS
+    from service.registry import FUNCTIONS
     from service.settings import Settings
     from worker import build_worker_settings
 

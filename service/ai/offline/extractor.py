@@ -100,7 +100,7 @@ def graph_links(
 ) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
     """Entities and relations of one already-categorised statement (raw writes, updates).
 
-    Raw writes skip the LLM by design (seed 001); their graph side still comes from these rules.
+    Raw writes skip the LLM by design (the client categorised them); their graph side still comes from these rules.
     A transcript line ("<Speaker>: <text>", service.ai.offline.speakers) is by its speaker: the speaker is a
     person the memory mentions, and the line's first person ("I", "my") is the speaker, not the user.
     """

@@ -1,0 +1,121 @@
+"""Redis helpers shared by every part of the service that keeps something in Redis.
+
+- `redis_guard`: the one guard around a Redis call (a timeout, and any Redis failure as DependencyUnavailable).
+- `RedisKV`: small values under the deployment's namespace (`<ARQ_QUEUE_NAME>:<name>`): JSON values (fold
+  pointers, re-embed positions, idempotency keys), blobs (uploads a job reads later), a job's step caches (what a
+  replay reuses) and the write-path counters /health shows.
+
+Task records, the pending set and leases are the task queue's (service/queue.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from arq.connections import ArqRedis
+from redis.exceptions import RedisError
+
+from service.errors import DependencyUnavailable
+from service.settings import Settings
+
+_T = TypeVar("_T")
+
+STEPS = ("extraction", "targets")  # the intermediate results a job keeps for its replays (save_step)
+
+
+async def aw(value: Awaitable[_T] | _T) -> _T:
+    """redis-py types some async methods as `Awaitable[T] | T`; here they are always awaitable."""
+    return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
+
+
+async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T], *, scale: float = 1.0) -> _T:
+    """The one Redis guard: run a Redis call within REDIS_TIMEOUT_SECONDS (x `scale` for multi-call
+    steps); any Redis failure is DependencyUnavailable (the API answers 503, the worker retries the job)."""
+    try:
+        async with asyncio.timeout(settings.redis_timeout_seconds * scale):
+            return await coro
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_redis_url}: {exc}") from exc
+
+
+def step_key(queue_name: str, task_id: str, step: str) -> str:
+    """Where a job keeps a step's result; the task queue drops these keys when the task ends."""
+    return f"{queue_name}:task:{task_id}:{step}"
+
+
+class RedisKV:
+    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+        self._redis = redis
+        self._settings = settings
+        self._prefix = f"{settings.arq_queue_name}:"
+
+    def key(self, name: str) -> str:
+        """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
+        return self._prefix + name
+
+    async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
+        return await redis_guard(self._settings, what, coro)
+
+    # ---- JSON values ----------------------------------------------------------------------------
+
+    async def get_json(self, name: str, *, what: str = "get") -> Any:
+        """A small JSON value under `<queue>:<name>` (None when missing); `what` names it in an error."""
+        raw = await self._guard(what, self._redis.get(self.key(name)))
+        return json.loads(raw) if raw else None
+
+    async def set_json(self, name: str, value: Any, ttl_s: int | None = None, *, only_new: bool = False,
+                       what: str = "set") -> bool:
+        """Store `value` for `ttl_s` (default TASK_TTL_SECONDS); `only_new`: only if nothing is there yet.
+        Returns whether it was stored."""
+        stored = await self._guard(what, self._redis.set(self.key(name), json.dumps(value),
+                                                          ex=ttl_s or self._settings.task_ttl_seconds, nx=only_new))
+        return bool(stored)
+
+    # ---- blobs ----------------------------------------------------------------------------------
+
+    async def store_blob(self, name: str, body: bytes) -> str:
+        """An upload a job reads later (an import file), kept for TASK_TTL_SECONDS; returns its key."""
+        key = self.key(f"blob:{name}")
+        await self._guard("upload", self._redis.set(key, body, ex=self._settings.task_ttl_seconds))
+        return key
+
+    async def load_blob(self, key: str) -> bytes | None:
+        raw: bytes | None = await self._guard("upload", self._redis.get(key))
+        return raw
+
+    async def drop_blob(self, key: str) -> None:
+        await self._guard("upload", self._redis.delete(key))
+
+    # ---- a job's step caches --------------------------------------------------------------------
+
+    async def save_step(self, task_id: str, step: str, value: str) -> None:
+        """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
+        assert step in STEPS, step  # the task queue drops exactly these when the task ends
+        key = step_key(self._settings.arq_queue_name, task_id, step)
+        await self._guard("save step", self._redis.set(key, value, ex=self._settings.task_ttl_seconds))
+
+    async def load_step(self, task_id: str, step: str) -> str | None:
+        raw = await self._guard("load step", self._redis.get(step_key(self._settings.arq_queue_name, task_id, step)))
+        return raw.decode() if raw is not None else None
+
+    # ---- write-path counters --------------------------------------------------------------------
+
+    async def add_stats(self, **deltas: int) -> None:
+        """Cluster-wide write-path counters (`<queue>:stats`), shown by /health."""
+        async def run() -> None:
+            pipe = self._redis.pipeline(transaction=False)
+            for name, delta in deltas.items():
+                if delta:
+                    pipe.hincrby(self.key("stats"), name, delta)
+            await pipe.execute()
+
+        if any(deltas.values()):
+            await self._guard("stats", run())
+
+    async def stats(self) -> dict[str, int]:
+        raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
+        return {k.decode(): int(v) for k, v in raw.items()}

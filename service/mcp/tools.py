@@ -1,0 +1,397 @@
+"""The MCP tools, one entry each in `TOOLS`: the tool's arguments (a model whose fields and docstring are the
+tool's input schema and description), the backend operation it asks for (service/mcp/backend.py) and how its
+arguments become that operation's request. server.py registers them; no operation is implemented here.
+
+The only logic of their own: the bounded wait of `wait=true` writes (polling the task status, as a REST client
+would) and the markdown text of the project context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from service.context_format import render_markdown
+from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message, Scope, TaskStatus
+from service.mcp.backend import (
+    CONTEXT,
+    GRAPH_SEARCH,
+    LIST_DUPLICATES,
+    LIST_MEMORIES,
+    MERGE_ENTITIES,
+    REVIEW_DUPLICATE,
+    SEARCH,
+    SUBMIT_BULK_DELETE,
+    SUBMIT_CONVERSATION,
+    SUBMIT_RAW,
+    SUBMIT_RAW_BATCH,
+    TASK_STATUS,
+    ContextQuery,
+    DuplicateQuery,
+    MemoryBackend,
+    MemoryListQuery,
+    Operation,
+    TaskQuery,
+)
+from service.schemas import (
+    AcceptedResponse,
+    BulkDeleteRequest,
+    ContextResponse,
+    ConversationRequest,
+    GraphSearchRequest,
+    MergeRequest,
+    RawBatchRequest,
+    RawMemoryItem,
+    RawMemoryRequest,
+    ReviewRequest,
+    SearchRequest,
+)
+
+# How long a write with wait=true polls its task before answering with the task id and its status.
+WAIT_SECONDS = 30.0
+
+CATEGORY_HELP = "; ".join(f"{c.name} ({c.default_scope}): {c.description}" for c in CATEGORIES.values())
+CATEGORY_ENUM: dict[str, Any] = {"enum": list(CATEGORIES)}
+
+UserId = Annotated[
+    str,
+    Field(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="Whose memories: a stable id for the person, e.g. their username. Required."),
+]
+ProjectId = Annotated[
+    str | None,
+    Field(min_length=1, max_length=128, pattern=ID_PATTERN,
+          description="The project (e.g. the repository name). Reads then cover global memories plus this "
+                      "project's; writes of project-scoped categories need it."),
+]
+AgentId = Annotated[
+    str | None,
+    Field(min_length=1, max_length=128, pattern=ID_PATTERN, description="Which agent writes (provenance); optional."),
+]
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in natural language.")]
+EntityIdArg = Annotated[str, Field(min_length=1, max_length=128, description="An entity id (list_duplicate_entities).")]
+Category = Annotated[
+    str,
+    Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM,
+          description=f"One of the 13 categories (name (default scope): meaning): {CATEGORY_HELP}."),
+]
+OptionalCategory = Annotated[
+    Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM)] | None,
+    Field(description="Only memories of this category."),
+]
+Categories = Annotated[
+    list[Annotated[str, Field(json_schema_extra=CATEGORY_ENUM)]] | None,
+    Field(max_length=13, description="Only memories of these categories (graph facts have no category)."),
+]
+ScopeArg = Annotated[
+    Literal["global", "project"] | None,
+    Field(description="global = about the person, everywhere; project = only for project_id (needs project_id). "
+                      "Unset = the category's default (flexible categories: project when project_id is given)."),
+]
+Wait = Annotated[
+    bool,
+    Field(description=f"true = wait (up to {WAIT_SECONDS:.0f} s) until the write is done and return its result; "
+                      "false = return the task id at once (see get_task_status)."),
+]
+TaskId = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="The task_id a write returned."),
+]
+
+
+class Fact(BaseModel):
+    """One fact of remember_many."""
+
+    content: Annotated[str, Field(min_length=1, description="One self-contained fact, e.g. 'Prefers tabs'.")]
+    category: Category
+    scope: ScopeArg = None
+
+
+class WriteOutcome(BaseModel):
+    """A queued write: its task id and, after a wait, its outcome."""
+
+    task_id: str
+    status: Literal["accepted"] | TaskStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    message: str
+
+
+
+
+def _scope(value: str | None) -> Scope | None:
+    return Scope(value) if value else None
+
+
+# ---- the tools' arguments (field descriptions and docstrings are what the agent reads) -------------------------
+
+
+class RecallArgs(BaseModel):
+    """Search the user's memories: by meaning (embeddings), by exact words and names (BM25), through the
+    knowledge graph (memories about the entities the query names and their neighbours) and, when the query
+    names a time ("last May", "in 2023"), by when it happened; one fused ranking, each result's `signals`
+    saying which of these found it. With project_id: global memories plus that project's; without: global
+    memories only. Use it before answering anything about the user, their preferences or projects."""
+
+    query: Query
+    user_id: UserId
+    project_id: ProjectId = None
+    categories: Categories = None
+    limit: Annotated[int, Field(ge=1, le=100, description="At most this many results.")] = 10
+    trace: Annotated[bool, Field(description="Record which memories came back and which entities were used "
+                                             "(trace_id in the answer; kept TRACE_TTL_DAYS).")] = False
+
+
+class RememberArgs(BaseModel):
+    """Store one fact you already categorised (no extraction). Project categories (tech_stack, convention,
+    architecture, dependency) and scope=project need project_id. Returns the task id; with wait=true the
+    stored memory (result.memories), or after the bounded wait the task id with its current status."""
+
+    content: Annotated[str, Field(description="One self-contained fact, e.g. 'Prefers tabs over spaces'.")]
+    user_id: UserId
+    category: Category
+    project_id: ProjectId = None
+    scope: ScopeArg = None
+    agent_id: AgentId = None
+    wait: Wait = False
+
+
+class RememberManyArgs(BaseModel):
+    """Store several facts you already categorised as one write (one task, one embedding batch: cheaper than
+    one remember per fact). Each is checked as remember checks one; an error names it (memories[i]); a fact
+    repeating an earlier one of the list is stored once. Returns the task id; with wait=true the stored
+    memories in order (result.memories)."""
+
+    facts: Annotated[list[Fact], Field(
+        min_length=1, max_length=MAX_BATCH_MEMORIES,
+        description=f"1-{MAX_BATCH_MEMORIES} facts: {{content, category, scope?}}.")]
+    user_id: UserId
+    project_id: ProjectId = None
+    agent_id: AgentId = None
+    wait: Wait = False
+
+
+class ConversationArgs(BaseModel):
+    """Extract categorised facts from a conversation and store them (the extraction path: Gemini when
+    configured, else rule-based); messages no fact came from are stored as 'interaction' memories
+    ("<role>: <text>" lines), so nothing said is lost. Every memory lists its source_message_ids.
+    Returns the task id; with wait=true the stored memories."""
+
+    messages: Annotated[
+        list[Message],
+        Field(min_length=1, max_length=500,
+              description="The exchange, oldest first: {role: user|assistant|system|tool, content, id?, "
+                          "timestamp?}. Facts are extracted from the user's turns; every other message "
+                          "with content is kept as an 'interaction' memory of its window. id (1-128 "
+                          "chars) names the message in each memory's source_message_ids (else its "
+                          "0-based index); timestamp (ISO 8601 or a plain English date; one that does "
+                          "not parse is ignored) becomes the memory's occurred_at."),
+    ]
+    user_id: UserId
+    project_id: ProjectId = None
+    agent_id: AgentId = None
+    wait: Wait = False
+
+
+class ContextArgs(BaseModel):
+    """Everything known for a session: the user's global memories plus the project's (with project_id),
+    grouped by category. The text is a compact markdown block for your context; the structured
+    content has every memory with its id."""
+
+    user_id: UserId
+    project_id: ProjectId = None
+    max_chars: Annotated[int, Field(ge=200, le=200_000, description="Bound of the markdown text.")] = 4000
+
+
+class GraphSearchArgs(BaseModel):
+    """Facts from the temporal knowledge graph (subject, predicate, object, since when, until when), e.g.
+    'user works_at Acme Corp' or 'shop uses PostgreSQL'. With project_id: global facts plus that
+    project's; without: all of the user's."""
+
+    query: Query
+    user_id: UserId
+    project_id: ProjectId = None
+    limit: Annotated[int, Field(ge=1, le=100, description="At most this many facts.")] = 10
+    include_history: Annotated[
+        bool, Field(description="Also facts that are no longer true (superseded or deleted).")
+    ] = False
+
+
+class DuplicatesArgs(BaseModel):
+    """Entity pairs that may be one thing ("Mel" / "Melanie", "Postgres" / "PostgreSQL") which the resolution
+    gate left for review, highest score first, each with both entities (name, type, aliases, how many
+    memories mention it) and the gate's reason. Decide with review_duplicate."""
+
+    user_id: UserId
+    project_id: ProjectId = None
+    limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 20
+    cursor: Annotated[str | None, Field(max_length=200, description="next_cursor of the previous page.")] = None
+
+
+class ReviewArgs(BaseModel):
+    """Decide a pair from list_duplicate_entities. Only confirm when the memories make it clear that both
+    names denote the same thing; a merge can be undone, but ask the user when unsure."""
+
+    user_id: UserId
+    source_id: EntityIdArg
+    target_id: EntityIdArg
+    confirm: Annotated[bool, Field(description="true: they are one entity (source merges into target); "
+                                               "false: they differ (never proposed again).")]
+
+
+class MergeArgs(BaseModel):
+    """Merge two entities of the user's graph the user said are one (same group and compatible types only):
+    the source's name becomes an alias of the target and the target gains its mentions and facts.
+    Reversible with POST /v1/graph/entities/{source_id}/unmerge."""
+
+    user_id: UserId
+    source_id: EntityIdArg
+    target_id: EntityIdArg
+
+
+class ListArgs(BaseModel):
+    """A page of the user's stored memories (with ids, for delete_memories), ordered by id. Without scope and
+    project_id: all of them; with project_id: global plus that project's. Pass next_cursor back as cursor."""
+
+    user_id: UserId
+    scope: Annotated[Literal["global", "project"] | None, Field(description="Only this scope.")] = None
+    category: OptionalCategory = None
+    project_id: ProjectId = None
+    agent_id: AgentId = None
+    limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 50
+    cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None
+
+
+class DeleteArgs(BaseModel):
+    """Delete memories by id (memory_ids) or by filter (scope, category, project_id, agent_id), never both.
+    Deletes are queued like writes: with wait=true the result lists the deleted ids. Graph facts that only
+    these memories supported are expired (kept as history)."""
+
+    user_id: UserId
+    memory_ids: Annotated[
+        list[str] | None, Field(min_length=1, max_length=1000, description="Delete exactly these memories.")
+    ] = None
+    scope: Annotated[Literal["global", "project"] | None, Field(description="Filter: this scope.")] = None
+    category: OptionalCategory = None
+    project_id: ProjectId = None
+    agent_id: AgentId = None
+    all: Annotated[
+        bool, Field(description="true (with no ids and no filter) deletes every memory of the user.")
+    ] = False
+    wait: Wait = False
+
+
+class TaskArgs(BaseModel):
+    """Status of a queued write or delete: queued, processing, completed (with result) or failed (with
+    error)."""
+
+    task_id: TaskId
+
+
+# ---- the table ------------------------------------------------------------------------------------------------
+
+A = TypeVar("A", bound=BaseModel)
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                              open_world_hint=False)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    args: type[BaseModel]  # its fields are the tool's parameters, its docstring the tool's description
+    hints: ToolAnnotations
+    run: Callable[[MemoryBackend, Any], Awaitable[Any]]  # (backend, validated arguments) -> the answer
+    returns: Any  # the answer's type (the tool's output schema)
+
+
+def ask(name: str, args: type[A], op: Operation[Req, Resp], request: Callable[[A], Req],
+        hints: ToolAnnotations = READ_ONLY) -> Tool:
+    """A tool that answers with what the operation returns."""
+    async def run(backend: MemoryBackend, a: A) -> Resp:
+        return await backend.call(op, request(a))
+
+    return Tool(name, args, hints, run, op.response)
+
+
+def write(name: str, args: type[A], op: Operation[Req, AcceptedResponse], request: Callable[[A], Req],
+          hints: ToolAnnotations = ADDITIVE) -> Tool:
+    """A queued write: the task id, or with `wait` its outcome (the arguments have a `wait` field)."""
+    async def run(backend: MemoryBackend, a: A) -> WriteOutcome:
+        return await settle(backend, await backend.call(op, request(a)), bool(getattr(a, "wait", False)))
+
+    return Tool(name, args, hints, run, WriteOutcome)
+
+
+async def _context(backend: MemoryBackend, a: ContextArgs) -> CallToolResult:
+    ctx = await backend.call(CONTEXT, ContextQuery(user_id=a.user_id, project_id=a.project_id))
+    return CallToolResult(content=[TextContent(type="text", text=render_markdown(ctx, a.max_chars))],
+                          structured_content=ctx.model_dump(mode="json"))
+
+
+TOOLS: tuple[Tool, ...] = (
+    ask("recall_memories", RecallArgs, SEARCH, lambda a: SearchRequest(
+        query=a.query, user_id=a.user_id, project_id=a.project_id, categories=a.categories, limit=a.limit,
+        trace=a.trace)),
+    write("remember", RememberArgs, SUBMIT_RAW, lambda a: RawMemoryRequest(
+        content=a.content, user_id=a.user_id, category=a.category, scope=_scope(a.scope), project_id=a.project_id,
+        agent_id=a.agent_id)),
+    write("remember_many", RememberManyArgs, SUBMIT_RAW_BATCH, lambda a: RawBatchRequest(user_id=a.user_id, memories=[
+        RawMemoryItem(content=f.content, category=f.category, scope=_scope(f.scope), project_id=a.project_id,
+                      agent_id=a.agent_id) for f in a.facts])),
+    write("remember_conversation", ConversationArgs, SUBMIT_CONVERSATION, lambda a: ConversationRequest(
+        messages=a.messages, user_id=a.user_id, project_id=a.project_id, agent_id=a.agent_id)),
+    Tool("get_project_context", ContextArgs, READ_ONLY, _context, Annotated[CallToolResult, ContextResponse]),
+    ask("search_knowledge_graph", GraphSearchArgs, GRAPH_SEARCH, lambda a: GraphSearchRequest(
+        query=a.query, user_id=a.user_id, project_id=a.project_id, limit=a.limit, include_history=a.include_history)),
+    ask("list_duplicate_entities", DuplicatesArgs, LIST_DUPLICATES, lambda a: DuplicateQuery(
+        user_id=a.user_id, project_id=a.project_id, limit=a.limit, cursor=a.cursor)),
+    ask("review_duplicate", ReviewArgs, REVIEW_DUPLICATE, lambda a: ReviewRequest(
+        user_id=a.user_id, source_id=a.source_id, target_id=a.target_id, confirm=a.confirm, reviewer="mcp"),
+        ADDITIVE),
+    ask("merge_entities", MergeArgs, MERGE_ENTITIES, lambda a: MergeRequest(
+        user_id=a.user_id, source_id=a.source_id, target_id=a.target_id), ADDITIVE),
+    ask("list_memories", ListArgs, LIST_MEMORIES, lambda a: MemoryListQuery(
+        user_id=a.user_id, scope=a.scope, category=a.category, project_id=a.project_id, agent_id=a.agent_id,
+        limit=a.limit, cursor=a.cursor)),
+    write("delete_memories", DeleteArgs, SUBMIT_BULK_DELETE, lambda a: BulkDeleteRequest(
+        user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
+        project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),
+    ask("get_task_status", TaskArgs, TASK_STATUS, lambda a: TaskQuery(task_id=a.task_id)),
+)
+
+
+async def settle(backend: MemoryBackend, accepted: AcceptedResponse, wait: bool) -> WriteOutcome:
+    if not wait:
+        return WriteOutcome(
+            task_id=accepted.task_id, status="accepted",
+            message="Queued. Call get_task_status with this task_id to see when it is stored.",
+        )
+    deadline = time.monotonic() + WAIT_SECONDS
+    delay = 0.05
+    while True:
+        task = await backend.call(TASK_STATUS, TaskQuery(task_id=accepted.task_id))
+        remaining = deadline - time.monotonic()
+        if task.status in (TaskStatus.COMPLETED, TaskStatus.FAILED) or remaining <= 0:
+            break
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 1.0)
+    if task.status is TaskStatus.COMPLETED:
+        message = "Done."
+    elif task.status is TaskStatus.FAILED:
+        message = "The write failed; see error."
+    else:
+        message = (f"Still {task.status.value} after {WAIT_SECONDS:.0f} s. "
+                   "Call get_task_status with this task_id later.")
+    return WriteOutcome(task_id=task.task_id, status=task.status, result=task.result, error=task.error,
+                        message=message)

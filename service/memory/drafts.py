@@ -1,0 +1,126 @@
+"""How a job's memories are built from it: a raw item, an extracted fact, an `interaction` window of
+messages, and a conversation's drafts (what repeats an earlier memory of the conversation is stored once).
+Ids and times come from the task and the job, so a replayed job builds the very same memories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from service.ai.extraction import ExtractedFact
+from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
+from service.jobs import ConversationJob, RawItem
+from service.memory.windows import Window, first_time, source_ids
+from service.stores.graph import MemoryLinks
+
+INTERACTION = "interaction"
+
+
+class Drafts:
+    """The memories of one conversation as they are collected. What repeats an earlier memory (same
+    content hash, scope and project; or a window whose text is a fact's content) is not stored twice:
+    its messages join the earlier memory's sources, which keeps its own time."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.memories: list[Memory] = []
+        self.sources: list[set[int]] = []
+        self.links: list[MemoryLinks | None] = []
+        self._keys: dict[tuple[str, str, str | None], int] = {}
+        self._facts: dict[str, int] = {}  # content hash of a fact -> its position
+
+    def add(self, memory: Memory, sources: list[int], links: MemoryLinks | None, *,
+            fact: bool = False, alias: str | None = None) -> None:
+        """`links` None: found by the LinkFinder when finished. `alias`: another content hash that
+        counts as the same text as a fact (a one-message window's bare text)."""
+        at = self._keys.get((memory.hash, memory.scope.value, memory.project_id))
+        if at is None and not fact:
+            at = next((self._facts[h] for h in (memory.hash, alias) if h is not None and h in self._facts), None)
+        if at is not None:
+            self.sources[at].update(sources)
+            return
+        self._keys[(memory.hash, memory.scope.value, memory.project_id)] = len(self.memories)
+        if fact:
+            self._facts.setdefault(memory.hash, len(self.memories))
+        self.memories.append(memory)
+        self.sources.append(set(sources))
+        self.links.append(links)
+
+    def finish(self, links_of: Callable[[Memory], MemoryLinks]) -> tuple[list[Memory], list[MemoryLinks]]:
+        """The memories with their source message ids, and their graph links."""
+        memories = [m.model_copy(update={"source_message_ids": source_ids(s, self.messages)})
+                    for m, s in zip(self.memories, self.sources, strict=True)]
+        links = [found if found is not None else links_of(m) for m, found in zip(memories, self.links, strict=True)]
+        return memories, links
+
+
+def single_text(window: Window, messages: list[Message]) -> str | None:
+    """The content hash of a one-message window's bare text (what a fact repeating it would hash to)."""
+    return content_hash(messages[window.indexes[0]].content) if len(window.indexes) == 1 else None
+
+
+def fact_memory(
+    task_id: str, index: int, fact: ExtractedFact, job: ConversationJob, occurred_at: str
+) -> Memory:
+    project_id = job.project_id
+    # A project-default fact from a conversation without a project_id is kept as global
+    # rather than dropped (docs/decisions.md).
+    wanted = fact.scope or (None if project_id else Scope.GLOBAL)
+    scope = resolve_scope(fact.category, wanted, project_id)
+    metadata = dict(job.metadata)
+    if fact.valid_at:
+        metadata["valid_at"] = fact.valid_at
+    return Memory(
+        id=memory_id_for(task_id, index),
+        user_id=job.user_id,
+        content=fact.content,
+        category=fact.category,
+        scope=scope,
+        project_id=project_id if scope is Scope.PROJECT else None,
+        agent_id=job.agent_id,
+        hash=content_hash(fact.content),
+        metadata=metadata,
+        created_at=job.accepted_at,
+        updated_at=job.accepted_at,
+        task_id=task_id,
+        occurred_at=occurred_at,
+    )
+
+def window_memory(
+    task_id: str, index: int, window: Window, messages: list[Message], job: ConversationJob
+) -> Memory:
+    """An `interaction` memory of consecutive messages, verbatim (scope: the category's flexible rule); its
+    time is the first of its messages' timestamps that parses, as for a fact."""
+    scope = resolve_scope(INTERACTION, None, job.project_id)
+    return Memory(
+        id=memory_id_for(task_id, index),
+        user_id=job.user_id,
+        content=window.content,
+        category=INTERACTION,
+        scope=scope,
+        project_id=job.project_id if scope is Scope.PROJECT else None,
+        agent_id=job.agent_id,
+        hash=content_hash(window.content),
+        metadata=dict(job.metadata),
+        created_at=job.accepted_at,
+        updated_at=job.accepted_at,
+        task_id=task_id,
+        occurred_at=first_time(window.indexes, messages, job.accepted_at),
+    )
+
+
+def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_at: str) -> Memory:
+    return Memory(
+        id=memory_id_for(task_id, index),
+        user_id=user_id,
+        content=item.content,
+        category=item.category,
+        scope=Scope(item.scope),
+        project_id=item.project_id,
+        agent_id=item.agent_id,
+        hash=content_hash(item.content),
+        metadata=item.metadata,
+        created_at=accepted_at,
+        updated_at=accepted_at,
+        task_id=task_id,
+        occurred_at=item.occurred_at or accepted_at,
+    )

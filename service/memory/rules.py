@@ -1,0 +1,55 @@
+"""Rules both sides of the memory service apply: the content bounds, a memory's owner check and the listing
+filter (the API-side intake, the worker-side writer and the reads all use them)."""
+
+from __future__ import annotations
+
+from service.domain import Memory, Scope, check_category
+from service.errors import DomainError, NotFound, PayloadTooLarge
+from service.settings import Settings
+from service.stores.vector import MemoryFilter, VectorStore
+
+
+def check_content(settings: Settings, content: str) -> str:
+    if not content.strip():
+        raise DomainError("content is empty")
+    limit = settings.max_content_chars
+    if len(content) > limit:
+        raise PayloadTooLarge(f"content has {len(content)} characters; the limit is {limit} (MAX_CONTENT_CHARS)")
+    return content
+
+
+async def existing(vectors: VectorStore, ids: list[str], user_id: str | None) -> list[Memory]:
+    """The memories of `ids` in that order; NotFound names the first that is missing or (with `user_id`)
+    belongs to another user."""
+    found = {m.id: m for m in await vectors.get(ids)}
+    missing = [i for i in ids if i not in found or (user_id is not None and found[i].user_id != user_id)]
+    if missing:
+        raise NotFound(f"unknown memory id '{missing[0]}'")
+    return [found[i] for i in ids]
+
+
+def list_filter(
+    user_id: str,
+    scope: str | None,
+    category: str | None,
+    project_id: str | None,
+    agent_id: str | None,
+    *,
+    all_scopes: bool,
+) -> MemoryFilter:
+    """Listing filter. Without scope: with project_id -> global + that project; without
+    project_id -> every memory of the user (all_scopes)."""
+    if category is not None:
+        check_category(category)
+    scope_value = Scope(scope) if scope else None
+    if scope_value is None and project_id is None and all_scopes:
+        # MemoryFilter's no-scope rule is "global only"; a listing of everything asks per scope.
+        return MemoryFilter(user_id=user_id, categories=(category,) if category else None, agent_id=agent_id,
+                            all_scopes=True)
+    return MemoryFilter(
+        user_id=user_id,
+        project_id=project_id,
+        scope=scope_value,
+        categories=(category,) if category else None,
+        agent_id=agent_id,
+    )

@@ -1,0 +1,93 @@
+"""The job registry: every job kind declared once, with its ARQ function, its payload model, its handler and its
+retry policy. The ARQ functions (worker/jobs.py), the function a job is enqueued under (`FUNCTIONS`, given to
+TaskQueue) come from `JOB_KINDS`.
+
+A handler is a method of one of the worker-side objects `JobHandlers` holds; the API side of the same kinds
+(validation, idempotency, enqueue) is service/memory/intake.py and service/maintenance/runs.py.
+
+To add a kind: its model in service/jobs.py, its handler on one of these objects, one line in `JOB_KINDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from service.jobs import (
+    ConversationJob,
+    DedupJob,
+    DeleteJob,
+    ImportJob,
+    JobModel,
+    RawBatchJob,
+    RawJob,
+    ReconcileJob,
+    ReembedJob,
+    UpdateJob,
+)
+from service.maintenance.reembed import Reembedder
+from service.maintenance.sweep import DedupSweep
+from service.memory.portability import Importer
+from service.memory.writes import MemoryWriter
+from service.reconcile import Reconciler
+
+J = TypeVar("J", bound=JobModel)
+JobResult = dict[str, Any]  # what the task's status record shows as `result`
+Handler = Callable[[str, J], Awaitable[JobResult]]  # (task id, the validated job)
+
+
+@dataclass(frozen=True)
+class JobHandlers:
+    """The worker side of the job kinds, built once per process (service/deps.py)."""
+
+    writer: MemoryWriter  # raw, raw_batch, conversation, update, delete
+    importer: Importer
+    sweep: DedupSweep
+    reconciler: Reconciler
+    reembedder: Reembedder
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Transient errors (worker/jobs.py `is_transient`) are retried with backoff until `max_tries` (None:
+    ARQ_MAX_RETRIES); anything else ends the task failed at once."""
+
+    max_tries: int | None = None
+
+    def tries(self, default: int) -> int:
+        return self.max_tries if self.max_tries is not None else default
+
+
+@dataclass(frozen=True)
+class JobKind:
+    function: str  # the ARQ function's name (a queued job names it: keep it stable)
+    model: type[JobModel]
+    handler: Callable[[JobHandlers], Handler[Any]]  # which method of the handlers runs it
+    retry: RetryPolicy
+
+    @property
+    def kind(self) -> str:
+        """The model's `kind` (the payload's discriminator)."""
+        return str(self.model.model_fields["kind"].default)
+
+
+def declare(function: str, model: type[J], handler: Callable[[JobHandlers], Handler[J]],
+            retry: RetryPolicy | None = None) -> JobKind:
+    """One entry of the registry; mypy checks that the handler takes this model."""
+    return JobKind(function, model, handler, retry or RetryPolicy())
+
+
+JOB_KINDS: tuple[JobKind, ...] = (
+    declare("memory_raw", RawJob, lambda h: h.writer.store_raw),
+    declare("memory_raw_batch", RawBatchJob, lambda h: h.writer.store_raw_batch),
+    declare("memory_conversation", ConversationJob, lambda h: h.writer.store_conversation),
+    declare("memory_update", UpdateJob, lambda h: h.writer.apply_update),
+    declare("memory_delete", DeleteJob, lambda h: h.writer.apply_delete),
+    declare("memory_import", ImportJob, lambda h: h.importer.run),
+    declare("maintenance_dedup", DedupJob, lambda h: h.sweep.run_requested),
+    declare("maintenance_reconcile", ReconcileJob, lambda h: h.reconciler.run_requested),
+    declare("maintenance_reembed", ReembedJob, lambda h: h.reembedder.run),
+)
+
+FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function

@@ -1,0 +1,238 @@
+"""Models of memories, writes and tasks: what the write routes take, what a task and a listing answer, the
+context and /health answers; the shared id and metadata fields."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from service.domain import (
+    ID_PATTERN,
+    MAX_BATCH_MEMORIES,
+    MAX_MESSAGES,
+    MAX_METADATA_KEYS,
+    Memory,
+    Message,
+    Scope,
+    TaskStatus,
+)
+
+
+class MemoryOut(BaseModel):
+    id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    created_at: str
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            content=m.content,
+            category=m.category,
+            scope=m.scope,
+            project_id=m.project_id,
+            created_at=m.created_at,
+            occurred_at=m.occurred_at,
+            source_message_ids=list(m.source_message_ids),
+        )
+
+
+OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
+
+
+MAX_METADATA_KEY_CHARS = 64
+
+
+MAX_METADATA_VALUE_CHARS = 2000  # one value, as JSON
+
+
+MAX_METADATA_DEPTH = 3  # {"a": {"b": {"c": 1}}} is depth 3
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Bounds of `metadata` (number of keys is the field's max_length): key length, the JSON size of each
+    value, nesting depth. The error names the limit."""
+    for key, item in value.items():
+        if len(key) > MAX_METADATA_KEY_CHARS:
+            raise ValueError(f"metadata key '{key[:20]}...' is longer than {MAX_METADATA_KEY_CHARS} characters")
+        if len(json.dumps(item, default=str)) > MAX_METADATA_VALUE_CHARS:
+            raise ValueError(f"metadata value of '{key}' is over {MAX_METADATA_VALUE_CHARS} characters as JSON")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+RequestMetadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
+
+
+TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                 description="The user the request acts for. With a user API key it may be omitted (the key's "
+                             "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
+
+
+class RawMemoryItem(BaseModel):
+    """One pre-categorised fact; a batch names its user once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Length is checked in the service (400 empty / 413 over MAX_CONTENT_CHARS), not here.
+    content: str
+    category: str = Field(min_length=1, max_length=64)
+    scope: Scope | None = None
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+    occurred_at: datetime | None = Field(
+        default=None, description="When what it says happened (ISO 8601; without a zone, UTC). Default: now.")
+
+
+class RawMemoryRequest(RawMemoryItem):
+    user_id: str | None = TenantId
+
+
+class RawBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = TenantId
+    memories: list[RawMemoryItem] = Field(
+        min_length=1, max_length=MAX_BATCH_MEMORIES,
+        description=f"1-{MAX_BATCH_MEMORIES} facts of this user, stored by one task; an item that repeats an "
+                    "earlier one of the batch is stored once")
+
+
+class ConversationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+
+
+class AcceptedResponse(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    task_id: str
+    poll_url: str
+
+
+class Progress(BaseModel):
+    done: int
+    total: int
+
+
+class TaskResponse(BaseModel):
+    task_id: str
+    status: TaskStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    progress: Progress | None = Field(default=None, description="While a long task (import, dedup, reconcile) "
+                                                               "runs: how far it is")
+
+
+class MemoryRecord(BaseModel):
+    """A memory as the read routes return it."""
+
+    id: str
+    user_id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    agent_id: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryRecord:
+        return cls.model_validate(m.model_dump(exclude={"hash", "task_id"}))
+
+
+class MemoryPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    memories: list[MemoryRecord]
+    next_cursor: str | None
+
+
+class UpdateMemoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    user_id: str | None = OptionalId
+
+
+class BulkDeleteRequest(BaseModel):
+    """Delete by ids, or by filter. A filter needs at least one field besides user_id, or all=true."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = TenantId
+    memory_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    scope: Scope | None = None
+    category: str | None = Field(default=None, min_length=1, max_length=64)
+    project_id: str | None = OptionalId
+    agent_id: str | None = OptionalId
+    all: bool = False
+
+
+class ContextGroup(BaseModel):
+    category: str
+    group: str
+    memories: list[MemoryRecord]
+
+
+class ContextResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    user_id: str
+    project_id: str | None
+    categories: list[ContextGroup]
+    total: int
+
+
+class CategoryOut(BaseModel):
+    name: str
+    group: str
+    default_scope: str
+    description: str
+
+
+class WritePathHealth(BaseModel):
+    """The write path's backlog: outbox intents not yet in both stores, tasks not ended, and the graph
+    transactions re-run on a transient error (deadlocks) by this process since it started."""
+
+    outbox_depth: int | None = None
+    outbox_oldest_age_s: float | None = None
+    pending_tasks: int | None = None
+    graph_transient_retries: int = 0
+    deadlock_retries: int = 0
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "degraded"]
+    service: str
+    profile: str
+    checks: dict[str, str]
+    embedder: str
+    extractor: str
+    write_path: WritePathHealth = Field(default_factory=WritePathHealth)
+    errors: dict[str, str] | None = None  # why a check is down: admin keys only

@@ -1,0 +1,132 @@
+"""Models of search: the merged search, the graph search and the graph listings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from service.domain import (
+    Scope,
+    utc,
+)
+from service.schemas.memories import OptionalId, TenantId
+from service.timephrases import TimeWindow
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    categories: list[str] | None = Field(default=None, max_length=13)
+    limit: int = Field(default=10, ge=1, le=100)
+    retrievers: list[Literal["dense", "lexical", "graph", "time"]] | None = Field(
+        default=None, min_length=1, max_length=4,
+        description="Which retrievers run (default: all). `time` runs when the query names a time.")
+    after: datetime | None = Field(
+        default=None, description="Only memories whose occurred_at is at or after this (ISO 8601; UTC without a zone).")
+    before: datetime | None = Field(
+        default=None, description="Only memories whose occurred_at is before this (ISO 8601; UTC without a zone).")
+
+    trace: bool = Field(default=False, description=(
+        "Record which memories this search returned and which entities the graph retriever used "
+        "(GET /v1/traces/{trace_id}); kept TRACE_TTL_DAYS."))
+
+    @model_validator(mode="after")
+    def _window(self) -> SearchRequest:
+        if self.after is not None and self.before is not None and utc(self.after) >= utc(self.before):
+            raise ValueError("'after' must be earlier than 'before'")
+        return self
+
+
+class Signal(BaseModel):
+    """One retriever's vote for a result: its rank (1 = first) in that retriever's list and its own score."""
+
+    retriever: Literal["dense", "lexical", "graph", "time"]
+    rank: int
+    score: float
+
+
+class SearchResult(BaseModel):
+    id: str
+    content: str
+    score: float
+    source: Literal["vector", "graph"]
+    category: str | None
+    scope: Scope | None
+    project_id: str | None
+    created_at: str | None
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # graph results: the fact's entities and validity
+    source_entity: str | None = None
+    target_entity: str | None = None
+    predicate: str | None = None
+    valid_at: str | None = None
+    invalid_at: str | None = None
+    memory_ids: list[str] | None = None
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+    signals: list[Signal] = Field(
+        default_factory=list, description="Which retrievers returned it and at what rank; `score` is the fused "
+                                          "score (reciprocal rank fusion, docs/retrieval.md).")
+
+
+class SearchWindow(BaseModel):
+    """The time the query names, as the time retriever searched it (occurred_at in [start, end))."""
+
+    phrase: str
+    start: str
+    end: str
+    period: str
+
+    @classmethod
+    def of(cls, w: TimeWindow) -> SearchWindow:
+        return cls(phrase=w.phrase, start=w.start.isoformat(), end=w.end.isoformat(), period=w.period)
+
+
+class SearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[SearchResult]
+    degraded: list[str] = Field(default_factory=list)
+    time_window: SearchWindow | None = None
+    trace_id: str | None = Field(default=None, description="With trace=true: GET /v1/traces/{trace_id}.")
+
+
+class GraphSearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str | None = TenantId
+    project_id: str | None = OptionalId
+    limit: int = Field(default=10, ge=1, le=100)
+    include_history: bool = False
+
+
+class GraphFactOut(BaseModel):
+    id: str
+    fact: str
+    predicate: str
+    source: str
+    target: str
+    scope: Scope
+    project_id: str | None
+    valid_at: str | None
+    invalid_at: str | None
+    expired_at: str | None
+    memory_ids: list[str]
+    score: float
+
+
+class GraphSearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[GraphFactOut]
+
+
+class GraphPage(BaseModel):
+    status: Literal["ok"] = "ok"
+    items: list[dict[str, Any]]
+    next_cursor: str | None
