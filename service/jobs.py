@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
+
 
 class _Job(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -52,6 +54,7 @@ class ConversationJob(_Job):
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     messages: list[dict[str, Any]]
+    session_id: str | None = None  # None: the messages are kept under a session named by the task id
 
 
 class UpdateJob(_Job):
@@ -102,10 +105,12 @@ class ImportJob(_Job):
 
 
 Job = Annotated[
-    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob | ReembedJob,
+    RawJob | RawBatchJob | ConversationJob | UpdateJob | DeleteJob | DedupJob | ReconcileJob | ImportJob | ReembedJob
+    | RunJob | RunDeleteJob | ConversationDeleteJob,  # the last three: service/runs/jobs.py (issue 28)
     Field(discriminator="kind"),
 ]
-JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import", "reembed"]
+JobKind = Literal["raw", "raw_batch", "conversation", "update", "delete", "dedup", "reconcile", "import", "reembed",
+                  "run", "run_delete", "conversation_delete"]
 
 # The ARQ function that runs each kind (registered in worker/settings.py).
 FUNCTIONS: dict[str, str] = {
@@ -118,4 +123,7 @@ FUNCTIONS: dict[str, str] = {
     "reconcile": "maintenance_reconcile",
     "import": "memory_import",
     "reembed": "maintenance_reembed",
+    "run": "run_write",
+    "run_delete": "run_delete",
+    "conversation_delete": "conversation_delete",
 }

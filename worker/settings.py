@@ -10,11 +10,13 @@ from service.queue import job_deserializer, job_serializer, redis_settings
 from service.settings import Settings
 from worker.crons import cron_jobs
 from worker.jobs import JOB_FUNCTIONS
+from worker.tiers import TIER_FUNCTIONS
 
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     return {
-        "functions": [func(fn, name=name, max_tries=settings.arq_max_retries) for name, fn in JOB_FUNCTIONS.items()],
+        "functions": [func(fn, name=name, max_tries=settings.arq_max_retries)
+                      for name, fn in {**JOB_FUNCTIONS, **TIER_FUNCTIONS}.items()],
         "cron_jobs": cron_jobs(settings),
         "redis_settings": redis_settings(settings),
         "queue_name": settings.arq_queue_name,

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import structlog
 
 from service.ai.extraction import ExtractedFact, ExtractionResult
+from service.conversations.service import keep_messages, session_of
 from service.domain import (
     Memory,
     Message,
@@ -159,8 +160,11 @@ class MemoryWrites(MemoryBase):
                          + ([m["id"], m["timestamp"]] if m["id"] is not None or m["timestamp"] is not None else [])
                          for m in messages],
         }
+        session_id = session_of(req.session_id, req.metadata or {})
+        if session_id is not None:  # the same messages in another session are another write
+            identity["session_id"] = session_id
         job = ConversationJob(user_id=user_id, project_id=req.project_id, agent_id=req.agent_id,
-                              metadata=req.metadata or {}, messages=messages)
+                              metadata=req.metadata or {}, messages=messages, session_id=session_id)
         return self._accepted(await self.tasks.enqueue(job, identity))
 
     # ------------------------------------------------------------------ writes (worker side)
@@ -200,6 +204,8 @@ class MemoryWrites(MemoryBase):
             drafts.add(memory, list(window.indexes), None, alias=_single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         graph = await self.write_memories(task_id, memories, links) if memories else "stored"
+        session = await keep_messages(self.graph, task_id, job.user_id, job.session_id, job.project_id,
+                                      job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {
@@ -208,6 +214,7 @@ class MemoryWrites(MemoryBase):
             "extractor": extraction.extractor,
             "usage": extraction.usage.model_dump(),
             "dropped": extraction.dropped,
+            "session_id": session,
         }
 
     def _fact_memory(
@@ -375,11 +382,14 @@ class MemoryWrites(MemoryBase):
         else:
             ids = await self._delete_targets(job)
             await self.tasks.save_step(task_id, "targets", json.dumps(ids))
+        if job.memory_ids is None and all(v is None for v in (job.scope, job.category, job.project_id, job.agent_id)):
+            await self.graph.erase_tiers(job.user_id, job.accepted_at)  # everything of the user: runs, sessions
         if not ids:
             return {"deleted": [], "expired_edges": [], "graph": "stored"}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
+            await self.graph.erase_messages_of(job.user_id, ids)  # the messages these memories came from
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 

@@ -1,0 +1,108 @@
+"""Conversations: the worker keeps each conversation write's messages under its session (`keep_messages`, called
+by the conversation job), the API lists sessions, reads a session's messages in order, summarises and deletes.
+
+Deleting erases: a session's delete removes its messages; a memory's delete removes the messages it came from
+(their words are the memory's); a delete of everything of a user removes every session
+(service/memory/writes.py `apply_delete`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from service.conversations.schemas import (
+    MessageOut,
+    MessagePage,
+    SessionOut,
+    SessionPage,
+    SessionSummary,
+    SummarySentence,
+)
+from service.conversations.summary import summarise
+from service.domain import Memory, Message
+from service.errors import NotFound
+from service.queue import TaskQueue
+from service.runs.jobs import ConversationDeleteJob
+from service.schemas import AcceptedResponse
+from service.settings import Settings
+from service.stores.graph import GraphStore
+
+log = structlog.get_logger(__name__)
+SUMMARY_MESSAGES = 2000  # the most messages a summary reads (the first ones)
+
+
+def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:
+    """The session a conversation write names: `session_id`, else `metadata.session_id` (the hooks' field)."""
+    if session_id:
+        return session_id
+    named = metadata.get("session_id")
+    return named[:128] if isinstance(named, str) and named.strip() else None
+
+
+async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_id: str | None,
+                        project_id: str | None, accepted_at: str, messages: list[Message],
+                        memories: list[Memory]) -> str:
+    """Store the write's messages under its session (one per write, named by the task id, when none is given),
+    each with the memories that came from it. Returns the session id."""
+    session = session_id or task_id
+    derived: dict[str, list[str]] = {}
+    for memory in memories:
+        for sid in memory.source_message_ids or []:
+            derived.setdefault(sid, []).append(memory.id)
+    # a memory names a message by its id, else by its 0-based position (service/memory/windows.py source_id)
+    rows = [{"id": m.id, "position": i, "ord": f"{accepted_at}|{i:06d}",
+             "role": m.role, "content": m.content, "timestamp": m.timestamp, "task_id": task_id,
+             "memory_ids": derived.get(m.id if m.id is not None else str(i), [])} for i, m in enumerate(messages)]
+    stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
+    log.info("messages_kept", session_id=session, messages=stored)
+    return session
+
+
+class ConversationService:
+    def __init__(self, settings: Settings, tasks: TaskQueue, graph: GraphStore) -> None:
+        self.settings = settings
+        self.tasks = tasks
+        self.graph = graph
+
+    async def list_sessions(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> SessionPage:
+        rows, next_cursor = await self.graph.list_sessions(user_id, project_id, limit, cursor)
+        return SessionPage(items=[SessionOut(**r) for r in rows], next_cursor=next_cursor)
+
+    async def _session(self, user_id: str, session_id: str) -> dict[str, Any]:
+        found = await self.graph.session(user_id, session_id)
+        if found is None:
+            raise NotFound(f"unknown session id '{session_id}'")
+        return found
+
+    async def messages(self, user_id: str, session_id: str, limit: int, cursor: str | None) -> MessagePage:
+        await self._session(user_id, session_id)
+        rows, next_cursor = await self.graph.session_messages(user_id, session_id, limit, cursor)
+        return MessagePage(session_id=session_id, next_cursor=next_cursor,
+                           items=[MessageOut(**{k: v for k, v in r.items() if k != "ord"}) for r in rows])
+
+    async def summary(self, user_id: str, session_id: str, max_sentences: int) -> SessionSummary:
+        session = await self._session(user_id, session_id)
+        rows: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while len(rows) < SUMMARY_MESSAGES:
+            page, cursor = await self.graph.session_messages(user_id, session_id, 500, cursor)
+            rows += page
+            if cursor is None:
+                break
+        rows = rows[:SUMMARY_MESSAGES]
+        picked = summarise([(str(r["role"]), str(r["content"])) for r in rows], max_sentences)
+        sentences = [SummarySentence(message_id=rows[p.message_index].get("id"),
+                                     role=str(rows[p.message_index]["role"]), text=p.text) for p in picked]
+        return SessionSummary(session_id=session_id, message_count=int(session.get("message_count") or 0),
+                              summary=" ".join(s.text for s in sentences), sentences=sentences)
+
+    async def submit_delete(self, session_id: str, user_id: str) -> AcceptedResponse:
+        await self._session(user_id, session_id)
+        job = ConversationDeleteJob(user_id=user_id, session_id=session_id)
+        task_id = await self.tasks.enqueue(job, job.model_dump(mode="json", exclude={"accepted_at"}))
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+
+    async def delete_session(self, task_id: str, job: ConversationDeleteJob) -> dict[str, Any]:
+        deleted = await self.graph.delete_session(job.user_id, job.session_id, job.accepted_at)
+        return {"session_id": job.session_id, "deleted": deleted > 0, "graph": "stored"}
