@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.domain import ID_PATTERN
-from service.schemas import AcceptedResponse, OptionalId, TenantId
+from service.schemas import AcceptedResponse, OptionalId, SearchResponse, TenantId
 
 MAX_TASK_CHARS = 2000
 MAX_ACTION_CHARS = 2000
@@ -155,6 +155,20 @@ class RunHit(RunSummary):
     score: float
     signals: dict[str, int] = Field(default_factory=dict, description="retriever -> rank (1-based)")
     matched_tool_calls: list[ToolCallOut] = Field(default_factory=list)
+
+
+class ReasoningHit(RunHit):
+    """A prior run beside a memory search (`include: ["traces"]`)."""
+
+    via: list[Literal["query", "entities"]] = Field(
+        description="query: the run matches the search's query; entities: its tool calls touched an entity "
+                    "the returned memories mention")
+    entities: list[str] = Field(default_factory=list, description="the shared entities' names (via entities)")
+
+
+class SearchWithReasoning(SearchResponse):
+    reasoning: list[ReasoningHit] | None = Field(
+        default=None, description='With include: ["traces"]: prior task runs, their outcome and tool calls.')
 
 
 class RunSearchResponse(BaseModel):

@@ -24,6 +24,7 @@ from service.runs.jobs import RunDeleteJob, RunJob, RunOutcome, RunStart, StepIt
 from service.runs.schemas import (
     CompleteRequest,
     OutcomeIn,
+    ReasoningHit,
     RunAccepted,
     RunHit,
     RunOut,
@@ -33,6 +34,7 @@ from service.runs.schemas import (
     RunSearchResponse,
     RunStats,
     RunSummary,
+    SearchWithReasoning,
     StepIn,
     StepOut,
     StepRequest,
@@ -40,7 +42,7 @@ from service.runs.schemas import (
     ToolCallOut,
     ToolCallRequest,
 )
-from service.schemas import AcceptedResponse
+from service.schemas import AcceptedResponse, SearchResponse
 from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.tiers import RunFilter, RunWrite
@@ -52,6 +54,7 @@ MAX_ERROR_CHARS = 2000
 RRF_K = 60
 DENSE_MIN = 0.6  # Neo4j's cosine is (1 + cos) / 2: below cos 0.2 a run is not a semantic match
 MATCHED_CALLS = 5  # tool calls shown per search hit
+REASONING_RUNS = 5  # prior runs beside a memory search (include: ["traces"])
 
 
 def bounded(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
@@ -250,6 +253,27 @@ class RunService:
                           matched_tool_calls=[_call_out(c) for c in matched.get(r, [])], **_summary(rows[r]))
                    for r in top if r in rows]
         return RunSearchResponse(results=results)
+
+    async def reasoning(self, found: SearchResponse, query: str, user_id: str, project_id: str | None,
+                        limit: int = REASONING_RUNS) -> SearchWithReasoning:
+        """The search's answer with `reasoning`: runs that match the query (as /v1/runs/search ranks them) and
+        runs whose tool calls touched an entity the returned memories mention; runs found both ways first."""
+        by_query, by_entities = await asyncio.gather(
+            self.search(RunSearchRequest(query=query, project_id=project_id, limit=limit), user_id),
+            self.graph.runs_touching(user_id, [r.id for r in found.results], project_id, limit))
+        hits: dict[str, ReasoningHit] = {
+            h.run_id: ReasoningHit(**h.model_dump(), via=["query"]) for h in by_query.results}
+        touching = {run_id: (names, calls) for run_id, names, calls in by_entities}
+        rows = {r["id"]: r for r in await self.graph.run_summaries(user_id, [r for r in touching if r not in hits])}
+        for run_id, (names, calls) in touching.items():
+            if run_id in hits:
+                hits[run_id].via.append("entities")
+                hits[run_id].entities = names
+            elif run_id in rows:
+                hits[run_id] = ReasoningHit(score=0.0, via=["entities"], entities=names,
+                                            matched_tool_calls=[_call_out(c) for c in calls], **_summary(rows[run_id]))
+        order = sorted(hits.values(), key=lambda h: (-len(h.via), -h.score, -len(h.entities)))
+        return SearchWithReasoning(**found.model_dump(), reasoning=order[:limit])
 
     async def stats(self, user_id: str, project_id: str | None) -> RunStats:
         s = await self.graph.run_stats(user_id, project_id)

@@ -57,6 +57,11 @@ class RunStore(Protocol):
         """Full-text hits: (run id, score) on task/summary/error kind, and (run id, score, tool call) on tool
         calls' tool, arguments, error and error kind; best first."""
 
+    async def runs_touching(self, user_id: str, memory_ids: list[str], project_id: str | None, k: int
+                            ) -> list[tuple[str, list[str], list[dict[str, Any]]]]:
+        """Runs whose tool calls touched an entity these memories mention: (run id, entity names, tool calls
+        that touched them), most shared entities first."""
+
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]: ...
 
     async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:

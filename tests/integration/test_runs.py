@@ -10,7 +10,7 @@ import httpx
 
 from service.deps import Deps
 from tests.conftest import unique
-from tests.integration.conftest import wait_task
+from tests.integration.conftest import wait_task, write_raw
 
 
 async def _done(client: httpx.AsyncClient, resp: httpx.Response) -> dict[str, Any]:
@@ -137,3 +137,32 @@ async def test_unknown_runs_are_404_and_a_deleted_run_is_erased(client: httpx.As
     # the same run id may be started again afterwards
     again = await _start(client, user, run_id="my-run-1", task="Rotate the logs again")
     assert (await client.get(f"/v1/runs/{again}", params={"user_id": user})).json()["trace"] == []
+
+
+async def test_search_include_traces_returns_the_run_that_touched_a_returned_entity(client: httpx.AsyncClient) -> None:
+    user = unique("runs")
+    await write_raw(client, user_id=user, project_id="api", category="tech_stack",
+                    content="The api service stores its data in PostgreSQL and caches in Redis.")
+    run = await _start(client, user, project_id="api", task="Warm the cache", steps=[
+        {"seq": 0, "action": "flush", "tool_calls": [
+            {"tool": "Bash", "arguments": {"command": "redis-cli flushall"}, "status": "error",
+             "error": "Could not connect to 127.0.0.1:6379", "error_kind": "service_down",
+             "touched": [{"name": "Redis", "type": "service"}]}]}],
+        outcome={"success": False, "summary": "the cache server was down", "error_kind": "service_down"})
+    plain = (await client.post("/v1/search", json={"user_id": user, "project_id": "api", "query": "PostgreSQL"})).json()
+    assert plain["results"] and plain["reasoning"] is None
+    resp = await client.post("/v1/search", json={"user_id": user, "project_id": "api", "query": "PostgreSQL",
+                                                 "include": ["traces"]})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert "PostgreSQL" in body["results"][0]["content"]
+    [hit] = [h for h in body["reasoning"] if h["run_id"] == run]
+    assert "entities" in hit["via"] and hit["entities"] == ["Redis"]
+    assert hit["outcome"] == "failure" and hit["error_kind"] == "service_down"
+    assert any(c["error"] == "Could not connect to 127.0.0.1:6379" for c in hit["matched_tool_calls"])
+    # matched by the query too
+    again = (await client.post("/v1/search", json={"user_id": user, "project_id": "api", "query": "Redis cache",
+                                                   "include": ["traces"]})).json()
+    assert again["reasoning"][0]["run_id"] == run and again["reasoning"][0]["via"] == ["query", "entities"]
+    bad = await client.post("/v1/search", json={"user_id": user, "query": "x", "include": ["nope"]})
+    assert bad.status_code == 422

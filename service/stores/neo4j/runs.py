@@ -163,6 +163,18 @@ WITH r, s, t, score WHERE """ + FILTER + """
 RETURN r.id AS id, score, """ + CALL_PROPS + """ AS call ORDER BY score DESC, id
 """
 
+# Runs whose tool calls touched an entity the given memories mention (or an entity merged into one of them).
+RUNS_TOUCHING: LiteralString = """
+MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE m.id IN $memory_ids AND m.user_id = $user_id
+WITH DISTINCT e
+UNWIND [e] + COLLECT { MATCH (y:Entity {merged_into: e.id}) RETURN y } AS x
+MATCH (r:Run)-[:HAS_STEP]->(s:Step)-[:CALLED]->(t:ToolCall)-[:TOUCHED]->(x)
+WHERE r.user_id = $user_id AND r.deleted_at IS NULL
+  AND ($project_id IS NULL OR r.project_id IS NULL OR r.project_id = $project_id)
+WITH r, collect(DISTINCT e.name) AS entities, collect(DISTINCT """ + CALL_PROPS + """) AS calls
+RETURN r.id AS id, entities, calls[..5] AS calls ORDER BY size(entities) DESC, r.created_at DESC LIMIT $k
+"""
+
 STATS: LiteralString = """
 MATCH (r:Run) WHERE r.user_id = $user_id AND r.deleted_at IS NULL
   AND ($project_id IS NULL OR r.project_id = $project_id)
@@ -375,6 +387,21 @@ class RunGraph:
             return runs, calls
 
         found: tuple[list[tuple[str, float]], list[tuple[str, float, dict[str, Any]]]] = await self._read(run)
+        return found
+
+    async def runs_touching(self, user_id: str, memory_ids: list[str], project_id: str | None, k: int
+                            ) -> list[tuple[str, list[str], list[dict[str, Any]]]]:
+        check_id(user_id, "user_id")
+        if not memory_ids:
+            return []
+
+        async def run(tx: AsyncManagedTransaction) -> list[tuple[str, list[str], list[dict[str, Any]]]]:
+            result = await tx.run(RUNS_TOUCHING, user_id=user_id, memory_ids=memory_ids[:MAX_PAGE_LIMIT],
+                                  project_id=project_id, k=clamp(k, 100))
+            return [(str(r["id"]), [str(n) for n in r["entities"]], [dict(c) for c in r["calls"]])
+                    for r in await result.data()]
+
+        found: list[tuple[str, list[str], list[dict[str, Any]]]] = await self._read(run)
         return found
 
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]:
