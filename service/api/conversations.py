@@ -10,7 +10,13 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
-from service.conversations.schemas import MessagePage, SessionPage, SessionSummary
+from service.conversations.schemas import (
+    MessagePage,
+    MessageSearchRequest,
+    MessageSearchResponse,
+    SessionPage,
+    SessionSummary,
+)
 from service.conversations.service import ConversationService
 from service.deps import Deps
 from service.domain import ID_PATTERN
@@ -39,6 +45,13 @@ async def list_sessions(conversations: ConversationsDep, caller: CallerDep, user
                         project_id: IdQuery = None, limit: PageLimit = 50, cursor: PairCursor = None) -> SessionPage:
     """The user's sessions, most recently written first, with message counts and times."""
     return await conversations.list_sessions(caller.user(user_id), project_id, limit, cursor)
+
+
+@router.post("/search", response_model=MessageSearchResponse)
+async def search_messages(req: MessageSearchRequest, conversations: ConversationsDep,
+                          caller: CallerDep) -> MessageSearchResponse:
+    """Messages by their words (full text), the current `session_id`'s first."""
+    return await conversations.search(req, caller.user(req.user_id))
 
 
 @router.get("/{session_id}", response_model=MessagePage)

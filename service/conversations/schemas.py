@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.domain import ID_PATTERN
+from service.schemas import OptionalId, TenantId
 
 
 class SessionOut(BaseModel):
@@ -36,6 +39,27 @@ class MessagePage(BaseModel):
     session_id: str
     items: list[MessageOut]
     next_cursor: str | None
+
+
+class MessageSearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    user_id: str | None = TenantId
+    session_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+                                   description="The current session: its hits come first")
+    project_id: str | None = OptionalId
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class MessageHit(MessageOut):
+    session_id: str
+    score: float
+
+
+class MessageSearchResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    results: list[MessageHit]
 
 
 class SummarySentence(BaseModel):

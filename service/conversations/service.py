@@ -12,8 +12,11 @@ from typing import Any
 import structlog
 
 from service.conversations.schemas import (
+    MessageHit,
     MessageOut,
     MessagePage,
+    MessageSearchRequest,
+    MessageSearchResponse,
     SessionOut,
     SessionPage,
     SessionSummary,
@@ -96,6 +99,13 @@ class ConversationService:
                                      role=str(rows[p.message_index]["role"]), text=p.text) for p in picked]
         return SessionSummary(session_id=session_id, message_count=int(session.get("message_count") or 0),
                               summary=" ".join(s.text for s in sentences), sentences=sentences)
+
+    async def search(self, req: MessageSearchRequest, user_id: str) -> MessageSearchResponse:
+        """Full text over the user's messages (Lucene, standard analyzer); the current session's hits first."""
+        hits = await self.graph.search_messages(user_id, req.query, req.project_id, max(50, req.limit * 5))
+        ranked = sorted(hits, key=lambda h: (h[0].get("session_id") != req.session_id, -h[1]))
+        return MessageSearchResponse(results=[MessageHit(score=round(score, 6), **row)
+                                              for row, score in ranked[: req.limit]])
 
     async def submit_delete(self, session_id: str, user_id: str) -> AcceptedResponse:
         await self._session(user_id, session_id)

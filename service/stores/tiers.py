@@ -87,6 +87,10 @@ class ConversationStore(Protocol):
                                cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """Messages in order (write acceptance, then position in the write)."""
 
+    async def search_messages(self, user_id: str, query: str, project_id: str | None, k: int
+                              ) -> list[tuple[dict[str, Any], float]]:
+        """Full-text hits over the user's messages (with their `session_id`), best first."""
+
     async def delete_session(self, user_id: str, session_id: str, before: str) -> int: ...
 
     async def erase_messages_of(self, user_id: str, memory_ids: list[str]) -> int:

@@ -45,6 +45,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/maintenance/reconcile"): {"dry_run": True},
     ("POST", "/v1/runs"): {"task": "fix the build"},
     ("POST", "/v1/runs/search"): {"query": "build"},
+    ("POST", "/v1/conversations/search"): {"query": "plan"},
     ("POST", "/v1/runs/{run_id}/steps"): {"seq": 0, "action": "look"},
     ("POST", "/v1/runs/{run_id}/steps/{seq}/tool-calls"): {"tool": "Bash", "arguments": {"command": "make"}},
     ("POST", "/v1/runs/{run_id}/complete"): {"success": True, "summary": "done"},
@@ -163,6 +164,8 @@ async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> N
     assert found.status_code == 200 and found.json()["results"] == []
     assert (await c.get("/v1/runs", headers=stack.h("a"))).json()["items"] == []
     assert (await c.get("/v1/conversations", headers=stack.h("a"))).json()["items"] == []
+    hits = await c.post("/v1/conversations/search", json={"query": "secret plan"}, headers=stack.h("a"))
+    assert hits.status_code == 200 and hits.json()["results"] == []
     assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["runs"] == 0
     assert (await c.get("/v1/runs", params={"user_id": b}, headers=stack.h("a"))).status_code == 403
     assert (await c.get(f"/v1/runs/{run_id}", params={"user_id": b}, headers=stack.h("admin"))).status_code == 200

@@ -77,6 +77,16 @@ async def test_a_session_reads_back_in_order_lists_pages_and_summarises(client: 
     ids = [s["message_id"] for s in summary["sentences"]]
     assert ids == sorted(ids)  # in conversation order
 
+    # message search: full text, the current session first
+    other = await _write(client, user_id=user, session_id="other", messages=[
+        {"role": "user", "content": "The hotel in Porto was too loud."}])
+    hits = (await client.post("/v1/conversations/search", json={"user_id": user, "query": "hotel",
+                                                                "session_id": "other"})).json()["results"]
+    assert hits[0]["session_id"] == "other" and hits[0]["task_id"] == other["task_id"]
+    assert {h["id"] for h in hits if h["session_id"] == session} == {"m2", "m3", "m4", "m5"}
+    assert (await client.post("/v1/conversations/search", json={"user_id": unique("x"),
+                                                                "query": "Porto"})).json()["results"] == []
+
     assert (await client.get("/v1/conversations/nope", params={"user_id": user})).status_code == 404
     assert (await client.get(f"/v1/conversations/{session}", params={"user_id": unique("x")})).status_code == 404
 

@@ -53,6 +53,7 @@ PUBLIC_ROUTES = {
     ("POST", "/v1/runs/{run_id}/steps/{seq}/tool-calls"),
     ("POST", "/v1/runs/{run_id}/complete"),
     ("GET", "/v1/conversations"),
+    ("POST", "/v1/conversations/search"),
     ("GET", "/v1/conversations/{session_id}"),
     ("GET", "/v1/conversations/{session_id}/summary"),
     ("DELETE", "/v1/conversations/{session_id}"),

@@ -14,7 +14,10 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
+from service.stores.neo4j.search import lucene_query, lucene_terms
+
+FT_GROUP = "messages"  # the tenant token of message documents: ft_key(user, FT_GROUP)
 
 CONVERSATION_SCHEMA: tuple[LiteralString, ...] = (
     "CREATE CONSTRAINT conversation_uid IF NOT EXISTS FOR (c:Conversation) REQUIRE c.uid IS UNIQUE",
@@ -22,6 +25,7 @@ CONVERSATION_SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX conversation_user IF NOT EXISTS FOR (c:Conversation) ON (c.user_id, c.updated_at)",
     "CREATE INDEX message_session IF NOT EXISTS FOR (m:Message) ON (m.session_uid, m.ord)",
     "CREATE INDEX message_user IF NOT EXISTS FOR (m:Message) ON (m.user_id)",
+    "CREATE FULLTEXT INDEX message_text IF NOT EXISTS FOR (m:Message) ON EACH [m.content, m.ft_key]",
 )
 
 MERGE_CONVERSATION: LiteralString = """
@@ -44,8 +48,9 @@ UNWIND $rows AS row
 MERGE (m:Message {uid: row.uid})
 ON CREATE SET m.id = row.id, m.user_id = $user_id, m.session_uid = $uid, m.ord = row.ord, m.role = row.role,
               m.content = row.content, m.timestamp = row.timestamp, m.task_id = row.task_id,
-              m.created_at = $accepted_at, m.memory_ids = []
-SET m.memory_ids = reduce(acc = m.memory_ids, i IN row.memory_ids | CASE WHEN i IN acc THEN acc ELSE acc + i END)
+              m.created_at = $accepted_at, m.memory_ids = [], m.session_id = $session_id
+SET m.ft_key = $ft_key,
+    m.memory_ids = reduce(acc = m.memory_ids, i IN row.memory_ids | CASE WHEN i IN acc THEN acc ELSE acc + i END)
 MERGE (c)-[:HAS_MESSAGE]->(m)
 RETURN count(m) AS n
 """
@@ -68,6 +73,15 @@ PAGE: LiteralString = """
 MATCH (m:Message {session_uid: $uid}) WHERE m.user_id = $user_id AND m.ord > $cursor
 WITH m ORDER BY m.ord LIMIT $limit
 RETURN m{.id, .role, .content, .timestamp, .task_id, .memory_ids, .created_at, .ord} AS message
+"""
+
+SEARCH: LiteralString = """
+CALL db.index.fulltext.queryNodes('message_text', $lucene, {limit: $k}) YIELD node AS m, score
+WHERE m.user_id = $user_id
+MATCH (c:Conversation {uid: m.session_uid}) WHERE c.deleted_at IS NULL
+  AND ($project_id IS NULL OR c.project_id IS NULL OR c.project_id = $project_id)
+RETURN m{.id, .role, .content, .timestamp, .task_id, .memory_ids, .created_at, session_id: c.id} AS message, score
+ORDER BY score DESC
 """
 
 DELETE_SESSION: LiteralString = """
@@ -123,8 +137,8 @@ class ConversationGraph:
                                        project_id=project_id, accepted_at=accepted_at)).single()
             if live is None:
                 return 0
-            rec = await (await tx.run(MESSAGES, uid=uid, user_id=user_id, rows=rows,
-                                      accepted_at=accepted_at)).single()
+            rec = await (await tx.run(MESSAGES, uid=uid, user_id=user_id, rows=rows, accepted_at=accepted_at,
+                                      session_id=session_id, ft_key=ft_key(user_id, FT_GROUP))).single()
             return int(rec["n"]) if rec else 0
 
         stored: int = await self._write(run)
@@ -168,6 +182,21 @@ class ConversationGraph:
         more = len(rows) > n
         rows = rows[:n]
         return rows, (str(rows[-1]["ord"]) if more and rows else None)
+
+    async def search_messages(self, user_id: str, query: str, project_id: str | None, k: int
+                              ) -> list[tuple[dict[str, Any], float]]:
+        check_id(user_id, "user_id")
+        terms = lucene_terms(query)
+        if not terms:
+            return []
+        lucene = lucene_query([ft_key(user_id, FT_GROUP)], ("content",), terms)
+
+        async def run(tx: AsyncManagedTransaction) -> list[tuple[dict[str, Any], float]]:
+            result = await tx.run(SEARCH, lucene=lucene, user_id=user_id, project_id=project_id, k=clamp(k, 500))
+            return [(dict(r["message"]), float(r["score"])) for r in await result.data()]
+
+        hits: list[tuple[dict[str, Any], float]] = await self._read(run)
+        return hits
 
     async def delete_session(self, user_id: str, session_id: str, before: str) -> int:
         check_id(user_id, "user_id")
