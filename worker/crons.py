@@ -22,6 +22,7 @@ from service.maintenance.runs import expire_observations, summary
 from service.maintenance.sweep import DedupSweep
 from service.reconcile import Reconciler
 from service.settings import Settings
+from worker.tiers import tier_retention_cron
 
 log = structlog.get_logger(__name__)
 
@@ -133,6 +134,9 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
         jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=settings.reconcile_cron_hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
     jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
+    if settings.message_retention_days > 0 or settings.run_retention_days > 0:  # issue 28: worker/tiers.py
+        jobs.append(cron(tier_retention_cron, name="tier_retention", hour=settings.reconcile_cron_hour, minute=55,
+                         unique=True, run_at_startup=False, max_tries=1))
     if settings.dedup_cron_enabled:
         jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
                          run_at_startup=False, max_tries=1))

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.conversations.service import ConversationService
+import structlog
+
+from service.conversations.service import ConversationService, expire_tiers
 from service.deps import Deps
+from service.errors import DependencyUnavailable
 from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
 from service.runs.service import RunService
 from worker.jobs import run_job
+
+log = structlog.get_logger(__name__)
 
 
 def _runs(deps: Deps) -> RunService:
@@ -38,6 +43,16 @@ async def run_delete(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> 
 
 async def conversation_delete(ctx: dict[str, Any], task_id: str, job: dict[str, Any]) -> None:
     await run_job(ctx, task_id, job, ConversationDeleteJob, _conversation_delete)
+
+
+async def tier_retention_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Daily: messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS are erased."""
+    deps: Deps = ctx["deps"]
+    try:
+        return await expire_tiers(deps.settings, deps.graph)
+    except DependencyUnavailable as exc:
+        log.warning("tier_retention_failed", error=str(exc)[:300])
+        return None
 
 
 TIER_FUNCTIONS = {

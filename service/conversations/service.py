@@ -7,6 +7,7 @@ Deleting erases: a session's delete removes its messages; a memory's delete remo
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -60,6 +61,21 @@ async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_i
     stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
     log.info("messages_kept", session_id=session, messages=stored)
     return session
+
+
+async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | None = None) -> dict[str, int]:
+    """Retention: erase messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS (by
+    when they were written); a setting of 0 keeps them. `user_id`: only that user's (every user's without)."""
+    now = datetime.now(UTC)
+    out = {"messages": 0, "runs": 0}
+    if settings.message_retention_days > 0:
+        before = (now - timedelta(days=settings.message_retention_days)).isoformat()
+        out["messages"] = await graph.expire_messages(before, user_id)
+    if settings.run_retention_days > 0:
+        before = (now - timedelta(days=settings.run_retention_days)).isoformat()
+        out["runs"] = await graph.expire_runs(before, user_id)
+    log.info("tier_retention", **out)
+    return out
 
 
 class ConversationService:

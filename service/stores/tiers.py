@@ -71,6 +71,9 @@ class RunStore(Protocol):
     async def erase_runs(self, user_id: str, before: str) -> int:
         """Every run of the user accepted before `before`."""
 
+    async def expire_runs(self, before: str, user_id: str | None = None) -> int:
+        """Retention: erase runs created before `before` (of every user, or of one)."""
+
 
 class ConversationStore(Protocol):
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
@@ -95,6 +98,10 @@ class ConversationStore(Protocol):
 
     async def erase_messages_of(self, user_id: str, memory_ids: list[str]) -> int:
         """Deleting a memory erases the messages it came from (their text is the memory's)."""
+
+    async def expire_messages(self, before: str, user_id: str | None = None) -> int:
+        """Retention: erase messages written before `before` (of every user, or of one); a session left without
+        messages goes too."""
 
     async def erase_tiers(self, user_id: str, before: str) -> int:
         """A delete of everything of the user: every run and conversation accepted before `before`."""

@@ -3,10 +3,13 @@ paged, summarised offline; deletes erase them."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
+from service.conversations.service import expire_tiers
+from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
 
@@ -115,3 +118,21 @@ async def test_deletes_erase_messages(client: httpx.AsyncClient) -> None:
     assert (await wait_task(client, resp.json()["task_id"]))["status"] == "completed"
     assert (await client.get("/v1/conversations", params={"user_id": user})).json()["items"] == []
     assert (await client.get("/v1/runs", params={"user_id": user})).json()["items"] == []
+
+
+async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient, deps: Deps) -> None:
+    user, session = unique("conv"), unique("s")
+    await _write(client, user_id=user, session_id=session, messages=FIRST)
+    run = await client.post("/v1/runs", json={"user_id": user, "task": "old work"})
+    assert (await wait_task(client, run.json()["task_id"]))["status"] == "completed"
+    # a one-day retention keeps what was just written
+    kept = await expire_tiers(deps.settings.model_copy(update={"message_retention_days": 1,
+                                                                "run_retention_days": 1}), deps.graph, user)
+    assert kept == {"messages": 0, "runs": 0}
+    assert len((await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]) == 3
+    # what was written before the cut-off goes (a cut-off in the future, for this user only)
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    assert await deps.graph.expire_messages(later, user) == 3
+    assert await deps.graph.expire_runs(later, user) == 1
+    assert (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).status_code == 404
+    assert (await client.get(f"/v1/runs/{run.json()['run_id']}", params={"user_id": user})).status_code == 404

@@ -98,6 +98,22 @@ MATCH (c:Conversation) WHERE c.user_id = $user_id AND c.deleted_at IS NULL AND c
 RETURN c.uid AS uid LIMIT 1000
 """
 
+EXPIRE_MESSAGES: LiteralString = """
+MATCH (m:Message) WHERE m.created_at < $before AND ($user_id IS NULL OR m.user_id = $user_id)
+WITH m LIMIT 1000
+DETACH DELETE m
+RETURN count(*) AS n
+"""
+
+# A session whose messages all expired goes too (no tombstone: nothing of it may still be in flight).
+EMPTY_SESSIONS: LiteralString = """
+MATCH (c:Conversation) WHERE c.deleted_at IS NULL AND c.updated_at < $before
+  AND ($user_id IS NULL OR c.user_id = $user_id) AND NOT (c)-[:HAS_MESSAGE]->(:Message)
+WITH c LIMIT 1000
+DETACH DELETE c
+RETURN count(*) AS n
+"""
+
 ERASE_OF_MEMORIES: LiteralString = """
 MATCH (m:Message) WHERE m.user_id = $user_id AND any(i IN m.memory_ids WHERE i IN $ids)
 WITH m LIMIT 1000
@@ -228,6 +244,20 @@ class ConversationGraph:
             total += n
             if n < 1000:
                 break
+        return total
+
+    async def expire_messages(self, before: str, user_id: str | None = None) -> int:
+        async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> int:
+            rec = await (await tx.run(stmt, before=before, user_id=user_id)).single()
+            return int(rec["n"]) if rec else 0
+
+        total = 0
+        for stmt in (EXPIRE_MESSAGES, EMPTY_SESSIONS):
+            for _ in range(10_000):
+                n: int = await self._write(run, stmt=stmt)
+                total += n if stmt is EXPIRE_MESSAGES else 0
+                if n < 1000:
+                    break
         return total
 
     async def erase_tiers(self, user_id: str, before: str) -> int:

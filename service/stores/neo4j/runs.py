@@ -215,6 +215,11 @@ SET r = {uid: r.uid, id: r.id, user_id: r.user_id, created_at: r.created_at, del
 RETURN count(r) AS n
 """
 
+EXPIRED_RUNS: LiteralString = """
+MATCH (r:Run) WHERE r.deleted_at IS NULL AND r.created_at < $before AND ($user_id IS NULL OR r.user_id = $user_id)
+RETURN r.uid AS uid, r.user_id AS user_id LIMIT 1000
+"""
+
 RUNS_BEFORE: LiteralString = """
 MATCH (r:Run) WHERE r.user_id = $user_id AND r.deleted_at IS NULL AND r.created_at <= $before
 RETURN r.uid AS uid LIMIT 1000
@@ -433,6 +438,22 @@ class RunGraph:
 
         deleted: int = await self._write(run)
         return deleted
+
+    async def expire_runs(self, before: str, user_id: str | None = None) -> int:
+        async def batch(tx: AsyncManagedTransaction) -> list[tuple[str, str]]:
+            result = await tx.run(EXPIRED_RUNS, before=before, user_id=user_id)
+            return [(str(r["uid"]), str(r["user_id"])) for r in await result.data()]
+
+        total = 0
+        for _ in range(10_000):
+            rows: list[tuple[str, str]] = await self._read(batch)
+            if not rows:
+                break
+            for owner in sorted({u for _, u in rows}):
+                uids = [uid for uid, u in rows if u == owner]
+                for i in range(0, len(uids), 50):
+                    total += await self._delete_runs(owner, uids[i:i + 50], before)
+        return total
 
     async def erase_runs(self, user_id: str, before: str) -> int:
         """Every run of the user accepted before `before` (batches of 1000, bounded)."""
