@@ -98,7 +98,8 @@ class ConversationService:
         await self._session(user_id, session_id)
         rows, next_cursor = await self.graph.session_messages(user_id, session_id, limit, cursor)
         return MessagePage(session_id=session_id, next_cursor=next_cursor,
-                           items=[MessageOut(**{k: v for k, v in r.items() if k != "ord"}) for r in rows])
+                           items=[MessageOut(**{k: v for k, v in r.items() if k not in ("ord", "position")})
+                                  for r in rows])
 
     async def summary(self, user_id: str, session_id: str, max_sentences: int) -> SessionSummary:
         session = await self._session(user_id, session_id)

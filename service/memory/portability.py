@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from service.domain import Memory
 from service.errors import DomainError
 from service.memory.base import MemoryBase
+from service.runs.portability import TierImport, export_tiers
 from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
@@ -130,6 +131,8 @@ class MemoryPortability(MemoryBase):
         async for item in _pages(lambda c: self.graph.export_facts(user_id, groups, PAGE, c)):
             counts["facts"] += 1
             yield _line({"type": "fact", "fact": item})
+        async for tier_line in export_tiers(self.graph, user_id, project_id, counts):  # runs, messages (issue 28)
+            yield _line(tier_line)
         yield _line({"type": "end", "counts": counts})
 
     async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
@@ -146,6 +149,7 @@ class MemoryPortability(MemoryBase):
         same_as: list[dict[str, Any]] = []  # applied once every entity is in (a pair may name a later one)
         merges: list[tuple[str, str]] = []
         total = len(lines)
+        tiers = TierImport(self.graph, self.embedder, user_id)  # runs and messages (issue 28)
 
         def reject(number: int, reason: str) -> None:
             if len(rejected) < MAX_REJECTS_LISTED:
@@ -202,6 +206,8 @@ class MemoryPortability(MemoryBase):
                                      [str(e) for e in obj.get("entity_ids") or []]))
                 elif kind == "fact":
                     facts.append(_fact(obj["fact"]))
+                elif kind in ("run", "message"):
+                    tiers.add(kind, obj)
                 elif kind not in ("header", "end"):
                     raise ValueError(f"unknown line type {kind!r}")
             except (ValidationError, ValueError, TypeError, KeyError) as e:
@@ -212,6 +218,7 @@ class MemoryPortability(MemoryBase):
         await flush(total)
         if same_as or merges:
             await self.ledger.import_identity(user_id, same_as, merges)
+        imported.update(await tiers.flush())
         log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
         return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}

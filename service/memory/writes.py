@@ -382,14 +382,18 @@ class MemoryWrites(MemoryBase):
         else:
             ids = await self._delete_targets(job)
             await self.tasks.save_step(task_id, "targets", json.dumps(ids))
-        if job.memory_ids is None and all(v is None for v in (job.scope, job.category, job.project_id, job.agent_id)):
-            await self.graph.erase_tiers(job.user_id, job.accepted_at)  # everything of the user: runs, sessions
+        everything = job.memory_ids is None and all(
+            v is None for v in (job.scope, job.category, job.project_id, job.agent_id))
         if not ids:
+            if everything:
+                await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
             return {"deleted": [], "expired_edges": [], "graph": "stored"}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
             await self.graph.erase_messages_of(job.user_id, ids)  # the messages these memories came from
+        if everything:
+            await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 

@@ -25,6 +25,7 @@ class RunWrite:
     task_vec: list[float] | None = None
     summary_vec: list[float] | None = None
     vec_model: str | None = None
+    restore: bool = False  # an import: write even over a tombstone newer than `accepted_at`
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class RunStore(Protocol):
 
 class ConversationStore(Protocol):
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
-                             rows: list[dict[str, Any]]) -> int:
+                             rows: list[dict[str, Any]], restore: bool = False) -> int:
         """MERGE the messages (rows: id, position, ord, role, content, timestamp, task_id, memory_ids) under the
         session. Returns how many are stored (0: the session was deleted after the write was accepted)."""
 

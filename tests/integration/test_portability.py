@@ -63,7 +63,8 @@ async def test_export_delete_import_round_trip(client: httpx.AsyncClient, deps: 
     assert header["totals"]["memories"] == 4
     kinds = [x["type"] for x in lines]
     assert kinds.index("entity") < kinds.index("memory") < kinds.index("fact") and end["type"] == "end"
-    assert end["counts"] == {"entities": kinds.count("entity"), "memories": 4, "facts": kinds.count("fact")}
+    assert end["counts"] == {"entities": kinds.count("entity"), "memories": 4, "facts": kinds.count("fact"),
+                             "runs": 0, "messages": 0}
     assert all(len(x["vector"]) == deps.embedder.dim for x in lines if x["type"] == "memory")
     assert {x["fact"]["id"] for x in lines if x["type"] == "fact"} == {f["id"] for f in before[1]}
 

@@ -166,3 +166,41 @@ async def test_search_include_traces_returns_the_run_that_touched_a_returned_ent
     assert again["reasoning"][0]["run_id"] == run and again["reasoning"][0]["via"] == ["query", "entities"]
     bad = await client.post("/v1/search", json={"user_id": user, "query": "x", "include": ["nope"]})
     assert bad.status_code == 422
+
+
+async def test_runs_and_messages_round_trip_through_export_and_import(client: httpx.AsyncClient) -> None:
+    user = unique("runs")
+    run = await _start(client, user, task="Deploy the api", project_id="api", steps=[
+        {"seq": 1, "action": "push", "tool_calls": [
+            {"tool": "Bash", "arguments": {"command": "git push"}, "status": "error", "error": "rejected",
+             "error_kind": "git", "touched": [{"name": "origin", "type": "service"}]},
+            {"tool": "Bash", "arguments": {"command": "git pull --rebase"}}]},
+        {"seq": 0, "action": "build"}], outcome={"success": True, "summary": "pushed after a rebase"})
+    conv = await client.post("/v1/memories", json={"user_id": user, "session_id": "chat-1", "messages": [
+        {"id": "a", "role": "user", "content": "Deploy the api today."},
+        {"role": "assistant", "content": "Deploying now."}]})
+    assert (await wait_task(client, conv.json()["task_id"]))["status"] == "completed"
+    before_run = (await client.get(f"/v1/runs/{run}", params={"user_id": user})).json()
+    before_chat = (await client.get("/v1/conversations/chat-1", params={"user_id": user})).json()
+
+    exported = await client.get("/v1/export", params={"user_id": user})
+    lines = [json.loads(x) for x in exported.text.splitlines()]
+    assert [x["type"] for x in lines].count("run") == 1 and [x["type"] for x in lines].count("message") == 2
+    assert lines[-1]["counts"]["runs"] == 1 and lines[-1]["counts"]["messages"] == 2
+    wiped = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    assert (await wait_task(client, wiped.json()["task_id"]))["status"] == "completed"
+    assert (await client.get(f"/v1/runs/{run}", params={"user_id": user})).status_code == 404
+
+    for _ in range(2):  # a second import of the same file changes nothing
+        resp = await client.post("/v1/import", content=exported.content,
+                                 headers={"content-type": "application/x-ndjson"})
+        done = await wait_task(client, resp.json()["task_id"], timeout=60)
+        assert done["status"] == "completed", done
+        assert done["result"]["imported"]["runs"] == 1 and done["result"]["imported"]["messages"] == 2
+        assert done["result"]["rejected"] == []
+        after_run = (await client.get(f"/v1/runs/{run}", params={"user_id": user})).json()
+        assert after_run == before_run
+        after_chat = (await client.get("/v1/conversations/chat-1", params={"user_id": user})).json()
+        assert after_chat == before_chat
+    found = (await client.post("/v1/runs/search", json={"user_id": user, "query": "git push rejected"})).json()
+    assert [r["run_id"] for r in found["results"]] == [run]

@@ -32,7 +32,7 @@ MERGE_CONVERSATION: LiteralString = """
 MERGE (c:Conversation {uid: $uid})
 ON CREATE SET c.id = $session_id, c.user_id = $user_id, c.created_at = $accepted_at, c.updated_at = $accepted_at
 WITH c
-WHERE c.deleted_at IS NULL OR c.deleted_at < $accepted_at
+WHERE c.deleted_at IS NULL OR c.deleted_at < $accepted_at OR $restore
 SET c.created_at = CASE WHEN c.deleted_at IS NOT NULL OR $accepted_at < c.created_at THEN $accepted_at
                         ELSE c.created_at END,
     c.updated_at = CASE WHEN c.deleted_at IS NOT NULL OR $accepted_at > c.updated_at THEN $accepted_at
@@ -48,7 +48,7 @@ UNWIND $rows AS row
 MERGE (m:Message {uid: row.uid})
 ON CREATE SET m.id = row.id, m.user_id = $user_id, m.session_uid = $uid, m.ord = row.ord, m.role = row.role,
               m.content = row.content, m.timestamp = row.timestamp, m.task_id = row.task_id,
-              m.created_at = $accepted_at, m.memory_ids = [], m.session_id = $session_id
+              m.created_at = $accepted_at, m.memory_ids = [], m.session_id = $session_id, m.position = row.position
 SET m.ft_key = $ft_key,
     m.memory_ids = reduce(acc = m.memory_ids, i IN row.memory_ids | CASE WHEN i IN acc THEN acc ELSE acc + i END)
 MERGE (c)-[:HAS_MESSAGE]->(m)
@@ -72,7 +72,7 @@ RETURN """ + SESSION_PROPS + " AS session"
 PAGE: LiteralString = """
 MATCH (m:Message {session_uid: $uid}) WHERE m.user_id = $user_id AND m.ord > $cursor
 WITH m ORDER BY m.ord LIMIT $limit
-RETURN m{.id, .role, .content, .timestamp, .task_id, .memory_ids, .created_at, .ord} AS message
+RETURN m{.id, .role, .content, .timestamp, .task_id, .memory_ids, .created_at, .ord, .position} AS message
 """
 
 SEARCH: LiteralString = """
@@ -140,7 +140,7 @@ class ConversationGraph:
         raise NotImplementedError
 
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
-                             rows: list[dict[str, Any]]) -> int:
+                             rows: list[dict[str, Any]], restore: bool = False) -> int:
         check_id(user_id, "user_id")
         check_id(session_id, "session_id")
         uid = conversation_uid(user_id, session_id)
@@ -150,7 +150,7 @@ class ConversationGraph:
 
         async def run(tx: AsyncManagedTransaction) -> int:
             live = await (await tx.run(MERGE_CONVERSATION, uid=uid, session_id=session_id, user_id=user_id,
-                                       project_id=project_id, accepted_at=accepted_at)).single()
+                                       project_id=project_id, accepted_at=accepted_at, restore=restore)).single()
             if live is None:
                 return 0
             rec = await (await tx.run(MESSAGES, uid=uid, user_id=user_id, rows=rows, accepted_at=accepted_at,

@@ -49,7 +49,7 @@ MERGE_RUN: LiteralString = """
 MERGE (r:Run {uid: $uid})
 ON CREATE SET r.id = $run_id, r.user_id = $user_id, r.created_at = $accepted_at, r.ft_key = $ft_key
 WITH r
-WHERE r.deleted_at IS NULL OR r.deleted_at < $accepted_at
+WHERE r.deleted_at IS NULL OR r.deleted_at < $accepted_at OR $restore
 SET r.created_at = CASE WHEN r.deleted_at IS NOT NULL OR $accepted_at < r.created_at THEN $accepted_at
                         ELSE r.created_at END,
     r.ft_key = $ft_key
@@ -294,7 +294,7 @@ class RunGraph:
 
         async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> bool:
             live = await (await tx.run(MERGE_RUN, uid=uid, run_id=run.run_id, user_id=run.user_id,
-                                       accepted_at=run.accepted_at, ft_key=key)).single()
+                                       accepted_at=run.accepted_at, ft_key=key, restore=run.restore)).single()
             if live is None:
                 return False  # deleted after this part was accepted
             if run.start is not None:
