@@ -91,7 +91,8 @@ async def test_bad_lines_are_reported_and_the_rest_imported(client: httpx.AsyncC
     assert all("vector" not in x for x in lines)
     body = ndjson(lines[:2]).decode() + "this is not json\n" + json.dumps(
         {"type": "memory", "memory": {"id": "x"}}) + "\n" + ndjson(lines[2:]).decode()
-    await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    wiped = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    await wait_task(client, wiped.json()["task_id"])  # else the delete may run after the import and remove it
     result = await import_body(client, body.encode())
     assert result["imported"]["memories"] == 1 and result["imported"]["reembedded"] == 1
     assert [r["line"] for r in result["rejected"]] == [3, 4]
