@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from arq.cron import CronJob, cron
 
+from service.conversations.service import drain_pending_erasures
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
@@ -53,6 +54,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     try:
         reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
         drained = await Reconciler(deps.service).drain()
+        await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # issue 28: messages, runs
     except DependencyUnavailable as exc:
         log.warning("reconcile_tick_failed", error=str(exc)[:300])
         return None

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from service.api.deps import DepsDep, get_deps
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
@@ -18,16 +19,10 @@ from service.conversations.schemas import (
     SessionSummary,
 )
 from service.conversations.service import ConversationService
-from service.deps import Deps
 from service.domain import ID_PATTERN
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
-
-
-async def get_deps(request: Request) -> Deps:
-    deps: Deps = request.app.state.deps
-    return deps
 
 
 async def get_conversations(request: Request) -> ConversationService:
@@ -36,7 +31,6 @@ async def get_conversations(request: Request) -> ConversationService:
 
 
 ConversationsDep = Annotated[ConversationService, Depends(get_conversations)]
-DepsDep = Annotated[Deps, Depends(get_deps)]
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from service.api.deps import DepsDep, get_deps
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
 from service.api.security import CallerDep
-from service.deps import Deps
 from service.domain import ID_PATTERN
 from service.runs.schemas import (
     MAX_SEQ,
@@ -32,17 +32,11 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
 async def get_runs(request: Request) -> RunService:
-    deps: Deps = request.app.state.deps
+    deps = await get_deps(request)
     return RunService(deps.settings, deps.tasks, deps.graph, deps.embedder, deps.service.query_embedder)
 
 
-async def get_deps(request: Request) -> Deps:
-    deps: Deps = request.app.state.deps
-    return deps
-
-
 RunsDep = Annotated[RunService, Depends(get_runs)]
-DepsDep = Annotated[Deps, Depends(get_deps)]
 StepSeq = Annotated[int, Path(ge=0, le=MAX_SEQ)]
 SessionQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 

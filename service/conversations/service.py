@@ -7,6 +7,8 @@ Deleting erases: a session's delete removes its messages; a memory's delete remo
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,9 +26,9 @@ from service.conversations.schemas import (
     SummarySentence,
 )
 from service.conversations.summary import summarise
-from service.domain import Memory, Message
-from service.errors import NotFound
-from service.queue import TaskQueue
+from service.domain import ID_PATTERN, Memory, Message
+from service.errors import DependencyUnavailable, NotFound
+from service.queue import TaskQueue, aw, redis_guard
 from service.runs.jobs import ConversationDeleteJob
 from service.schemas import AcceptedResponse
 from service.settings import Settings
@@ -34,14 +36,16 @@ from service.stores.graph import GraphStore
 
 log = structlog.get_logger(__name__)
 SUMMARY_MESSAGES = 2000  # the most messages a summary reads (the first ones)
+PENDING_ERASE = "tiers:pending-erase"
 
 
 def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:
-    """The session a conversation write names: `session_id`, else `metadata.session_id` (the hooks' field)."""
+    """The session a conversation write names: `session_id`, else `metadata.session_id` (the hooks' field) when
+    it is an id (a session must be addressable as /v1/conversations/{session_id})."""
     if session_id:
         return session_id
     named = metadata.get("session_id")
-    return named[:128] if isinstance(named, str) and named.strip() else None
+    return named if isinstance(named, str) and re.fullmatch(ID_PATTERN, named) else None
 
 
 async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_id: str | None,
@@ -61,6 +65,39 @@ async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_i
     stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
     log.info("messages_kept", session_id=session, messages=stored)
     return session
+
+
+async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: GraphStore, user_id: str,
+                             memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
+    """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
+    and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
+    it), so is this: it waits in Redis (`<queue>:tiers:pending-erase`) for `drain_pending_erasures`."""
+    if graph_done:
+        await graph.erase_messages_of(user_id, memory_ids)
+        if everything:
+            await graph.erase_tiers(user_id, before)
+        return
+    entry = json.dumps({"user_id": user_id, "ids": memory_ids, "everything": everything, "before": before},
+                       sort_keys=True)
+    await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
+
+
+async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: GraphStore) -> int:
+    """Erase what deletes left pending (the reconcile tick calls this); stops at the first graph failure."""
+    key = tasks.key(PENDING_ERASE)
+    entries = await redis_guard(settings, "pending erase", aw(tasks.redis.srandmember(key, 100)))
+    done = 0
+    for raw in entries or []:
+        entry = json.loads(raw)
+        try:
+            await erase_after_delete(settings, tasks, graph, entry["user_id"], list(entry["ids"]),
+                                     bool(entry["everything"]), str(entry["before"]), graph_done=True)
+        except DependencyUnavailable as exc:
+            log.warning("pending_erase_waits", error=str(exc)[:300])
+            break
+        await redis_guard(settings, "pending erase", aw(tasks.redis.srem(key, raw)))
+        done += 1
+    return done
 
 
 async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | None = None) -> dict[str, int]:

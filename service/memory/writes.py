@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import structlog
 
 from service.ai.extraction import ExtractedFact, ExtractionResult
-from service.conversations.service import keep_messages, session_of
+from service.conversations.service import erase_after_delete, keep_messages, session_of
 from service.domain import (
     Memory,
     Message,
@@ -391,9 +391,10 @@ class MemoryWrites(MemoryBase):
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
-            await self.graph.erase_messages_of(job.user_id, ids)  # the messages these memories came from
-        if everything:
-            await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
+        # the messages these memories came from (and with everything, the user's runs and sessions): now, or
+        # when the graph is back if its half of the delete is pending (service/conversations/service.py)
+        await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,
+                                 job.accepted_at, graph_done=expired is not None)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 

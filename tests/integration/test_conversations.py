@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from service.conversations.service import expire_tiers
+from service.conversations.service import drain_pending_erasures, erase_after_delete, expire_tiers
 from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
@@ -136,3 +136,16 @@ async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient,
     assert await deps.graph.expire_runs(later, user) == 1
     assert (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).status_code == 404
     assert (await client.get(f"/v1/runs/{run.json()['run_id']}", params={"user_id": user})).status_code == 404
+
+
+async def test_a_delete_whose_graph_half_is_pending_erases_the_messages_later(
+        client: httpx.AsyncClient, deps: Deps) -> None:
+    user, session = unique("conv"), unique("s")
+    done = await _write(client, user_id=user, session_id=session, messages=FIRST)
+    window = next(m for m in done["result"]["memories"] if "m1" in m["source_message_ids"])
+    # what apply_delete does when the ledger reports the graph half pending (graph down or slow)
+    await erase_after_delete(deps.settings, deps.tasks, deps.graph, user, [window["id"]], False,
+                             datetime.now(UTC).isoformat(), graph_done=False)
+    await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # (the reconcile tick may be first)
+    left = (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]
+    assert "m1" not in [m["id"] for m in left] and len(left) < 3
