@@ -37,6 +37,7 @@ from service.stores.graph import GraphStore
 log = structlog.get_logger(__name__)
 SUMMARY_MESSAGES = 2000  # the most messages a summary reads (the first ones)
 PENDING_ERASE = "tiers:pending-erase"
+PENDING_MESSAGES = "tiers:pending-messages"
 
 
 def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:
@@ -48,11 +49,13 @@ def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:
     return named if isinstance(named, str) and re.fullmatch(ID_PATTERN, named) else None
 
 
-async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_id: str | None,
-                        project_id: str | None, accepted_at: str, messages: list[Message],
+async def keep_messages(settings: Settings, tasks: TaskQueue, graph: GraphStore, task_id: str, user_id: str,
+                        session_id: str | None, project_id: str | None, accepted_at: str, messages: list[Message],
                         memories: list[Memory]) -> str:
     """Store the write's messages under its session (one per write, named by the task id, when none is given),
-    each with the memories that came from it. Returns the session id."""
+    each with the memories that came from it. Returns the session id. With the graph down or slow the write does
+    not fail (its memories are stored, their graph half waits in the outbox): the messages wait in Redis
+    (`<queue>:tiers:pending-messages`) for the reconcile tick (`drain_pending_erasures`)."""
     session = session_id or task_id
     derived: dict[str, list[str]] = {}
     for memory in memories:
@@ -62,7 +65,14 @@ async def keep_messages(graph: GraphStore, task_id: str, user_id: str, session_i
     rows = [{"id": m.id, "position": i, "ord": f"{accepted_at}|{i:06d}",
              "role": m.role, "content": m.content, "timestamp": m.timestamp, "task_id": task_id,
              "memory_ids": derived.get(m.id if m.id is not None else str(i), [])} for i, m in enumerate(messages)]
-    stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
+    try:
+        stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
+    except DependencyUnavailable as exc:
+        entry = json.dumps({"user_id": user_id, "session": session, "project_id": project_id,
+                            "accepted_at": accepted_at, "rows": rows}, sort_keys=True)
+        await redis_guard(settings, "pending messages", aw(tasks.redis.sadd(tasks.key(PENDING_MESSAGES), entry)))
+        log.warning("messages_pending", session_id=session, error=str(exc)[:300])
+        return session
     log.info("messages_kept", session_id=session, messages=stored)
     return session
 
@@ -83,7 +93,17 @@ async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: GraphS
 
 
 async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: GraphStore) -> int:
-    """Erase what deletes left pending (the reconcile tick calls this); stops at the first graph failure."""
+    """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
+    tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
+    key = tasks.key(PENDING_MESSAGES)
+    for raw in await redis_guard(settings, "pending messages", aw(tasks.redis.srandmember(key, 100))) or []:
+        m = json.loads(raw)
+        try:
+            await graph.store_messages(m["user_id"], m["session"], m["project_id"], m["accepted_at"], m["rows"])
+        except DependencyUnavailable as exc:
+            log.warning("pending_messages_wait", error=str(exc)[:300])
+            return 0
+        await redis_guard(settings, "pending messages", aw(tasks.redis.srem(key, raw)))
     key = tasks.key(PENDING_ERASE)
     entries = await redis_guard(settings, "pending erase", aw(tasks.redis.srandmember(key, 100)))
     done = 0

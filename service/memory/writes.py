@@ -204,8 +204,8 @@ class MemoryWrites(MemoryBase):
             drafts.add(memory, list(window.indexes), None, alias=_single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         graph = await self.write_memories(task_id, memories, links) if memories else "stored"
-        session = await keep_messages(self.graph, task_id, job.user_id, job.session_id, job.project_id,
-                                      job.accepted_at, messages, memories)
+        session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
+                                      job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {

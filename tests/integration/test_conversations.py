@@ -3,7 +3,10 @@ paged, summarised offline; deletes erase them."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,7 +14,8 @@ import httpx
 from service.conversations.service import drain_pending_erasures, erase_after_delete, expire_tiers
 from service.deps import Deps
 from tests.conftest import unique
-from tests.integration.conftest import wait_task
+from tests.integration.conftest import running_app, wait_task
+from tests.integration.procs import SlowProxy
 
 
 async def _write(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
@@ -136,6 +140,27 @@ async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient,
     assert await deps.graph.expire_runs(later, user) == 1
     assert (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).status_code == 404
     assert (await client.get(f"/v1/runs/{run.json()['run_id']}", params={"user_id": user})).status_code == 404
+
+
+async def test_messages_of_a_write_while_the_graph_is_slow_are_kept_later(tmp_path: Path) -> None:
+    upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
+    async with SlowProxy(upstream) as proxy, running_app(
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=1
+    ) as (client, _):
+        user, session = unique("conv"), unique("s")
+        proxy.delay = 8.0
+        resp = await client.post("/v1/memories", json={"user_id": user, "session_id": session, "messages": SECOND})
+        done = await wait_task(client, resp.json()["task_id"], timeout=90)
+        assert done["status"] == "completed" and done["result"]["graph"] == "pending", done
+        proxy.delay = 0.0
+        items: list[str] = []
+        for _ in range(600):  # the reconcile tick stores the messages once the graph answers again
+            page = await client.get(f"/v1/conversations/{session}", params={"user_id": user})
+            items = [m["id"] for m in page.json()["items"]] if page.status_code == 200 else []
+            if items:
+                break
+            await asyncio.sleep(0.1)
+        assert items == ["m4", "m5"]
 
 
 async def test_a_delete_whose_graph_half_is_pending_erases_the_messages_later(
