@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
+from service.api.conversations import router as conversations_router
+from service.api.runs import router as runs_router
 from service.api.security import ERROR_RESPONSES, BodyLimit, RateLimiter, get_caller
 from service.deps import Deps, build_deps
 from service.errors import ConfigError, RateLimited, ServiceError, Unauthorized
@@ -145,6 +147,8 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(maintenance.router)
     app.include_router(portability.router)
     app.include_router(traces.router)
+    app.include_router(runs_router)  # task traces
+    app.include_router(conversations_router)  # conversations
     app.include_router(legacy.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],

@@ -18,6 +18,7 @@ from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
+from service.conversations.service import ConversationService
 from service.identity import NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
@@ -31,6 +32,7 @@ from service.outbox import MemoryLocks, Outbox
 from service.queue import TaskQueue, connect_redis
 from service.reconcile import Reconciler
 from service.registry import FUNCTIONS, JobHandlers
+from service.runs.service import RunService
 from service.settings import Settings
 from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
@@ -177,9 +179,11 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
                           RuleLinkFinder())
-    jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger),
+    jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger, graph),
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
-                       reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger))
+                       reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
+                       runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
+                       conversations=ConversationService(settings, tasks, graph))
     log.info(
         "deps_ready",
         profile=settings.profile,

@@ -54,6 +54,7 @@ class ConversationJob(JobModel):
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     messages: list[dict[str, Any]]
+    session_id: str | None = None  # None: the messages are kept under a session named by the task id
 
 
 class UpdateJob(JobModel):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from service.conversations.service import ConversationService
 from service.jobs import (
     ConversationJob,
     DedupJob,
@@ -31,6 +32,8 @@ from service.maintenance.sweep import DedupSweep
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.reconcile import Reconciler
+from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
+from service.runs.service import RunService
 
 J = TypeVar("J", bound=JobModel)
 JobResult = dict[str, Any]  # what the task's status record shows as `result`
@@ -46,6 +49,8 @@ class JobHandlers:
     sweep: DedupSweep
     reconciler: Reconciler
     reembedder: Reembedder
+    runs: RunService  # task traces: run (any part of one), run_delete
+    conversations: ConversationService  # conversation_delete
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ JOB_KINDS: tuple[JobKind, ...] = (
     declare("maintenance_dedup", DedupJob, lambda h: h.sweep.run_requested),
     declare("maintenance_reconcile", ReconcileJob, lambda h: h.reconciler.run_requested),
     declare("maintenance_reembed", ReembedJob, lambda h: h.reembedder.run),
+    declare("run_write", RunJob, lambda h: h.runs.store_run),
+    declare("run_delete", RunDeleteJob, lambda h: h.runs.delete_run),
+    declare("conversation_delete", ConversationDeleteJob, lambda h: h.conversations.delete_session),
 )
 
 FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function

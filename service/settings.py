@@ -200,6 +200,10 @@ class Settings(BaseSettings):
     pending_match_threshold: float = Field(default=0.85, gt=0, le=1)
     # Retrieval traces (POST /v1/search with trace=true) are removed after this many days.
     trace_ttl_days: int = Field(default=30, ge=1, le=3650)
+    # Conversation messages and task runs (docs/runs.md) older than this are erased by a daily cron;
+    # 0 = keep them.
+    message_retention_days: int = Field(default=0, ge=0, le=36_500)
+    run_retention_days: int = Field(default=0, ge=0, le=36_500)
 
     @field_validator("dedup_cron_hours", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from arq.cron import CronJob, cron
 
+from service.conversations.service import drain_pending_erasures
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
@@ -22,6 +23,7 @@ from service.maintenance.records import summary
 from service.maintenance.runs import expire_observations
 from service.maintenance.sweep import DedupSweep
 from service.settings import Settings
+from worker.tiers import tier_retention_cron
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +54,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     try:
         reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
         drained = await deps.jobs.reconciler.drain()
+        await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # messages, runs
     except DependencyUnavailable as exc:
         log.warning("reconcile_tick_failed", error=str(exc)[:300])
         return None
@@ -133,6 +136,9 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
         jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=settings.reconcile_cron_hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
     jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
+    if settings.message_retention_days > 0 or settings.run_retention_days > 0:  # worker/tiers.py
+        jobs.append(cron(tier_retention_cron, name="tier_retention", hour=settings.reconcile_cron_hour, minute=55,
+                         unique=True, run_at_startup=False, max_tries=1))
     if settings.dedup_cron_enabled:
         jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
                          run_at_startup=False, max_tries=1))

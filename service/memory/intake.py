@@ -8,6 +8,7 @@ import hashlib
 import json
 from typing import Any
 
+from service.conversations.service import session_of
 from service.domain import Scope, check_category, iso, normalise, resolve_scope
 from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
@@ -101,8 +102,11 @@ class Intake:
                          + ([m["id"], m["timestamp"]] if m["id"] is not None or m["timestamp"] is not None else [])
                          for m in messages],
         }
+        session_id = session_of(req.session_id, req.metadata or {})
+        if session_id is not None:  # the same messages in another session are another write
+            identity["session_id"] = session_id
         job = ConversationJob(user_id=user_id, project_id=req.project_id, agent_id=req.agent_id,
-                              metadata=req.metadata or {}, messages=messages)
+                              metadata=req.metadata or {}, messages=messages, session_id=session_id)
         return await self._enqueue(job, identity)
 
     async def submit_update(self, memory_id: str, req: UpdateMemoryRequest, user_id: str | None) -> AcceptedResponse:

@@ -37,7 +37,8 @@ from service.kv import RedisKV
 from service.ledger import Ledger
 from service.memory.base import MemoryBase
 from service.queue import TaskQueue
-from service.stores.graph import Page, groups_for
+from service.runs.portability import TierImport, export_tiers
+from service.stores.graph import GraphStore, Page, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -137,6 +138,8 @@ class MemoryPortability(MemoryBase):
         async for item in _pages(lambda c: self.graph.export_facts(user_id, groups, PAGE, c)):
             counts["facts"] += 1
             yield _line({"type": "fact", "fact": item})
+        async for tier_line in export_tiers(self.graph, user_id, project_id, counts):  # runs, messages
+            yield _line(tier_line)
         yield _line({"type": "end", "counts": counts})
 
 
@@ -144,11 +147,12 @@ class Importer:
     """The worker side of an import: the uploaded file (held in Redis by the intake) into both stores, through
     the ledger."""
 
-    def __init__(self, tasks: TaskQueue, kv: RedisKV, embedder: Embedder, ledger: Ledger) -> None:
+    def __init__(self, tasks: TaskQueue, kv: RedisKV, embedder: Embedder, ledger: Ledger, graph: GraphStore) -> None:
         self.tasks = tasks  # the task's progress
         self.kv = kv  # the upload
         self.embedder = embedder
         self.ledger = ledger
+        self.graph = graph  # the runs and messages of the file (not memories: the ledger's are)
 
     async def run(self, task_id: str, job: ImportJob) -> dict[str, Any]:
         """The import job: the upload's lines, with the task's progress; the upload is dropped once imported."""
@@ -177,6 +181,7 @@ class Importer:
         same_as: list[dict[str, Any]] = []  # applied once every entity is in (a pair may name a later one)
         merges: list[tuple[str, str]] = []
         total = len(lines)
+        tiers = TierImport(self.graph, self.embedder, user_id)  # runs and messages
 
         def reject(number: int, reason: str) -> None:
             if len(rejected) < MAX_REJECTS_LISTED:
@@ -233,6 +238,8 @@ class Importer:
                                      [str(e) for e in obj.get("entity_ids") or []]))
                 elif kind == "fact":
                     facts.append(_fact(obj["fact"]))
+                elif kind in ("run", "message"):
+                    tiers.add(kind, obj)
                 elif kind not in ("header", "end"):
                     raise ValueError(f"unknown line type {kind!r}")
             except (ValidationError, ValueError, TypeError, KeyError) as e:
@@ -243,6 +250,7 @@ class Importer:
         await flush(total)
         if same_as or merges:
             await self.ledger.import_identity(user_id, same_as, merges)
+        imported.update(await tiers.flush())
         log.info("import_done", user_id=user_id, **{k: v for k, v in imported.items()})
         return {"imported": imported, "rejected": rejected, "embedder": self.embedder.name,
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}

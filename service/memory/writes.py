@@ -10,6 +10,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
+from service.conversations.service import erase_after_delete, keep_messages
 from service.domain import Memory, Message, content_hash
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
@@ -82,6 +83,8 @@ class MemoryWriter:
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         graph = await self.write_memories(task_id, memories, links) if memories else "stored"
+        session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
+                                      job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {
@@ -90,6 +93,7 @@ class MemoryWriter:
             "extractor": extraction.extractor,
             "usage": extraction.usage.model_dump(),
             "dropped": extraction.dropped,
+            "session_id": session,
         }
 
     async def store_raw(self, task_id: str, job: RawJob) -> dict[str, Any]:
@@ -189,11 +193,19 @@ class MemoryWriter:
         else:
             ids = await self._delete_targets(job)
             await self.kv.save_step(task_id, "targets", json.dumps(ids))
+        everything = job.memory_ids is None and all(
+            v is None for v in (job.scope, job.category, job.project_id, job.agent_id))
         if not ids:
+            if everything:
+                await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
             return {"deleted": [], "expired_edges": [], "graph": "stored"}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
+        # the messages these memories came from (and with everything, the user's runs and sessions): now, or
+        # when the graph is back if its half of the delete is pending (service/conversations/service.py)
+        await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,
+                                 job.accepted_at, graph_done=expired is not None)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
 

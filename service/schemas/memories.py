@@ -124,6 +124,7 @@ class ConversationRequest(BaseModel):
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
     metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
+    session_id: str | None = OptionalId  # the conversation the messages join (GET /v1/conversations/{id})
 
 
 class AcceptedResponse(BaseModel):

@@ -34,6 +34,9 @@ class SearchRequest(BaseModel):
     trace: bool = Field(default=False, description=(
         "Record which memories this search returned and which entities the graph retriever used "
         "(GET /v1/traces/{trace_id}); kept TRACE_TTL_DAYS."))
+    include: list[Literal["traces"]] | None = Field(default=None, max_length=1, description=(
+        'With "traces": `reasoning` lists prior task runs that match the query or touched the returned '
+        "memories' entities (docs/runs.md)."))
 
     @model_validator(mode="after")
     def _window(self) -> SearchRequest:

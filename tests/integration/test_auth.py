@@ -43,6 +43,12 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/graph/entities/{entity_id}/unmerge"): {},
     ("POST", "/v1/maintenance/dedup"): {"dry_run": True},
     ("POST", "/v1/maintenance/reconcile"): {"dry_run": True},
+    ("POST", "/v1/runs"): {"task": "fix the build"},
+    ("POST", "/v1/runs/search"): {"query": "build"},
+    ("POST", "/v1/conversations/search"): {"query": "plan"},
+    ("POST", "/v1/runs/{run_id}/steps"): {"seq": 0, "action": "look"},
+    ("POST", "/v1/runs/{run_id}/steps/{seq}/tool-calls"): {"tool": "Bash", "arguments": {"command": "make"}},
+    ("POST", "/v1/runs/{run_id}/complete"): {"success": True, "summary": "done"},
 }
 
 
@@ -72,7 +78,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
 
 
 def _fill(path: str, ids: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), "p1"), path)
+    return re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), "0" if m.group(1) == "seq" else "p1"), path)
 
 
 async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) -> None:
@@ -116,7 +122,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
                 resp = await c.request(method, url, params=params, json=named, headers=stack.h("a"))
                 assert resp.status_code == 403, (method, path, resp.status_code, resp.text)
             # 3. A's key on B's ids, naming nobody: 404, never 403 (other tenants' ids are not confirmed)
-            if re.search(r"\{(memory_id|task_id|run_id|trace_id)\}", path):
+            if re.search(r"\{(memory_id|task_id|run_id|trace_id|session_id)\}", path):
                 resp = await c.request(method, url, json=body, headers=stack.h("a"))
                 assert resp.status_code == 404, (method, path, resp.status_code, resp.text)
             checked += 1
@@ -129,6 +135,40 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
     # maintenance writes need an admin key
     assert (await c.post("/v1/maintenance/dedup", json={}, headers=stack.h("b"))).status_code == 403
     assert (await c.post("/v1/maintenance/optimize", headers=stack.h("b"))).status_code == 403
+
+
+async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> None:
+    """Issue 28's tiers: B's own run and session, by B's key; A's key sees neither, and naming B is 403."""
+    c, b = stack.client, stack.users["b"]
+    run = await c.post("/v1/runs", json={"task": "B's secret deploy", "steps": [{"seq": 0, "action": "deploy"}]},
+                       headers=stack.h("b"))
+    assert (await _wait(c, run.json()["task_id"], stack.h("b")))["status"] == "completed"
+    conv = await c.post("/v1/memories", json={"session_id": "b-session",
+                                              "messages": [{"role": "user", "content": "B's secret plan"}]},
+                        headers=stack.h("b"))
+    assert (await _wait(c, conv.json()["task_id"], stack.h("b")))["status"] == "completed"
+    run_id = run.json()["run_id"]
+    assert (await c.get(f"/v1/runs/{run_id}", headers=stack.h("b"))).status_code == 200
+    assert (await c.get("/v1/conversations/b-session", headers=stack.h("b"))).status_code == 200
+    for method, url, body in (
+        ("GET", f"/v1/runs/{run_id}", None), ("DELETE", f"/v1/runs/{run_id}", None),
+        ("POST", f"/v1/runs/{run_id}/steps", {"seq": 1, "action": "x"}),
+        ("POST", f"/v1/runs/{run_id}/steps/0/tool-calls", {"tool": "Bash"}),
+        ("POST", f"/v1/runs/{run_id}/complete", {"success": True}),
+        ("GET", "/v1/conversations/b-session", None), ("GET", "/v1/conversations/b-session/summary", None),
+        ("DELETE", "/v1/conversations/b-session", None),
+    ):
+        resp = await c.request(method, url, json=body, headers=stack.h("a"))
+        assert resp.status_code == 404, (method, url, resp.status_code, resp.text)
+    found = await c.post("/v1/runs/search", json={"query": "secret deploy"}, headers=stack.h("a"))
+    assert found.status_code == 200 and found.json()["results"] == []
+    assert (await c.get("/v1/runs", headers=stack.h("a"))).json()["items"] == []
+    assert (await c.get("/v1/conversations", headers=stack.h("a"))).json()["items"] == []
+    hits = await c.post("/v1/conversations/search", json={"query": "secret plan"}, headers=stack.h("a"))
+    assert hits.status_code == 200 and hits.json()["results"] == []
+    assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["runs"] == 0
+    assert (await c.get("/v1/runs", params={"user_id": b}, headers=stack.h("a"))).status_code == 403
+    assert (await c.get(f"/v1/runs/{run_id}", params={"user_id": b}, headers=stack.h("admin"))).status_code == 200
 
 
 async def test_user_key_acts_for_its_user_without_naming_it_and_admin_for_any(stack: Stack) -> None:

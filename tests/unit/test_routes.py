@@ -42,6 +42,21 @@ PUBLIC_ROUTES = {
     ("GET", "/memories/status/{task_id}"),
     ("GET", "/v1/maintenance/runs"),
     ("GET", "/v1/maintenance/runs/{run_id}"),
+    # task traces and conversations (issue 28)
+    ("POST", "/v1/runs"),
+    ("GET", "/v1/runs"),
+    ("POST", "/v1/runs/search"),
+    ("GET", "/v1/runs/stats"),
+    ("GET", "/v1/runs/{run_id}"),
+    ("DELETE", "/v1/runs/{run_id}"),
+    ("POST", "/v1/runs/{run_id}/steps"),
+    ("POST", "/v1/runs/{run_id}/steps/{seq}/tool-calls"),
+    ("POST", "/v1/runs/{run_id}/complete"),
+    ("GET", "/v1/conversations"),
+    ("POST", "/v1/conversations/search"),
+    ("GET", "/v1/conversations/{session_id}"),
+    ("GET", "/v1/conversations/{session_id}/summary"),
+    ("DELETE", "/v1/conversations/{session_id}"),
 }
 
 

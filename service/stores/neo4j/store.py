@@ -20,6 +20,7 @@ from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, MemoryLinks, NameRules
 from service.stores.neo4j import cypher, resolution
+from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.reads import GraphReads
 from service.stores.neo4j.resolution import MissingNameVectors, resolve
@@ -34,6 +35,7 @@ from service.stores.neo4j.rows import (
     memory_row,
     utc_now,
 )
+from service.stores.neo4j.runs import RUN_SCHEMA, RunGraph
 
 log = structlog.get_logger(__name__)
 MAX_VECTOR_ROUNDS = 3  # transactions of one link write that may find candidates without name vectors
@@ -64,7 +66,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
@@ -138,7 +140,8 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
             await (await tx.run(stmt)).consume()
 
-        for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()):
+        for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
+                + RUN_SCHEMA + CONVERSATION_SCHEMA:
             try:
                 await self._write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine

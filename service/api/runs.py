@@ -1,0 +1,121 @@
+"""Task traces ("runs"): what an agent tried, its tool calls, how the task ended. Writes answer 202 with a
+task id (poll /v1/memories/status/{task_id}); reads are synchronous. The tenant comes from the API key."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from service.api.deps import DepsDep, get_deps
+from service.api.idempotency import IdempotencyKey, fingerprint, once
+from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
+from service.api.security import CallerDep
+from service.domain import ID_PATTERN
+from service.runs.schemas import (
+    MAX_SEQ,
+    CompleteRequest,
+    RunAccepted,
+    RunOut,
+    RunPage,
+    RunRequest,
+    RunSearchRequest,
+    RunSearchResponse,
+    RunStats,
+    StepRequest,
+    ToolCallRequest,
+)
+from service.runs.service import RunService
+from service.schemas import AcceptedResponse
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+async def get_runs(request: Request) -> RunService:
+    deps = await get_deps(request)
+    return deps.jobs.runs
+
+
+RunsDep = Annotated[RunService, Depends(get_runs)]
+StepSeq = Annotated[int, Path(ge=0, le=MAX_SEQ)]
+SessionQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+
+
+@router.post("", status_code=202, response_model=RunAccepted)
+async def start_run(req: RunRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+                    idempotency_key: IdempotencyKey = None) -> RunAccepted:
+    """Start a run (`task`); with `steps` and `outcome` this is the one-shot write of a whole trace. The answer
+    names the run: `run_id` as given, else the task id of this write."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/runs", req.model_dump(mode="json"))
+    accepted = await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_run(req, user))
+    return RunAccepted(task_id=accepted.task_id, poll_url=accepted.poll_url, run_id=req.run_id or accepted.task_id)
+
+
+@router.get("", response_model=RunPage)
+async def list_runs(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+                    session_id: SessionQuery = None, project_id: IdQuery = None, limit: PageLimit = 50,
+                    cursor: PairCursor = None) -> RunPage:
+    """The user's runs, newest first (optionally of one session or project)."""
+    return await runs.list_runs(caller.user(user_id), session_id, project_id, limit, cursor)
+
+
+@router.post("/search", response_model=RunSearchResponse)
+async def search_runs(req: RunSearchRequest, runs: RunsDep, caller: CallerDep) -> RunSearchResponse:
+    """Past runs by task and summary, and by their tool calls (tool, arguments, error, error kind): dense and
+    lexical, fused; filters on outcome, tool and error kind."""
+    return await runs.search(req, caller.user(req.user_id))
+
+
+@router.get("/stats", response_model=RunStats)
+async def run_stats(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+                    project_id: IdQuery = None) -> RunStats:
+    """How many runs, the success rate of the completed ones, failed tool calls by tool, failed runs by error
+    kind."""
+    return await runs.stats(caller.user(user_id), project_id)
+
+
+@router.get("/{run_id}", response_model=RunOut)
+async def get_run(run_id: RunId, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None) -> RunOut:
+    """The run with its steps in `seq` order, each with its tool calls in order, whatever order they were
+    written in."""
+    return await runs.get_run(run_id, caller.user(user_id))
+
+
+@router.delete("/{run_id}", status_code=202, response_model=AcceptedResponse)
+async def delete_run(run_id: RunId, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+                     user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """Erase the run, its steps and tool calls."""
+    user = caller.user(user_id)
+    fp = fingerprint("DELETE", f"/v1/runs/{run_id}", {"user_id": user})
+    return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_delete(run_id, user))
+
+
+@router.post("/{run_id}/steps", status_code=202, response_model=AcceptedResponse)
+async def add_step(run_id: RunId, req: StepRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+                   idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """One step (`seq`, `action`, `thought`, optionally its tool calls)."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", f"/v1/runs/{run_id}/steps", req.model_dump(mode="json"))
+    return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_step(run_id, req, user))
+
+
+@router.post("/{run_id}/steps/{seq}/tool-calls", status_code=202, response_model=AcceptedResponse)
+async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs: RunsDep, deps: DepsDep,
+                        caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """A tool call of step `seq`: arguments and result are redacted and bounded before they are queued. Two
+    identical calls within IDEMPOTENCY_WINDOW_SECONDS are one write unless they carry different `seq`."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", f"/v1/runs/{run_id}/steps/{seq}/tool-calls", req.model_dump(mode="json"))
+    return await once(deps.intake, caller, user, idempotency_key, fp,
+                      lambda: runs.submit_tool_call(run_id, seq, req, user))
+
+
+@router.post("/{run_id}/complete", status_code=202, response_model=AcceptedResponse)
+async def complete_run(run_id: RunId, req: CompleteRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+                       idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """The run's outcome: `success`, `summary`, `error_kind`."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", f"/v1/runs/{run_id}/complete", req.model_dump(mode="json"))
+    return await once(deps.intake, caller, user, idempotency_key, fp,
+                      lambda: runs.submit_complete(run_id, req, user))

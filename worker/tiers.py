@@ -1,0 +1,23 @@
+"""The retention cron of the runs and conversations tiers (their job kinds are in service/registry.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from service.conversations.service import expire_tiers
+from service.deps import Deps
+from service.errors import DependencyUnavailable
+
+log = structlog.get_logger(__name__)
+
+
+async def tier_retention_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Daily: messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS are erased."""
+    deps: Deps = ctx["deps"]
+    try:
+        return await expire_tiers(deps.settings, deps.graph)
+    except DependencyUnavailable as exc:
+        log.warning("tier_retention_failed", error=str(exc)[:300])
+        return None
