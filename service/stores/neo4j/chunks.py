@@ -43,13 +43,19 @@ class ChunkSizer:
     size: int  # the next chunk's size
     low: int = 1
     high: int = 2000
+    ceiling: int | None = None  # a size that was too slow lately: sizes stay under 3/4 of it (relaxing slowly)
 
     def record(self, items: int, seconds: float) -> None:
         """A chunk of `items` took `seconds`: the next one is what that rate fits in `target`."""
         fits = int(items * self.target / max(seconds, 1e-3))
-        self.size = max(self.low, min(self.high, 2 * max(items, 1), fits))
+        size = min(self.high, 2 * max(items, 1), fits)
+        if self.ceiling is not None:
+            size = min(size, self.ceiling * 3 // 4)
+            self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
+        self.size = max(self.low, size)
 
     def split(self, items: int) -> int:
+        self.ceiling = items if self.ceiling is None else min(self.ceiling, items)
         self.size = max(self.low, items // 2)
         return self.size
 
