@@ -260,13 +260,21 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
         """Relations written before keys and slots get them (cypher.MIGRATE_RELATION_KEYS; docs/decisions.md,
         "Relation keys"). Idempotent; an auto-commit statement, since it commits in batches itself."""
         started = time.perf_counter()
-        try:
-            async with asyncio.timeout(MIGRATION_SECONDS):
-                async with self._driver.session(database=self._db) as session:
-                    result = await session.run(cypher.MIGRATE_RELATION_KEYS, batch=MIGRATION_BATCH)
-                    record = await result.single()
-        except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
-            raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+        record = None
+        for attempt in range(3):  # two processes starting together may both key a legacy duplicate: run again
+            try:
+                async with asyncio.timeout(MIGRATION_SECONDS):
+                    async with self._driver.session(database=self._db) as session:
+                        result = await session.run(cypher.MIGRATE_RELATION_KEYS, batch=MIGRATION_BATCH)
+                        record = await result.single()
+                break
+            except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
+                raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+            except Neo4jError as exc:
+                if attempt == 2:
+                    raise
+                log.warning("graph_relation_keys_migration_retry", error=f"{exc.code}: {exc.message}"[:300])
+                await asyncio.sleep(1 + attempt)
         migrated = int(record["migrated"]) if record else 0
         if migrated:
             log.info("graph_relation_keys_migrated", relations=migrated,
