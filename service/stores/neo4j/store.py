@@ -45,7 +45,7 @@ MAX_VECTOR_ROUNDS = 3  # transactions of one link write that may find candidates
 _QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
 # Bulk writes (issue 27): where each kind of chunk starts (memories, rows, ids per transaction); sizes then follow
 # the measured rate so that a chunk takes about a tenth of the write deadline (chunks.py).
-FIRST_CHUNK = {"upsert": 250, "remove": 100, "import": 500, "identity": 50}
+FIRST_CHUNK = {"upsert": 64, "remove": 100, "import": 500, "identity": 50}
 MIGRATION_BATCH = 2000  # relationships per transaction of the start-up migration
 MIGRATION_SECONDS = 3600  # the start-up migration's deadline (a no-op pass reads each relationship once)
 
