@@ -68,8 +68,19 @@ def db_hits(plan: Any) -> int:
     return int(plan.get("dbHits", 0)) + sum(db_hits(c) for c in plan.get("children", []))
 
 
+async def erase_user(store: Neo4jGraphStore, user_id: str) -> None:
+    """Test hygiene: the user's nodes go (the suite shares one Neo4j; other tests scan it)."""
+    for label in ("Memory", "Entity"):
+        for _ in range(1000):  # bounded: batches of 2,000
+            records, _, _ = await store._driver.execute_query(
+                f"MATCH (n:{label} {{user_id: $u}}) WITH n LIMIT 2000 DETACH DELETE n RETURN count(*) AS c",
+                u=user_id, database_=store._db)
+            if records[0]["c"] == 0:
+                break
+
+
 @pytest.fixture(scope="module")
-async def dense(store: Neo4jGraphStore) -> tuple[str, list[Memory]]:
+async def dense(store: Neo4jGraphStore) -> AsyncIterator[tuple[str, list[Memory]]]:
     """A user whose entity "user" has DEGREE relations (every fourth a single-valued `deploys_to`, so each of
     those superseded the one before) and DEGREE mentions, written through the store."""
     u = f"dense-{uuid.uuid4().hex[:10]}"
@@ -79,7 +90,8 @@ async def dense(store: Neo4jGraphStore) -> tuple[str, list[Memory]]:
                                                 f"fact {i}")]) for i, m in enumerate(memories)]
     for start in range(0, DEGREE, 1000):
         await store.upsert_memories(memories[start : start + 1000], links[start : start + 1000])
-    return u, memories
+    yield u, memories
+    await erase_user(store, u)
 
 
 async def plans(store: Neo4jGraphStore, mode: str, steps: list[tuple[str, str, dict[str, Any]]]
@@ -207,15 +219,16 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
     acme = [r for r in rels if r["target"] == "Acme"]
     assert len(acme) == 2  # the legacy duplicate stays as it was; no third edge
     assert sum(later.id in r["memory_ids"] for r in acme) == 1
+    await erase_user(store, u)
 
 
 async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Path) -> None:
     """600 memories, 600 entities and 600 facts through POST /v1/import, with every byte to Neo4j throttled:
-    the first chunk (500 rows) cannot reach Neo4j within the write deadline, so it is split; the import
-    completes with everything in the graph."""
+    the first chunk (500 entity rows, over 100 KB) cannot reach Neo4j within the write deadline (6 s), so it is
+    split; the import completes with everything in the graph."""
     upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
     async with SlowProxy(upstream) as proxy, running_app(
-        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=0.4, arq_job_timeout=600,
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=1.0, arq_job_timeout=900,
     ) as (client, deps):
         user = unique("slowimport")
         n = 600
@@ -244,15 +257,19 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
         graph = deps.graph
         assert isinstance(graph, Neo4jGraphStore)
         splits = graph.chunk_stats.splits
-        proxy.upload_rate = 40_000  # bytes/s: 500 entity rows take several seconds, the deadline is 2.4 s
-        resp = await client.post("/v1/import", content=body, headers={"content-type": "application/x-ndjson"})
-        assert resp.status_code == 202, resp.text
-        done = await wait_task(client, resp.json()["task_id"], timeout=300)
-        proxy.upload_rate = None
-        assert done["status"] == "completed", done
-        assert done["result"]["imported"] == {"entities": n + 1, "memories": n, "facts": n, "reembedded": n,
-                                              "rejected": 0}
-        assert graph.chunk_stats.splits > splits  # a chunk was too slow: it was split, and its halves written
-        assert await probe.count_memories(graph, user) == n
-        rels = await probe.relations(graph, user)
-        assert len(rels) == n and all(len(r["memory_ids"]) == 1 for r in rels)
+        proxy.upload_rate = 15_000  # bytes/s: 500 entity rows take over 7 s; the write deadline is 6 s
+        try:
+            resp = await client.post("/v1/import", content=body, headers={"content-type": "application/x-ndjson"})
+            assert resp.status_code == 202, resp.text
+            done = await wait_task(client, resp.json()["task_id"], timeout=600)
+            proxy.upload_rate = None
+            assert done["status"] == "completed", done
+            assert done["result"]["imported"] == {"entities": n + 1, "memories": n, "facts": n, "reembedded": n,
+                                                  "rejected": 0}
+            assert graph.chunk_stats.splits > splits  # a chunk was too slow: it was split, and its halves written
+            assert await probe.count_memories(graph, user) == n
+            rels = await probe.relations(graph, user)
+            assert len(rels) == n and all(len(r["memory_ids"]) == 1 for r in rels)
+        finally:
+            proxy.upload_rate = None
+            await erase_user(graph, user)

@@ -8,6 +8,14 @@ from service.errors import DependencyUnavailable
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 
 
+async def answering() -> bool:
+    return True
+
+
+async def silent() -> bool:
+    return False
+
+
 async def test_a_chunk_too_slow_is_split_and_every_item_written_once_in_order() -> None:
     written: list[int] = []
     attempts: list[int] = []
@@ -21,7 +29,7 @@ async def test_a_chunk_too_slow_is_split_and_every_item_written_once_in_order() 
 
     stats = ChunkStats()
     sizer = ChunkSizer(target=60.0, size=500)
-    results = await write_chunked(list(range(1000)), sizer, write, stats, "test")
+    results = await write_chunked(list(range(1000)), sizer, write, stats, "test", answering)
     assert written == list(range(1000))
     assert sum(results) == 1000
     assert attempts[:5] == [500, 250, 125, 62, 31]  # halved until it fits
@@ -34,19 +42,26 @@ async def test_one_item_too_slow_is_unavailable() -> None:
         raise ChunkTooSlow("TransactionTimedOut", server=True)
 
     with pytest.raises(DependencyUnavailable):
-        await write_chunked([1, 2, 3, 4], ChunkSizer(target=1.0, size=4), write, ChunkStats(), "test")
+        await write_chunked([1, 2, 3, 4], ChunkSizer(target=1.0, size=4), write, ChunkStats(), "test", answering)
 
 
-async def test_client_deadlines_in_a_row_mean_unavailable_not_endless_splitting() -> None:
+async def test_a_client_deadline_splits_while_neo4j_answers_and_is_an_outage_when_it_does_not() -> None:
     attempts: list[int] = []
 
-    async def write(chunk: list[int]) -> None:
+    async def write(chunk: list[int]) -> int:
         attempts.append(len(chunk))
-        raise ChunkTooSlow("client deadline passed", server=False)
+        if len(chunk) > 64:  # a slow link: big transactions pass the client deadline
+            raise ChunkTooSlow("client deadline passed", server=False)
+        return len(chunk)
 
-    with pytest.raises(DependencyUnavailable):
-        await write_chunked(list(range(256)), ChunkSizer(target=1.0, size=256), write, ChunkStats(), "test")
-    assert attempts == [256, 128]
+    assert sum(await write_chunked(list(range(256)), ChunkSizer(target=1.0, size=256), write, ChunkStats(),
+                                   "test", answering)) == 256
+    assert attempts[:3] == [256, 128, 64]
+
+    attempts.clear()
+    with pytest.raises(DependencyUnavailable):  # no answer to the ping either: an outage, not split further
+        await write_chunked(list(range(256)), ChunkSizer(target=1.0, size=256), write, ChunkStats(), "test", silent)
+    assert attempts == [256]
 
 
 def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled() -> None:

@@ -3,9 +3,10 @@
 A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
 transaction each. The size of the next chunk is what the last one's rate says fits in `target` seconds (at most
 twice the last size, so one fast chunk does not make a huge one), and sizes carry over between calls of one
-store. A chunk that was too slow (the server ended its transaction at its timeout, the client deadline passed,
-or Neo4j's transaction memory ran out) was rolled back; it is split in half and the halves are written, down to
-a single item. Every write of the store is idempotent (MERGE on ids and keys), so a retried half converges.
+store. A chunk that was too slow (the server ended its transaction at its timeout, the client deadline passed
+while Neo4j still answers a trivial query, or Neo4j's transaction memory ran out) was rolled back; it is split
+in half and the halves are written, down to a single item. Every write of the store is idempotent (MERGE on
+ids and keys), so a retried half converges.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ log = structlog.get_logger(__name__)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-MAX_CLIENT_TIMEOUTS = 2  # consecutive client-side deadlines: Neo4j is down or unreachable, not slow
-
 
 class ChunkTooSlow(Exception):
     """A chunk's transaction did not finish in time (rolled back); `server` when Neo4j itself ended it."""
@@ -68,13 +66,13 @@ class ChunkStats:
 
 
 async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[[list[_T]], Awaitable[_R]],
-                        stats: ChunkStats, what: str) -> list[_R]:
+                        stats: ChunkStats, what: str, alive: Callable[[], Awaitable[bool]]) -> list[_R]:
     """`write(chunk)` over consecutive chunks of `items`, sized by `sizer`; a too-slow chunk is split and
-    retried. Raises DependencyUnavailable when a single item is too slow, or when the client deadline passes
-    MAX_CLIENT_TIMEOUTS times in a row (an outage looks like that, and splitting would only prolong it)."""
+    retried. Raises DependencyUnavailable when a single item is too slow, or when the client deadline passed
+    and `alive()` (a trivial query) says Neo4j does not answer either: an outage, which splitting would only
+    prolong."""
     results: list[_R] = []
     done = 0
-    client_timeouts = 0
     # bounded: each item is written once, and a chunk can be split at most log2(size) times
     for _ in range(4 * len(items) + 64):
         if done >= len(items):
@@ -84,8 +82,7 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
         try:
             results.append(await write(chunk))
         except ChunkTooSlow as exc:
-            client_timeouts = 0 if exc.server else client_timeouts + 1
-            if len(chunk) <= 1 or client_timeouts >= MAX_CLIENT_TIMEOUTS:
+            if len(chunk) <= 1 or (not exc.server and not await alive()):
                 raise DependencyUnavailable(f"neo4j {what}: a chunk of {len(chunk)} did not finish in time ({exc})"
                                             ) from exc
             stats.splits += 1
@@ -93,7 +90,6 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
                         reason=str(exc)[:200])
             continue
         seconds = time.perf_counter() - started
-        client_timeouts = 0
         stats.chunks += 1
         stats.slowest = max(stats.slowest, seconds)
         sizer.record(len(chunk), seconds)

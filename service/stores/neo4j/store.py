@@ -112,8 +112,9 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
 
     async def _write(self, fn: Any, *, slow: bool = False, tx_timeout: float | None = None, **params: Any) -> Any:
         """`fn(tx, **params)` in a managed write transaction. Neo4j ends the transaction after `tx_timeout`
-        (default 5x the timeout), the client gives up at 6x. `slow`: a transaction that was too slow raises
-        ChunkTooSlow (the caller splits its chunk) instead of DependencyUnavailable."""
+        (default 6x the timeout, the write deadline), the client gives up a little later (so that Neo4j's verdict
+        usually arrives first). `slow`: a transaction that was too slow raises ChunkTooSlow (the caller splits
+        its chunk) instead of DependencyUnavailable."""
         async def counted(tx: AsyncManagedTransaction, /, **kw: Any) -> Any:
             try:
                 return await fn(tx, **kw)
@@ -123,9 +124,9 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
                     self.deadlock_retries += 1
                 raise
 
-        server_timeout = tx_timeout if tx_timeout is not None else self._timeout * 5
+        server_timeout = tx_timeout if tx_timeout is not None else self._timeout * 6
         try:
-            async with asyncio.timeout(max(self._timeout * 6, server_timeout + self._timeout)):
+            async with asyncio.timeout(server_timeout + max(1.0, self._timeout)):
                 async with self._driver.session(database=self._db) as session:
                     return await session.execute_write(unit_of_work(timeout=server_timeout)(counted), **params)
         except TimeoutError as exc:
@@ -149,7 +150,15 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
         if sizer is None:
             sizer = self._sizers[kind] = ChunkSizer(target=self._timeout * 6 / 10,
                                                     size=FIRST_CHUNK[kind.split(":")[0]])
-        return await write_chunked(items, sizer, write, self.chunk_stats, kind)
+        return await write_chunked(items, sizer, write, self.chunk_stats, kind, self._alive)
+
+    async def _alive(self) -> bool:
+        """Does Neo4j answer a trivial query within the timeout (a slow chunk, not an outage)?"""
+        try:
+            await self.ping()
+        except DependencyUnavailable:
+            return False
+        return True
 
     async def _read(self, fn: Any, **params: Any) -> Any:
         try:
@@ -197,7 +206,7 @@ class Neo4jGraphStore(GraphReads, GraphCuration):
 
         # full-text indexes populate asynchronously; reads right after start need them online
         try:
-            await self._write(wait, seconds=int(self._timeout * 5), tx_timeout=self._timeout * 6)
+            await self._write(wait, seconds=int(self._timeout * 5))
         except Neo4jError as exc:  # a big store may take longer: searches fail until it is online
             log.warning("graph_indexes_not_online_yet", error=str(exc))
         log.info("graph_schema_ready", statements=len(cypher.SCHEMA))
