@@ -222,7 +222,7 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
     await erase_user(store, u)
 
 
-async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Path) -> None:
+async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Path, store: Neo4jGraphStore) -> None:
     """600 memories, 600 entities and 600 facts through POST /v1/import, with every byte to Neo4j throttled:
     the first chunk (500 entity rows, over 100 KB) cannot reach Neo4j within the write deadline (6 s), so it is
     split; the import completes with everything in the graph."""
@@ -254,7 +254,7 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
         lines.append({"type": "end", "counts": {"entities": n + 1, "memories": n, "facts": n}})
         body = "".join(json.dumps(x) + "\n" for x in lines).encode()
 
-        graph = deps.graph
+        graph, direct = deps.graph, store
         assert isinstance(graph, Neo4jGraphStore)
         splits = graph.chunk_stats.splits
         proxy.upload_rate = 15_000  # bytes/s: 500 entity rows take over 7 s; the write deadline is 6 s
@@ -267,9 +267,10 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
             assert done["result"]["imported"] == {"entities": n + 1, "memories": n, "facts": n, "reembedded": n,
                                                   "rejected": 0}
             assert graph.chunk_stats.splits > splits  # a chunk was too slow: it was split, and its halves written
-            assert await probe.count_memories(graph, user) == n
-            rels = await probe.relations(graph, user)
+            # read back directly (not through the slow link, whose store has a 1 s read timeout)
+            assert await probe.count_memories(direct, user) == n
+            rels = await probe.relations(direct, user)
             assert len(rels) == n and all(len(r["memory_ids"]) == 1 for r in rels)
         finally:
             proxy.upload_rate = None
-            await erase_user(graph, user)
+            await erase_user(direct, user)
