@@ -25,7 +25,7 @@ from service.stores.graph import MemoryGraphWrites, MemoryLinks
 
 log = structlog.get_logger(__name__)
 
-MAX_BATCH_MEMORIES = 256  # memories per coalesced upsert transaction
+MAX_BATCH_MEMORIES = 256  # memories per coalesced upsert (the store cuts it into chunks sized by time)
 
 
 @dataclass

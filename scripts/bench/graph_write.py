@@ -1,14 +1,22 @@
-"""Bulk graph writes: memories per second through `Neo4jGraphStore.upsert_memories` (UNWIND batches), without and
-with the entity resolution gate, beside the local embedder's rate measured in the same run (issue 16's target:
-graph writes >= 5x the embedder). Where the time goes: the seconds spent in each Cypher statement (the driver's
-`run` timed per statement text).
+"""Bulk graph writes through `Neo4jGraphStore.upsert_memories`.
 
-    .venv/bin/python scripts/bench/graph_write.py --neo4j-uri bolt://127.0.0.1:17687 -n 5000
+Two modes:
 
-The memories are scripts/bench/search.py's (fact templates over a skewed entity pool, one relation each; a few
-thousand distinct entities at 5,000 memories). Each configuration writes its own fresh user, in chunks of
---chunk; the first chunk creates most entities (the gate then runs its candidate queries for each), later
-chunks mostly mention entities that exist.
+- `--mode growth` (default, issue 27): one user, the search bench's memories (fact templates over its skewed
+  entity pool, one relation each), the resolution gate on, written in chunks of --chunk. Prints the chunk rate
+  against the size already loaded (buckets of --bucket memories), the slowest chunk beside the write deadline,
+  and the latency of single-memory writes (p50/p99 of --singles writes, one memory each) when the user's graph
+  reaches each of --sizes. The question: does a write cost the same at any size of the user's graph?
+
+      .venv/bin/python scripts/bench/graph_write.py --neo4j-uri bolt://127.0.0.1:17687 -n 100000 --sizes 10000,100000
+
+- `--mode gate` (issue 16): memories per second without and with the entity resolution gate, beside the local
+  embedder's rate measured in the same run (target: graph writes >= 5x the embedder).
+
+      .venv/bin/python scripts/bench/graph_write.py --mode gate --neo4j-uri bolt://127.0.0.1:17687 -n 5000
+
+Both print where the time goes: the seconds spent in each Cypher statement (the driver's `run` timed per
+statement text) and in the commits.
 """
 
 from __future__ import annotations
@@ -79,15 +87,100 @@ async def load(store: Neo4jGraphStore, n: int, chunk: int) -> tuple[list[float],
     return rates, total, [m.id for m in memories], user
 
 
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], singles: int, bucket: int,
+                 limit: float) -> None:
+    """One user grown to n memories; chunk rates by size already loaded, single-write latency at `sizes`."""
+    user = f"gw-{uuid.uuid4().hex[:10]}"
+    memories, links, _ = make_memories(user, n + singles * len(sizes), 1)
+    extra = list(zip(memories[n:], links[n:], strict=True))  # the single writes: later memories of the same pool
+    chunks: list[tuple[int, int, float]] = []  # (loaded before, memories, seconds)
+    latency: dict[int, list[float]] = {}
+    pending = sorted(s for s in sizes if s <= n)
+    loaded = 0
+    started = time.perf_counter()
+    for i in range(0, n, chunk):
+        t = time.perf_counter()
+        await store.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
+        seconds = time.perf_counter() - t
+        chunks.append((loaded, len(memories[i : i + chunk]), seconds))
+        loaded += len(memories[i : i + chunk])
+        if len(chunks) % 10 == 0:
+            print(f"  {loaded:>8} loaded, last chunk {chunks[-1][1] / seconds:7.0f}/s, "
+                  f"{time.perf_counter() - started:6.0f} s", flush=True)
+        while pending and loaded >= pending[0]:
+            size = pending.pop(0)
+            lat: list[float] = []
+            for m, link in extra[:singles]:
+                t = time.perf_counter()
+                await store.upsert_memories([m], [link])
+                lat.append(time.perf_counter() - t)
+            extra = extra[singles:]
+            latency[size] = lat
+            loaded += len(lat)
+        if time.perf_counter() - started > limit:
+            print(f"graph_write bench: over {limit:.0f} s, stopped at {loaded} memories")
+            break
+    total = time.perf_counter() - started
+    print(f"\ngraph writes, one user, {loaded} memories (search bench pool, resolution gate on) in chunks of {chunk},"
+          f" {total:.0f} s; write deadline {store._timeout * 6:.0f} s, a tenth of it {store._timeout * 0.6:.1f} s\n")
+    print("| memories already in the user's graph | chunks | chunk rate /s min-max | mean | slowest chunk s |")
+    print("|---|---:|---:|---:|---:|")
+    by_bucket: dict[int, list[tuple[int, int, float]]] = {}
+    for row in chunks:
+        by_bucket.setdefault(row[0] // bucket, []).append(row)
+    means: dict[int, float] = {}
+    for b, rows in sorted(by_bucket.items()):
+        rates = [k / sec for _, k, sec in rows]
+        means[b] = sum(k for _, k, _ in rows) / sum(sec for _, _, sec in rows)
+        print(f"| {b * bucket // 1000}k-{(b + 1) * bucket // 1000}k | {len(rows)} | {min(rates):.0f}-{max(rates):.0f}"
+              f" | {means[b]:.0f} | {max(sec for _, _, sec in rows):.2f} |")
+    first = min((b for b in means if b * bucket >= 20_000), default=min(means))
+    last = max(means)
+    print(f"\nrate at {last * bucket // 1000}k-{(last + 1) * bucket // 1000}k / rate at "
+          f"{first * bucket // 1000}k-{(first + 1) * bucket // 1000}k: {means[last] / means[first]:.2f}")
+    print(f"slowest chunk {max(sec for _, _, sec in chunks):.2f} s; the store's chunks: {store.chunk_stats}")
+    if latency:
+        print("\n| user's graph size | single writes | p50 ms | p99 ms | max ms |")
+        print("|---:|---:|---:|---:|---:|")
+        for size, lat in sorted(latency.items()):
+            print(f"| {size} | {len(lat)} | {pct(lat, 0.5) * 1000:.1f} | {pct(lat, 0.99) * 1000:.1f} | "
+                  f"{max(lat) * 1000:.1f} |")
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
     ap.add_argument("--neo4j-database", default="memory")
+    ap.add_argument("--mode", choices=("growth", "gate"), default="growth")
     ap.add_argument("-n", type=int, default=5000)
     ap.add_argument("--chunk", type=int, default=1000)
+    ap.add_argument("--sizes", default="10000", help="growth: comma-separated sizes to time single writes at")
+    ap.add_argument("--singles", type=int, default=200, help="growth: single writes timed at each size")
+    ap.add_argument("--bucket", type=int, default=10_000, help="growth: memories per row of the rate table")
+    ap.add_argument("--timeout", type=float, default=5.0, help="the store's timeout (GRAPH_TIMEOUT_SECONDS)")
+    ap.add_argument("--max-seconds", type=float, default=7200)
     args = ap.parse_args()
     time_statements()
     embedder = local_embedder()
+    if args.mode == "growth":
+        store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, args.timeout,
+                                NameVectors(embedder, ResolutionGate()))
+        try:
+            await store.ensure_schema()
+            STATEMENTS.clear()
+            sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+            await growth(store, args.n, args.chunk, sizes, args.singles, args.bucket, args.max_seconds)
+        finally:
+            await store.close()
+        print("\nwhere the time goes: seconds per statement, all writes")
+        for key, (count, seconds) in sorted(STATEMENTS.items(), key=lambda kv: -kv[1][1])[:12]:
+            print(f"  {seconds:8.2f} s  {int(count):6d} x  {key}")
+        return 0
     _, emb, _ = await embedder_rate("local", [f"Prefers tool {i} for data pipelines and web APIs" for i in range(512)])
     rows: list[tuple[str, list[float], float, dict[str, list[float]]]] = []
     for label, resolver in (("no gate", NameRules()), ("gate", NameVectors(embedder, ResolutionGate()))):

@@ -106,11 +106,14 @@ def start_service(
 
 class SlowProxy:
     """A TCP proxy on 127.0.0.1 in the test's event loop; `delay` seconds are added to every chunk
-    coming back from the upstream (a slow dependency without stopping it)."""
+    coming back from the upstream (a slow dependency without stopping it). With `upload_rate` (bytes per
+    second), what the client sends is forwarded no faster than that: a big transaction takes longer than a
+    small one, as on a slow link or a busy server."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.delay = 0.0
+        self.upload_rate: float | None = None
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
 
@@ -128,9 +131,11 @@ class SlowProxy:
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, slow: bool) -> None:
             try:
-                while data := await src.read(65536):
+                while data := await src.read(4096 if not slow and self.upload_rate else 65536):
                     if slow and self.delay:
                         await asyncio.sleep(self.delay)
+                    if not slow and self.upload_rate:
+                        await asyncio.sleep(len(data) / self.upload_rate)
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, asyncio.CancelledError):

@@ -9,13 +9,17 @@ to T is recorded on S, so an unmerge removes exactly that. Reads follow `merged_
 
 from __future__ import annotations
 
-from typing import Any, LiteralString
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, LiteralString, TypeVar
 
 from neo4j import AsyncManagedTransaction
 
 from service.errors import Conflict, DomainError, NotFound
 from service.stores.graph import NameRules
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .group_id, .merged_into,
     mentions: COUNT { (x)<-[:MENTIONS]-(:Memory) }}"""
@@ -76,12 +80,14 @@ CALL (s, t) {
 CALL (s, t) {
     MATCH (s)-[r:RELATES]->(o:Entity) WHERE o <> t
       AND NOT EXISTS { MATCH (t)-[c:RELATES]->(o) WHERE c.id = r.id }
-    CREATE (t)-[c:RELATES]->(o) SET c = properties(r), c.migrated_from = s.id
+    CREATE (t)-[c:RELATES]->(o)
+    SET c = r{.*, key: null, migrated_from: s.id,  // a copy has no key: writes find the original by it
+              slot: CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN t.id + '|' + r.predicate END}
 }
 CALL (s, t) {
     MATCH (o:Entity)-[r:RELATES]->(s) WHERE o <> t
       AND NOT EXISTS { MATCH (o)-[c:RELATES]->(t) WHERE c.id = r.id }
-    CREATE (o)-[c:RELATES]->(t) SET c = properties(r), c.migrated_from = s.id
+    CREATE (o)-[c:RELATES]->(t) SET c = r{.*, key: null, migrated_from: s.id}
 }
 CALL (s, t) {
     MATCH (s)-[r:SAME_AS]->(o:Entity) WHERE o <> t AND NOT (t)-[:SAME_AS]-(o)
@@ -229,7 +235,10 @@ class GraphCuration:
     _names: NameRules  # provided by Neo4jGraphStore
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, **params: Any) -> Any: ...
+    async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...
+    async def _chunked(self, kind: str, items: Sequence[_T], write: Callable[[list[_T]], Awaitable[_R]]
+                       ) -> list[_R]:
+        raise NotImplementedError  # provided by Neo4jGraphStore
 
     async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -324,14 +333,23 @@ class GraphCuration:
         check_id(user_id, "user_id")
         now = utc_now()
 
-        async def run(tx: AsyncManagedTransaction) -> None:
-            if same_as:
-                await (await tx.run(IMPORT_SAME_AS, rows=same_as, user_id=user_id)).consume()
-            for source_id, target_id in merges:
+        async def pairs(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
+            await (await tx.run(IMPORT_SAME_AS, rows=rows, user_id=user_id)).consume()
+
+        async def replay(tx: AsyncManagedTransaction, part: list[tuple[str, str]]) -> None:
+            for source_id, target_id in part:  # in the file's order: a chain of merges stays a chain
                 await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
                                     now=now)).consume()
 
-        await self._write(run)
+        async def write_pairs(rows: list[dict[str, Any]]) -> None:
+            await self._write(pairs, slow=True, rows=rows)
+
+        async def write_merges(part: list[tuple[str, str]]) -> None:
+            await self._write(replay, slow=True, part=part)
+
+        # in chunks sized by measured time, like every bulk write (chunks.py)
+        await self._chunked("identity:pairs", same_as, write_pairs)
+        await self._chunked("identity:merges", merges, write_merges)
 
     async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]:
         source = await self.entity(user_id, entity_id)

@@ -20,6 +20,13 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX entity_user IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.group_id)",
     "CREATE INDEX entity_name IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.name_lc)",
     "CREATE INDEX relates_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.id)",
+    # Flat write cost (issue 27): a relation is found by its unique key (the id of the original edge; a merge's
+    # copies share the id but have no key), the live edges of one (subject, predicate) by `slot`, which only
+    # live edges carry, and what one call expired by `expired_at`; never by walking a node's relationships.
+    # Relationship property uniqueness constraints exist in Community since 5.7.
+    "CREATE CONSTRAINT relates_key IF NOT EXISTS FOR ()-[r:RELATES]-() REQUIRE r.key IS UNIQUE",
+    "CREATE INDEX relates_slot IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.slot)",
+    "CREATE INDEX relates_expired IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.expired_at)",
     "CREATE INDEX relates_user IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id)",
     # cursor pagination: equality on the user, range + order on the id
     "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.id)",
@@ -83,48 +90,54 @@ MERGE (m)-[:MENTIONS]->(e)
 # A deleted memory, or a stale replay of an updated one, supports nothing.
 # An invalidated edge stated again *after* it stopped being true lives again from the new
 # valid_at; an edge that only lacked support (expired, not invalid) lives again with support.
+# The MERGE is on `key` (unique): a seek of the constraint's index, then LOCK(s, o) and the seek again; its cost
+# does not depend on how many relationships s or o have (a MERGE on `id` walked them, or scanned the whole
+# id index). A live edge carries `slot` (`<source id>|<predicate>`), history does not.
 UPSERT_RELATIONS: LiteralString = """
 UNWIND $rows AS row
 MATCH (m:Memory {id: row.memory_id})
 WHERE m.deleted_at IS NULL AND coalesce(m.updated_at, '') <= row.updated_at
 MATCH (s:Entity {id: row.source_id})
 MATCH (o:Entity {id: row.target_id})
-MERGE (s)-[r:RELATES {id: row.id}]->(o)
-ON CREATE SET r.user_id = row.user_id, r.group_id = row.group_id, r.predicate = row.predicate,
+MERGE (s)-[r:RELATES {key: row.id}]->(o)
+ON CREATE SET r.id = row.id, r.user_id = row.user_id, r.group_id = row.group_id, r.predicate = row.predicate,
               r.valid_at = row.valid_at, r.invalid_at = null, r.expired_at = null,
               r.memory_ids = [], r.former_memory_ids = [], r.created_at = row.created_at
 SET r.fact = row.fact, r.ft_key = row.ft_key,
     r.memory_ids = CASE WHEN row.memory_id IN r.memory_ids THEN r.memory_ids ELSE r.memory_ids + row.memory_id END,
     m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids
                       ELSE coalesce(m.edge_ids, []) + row.id END
-WITH r, row,
+WITH s, r, row,
      (r.invalid_at IS NOT NULL AND row.valid_at > r.invalid_at) AS restated,
      (r.invalid_at IS NULL AND r.expired_at IS NOT NULL) AS resupported
 SET r.valid_at = CASE WHEN restated THEN row.valid_at ELSE r.valid_at END,
     r.invalid_at = CASE WHEN restated THEN null ELSE r.invalid_at END,
     r.expired_at = CASE WHEN restated OR resupported THEN null ELSE r.expired_at END
+WITH s, r WHERE r.invalid_at IS NULL AND r.expired_at IS NULL
+SET r.slot = s.id + '|' + r.predicate
 """
 
 # Single-valued predicates: the new edges of a write, in valid_at order, each seeing the previous one's writes
 # (a CALL subquery runs once per row, in order, and sees the earlier runs' changes), in one round trip.
 # For each new edge: a valid edge of the same subject and predicate that is strictly newer makes it history;
 # otherwise it replaces every valid edge of that subject and predicate that is not newer.
+# The new edge by its key, the others by `slot` (index seeks: only the slot's live edges are read, not the
+# subject's relationships nor the slot's history). An edge made history loses its slot.
 SUPERSEDE: LiteralString = """
 UNWIND $rows AS row
 CALL (row) {
-    MATCH (s:Entity {id: row.source_id})-[n:RELATES {id: row.id}]->()
+    MATCH ()-[n:RELATES {key: row.id}]->()
     WHERE n.invalid_at IS NULL AND n.expired_at IS NULL
-    OPTIONAL MATCH (s)-[o:RELATES]->()
-    WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
-      AND o.valid_at > n.valid_at
-    WITH s, n, min(o.valid_at) AS next
+    OPTIONAL MATCH ()-[o:RELATES {slot: row.slot}]->()
+    WHERE o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL AND o.valid_at > n.valid_at
+    WITH n, min(o.valid_at) AS next
     SET n.invalid_at = coalesce(next, n.invalid_at),
-        n.expired_at = CASE WHEN next IS NULL THEN n.expired_at ELSE $now END
-    WITH s, n WHERE n.invalid_at IS NULL
-    MATCH (s)-[o:RELATES]->()
-    WHERE o.predicate = n.predicate AND o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL
-      AND o.valid_at <= n.valid_at
-    SET o.invalid_at = n.valid_at, o.expired_at = $now
+        n.expired_at = CASE WHEN next IS NULL THEN n.expired_at ELSE $now END,
+        n.slot = CASE WHEN next IS NULL THEN n.slot ELSE null END
+    WITH n WHERE n.invalid_at IS NULL
+    MATCH ()-[o:RELATES {slot: row.slot}]->()
+    WHERE o.id <> n.id AND o.invalid_at IS NULL AND o.expired_at IS NULL AND o.valid_at <= n.valid_at
+    SET o.invalid_at = n.valid_at, o.expired_at = $now, o.slot = null
 }
 """
 
@@ -146,7 +159,7 @@ SET r.memory_ids = rest,
 WITH r, rest
 WHERE r.invalid_at IS NULL
   AND NOT any(x IN rest WHERE EXISTS { MATCH (lm:Memory {id: x}) WHERE lm.deleted_at IS NULL })
-SET r.invalid_at = $now, r.expired_at = coalesce(r.expired_at, $now)
+SET r.invalid_at = $now, r.expired_at = coalesce(r.expired_at, $now), r.slot = null
 """
 
 # What a replace_memory call (identified by its `now`) invalidated: edges it took the memory's
@@ -158,9 +171,8 @@ CALL () {
     WITH r WHERE NOT $memory_id IN r.memory_ids AND r.invalid_at IS NOT NULL AND r.expired_at = $now
     RETURN r.id AS id
   UNION
-    UNWIND $keys AS key
-    MATCH (s:Entity {id: key[0]})-[r:RELATES]->()
-    WHERE r.predicate = key[1] AND r.invalid_at IS NOT NULL AND r.expired_at = $now
+    MATCH ()-[r:RELATES]->() WHERE r.expired_at = $now  // index seek: the edges this call expired
+    WITH r WHERE r.invalid_at IS NOT NULL AND [startNode(r).id, r.predicate] IN $keys
     RETURN r.id AS id
 }
 RETURN id ORDER BY id
@@ -206,7 +218,7 @@ SET r.memory_ids = supporters,
                                  CASE WHEN x IN acc THEN acc ELSE acc + x END)
 WITH r
 WHERE size(r.memory_ids) = 0 AND r.expired_at IS NULL
-SET r.expired_at = $now
+SET r.expired_at = $now, r.slot = null
 """
 
 # A survivor takes over its duplicates' edges in its own edge_ids.
@@ -450,13 +462,33 @@ IMPORT_FACTS: LiteralString = """
 UNWIND $rows AS row
 MATCH (s:Entity {id: row.source_id, user_id: $user_id})
 MATCH (o:Entity {id: row.target_id, user_id: $user_id})
-MERGE (s)-[r:RELATES {id: row.id}]->(o)
-SET r.user_id = $user_id, r.group_id = row.group_id, r.predicate = row.predicate, r.fact = row.fact,
+MERGE (s)-[r:RELATES {key: row.id}]->(o)
+SET r.id = row.id, r.user_id = $user_id, r.group_id = row.group_id, r.predicate = row.predicate, r.fact = row.fact,
     r.valid_at = row.valid_at, r.invalid_at = row.invalid_at, r.expired_at = row.expired_at,
     r.memory_ids = row.memory_ids, r.former_memory_ids = row.former_memory_ids, r.created_at = row.created_at,
-    r.ft_key = row.ft_key
+    r.ft_key = row.ft_key,
+    r.slot = CASE WHEN row.invalid_at IS NULL AND row.expired_at IS NULL THEN s.id + '|' + row.predicate END
 WITH row
 UNWIND row.memory_ids + row.former_memory_ids AS mid
 MATCH (m:Memory {id: mid})
 SET m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids ELSE coalesce(m.edge_ids, []) + row.id END
+"""
+
+# Relations written before keys and slots (issue 27): the original edge of each id gets `key` (a second edge with
+# the same id, which only a race of two writers could have made, gets a key no write looks up), live edges get
+# `slot`. One pass over the relationships, committed in batches (CALL ... IN TRANSACTIONS: an auto-commit
+# statement); a no-op pass over a migrated graph reads each relationship once.
+MIGRATE_RELATION_KEYS: LiteralString = """
+MATCH ()-[r:RELATES]->()
+WHERE (r.key IS NULL AND r.migrated_from IS NULL)
+   OR (r.slot IS NULL AND r.invalid_at IS NULL AND r.expired_at IS NULL)
+CALL (r) {
+    WITH r, startNode(r) AS s
+    SET r.key = CASE WHEN r.key IS NOT NULL OR r.migrated_from IS NOT NULL THEN r.key
+                     WHEN EXISTS { MATCH ()-[x:RELATES {key: r.id}]->() } THEN r.id + '|dup|' + elementId(r)
+                     ELSE r.id END,
+        r.slot = CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN s.id + '|' + r.predicate
+                      ELSE r.slot END
+} IN TRANSACTIONS OF $batch ROWS
+RETURN count(*) AS migrated
 """

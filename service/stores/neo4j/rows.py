@@ -30,7 +30,6 @@ MAX_NAME_CHARS = 200
 MAX_FACT_CHARS = 2000
 MAX_PREDICATE_CHARS = 100
 MAX_ALIASES = 20
-REMOVE_BATCH = 100  # memories per transaction (halved on Neo4j's transaction memory limit)
 
 
 

@@ -4,7 +4,9 @@ in cypher.py, rows and ids in rows.py, full-text search helpers in search.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, LiteralString
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, LiteralString, TypeVar
 
 import structlog
 from neo4j import (
@@ -13,6 +15,7 @@ from neo4j import (
     AsyncGraphDatabase,
     AsyncManagedTransaction,
     NotificationDisabledClassification,
+    unit_of_work,
 )
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, TransientError
 
@@ -20,13 +23,13 @@ from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, MemoryLinks, NameRules
 from service.stores.neo4j import cypher, resolution
+from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.reads import GraphReads
 from service.stores.neo4j.resolution import MissingNameVectors, resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
-    REMOVE_BATCH,
     check_id,
     entity_name,
     ft_key,
@@ -38,8 +41,32 @@ from service.stores.neo4j.rows import (
 from service.stores.neo4j.runs import RUN_SCHEMA, RunGraph
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 MAX_VECTOR_ROUNDS = 3  # transactions of one link write that may find candidates without name vectors
 _QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
+# Bulk writes: where each kind of chunk starts (memories, rows, ids per transaction); sizes then follow
+# the measured rate so that a chunk takes about a tenth of the write deadline (chunks.py).
+FIRST_CHUNK = {"upsert": 64, "remove": 100, "import": 500, "identity": 50}
+MIGRATION_BATCH = 2000  # relationships per transaction of the start-up migration
+MIGRATION_SECONDS = 3600  # the start-up migration's deadline (a no-op pass reads each relationship once)
+
+
+def _server_slow(exc: Neo4jError) -> bool:
+    """Neo4j ended the transaction for its time (the timeout this client set) or its memory."""
+    code = exc.code or ""
+    return "TransactionTimedOut" in code or "Transaction.Terminated" in code or "MemoryPoolOutOfMemoryError" in code
+
+
+def supersede_rows(relations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SUPERSEDE's rows: the single-valued relations, oldest first, each with its slot (`<source id>|<predicate>`,
+    the property by which the live edges of one subject and predicate are found)."""
+    return sorted(
+        ({"source_id": r["source_id"], "id": r["id"], "valid_at": str(r["valid_at"]),
+          "slot": f"{r['source_id']}|{r['predicate']}"} for r in relations
+         if r["predicate"] in SINGLE_VALUED_PREDICATES),
+        key=lambda r: r["valid_at"],
+    )
 
 
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
@@ -56,11 +83,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
         await (await tx.run(cypher.UPSERT_MENTIONS, rows=graph["mentions"])).consume()
     if graph["relations"]:
         await (await tx.run(cypher.UPSERT_RELATIONS, rows=graph["relations"])).consume()
-    single = sorted(
-        ({"source_id": r["source_id"], "id": r["id"], "valid_at": str(r["valid_at"])} for r in graph["relations"]
-         if r["predicate"] in SINGLE_VALUED_PREDICATES),
-        key=lambda r: r["valid_at"],
-    )
+    single = supersede_rows(graph["relations"])
     if single:  # oldest first, one round trip
         await (await tx.run(cypher.SUPERSEDE, rows=single, now=now)).consume()
 
@@ -86,8 +109,14 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
         self._names = names  # how entity names compare; with a gate, new entities are resolved
         self.transient_retries = 0  # transaction functions the driver re-ran on a transient error
         self.deadlock_retries = 0  # ... of which on DeadlockDetected
+        self._sizers: dict[str, ChunkSizer] = {}  # bulk write chunk sizes, by kind (chunks.py)
+        self.chunk_stats = ChunkStats()
 
-    async def _write(self, fn: Any, **params: Any) -> Any:
+    async def _write(self, fn: Any, *, slow: bool = False, tx_timeout: float | None = None, **params: Any) -> Any:
+        """`fn(tx, **params)` in a managed write transaction. Neo4j ends the transaction after `tx_timeout`
+        (default 6x the timeout, the write deadline), the client gives up a little later (so that Neo4j's verdict
+        usually arrives first). `slow`: a transaction that was too slow raises ChunkTooSlow (the caller splits
+        its chunk) instead of DependencyUnavailable."""
         async def counted(tx: AsyncManagedTransaction, /, **kw: Any) -> Any:
             try:
                 return await fn(tx, **kw)
@@ -97,16 +126,41 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
                     self.deadlock_retries += 1
                 raise
 
+        server_timeout = tx_timeout if tx_timeout is not None else self._timeout * 6
         try:
-            async with asyncio.timeout(self._timeout * 6):
+            async with asyncio.timeout(server_timeout + max(1.0, self._timeout)):
                 async with self._driver.session(database=self._db) as session:
-                    return await session.execute_write(counted, **params)
-        except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
+                    return await session.execute_write(unit_of_work(timeout=server_timeout)(counted), **params)
+        except TimeoutError as exc:
+            if slow:
+                raise ChunkTooSlow("client deadline passed", server=False) from exc
             raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
-        except TransientError as exc:
-            if "MemoryPoolOutOfMemoryError" in (exc.code or ""):
-                raise  # remove_memories halves its batch on this one
-            raise DependencyUnavailable(f"neo4j transient error after the driver's retries: {exc.code}") from exc
+        except (ServiceUnavailable, DriverError, OSError) as exc:
+            raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+        except Neo4jError as exc:
+            if slow and _server_slow(exc):
+                raise ChunkTooSlow(exc.code or "", server=True) from exc
+            if isinstance(exc, TransientError):
+                raise DependencyUnavailable(f"neo4j transient error after the driver's retries: {exc.code}") from exc
+            raise
+
+    async def _chunked(self, kind: str, items: Sequence[_T], write: Callable[[list[_T]], Awaitable[_R]]) -> list[_R]:
+        """A bulk write in chunks sized by measured time (chunks.py); `write` calls `_write(..., slow=True)`."""
+        if not items:
+            return []
+        sizer = self._sizers.get(kind)
+        if sizer is None:
+            sizer = self._sizers[kind] = ChunkSizer(target=self._timeout * 6 / 10,
+                                                    size=FIRST_CHUNK[kind.split(":")[0]])
+        return await write_chunked(items, sizer, write, self.chunk_stats, kind, self._alive)
+
+    async def _alive(self) -> bool:
+        """Does Neo4j answer a trivial query within the timeout (a slow chunk, not an outage)?"""
+        try:
+            await self.ping()
+        except DependencyUnavailable:
+            return False
+        return True
 
     async def _read(self, fn: Any, **params: Any) -> Any:
         try:
@@ -148,6 +202,7 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
                 if "EquivalentSchemaRule" not in (exc.code or ""):
                     raise
         await self._backfill()
+        await self._migrate_relation_keys()
 
         async def wait(tx: AsyncManagedTransaction, seconds: int) -> None:
             await (await tx.run("CALL db.awaitIndexes($seconds)", seconds=seconds)).consume()
@@ -213,6 +268,30 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
                 else:
                     await self._write(edge_ids, user_id=u)
 
+    async def _migrate_relation_keys(self) -> None:
+        """Relations written before keys and slots get them (cypher.MIGRATE_RELATION_KEYS; docs/decisions.md,
+        "Relation keys"). Idempotent; an auto-commit statement, since it commits in batches itself."""
+        started = time.perf_counter()
+        record = None
+        for attempt in range(3):  # two processes starting together may both key a legacy duplicate: run again
+            try:
+                async with asyncio.timeout(MIGRATION_SECONDS):
+                    async with self._driver.session(database=self._db) as session:
+                        result = await session.run(cypher.MIGRATE_RELATION_KEYS, batch=MIGRATION_BATCH)
+                        record = await result.single()
+                break
+            except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
+                raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
+            except Neo4jError as exc:
+                if attempt == 2:
+                    raise
+                log.warning("graph_relation_keys_migration_retry", error=f"{exc.code}: {exc.message}"[:300])
+                await asyncio.sleep(1 + attempt)
+        migrated = int(record["migrated"]) if record else 0
+        if migrated:
+            log.info("graph_relation_keys_migrated", relations=migrated,
+                     seconds=round(time.perf_counter() - started, 1))
+
     @staticmethod
     async def _mark_orphans(tx: AsyncManagedTransaction) -> None:
         await (await tx.run("MATCH (m:Memory) WHERE m.user_id IS NULL AND m.edge_ids IS NULL "
@@ -220,10 +299,10 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
 
     # ---- writes ---------------------------------------------------------------------------
 
-    async def _link_write(self, links_of: Any, body: Any) -> Any:
+    async def _link_write(self, links_of: Any, body: Any, *, slow: bool = False) -> Any:
         """`body(tx, graph, vectors)` in one write transaction, `graph` fresh from `links_of()` each time. The
         entity names are embedded before the transaction; names of candidates the transaction found without a
-        vector of this embedder are embedded after it rolled back, and it runs again."""
+        vector of this embedder are embedded after it rolled back, and it runs again. `slow`: as `_write`."""
         vectors: dict[str, list[float]] = {}
         for _ in range(MAX_VECTOR_ROUNDS):
             graph = links_of()
@@ -235,20 +314,31 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
                 return await body(tx, graph, vectors)
 
             try:
-                return await self._write(run, graph=graph, vectors=vectors)
+                return await self._write(run, slow=slow, graph=graph, vectors=vectors)
             except MissingNameVectors as exc:
                 vectors |= await self._names.vectors(exc.names)
         raise DependencyUnavailable("neo4j write: candidates kept arriving without name vectors")
 
     async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
+        """The memories and their links, in chunks of memories sized by measured time (a job's few memories are
+        one transaction; a bulk write is several, each well inside the deadline)."""
         now = utc_now()
-        rows = sorted((memory_row(m) for m in memories), key=lambda r: str(r["id"]))
+        by_memory: dict[str, list[MemoryLinks]] = {}
+        for link in links or []:
+            by_memory.setdefault(link.memory_id, []).append(link)
 
-        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> None:
-            await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
-            await apply_links(tx, graph, now, self._names, vectors)
+        async def chunk(part: list[Memory]) -> None:
+            rows = sorted((memory_row(m) for m in part), key=lambda r: str(r["id"]))
+            part_links = [link for m in part for link in by_memory.get(m.id, [])]
 
-        await self._link_write(lambda: link_rows(memories, links or [], self._names), body)
+            async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
+                           ) -> None:
+                await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
+                await apply_links(tx, graph, now, self._names, vectors)
+
+            await self._link_write(lambda: link_rows(part, part_links, self._names), body, slow=True)
+
+        await self._chunked("upsert", memories, chunk)
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         if links.memory_id != memory.id:
@@ -299,19 +389,11 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
             return expired
 
         async def remove(chunk: list[str]) -> list[str]:
-            try:
-                done: list[str] = await self._write(run, chunk=chunk)
-                return done
-            except TransientError as exc:  # too many edges for one transaction: halve (idempotent)
-                if "MemoryPoolOutOfMemoryError" not in (exc.code or "") or len(chunk) == 1:
-                    raise
-                half = len(chunk) // 2
-                return await remove(chunk[:half]) + await remove(chunk[half:])
+            done: list[str] = await self._write(run, slow=True, chunk=chunk)
+            return done
 
-        expired: list[str] = []
-        for start in range(0, len(ids), REMOVE_BATCH):
-            expired += await remove(ids[start : start + REMOVE_BATCH])
-        return sorted(set(expired))
+        expired = await self._chunked("remove", ids, remove)
+        return sorted({e for part in expired for e in part})
 
     async def import_graph(self, user_id: str, memories: list[Memory], entities: list[dict[str, Any]],
                            mentions: list[dict[str, str]], facts: list[dict[str, Any]]) -> None:
@@ -323,17 +405,21 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
                      "identity": e.get("identity", {})} for e in entities]
         fact_rows = [{**f, "ft_key": ft_key(user_id, str(f["group_id"]))} for f in facts]
 
-        async def run(tx: AsyncManagedTransaction) -> None:
-            if ent_rows:
-                await (await tx.run(cypher.IMPORT_ENTITIES, rows=ent_rows, user_id=user_id)).consume()
-            if memory_rows:
-                await (await tx.run(cypher.IMPORT_MEMORIES, rows=memory_rows)).consume()
-            if mentions:
-                await (await tx.run(cypher.UPSERT_MENTIONS, rows=mentions)).consume()
-            if fact_rows:
-                await (await tx.run(cypher.IMPORT_FACTS, rows=fact_rows, user_id=user_id)).consume()
+        async def run(tx: AsyncManagedTransaction, stmt: LiteralString, rows: list[dict[str, Any]]) -> None:
+            await (await tx.run(stmt, rows=rows, user_id=user_id)).consume()
 
-        await self._write(run)
+        # entities, then memories, then mentions and facts (which need both), each in chunks sized by time
+        steps: tuple[tuple[str, LiteralString, list[dict[str, Any]]], ...] = (
+            ("import:entities", cypher.IMPORT_ENTITIES, ent_rows),
+            ("import:memories", cypher.IMPORT_MEMORIES, memory_rows),
+            ("import:mentions", cypher.UPSERT_MENTIONS, [dict(m) for m in mentions]),
+            ("import:facts", cypher.IMPORT_FACTS, fact_rows),
+        )
+        for kind, stmt, rows in steps:
+            async def write(part: list[dict[str, Any]], stmt: LiteralString = stmt) -> None:
+                await self._write(run, slow=True, stmt=stmt, rows=part)
+
+            await self._chunked(kind, rows, write)
 
     async def ping(self) -> None:
         async def run(tx: AsyncManagedTransaction) -> None:

@@ -1,0 +1,97 @@
+"""Bulk graph writes in chunks whose size follows measured time (issue 27).
+
+A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
+transaction each. The size of the next chunk is what the last one's rate says fits in `target` seconds (at most
+twice the last size, so one fast chunk does not make a huge one), and sizes carry over between calls of one
+store. A chunk that was too slow (the server ended its transaction at its timeout, the client deadline passed
+while Neo4j still answers a trivial query, or Neo4j's transaction memory ran out) was rolled back; it is split
+in half and the halves are written, down to a single item. Every write of the store is idempotent (MERGE on
+ids and keys), so a retried half converges.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from service.errors import DependencyUnavailable
+
+log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+class ChunkTooSlow(Exception):
+    """A chunk's transaction did not finish in time (rolled back); `server` when Neo4j itself ended it."""
+
+    def __init__(self, reason: str, *, server: bool) -> None:
+        super().__init__(reason)
+        self.server = server
+
+
+@dataclass
+class ChunkSizer:
+    """The size of the next chunk of one kind of bulk write."""
+
+    target: float  # seconds one chunk should take
+    size: int  # the next chunk's size
+    low: int = 1
+    high: int = 2000
+    ceiling: int | None = None  # a size that was too slow lately: sizes stay under 3/4 of it (relaxing slowly)
+
+    def record(self, items: int, seconds: float) -> None:
+        """A chunk of `items` took `seconds`: the next one is what that rate fits in `target`."""
+        fits = int(items * self.target / max(seconds, 1e-3))
+        size = min(self.high, 2 * max(items, 1), fits)
+        if self.ceiling is not None:
+            size = min(size, self.ceiling * 3 // 4)
+            self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
+        self.size = max(self.low, size)
+
+    def split(self, items: int) -> int:
+        self.ceiling = items if self.ceiling is None else min(self.ceiling, items)
+        self.size = max(self.low, items // 2)
+        return self.size
+
+
+@dataclass
+class ChunkStats:
+    chunks: int = 0  # transactions committed
+    splits: int = 0  # chunks that were too slow and were split
+    slowest: float = 0.0  # seconds of the slowest committed chunk
+
+
+async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[[list[_T]], Awaitable[_R]],
+                        stats: ChunkStats, what: str, alive: Callable[[], Awaitable[bool]]) -> list[_R]:
+    """`write(chunk)` over consecutive chunks of `items`, sized by `sizer`; a too-slow chunk is split and
+    retried. Raises DependencyUnavailable when a single item is too slow, or when the client deadline passed
+    and `alive()` (a trivial query) says Neo4j does not answer either: an outage, which splitting would only
+    prolong."""
+    results: list[_R] = []
+    done = 0
+    # bounded: each item is written once, and a chunk can be split at most log2(size) times
+    for _ in range(4 * len(items) + 64):
+        if done >= len(items):
+            return results
+        chunk = list(items[done : done + max(sizer.size, sizer.low)])
+        started = time.perf_counter()
+        try:
+            results.append(await write(chunk))
+        except ChunkTooSlow as exc:
+            if len(chunk) <= 1 or (not exc.server and not await alive()):
+                raise DependencyUnavailable(f"neo4j {what}: a chunk of {len(chunk)} did not finish in time ({exc})"
+                                            ) from exc
+            stats.splits += 1
+            log.warning("graph_chunk_split", what=what, items=len(chunk), next=sizer.split(len(chunk)),
+                        reason=str(exc)[:200])
+            continue
+        seconds = time.perf_counter() - started
+        stats.chunks += 1
+        stats.slowest = max(stats.slowest, seconds)
+        sizer.record(len(chunk), seconds)
+        done += len(chunk)
+    raise DependencyUnavailable(f"neo4j {what}: gave up after too many split chunks")
