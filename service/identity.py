@@ -429,7 +429,7 @@ class Signals:
             return "exact"
         if self.conflict:
             return self.conflict
-        if self.variant and self.blended <= VARIANT_SCORE:
+        if self.variant and (self.blended <= VARIANT_SCORE or not self.mergeable):
             return self.variant
         return "fuzzy" if FUZZY_WEIGHT * self.fuzzy >= SEMANTIC_WEIGHT * self.semantic else "semantic"
 
