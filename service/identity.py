@@ -183,7 +183,11 @@ def _person_parts(name: str) -> _Parts | None:
 def _distinct_names(a: str, b: str) -> bool:
     """Two given names in their own right, not one's short form: they begin alike but neither begins the other,
     they are about as long, and the shorter does not end as a diminutive does ("Emma" / "Emily", "Maria" /
-    "Mario"; but "Danny" / "Daniel", "Dave" / "David")."""
+    "Mario"; but "Danny" / "Daniel", "Dave" / "David"); or one is the other's feminine or masculine form."""
+    short, long = sorted((a, b), key=len)
+    gendered = long == short + "a" or (len(a) == len(b) and a[:-1] == b[:-1] and {a[-1], b[-1]} == {"a", "o"})
+    if len(short) >= 3 and gendered:
+        return True  # the feminine or masculine form: "Paul" / "Paula", "Giuliano" / "Giuliana"
     if min(len(a), len(b)) < 4 or a.startswith(b) or b.startswith(a) or a[:2] != b[:2] or abs(len(a) - len(b)) > 2:
         return False
     shorter = [n for n in (a, b) if len(n) == min(len(a), len(b))]
@@ -217,8 +221,8 @@ def _given_relation(a: str, b: str) -> str | None:
     distinct = _distinct_names(a, b)
     if _nicknames(a, b) and not distinct:
         return "nickname"
-    if min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)):
-        return "short_name"
+    if min(len(a), len(b)) >= 3 and abs(len(a) - len(b)) >= 2 and (a.startswith(b) or b.startswith(a)):
+        return "short_name"  # "Rob" / "Robert"; one letter more is another name ("Paul" / "Paula") or a typo
     sa, sb = _skeleton(a), _skeleton(b)
     if min(len(a), len(b)) >= 4 and len(sa) >= 3 and sa == sb and _ending(a) == _ending(b):
         return "transliteration"

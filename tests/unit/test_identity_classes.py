@@ -53,6 +53,7 @@ def test_same_surname_and_a_form_of_the_given_name_is_proposed(a: str, b: str, s
 @pytest.mark.parametrize(("a", "b", "conflict"), [
     ("Emma Hart", "Emily Hart", "other_given_name"),  # the nicknames dataset links them; two names all the same
     ("Maria Lopez", "Mario Lopez", "other_given_name"),
+    ("Paul Brandt", "Paula Brandt", "other_given_name"),  # one letter more, and another person
     ("Emma Hart", "Emma Stone", "other_surname"),
     ("Martin King Jr.", "Martin King Sr.", "other_suffix"),
     ("John F. Kennedy", "John R. Kennedy", "other_middle_name"),
