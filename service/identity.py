@@ -34,7 +34,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 from nameparser import HumanName
@@ -74,6 +74,7 @@ _GLUED_VERSION = re.compile(r"([a-z]{3,})(\d+(?:\.\d+)*)")
 _DIMINUTIVE_ENDINGS = ("y", "ie", "i", "e")
 
 
+@lru_cache(maxsize=4096)
 def type_family(entity_type: str) -> str:
     """person, organization, place, thing (generic: thing, concept, none...), or technology (every other type:
     tool, library, database, service, language, project...), which extractors name inconsistently for one thing."""
@@ -194,6 +195,7 @@ def _distinct_names(a: str, b: str) -> bool:
     return not any(n.endswith(_DIMINUTIVE_ENDINGS) for n in shorter)
 
 
+@lru_cache(maxsize=65536)
 def _skeleton(name: str) -> str:
     """A rough transliteration key: spellings of one sound unified, doubled letters and vowels after the first
     letter dropped ("Aleksandr" / "Alexander", "Mohammed" / "Muhammad", "Sergei" / "Sergey")."""
@@ -238,6 +240,7 @@ def _middles_agree(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
                                     for x, y in zip(a, b, strict=True))
 
 
+@lru_cache(maxsize=65536)
 def _person_pair(a: str, b: str) -> tuple[str | None, str | None]:
     """(variant, conflict) of two full names of people, by parts; (None, None) unless both have a given name
     and a surname."""
@@ -285,6 +288,7 @@ def _same_base(a: str, b: str) -> bool:
     return name_key(a) == name_key(b) or (ca is not None and ca == cb)
 
 
+@lru_cache(maxsize=65536)
 def _version_relation(a: str, b: str) -> tuple[str | None, str | None]:
     """(variant, conflict): "version" for a name with a version or edition against the bare name ("PostgreSQL
     15" / "Postgres", "IntelliJ IDEA Ultimate" / "IntelliJ IDEA"); "other_version" for two different ones of one
@@ -301,6 +305,7 @@ def _word_prefixes(short: str, words: list[str]) -> bool:
     """`short` is a beginning of two or more of the words, in order, the first word's among them, words may be
     skipped ("FedEx" / "Federal Express", "VSCode" / "Visual Studio Code", "Caltech" / "California Institute of
     Technology"); at least one piece is longer than a letter (else it is an acronym)."""
+    @cache  # a fresh closure per call, freed with it
     def fits(i: int, j: int, used: int, long_piece: bool) -> bool:
         if i == len(short):
             return used >= 2 and long_piece
@@ -312,7 +317,7 @@ def _word_prefixes(short: str, words: list[str]) -> bool:
             if used == 0:  # the first piece begins the first word
                 return False
         return False
-    return len(short) >= 3 and len(words) >= 2 and fits(0, 0, 0, False)
+    return 3 <= len(short) <= 16 and 2 <= len(words) <= 8 and fits(0, 0, 0, False)
 
 
 def _prefix(short: str, long: str) -> bool:
@@ -445,14 +450,15 @@ class Signals:
         return text + (", generic type" if self.generic else "")
 
 
-def _forms(names: Sequence[str]) -> list[str]:
+@lru_cache(maxsize=65536)
+def _forms(names: tuple[str, ...]) -> tuple[str, ...]:
     """The names and the lexicon's canonical names for them ("Mongo" -> also "MongoDB")."""
     out = list(dict.fromkeys(n for n in names if n.strip()))
     for n in list(out):
         term = lookup(n.strip())
         if term is not None and term.canonical not in out:
             out.append(term.canonical)
-    return out
+    return tuple(out)
 
 
 def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: Candidate,
@@ -469,7 +475,7 @@ def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: C
     variant = conflict = None
     if exact < 1.0:  # evidence of two things outweighs a shape ("GitHub" / "GitHub Actions": two lexicon terms)
         conflict = _conflict(name, cand.name, person)
-        mine, theirs = _forms([name]), _forms(names)
+        mine, theirs = _forms((name,)), _forms(names)
         variant = None if conflict else next((v for a in mine for n in theirs if (v := _variant(a, n, person))
                                               and (use_fuzzy or v != "typo")), None)
     return Signals(exact, fuzzy, cosine(vector, cand.vector), variant, conflict, generic, person, use_fuzzy)
