@@ -167,6 +167,7 @@ class _Parts:
     middle: tuple[str, ...]
     surname: str
     suffix: str
+    surnames: frozenset[str] = frozenset()  # the words of a double surname ("Smith-Jones")
 
 
 @lru_cache(maxsize=65536)
@@ -178,7 +179,7 @@ def _person_parts(name: str) -> _Parts | None:
     if not given or not surname or not given.isalpha():
         return None
     middle = tuple(k for w in _WORD.findall(_fold(h.middle)) if (k := name_key(w)))
-    return _Parts(given, middle, surname, name_key(h.suffix))
+    return _Parts(given, middle, surname, name_key(h.suffix), frozenset(_WORD.findall(_fold(h.last))))
 
 
 def _distinct_names(a: str, b: str) -> bool:
@@ -248,9 +249,14 @@ def _person_pair(a: str, b: str) -> tuple[str | None, str | None]:
     if pa is None or pb is None:
         return None, None
     sur = _given_relation(pa.surname, pb.surname) if min(len(pa.surname), len(pb.surname)) > 1 else None
-    if sur not in ("same", "typo", "transliteration"):
+    if sur not in ("same", "typo", "transliteration") and (pa.surnames < pb.surnames or pb.surnames < pa.surnames):
+        sur = "double_surname"  # "Mary Smith" / "Mary Smith-Jones"
+    if sur not in ("same", "typo", "transliteration", "double_surname"):
         if pa.given == pb.surname and pa.surname == pb.given:
             return "name_order", None  # "Wei Zhang" / "Zhang Wei"
+        wa, wb = set(_words(a, True)), set(_words(b, True))
+        if wa < wb or wb < wa:  # one name's words all in the other: "Ana Garcia" / "Ana Garcia Lopez"
+            return "contained_words", None
         return None, "other_surname"
     given = _given_relation(pa.given, pb.given)
     if given is None:
@@ -265,7 +271,7 @@ def _person_pair(a: str, b: str) -> tuple[str | None, str | None]:
         return given, None
     if sur != "same":
         return sur, None
-    return ("middle_name" if pa.middle != pb.middle else "title"), None
+    return ("middle_name" if pa.middle != pb.middle else "suffix" if pa.suffix != pb.suffix else "title"), None
 
 
 # --- products and organisations: versions, prefixes, short forms -------------------------------------------------

@@ -44,6 +44,8 @@ def decide(new: str, new_type: str, old: str, old_type: str, vectors: bool = Tru
     ("Dave Smith", "David Smith", "nickname"),
     ("John F. Kennedy", "John Kennedy", "middle_name"),
     ("Wei Zhang", "Zhang Wei", "name_order"),
+    ("Mary Smith", "Mary Smith-Jones", "double_surname"),
+    ("Ana Garcia", "Ana Garcia Lopez", "contained_words"),
 ])
 def test_same_surname_and_a_form_of_the_given_name_is_proposed(a: str, b: str, shape: str) -> None:
     assert decide(b, "person", a, "person") == (PENDING, shape)  # never a merge, even with equal vectors
