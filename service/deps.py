@@ -19,7 +19,7 @@ from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.service import ConversationService
-from service.identity import NameRules, NameVectors, ResolutionGate
+from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
 from service.maintenance.reembed import Reembedder
@@ -127,12 +127,20 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     return embedder, extractor, client
 
 
+def resolution_gate(settings: Settings) -> ResolutionGate:
+    """The entity resolution gate as configured: thresholds per type family, fuzzy matching, ambiguity margin."""
+    return ResolutionGate(
+        settings.auto_merge_threshold, settings.pending_match_threshold,
+        {family: Band(merge, pending) for family, (merge, pending) in settings.resolution_bands.items()},
+        settings.entity_fuzzy_matching, settings.entity_ambiguity_margin)
+
+
 def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphBackend:
     """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling."""
     password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
     names = NameRules()
     if embedder is not None and settings.entity_resolution:
-        names = NameVectors(embedder, ResolutionGate(settings.auto_merge_threshold, settings.pending_match_threshold))
+        names = NameVectors(embedder, resolution_gate(settings))
     return Neo4jGraphStore(
         settings.neo4j_uri,
         settings.neo4j_user,

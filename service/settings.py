@@ -198,6 +198,20 @@ class Settings(BaseSettings):
     entity_resolution: bool = True
     auto_merge_threshold: float = Field(default=0.95, gt=0, le=1)
     pending_match_threshold: float = Field(default=0.85, gt=0, le=1)
+    # Per type family (person, organization, place, technology); unset = the two above. Generic types (thing,
+    # concept, none) never merge, whatever the thresholds.
+    auto_merge_threshold_person: float | None = Field(default=None, gt=0, le=1)
+    pending_match_threshold_person: float | None = Field(default=None, gt=0, le=1)
+    auto_merge_threshold_organization: float | None = Field(default=None, gt=0, le=1)
+    pending_match_threshold_organization: float | None = Field(default=None, gt=0, le=1)
+    auto_merge_threshold_place: float | None = Field(default=None, gt=0, le=1)
+    pending_match_threshold_place: float | None = Field(default=None, gt=0, le=1)
+    auto_merge_threshold_technology: float | None = Field(default=None, gt=0, le=1)
+    pending_match_threshold_technology: float | None = Field(default=None, gt=0, le=1)
+    # false = no string or meaning similarity (and no typo shape): only exact keys, the lexicon and known name shapes.
+    entity_fuzzy_matching: bool = True
+    # Candidates scoring within this of the best one make a name ambiguous: pending pairs to each, no merge.
+    entity_ambiguity_margin: float = Field(default=0.05, ge=0, le=1)
     # Retrieval traces (POST /v1/search with trace=true) are removed after this many days.
     trace_ttl_days: int = Field(default=30, ge=1, le=3650)
     # Conversation messages and task runs (docs/runs.md) older than this are erased by a daily cron;
@@ -227,7 +241,22 @@ class Settings(BaseSettings):
     def _check_resolution(self) -> Settings:
         if self.pending_match_threshold > self.auto_merge_threshold:
             raise ValueError("PENDING_MATCH_THRESHOLD must not exceed AUTO_MERGE_THRESHOLD")
+        for family, (merge, pending) in self.resolution_bands.items():
+            if pending > merge:
+                raise ValueError(f"PENDING_MATCH_THRESHOLD_{family.upper()} ({pending}) must not exceed "
+                                 f"AUTO_MERGE_THRESHOLD_{family.upper()} ({merge})")
         return self
+
+    @property
+    def resolution_bands(self) -> dict[str, tuple[float, float]]:
+        """type family -> (auto-merge threshold, pending threshold), unset ones from the global pair."""
+        bands: dict[str, tuple[float, float]] = {}
+        for family in ("person", "organization", "place", "technology"):
+            merge = getattr(self, f"auto_merge_threshold_{family}")
+            pending = getattr(self, f"pending_match_threshold_{family}")
+            bands[family] = (self.auto_merge_threshold if merge is None else float(merge),
+                             self.pending_match_threshold if pending is None else float(pending))
+        return bands
 
     @model_validator(mode="after")
     def _production_secrets(self) -> Settings:

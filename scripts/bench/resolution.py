@@ -11,9 +11,12 @@ how many pairs of each label landed there, and
 - the same per kind of pair (variant, nickname, hard_negative, ...).
 
 The `dev` and `test` parts were used to choose the gate's rules (docs/identity.md); `holdout` was written after
-them and is only reported. `--json` prints one JSON object instead of tables (the test reads it).
+them and is only reported; `blind` is a part written independently of the rules and kept apart from this
+repository (run it with `--gold FILE --split blind`). Figures are printed for the whole selection, then per split
+and per kind. `--json` prints one JSON object instead of tables (the test reads it).
 
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
+    .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --gold other.jsonl --split blind
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ async def outcome(store: Neo4jGraphStore, pair: dict[str, Any]) -> str:
         await store.remove_memories(written, T0, user_id=user, erase=True)
 
 
-def summarise(rows: list[dict[str, Any]], results: list[str]) -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], results: list[str], by_split: bool = True) -> dict[str, Any]:
     counts = {band: {"same": 0, "different": 0} for band in BANDS}
     kinds: dict[str, dict[str, int]] = {}
     misses: list[dict[str, Any]] = []
@@ -77,8 +80,8 @@ def summarise(rows: list[dict[str, Any]], results: list[str]) -> dict[str, Any]:
         k = kinds.setdefault(pair["kind"], {b: 0 for b in BANDS})
         k[got] += 1
         if (pair["same"] and got == "create") or (not pair["same"] and got == "merge"):
-            misses.append({"id": pair["id"], "a": pair["a"]["name"], "b": pair["b"]["name"], "got": got,
-                           "same": pair["same"]})
+            misses.append({"id": pair["id"], "split": pair["split"], "a": pair["a"]["name"],
+                           "b": pair["b"]["name"], "got": got, "same": pair["same"]})
     merges = counts["merge"]["same"] + counts["merge"]["different"]
     pend = counts["pending"]["same"] + counts["pending"]["different"]
     same = sum(c["same"] for c in counts.values())
@@ -91,7 +94,16 @@ def summarise(rows: list[dict[str, Any]], results: list[str]) -> dict[str, Any]:
         "flagged_recall": (counts["merge"]["same"] + counts["pending"]["same"]) / same if same else 0.0,
         "kinds": kinds,
         "serious_errors": misses,
+        **({"splits": {split: summarise([r for r in rows if r["split"] == split],
+                                        [g for r, g in zip(rows, results, strict=True) if r["split"] == split],
+                                        by_split=False)
+                       for split in sorted({r["split"] for r in rows})}} if by_split else {}),
     }
+
+
+def figures(s: dict[str, Any]) -> str:
+    return (f"precision of automatic merges {s['merge_precision']:.3f} (floor 0.98), duplicates merged or pending "
+            f"{s['flagged_recall']:.3f} (floor 0.90), merged automatically {s['merge_recall']:.3f}")
 
 
 def print_tables(split: str, s: dict[str, Any], seconds: float, embedder: str) -> None:
@@ -103,47 +115,67 @@ def print_tables(split: str, s: dict[str, Any], seconds: float, embedder: str) -
         total = c["same"] + c["different"]
         prec = (c["same"] if band != "create" else c["different"]) / total if total else float("nan")
         print(f"| {band} | {c['same']} | {c['different']} | {prec:.3f} |")
-    print(f"\nprecision of automatic merges: {s['merge_precision']:.3f} (floor 0.98)")
-    print(f"true duplicates merged or pending: {s['flagged_recall']:.3f} (floor 0.90); "
-          f"merged automatically: {s['merge_recall']:.3f}")
-    print("\n| kind | merge | pending | create |")
-    print("|---|---:|---:|---:|")
-    for kind, k in sorted(s["kinds"].items()):
-        print(f"| {kind} | {k['merge']} | {k['pending']} | {k['create']} |")
+    print(f"\nall: {figures(s)}")
+    print("\n| split | pairs | merge: dup / other | pending: dup / other | create: dup / other | precision of auto "
+          "merges | duplicates merged or pending | merged automatically |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, p in s["splits"].items():
+        b = p["bands"]
+        print(f"| {name} | {p['pairs']} | " + " | ".join(f"{b[x]['same']} / {b[x]['different']}" for x in BANDS)
+              + f" | {p['merge_precision']:.3f} | {p['flagged_recall']:.3f} | {p['merge_recall']:.3f} |")
+    names = list(s["splits"])
+    print("\nper kind, merge / pending / create" + (" (all, then each split)" if len(names) > 1 else "") + "\n")
+    cols = ["all", *names] if len(names) > 1 else ["all"]
+    print("| kind | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for kind in sorted(s["kinds"]):
+        cells = []
+        for col in cols:
+            k = (s if col == "all" else s["splits"][col])["kinds"].get(kind)
+            cells.append(f"{k['merge']} / {k['pending']} / {k['create']}" if k else "-")
+        print(f"| {kind} | " + " | ".join(cells) + " |")
     if s["serious_errors"]:
         print("\nmissed duplicates (created) and wrong merges:")
         for e in s["serious_errors"]:
-            print(f"  {e['id']}: {e['a']!r} / {e['b']!r} -> {e['got']} (same={e['same']})")
+            print(f"  {e['id']} ({e['split']}): {e['a']!r} / {e['b']!r} -> {e['got']} (same={e['same']})")
 
 
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
     ap.add_argument("--neo4j-database", default="memory")
+    ap.add_argument("--gold", type=Path, default=GOLD, help="a JSONL file of pairs in the format of " + str(GOLD))
     ap.add_argument("--split", default="holdout",
-                    help="comma-separated: dev, test (both used to choose the rules), holdout (never), all")
+                    help="comma-separated: dev, test (both used to choose the rules), holdout (never), blind (written "
+                         "apart from the rules, in another --gold file), or all")
     ap.add_argument("--embedder", choices=("local", "hash"), default="local")
     ap.add_argument("--auto-merge", type=float, default=0.95)
     ap.add_argument("--pending", type=float, default=0.85)
+    ap.add_argument("--concurrency", type=int, default=4, help="pairs written at once (each by its own user)")
+    ap.add_argument("--max-seconds", type=float, default=1800, help="stop (exit status 1) after this long")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    rows = [json.loads(line) for line in GOLD.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in args.gold.read_text().splitlines() if line.strip()]
     splits = set(args.split.split(","))
-    rows = [r for r in rows if "all" in splits or r["split"] in splits][:1000]
+    rows = [r for r in rows if "all" in splits or r.get("split") in splits][:5000]
     if not rows:
-        raise SystemExit(f"no pairs in split {args.split!r}")
+        raise SystemExit(f"no pairs in split {args.split!r} of {args.gold}")
     embedder = local_embedder() if args.embedder == "local" else HashEmbedder()
     resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending))
     store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10, resolver)
     started = time.monotonic()
+    gate = asyncio.Semaphore(max(1, args.concurrency))
+
+    async def one(pair: dict[str, Any]) -> str:
+        async with gate:
+            if time.monotonic() - started > args.max_seconds:
+                raise SystemExit(f"resolution bench: over {args.max_seconds:.0f} s, stopped")
+            return await outcome(store, pair)
+
     try:
         await store.ensure_schema()
-        results = []
-        for pair in rows:
-            if time.monotonic() - started > 600:
-                raise SystemExit("resolution bench: over 600 s, stopped")
-            results.append(await outcome(store, pair))
+        results = list(await asyncio.gather(*(one(pair) for pair in rows)))
     finally:
         await store.close()
     summary = summarise(rows, results)

@@ -39,6 +39,8 @@ class Resolution:
     reason: str = "no candidate of a compatible type"
     target_id: str | None = None  # merge: the entity written to; pending: the entity it may be
     target_name: str | None = None
+    # pending, ambiguous: the other entities the name may be (one more pending pair each)
+    also: tuple[Resolution, ...] = ()
 
 
 class NameRules(Protocol):
@@ -56,6 +58,9 @@ class NameRules(Protocol):
 
     def compatible(self, a: str, b: str) -> bool:
         """Whether entities of these two types may be one entity."""
+
+    def same_node(self, new_type: str, held_type: str) -> bool:
+        """Whether an entity the graph holds under the same spelling is this write's entity, given both types."""
 
     def type_family(self, entity_type: str) -> str: ...
 

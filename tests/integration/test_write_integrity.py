@@ -19,6 +19,7 @@ from arq.constants import job_key_prefix
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
+from service.identity import type_family
 from service.jobs import RawJob
 from service.stores.vector import MemoryFilter
 from tests import graph_probe as probe
@@ -64,8 +65,11 @@ async def test_32_concurrent_jobs_of_one_user_share_entities_without_deadlocks(
     assert [d["status"] for d in done] == ["completed"] * 32, [d for d in done if d["status"] != "completed"]
     assert {d["result"]["graph"] for d in done} == {"stored"}
     entities = await probe.entities(deps.graph, user)
-    names = [str(e["name"]).casefold() for e in entities]
-    assert len(names) == len(set(names)), "an entity was created twice"
+    # one node per name and type family: the offline extractor types an uncued name as a generic `thing`, and a
+    # name held with a specific type is not merged with a generic mention of it (issue 32, docs/identity.md)
+    kinds = [(str(e["name"]).casefold(), type_family(str(e["type"]))) for e in entities]
+    assert len(kinds) == len(set(kinds)), "an entity was created twice"
+    names = [name for name, _ in kinds]
     for name in (*NAMES[1:], *PLACES, *TOOLS):
         assert name.casefold() in names
     assert await probe.count_memories(deps.graph, user) == 32

@@ -130,9 +130,9 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
     existing = await _existing(tx, rows)
-    for row in rows:  # a name the graph holds as an entity of another family is another entity
+    for row in rows:  # a name the graph holds as an entity of another family (or generic) is another entity
         held = existing.get(row["id"])
-        if held is not None and not rules.compatible(row["type"], str(held.get("type") or "thing")):
+        if held is not None and not rules.same_node(row["type"], str(held.get("type") or "thing")):
             qualified = f"{row['name']}|{rules.type_family(row['type'])}"
             remap[row["id"]] = row["id"] = entity_id(row["user_id"], row["group_id"], qualified)
             names[row["id"]] = qualified
@@ -187,9 +187,10 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
                    resolution_target=decision.target_id, resolved_at=now)
         created.append(row)
         if decision.action == PENDING and decision.target_id:
-            same_as.append({"source_id": row["id"], "target_id": decision.target_id, "score": decision.score,
-                            "match_type": decision.match_type, "reason": decision.reason,
-                            "user_id": row["user_id"], "group_id": row["group_id"], "created_at": now})
+            for pair in (decision, *decision.also):  # an ambiguous name: a pending pair to each match
+                same_as.append({"source_id": row["id"], "target_id": pair.target_id, "score": pair.score,
+                                "match_type": pair.match_type, "reason": pair.reason,
+                                "user_id": row["user_id"], "group_id": row["group_id"], "created_at": now})
     graph["entities"] = sorted((r for r in rows if r["id"] not in drop), key=lambda r: str(r["id"]))
     _rewire(graph, remap, names)
     graph["same_as"] = same_as
