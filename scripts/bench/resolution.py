@@ -11,9 +11,10 @@ how many pairs of each label landed there, and
 - the same per kind of pair (variant, nickname, hard_negative, ...).
 
 The `dev` and `test` parts were used to choose the gate's rules (docs/identity.md); `holdout` was written after
-them and is only reported; `blind` is a part written independently of the rules and kept apart from this
-repository (run it with `--gold FILE --split blind`). Figures are printed for the whole selection, then per split
-and per kind. `--json` prints one JSON object instead of tables (the test reads it).
+them and is only reported; `blind` (tests/data/resolution_blind.jsonl) was written by someone who had not read
+the rules, from a brief naming the classes only, and is measured, never tuned on (`--gold
+tests/data/resolution_blind.jsonl --split blind`). Figures are printed for the whole selection, then per split and
+per kind. `--json` prints one JSON object instead of tables (the test reads it).
 
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --gold other.jsonl --split blind
