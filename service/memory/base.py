@@ -10,14 +10,12 @@ import asyncio
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.domain import Memory
-from service.memory.rules import existing, list_filter
 from service.outbox import Outbox
 from service.queue import TaskQueue
 from service.search.searcher import Searcher
 from service.settings import Settings
 from service.stores.graph import GraphStore
-from service.stores.vector import MemoryFilter, VectorStore
+from service.stores.vector import VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -42,18 +40,3 @@ class MemoryBase:
         self.outbox = outbox  # read here: its depth
         self.searcher = Searcher(settings, vectors, graph, self.query_embedder)
         self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)
-
-    async def _existing(self, ids: list[str], user_id: str | None) -> list[Memory]:
-        return await existing(self.vectors, ids, user_id)
-
-    @staticmethod
-    def _list_filter(
-        user_id: str,
-        scope: str | None,
-        category: str | None,
-        project_id: str | None,
-        agent_id: str | None,
-        *,
-        all_scopes: bool,
-    ) -> MemoryFilter:
-        return list_filter(user_id, scope, category, project_id, agent_id, all_scopes=all_scopes)

@@ -9,6 +9,7 @@ import structlog
 from service.domain import CATEGORIES, Memory
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out
+from service.memory.rules import existing, list_filter
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
 from service.schemas import (
     ContextGroup,
@@ -30,7 +31,7 @@ log = structlog.get_logger(__name__)
 
 class MemoryReads(MemoryCuration):
     async def get_memory(self, memory_id: str, user_id: str | None) -> MemoryRecord:
-        [memory] = await self._existing([memory_id], user_id)
+        [memory] = await existing(self.vectors, [memory_id], user_id)
         return MemoryRecord.of(memory)
 
 
@@ -50,7 +51,7 @@ class MemoryReads(MemoryCuration):
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
-        flt = self._list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
+        flt = list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
         page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
         return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
 

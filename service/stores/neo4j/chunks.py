@@ -1,4 +1,4 @@
-"""Bulk graph writes in chunks whose size follows measured time (issue 27).
+"""Bulk graph writes in chunks whose size follows measured time.
 
 A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
 transaction each. The size of the next chunk is what the last one's rate says fits in `target` seconds (at most

@@ -3,7 +3,7 @@
 Temporal model of a RELATES edge: `valid_at` is when the fact became true, `invalid_at` when it stopped
 being true (a newer single-valued fact, or an update that no longer states it), and `expired_at` when the
 graph stopped treating it as current (invalidation or loss of every supporting memory). Superseded facts
-stay as history; a user's delete erases (issue 10)."""
+stay as history; a user's delete erases."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SCHEMA: tuple[LiteralString, ...] = (
     "CREATE INDEX entity_user IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.group_id)",
     "CREATE INDEX entity_name IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.name_lc)",
     "CREATE INDEX relates_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.id)",
-    # Flat write cost (issue 27): a relation is found by its unique key (the id of the original edge; a merge's
+    # Flat write cost: a relation is found by its unique key (the id of the original edge; a merge's
     # copies share the id but have no key), the live edges of one (subject, predicate) by `slot`, which only
     # live edges carry, and what one call expired by `expired_at`; never by walking a node's relationships.
     # Relationship property uniqueness constraints exist in Community since 5.7.
@@ -188,7 +188,7 @@ SET m.deleted_at = coalesce(m.deleted_at, $now),
     m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
 """
 
-# A delete erases (issue 10): the removed nodes keep ids and times only; edges no memory states any more
+# A delete erases: the removed nodes keep ids and times only; edges no memory states any more
 # lose their text; entities no live memory mentions go, with their edges.
 ERASE_REMOVED: LiteralString = """
 MATCH (m:Memory) WHERE m.id IN $memory_ids
@@ -208,7 +208,7 @@ SET r.fact = null
 
 # Removed memories (deleted or duplicates) stop supporting their edges. Edges left without
 # support expire (they are not known to be false: invalid_at stays). A duplicate's survivor is
-# not added to edges it did not support itself (issue 5: those edges expire).
+# not added to edges it did not support itself (those edges expire).
 DROP_REMOVED: LiteralString = EDGES_OF + """
 WITH r WHERE any(x IN r.memory_ids WHERE x IN $memory_ids)
 WITH r, [x IN r.memory_ids WHERE NOT x IN $memory_ids] AS supporters,
@@ -302,8 +302,8 @@ RETURN hit, hop, """ + FACT_FIELDS
 
 # The graph retriever, in one statement (one round trip; only the ranked memories cross the wire):
 # 1. the entities the query names: full text over names and aliases (scores normalised by the best) and an exact
-#    match of the whole query (1.0); the best $entity_hits; an entity merged into another (issue 13's
-#    `merged_into`, absent before) counts as its target, and is never followed as a neighbour;
+#    match of the whole query (1.0); the best $entity_hits; an entity merged into another (its
+#    `merged_into`, absent on older nodes) counts as its target, and is never followed as a neighbour;
 # 2. memories that mention a matched entity (hop 0) or an entity one valid RELATES edge away from it (hop 1).
 #    Mention counts are degree lookups (no label on the far end); an entity mentioned more than $max_mentions
 #    times is a hub whose memories are not read (it says little about any of them), and every read is LIMITed;
@@ -474,7 +474,7 @@ MATCH (m:Memory {id: mid})
 SET m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids ELSE coalesce(m.edge_ids, []) + row.id END
 """
 
-# Relations written before keys and slots (issue 27): the original edge of each id gets `key` (a second edge with
+# Relations written before keys and slots: the original edge of each id gets `key` (a second edge with
 # the same id, which only a race of two writers could have made, gets a key no write looks up), live edges get
 # `slot`. One pass over the relationships, committed in batches (CALL ... IN TRANSACTIONS: an auto-commit
 # statement); a no-op pass over a migrated graph reads each relationship once.
