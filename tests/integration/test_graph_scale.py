@@ -272,7 +272,7 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
             proxy.upload_rate = None
             assert done["status"] == "completed", done
             assert done["result"]["imported"] == {"entities": n + 1, "memories": n, "facts": n, "reembedded": n,
-                                                  "rejected": 0}
+                                                  "rejected": 0, "runs": 0, "messages": 0}
             assert graph.chunk_stats.splits > splits  # a chunk was too slow: it was split, and its halves written
             # read back directly (not through the slow link, whose store has a 1 s read timeout)
             assert await probe.count_memories(direct, user) == n
