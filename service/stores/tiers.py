@@ -65,6 +65,11 @@ class RunStore(Protocol):
 
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]: ...
 
+    async def lessons(self, user_id: str, project_id: str | None, session_id: str | None, scan: int,
+                      after: int) -> list[dict[str, Any]]:
+        """The newest `scan` runs with a failed tool call (not of `session_id`; of the project and of none):
+        `{run, failed: its last failed call, after: up to `after` successful calls that followed it}`."""
+
     async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:
         """Erase the run, its steps and tool calls (a tombstone of ids and times stays, so a part accepted
         before the delete and run after it writes nothing). False: no such run."""
