@@ -293,6 +293,10 @@ def test_session_start_shows_a_lesson_from_an_earlier_session(http: httpx.Client
 
     later = Project.__new__(Project)
     later.__dict__.update(project.__dict__, session=unique("session"))
+    wait_for(http, project, lambda m: m["category"] == "interaction")  # the session's writes are done
+    direct = http.get(f"/v1/context/{project.id}", params={"user_id": project.user, "format": "markdown",
+                                                          "session_id": later.session})
+    assert direct.status_code == 200 and "## From earlier sessions" in direct.text
     code, out, elapsed = run_hook("session-start", later.event("session_start.json"), env)
     assert code == 0 and elapsed < SESSION_START_LIMIT
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
