@@ -111,3 +111,10 @@ class ConversationStore(Protocol):
 
     async def erase_tiers(self, user_id: str, before: str) -> int:
         """A delete of everything of the user: every run and conversation accepted before `before`."""
+
+
+class EntitySearch(Protocol):
+    async def search_entities(self, user_id: str, groups: list[str], query: str, limit: int
+                              ) -> list[dict[str, Any]]:
+        """The entities `query` names (full text over names and aliases, or the whole query as a name), best first:
+        `{id, name, type, group_id, aliases, mentions, related: [names of live fact neighbours], score}`."""
