@@ -16,7 +16,6 @@ Everything sent is redacted here (`redact.py`) and again by the API. Standard li
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Mapping
@@ -48,6 +47,8 @@ RETRY_DELAYS = (0.2, 0.4, 0.8)  # stop's completion waits for the run's start to
 def run_id(session: str) -> str:
     if _RUN_ID.match(session):
         return RUN_PREFIX + session
+    import hashlib  # rare (session ids are UUIDs): not on every hook's import path (OpenSSL loads in ~10 ms)
+
     return RUN_PREFIX + hashlib.sha256(session.encode("utf-8", errors="replace")).hexdigest()[:40]
 
 

@@ -17,7 +17,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.domain import ID_NAMESPACE
-from service.errors import NotFound
+from service.errors import DependencyUnavailable, NotFound
 from service.hooks.redact import redact
 from service.kv import RedisKV, redis_guard
 from service.queue import TaskQueue
@@ -267,8 +267,13 @@ class RunService:
 
     async def lessons(self, user_id: str, project_id: str | None, session_id: str | None = None,
                       cap: int = lesson_rules.LESSONS) -> list[lesson_rules.Lesson]:
-        """Failed tool calls of earlier sessions and what came after them (service/runs/lessons.py)."""
-        return await lesson_rules.lessons(self.graph, user_id, project_id, session_id, cap)
+        """Failed tool calls of earlier sessions and what came after them (service/runs/lessons.py). A graph
+        outage gives none (logged): the memory context does not depend on Neo4j and must not fail with it."""
+        try:
+            return await lesson_rules.lessons(self.graph, user_id, project_id, session_id, cap)
+        except DependencyUnavailable as exc:
+            log.warning("lessons_unavailable", error=str(exc))
+            return []
 
     async def reasoning(self, found: SearchResponse, query: str, user_id: str, project_id: str | None,
                         limit: int = REASONING_RUNS) -> SearchWithReasoning:
