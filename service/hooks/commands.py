@@ -155,11 +155,11 @@ def post_tool_use(settings: HookSettings, event: Mapping[str, Any], env: Mapping
     seq = session_state.record_call(trace.failed(event)) if session else -1
     if session is None or seq < 0:
         return client.fire_and_forget(settings, "/v1/memories/raw", body)
-    start = trace.start_body(settings, session, project, AGENT_ID)
-    step = trace.step_body(seq, observation, trace.tool_call(event, observation, base))
 
-    def send(deadline: float) -> None:
+    def send(deadline: float) -> None:  # in the detached child: the trace's bodies are built there, off the budget
         client.request(settings, "POST", "/v1/memories/raw", json_body=body, timeout=deadline - time.monotonic())
+        start = trace.start_body(settings, session, project, AGENT_ID)
+        step = trace.step_body(seq, observation, trace.tool_call(event, observation, base))
         trace.send_step(settings, start, step, deadline)
 
     return client.detached(send)
