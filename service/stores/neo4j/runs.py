@@ -31,6 +31,7 @@ from service.stores.neo4j.search import lucene_query, lucene_terms
 from service.stores.tiers import RunFilter, RunWrite
 
 MAX_RUN_SCAN = 20_000  # runs of one user a dense search compares (newest first)
+LESSON_WINDOW = 500  # the newest runs of a user that lessons look among
 FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, FT_GROUP)
 
 RUN_SCHEMA: tuple[LiteralString, ...] = (
@@ -175,14 +176,16 @@ WITH r, collect(DISTINCT e.name) AS entities, collect(DISTINCT """ + CALL_PROPS 
 RETURN r.id AS id, entities, calls[..5] AS calls ORDER BY size(entities) DESC, r.created_at DESC LIMIT $k
 """
 
-# Lessons for a context: the user's recent runs (of other sessions) with a failed tool call; per run its last
-# failed call and the successful calls after it (what the agent did next), in order.
+# Lessons for a context: the user's recent runs (of other sessions) with a failed tool call, among the newest
+# LESSON_WINDOW runs (a bounded cost whatever the user's history); per run its last failed call and the
+# successful calls after it (what the agent did next), in order.
 LESSONS: LiteralString = """
 MATCH (r:Run) WHERE r.user_id = $user_id AND r.deleted_at IS NULL
   AND ($project_id IS NULL OR r.project_id IS NULL OR r.project_id = $project_id)
   AND ($session_id IS NULL OR r.session_id IS NULL OR r.session_id <> $session_id)
-  AND EXISTS { (r)-[:HAS_STEP]->(:Step)-[:CALLED]->(:ToolCall {status: 'error'}) }
-WITH r ORDER BY r.created_at DESC LIMIT $scan
+WITH r ORDER BY r.created_at DESC LIMIT $window
+WITH r WHERE EXISTS { (r)-[:HAS_STEP]->(:Step)-[:CALLED]->(:ToolCall {status: 'error'}) }
+WITH r LIMIT $scan
 MATCH (r)-[:HAS_STEP]->(s:Step)-[:CALLED]->(t:ToolCall {status: 'error'})
 WITH r, s, t ORDER BY s.seq DESC, coalesce(t.seq, -1) DESC, t.accepted_at DESC, coalesce(t.n, 0) DESC
 WITH r, collect({seq: s.seq, call: t})[0] AS f
@@ -442,7 +445,7 @@ class RunGraph:
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             result = await tx.run(LESSONS, user_id=user_id, project_id=project_id, session_id=session_id,
-                                  scan=clamp(scan, 200), after=clamp(after, 10))
+                                  window=LESSON_WINDOW, scan=clamp(scan, 200), after=clamp(after, 10))
             return [{"run": dict(r["run"]), "failed": dict(r["failed"]), "after": [dict(a) for a in r["after"]]}
                     for r in await result.data()]
 
