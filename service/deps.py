@@ -19,6 +19,7 @@ from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.service import ConversationService
+from service.conversations.summary import Summarizer
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
@@ -151,6 +152,16 @@ def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> G
     )
 
 
+def summarizer(settings: Settings, client: Any) -> Summarizer | None:
+    """A session's summary by the Gemini extractor's model (and its fallback) when there is a key."""
+    if client is None:
+        return None
+    from service.ai.gemini.summary import GeminiSummarizer
+
+    return GeminiSummarizer(client, settings.gemini_llm_model, settings.gemini_llm_fallback_model,
+                            timeout_s=settings.gemini_timeout_seconds)
+
+
 async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
     """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py)."""
     redis = await connect_redis(settings)
@@ -191,7 +202,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
-                       conversations=ConversationService(settings, tasks, graph))
+                       conversations=ConversationService(settings, tasks, graph, summarizer(settings, genai_client)))
     log.info(
         "deps_ready",
         profile=settings.profile,

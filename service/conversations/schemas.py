@@ -71,7 +71,10 @@ class SummarySentence(BaseModel):
 class SessionSummary(BaseModel):
     status: Literal["ok"] = "ok"
     session_id: str
-    method: Literal["extractive"] = "extractive"
+    method: Literal["extractive", "gemini"] = "extractive"
+    model: str | None = Field(default=None, description="method gemini: the model that wrote the summary")
     message_count: int
     summary: str
-    sentences: list[SummarySentence]
+    sentences: list[SummarySentence] = Field(description="method extractive: the sentences picked, in order")
+    fallback_reason: str | None = Field(default=None, description=(
+        "extractive although a model is configured: why the model did not answer"))

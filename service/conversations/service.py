@@ -25,9 +25,9 @@ from service.conversations.schemas import (
     SessionSummary,
     SummarySentence,
 )
-from service.conversations.summary import summarise
+from service.conversations.summary import Summarizer, summarise
 from service.domain import ID_PATTERN, Memory, Message
-from service.errors import DependencyUnavailable, NotFound
+from service.errors import DependencyUnavailable, NotFound, ServiceError
 from service.kv import aw, redis_guard
 from service.queue import TaskQueue
 from service.runs.jobs import ConversationDeleteJob
@@ -137,10 +137,12 @@ async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | Non
 
 
 class ConversationService:
-    def __init__(self, settings: Settings, tasks: TaskQueue, graph: GraphStore) -> None:
+    def __init__(self, settings: Settings, tasks: TaskQueue, graph: GraphStore,
+                 summarizer: Summarizer | None = None) -> None:
         self.settings = settings
         self.tasks = tasks
         self.graph = graph
+        self.summarizer = summarizer  # Gemini with GOOGLE_API_KEY; else the extractive summary only
 
     async def list_sessions(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> SessionPage:
         rows, next_cursor = await self.graph.list_sessions(user_id, project_id, limit, cursor)
@@ -169,11 +171,23 @@ class ConversationService:
             if cursor is None:
                 break
         rows = rows[:SUMMARY_MESSAGES]
-        picked = summarise([(str(r["role"]), str(r["content"])) for r in rows], max_sentences)
+        lines = [(str(r["role"]), str(r["content"])) for r in rows]
+        fallback: str | None = None
+        if self.summarizer is not None and lines:
+            try:
+                text, model = await self.summarizer.summarise(lines, max_sentences)
+            except ServiceError as exc:  # a read: the offline summary, saying why
+                log.warning("summary_model_failed", session_id=session_id, error=str(exc))
+                fallback = str(exc)[:300] or type(exc).__name__
+            else:
+                return SessionSummary(session_id=session_id, method="gemini", model=model, summary=text,
+                                      message_count=int(session.get("message_count") or 0), sentences=[])
+        picked = summarise(lines, max_sentences)
         sentences = [SummarySentence(message_id=rows[p.message_index].get("id"),
                                      role=str(rows[p.message_index]["role"]), text=p.text) for p in picked]
         return SessionSummary(session_id=session_id, message_count=int(session.get("message_count") or 0),
-                              summary=" ".join(s.text for s in sentences), sentences=sentences)
+                              summary=" ".join(s.text for s in sentences), sentences=sentences,
+                              fallback_reason=fallback)
 
     async def search(self, req: MessageSearchRequest, user_id: str) -> MessageSearchResponse:
         """Full text over the user's messages (Lucene, standard analyzer); the current session's hits first."""

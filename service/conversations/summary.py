@@ -7,6 +7,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_'\-]*")
@@ -18,6 +19,16 @@ must have has had having get got about into over under again all any some such o
 off more most other let lets i'm i've i'd i'll you're it's that's don't can't won't please thanks thank
 """.split())  # noqa: SIM905
 MAX_SENTENCE_CHARS = 400
+
+
+class Summarizer(Protocol):
+    """A model that summarises a conversation (service/ai/gemini/summary.py)."""
+
+    name: str
+
+    async def summarise(self, messages: list[tuple[str, str]], max_sentences: int) -> tuple[str, str]:
+        """(summary, the model that wrote it); raises a ServiceError when the model cannot answer."""
+        ...
 
 
 @dataclass(frozen=True)

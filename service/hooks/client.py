@@ -142,8 +142,11 @@ def _detach() -> None:
         os.close(devnull)
 
 
-def fire_and_forget(settings: HookSettings, path: str, json_body: Any) -> str:
-    """POST `json_body` to `path` without waiting for the answer; returns "forked" or "sync"."""
+def detached(send: Callable[[float], object]) -> str:
+    """Run `send(deadline)` without waiting for it; returns "forked" or "sync".
+
+    `deadline` is a `time.monotonic()` value: SEND_TIMEOUT seconds away in a forked, detached child, or
+    SYNC_SEND_TIMEOUT seconds away in-process where there is no fork."""
     fork: Callable[[], int] | None = getattr(os, "fork", None)
     if fork is not None:
         try:
@@ -158,10 +161,17 @@ def fire_and_forget(settings: HookSettings, path: str, json_body: Any) -> str:
         if pid == 0:  # the child: detach, send, leave without running the parent's exit handlers
             try:
                 _detach()
-                request(settings, "POST", path, json_body=json_body, timeout=SEND_TIMEOUT)
+                send(time.monotonic() + SEND_TIMEOUT)
             finally:
                 os._exit(0)
         if pid > 0:
             return "forked"
-    request(settings, "POST", path, json_body=json_body, timeout=SYNC_SEND_TIMEOUT)
+    with contextlib.suppress(Exception):  # a hook never fails
+        send(time.monotonic() + SYNC_SEND_TIMEOUT)
     return "sync"
+
+
+def fire_and_forget(settings: HookSettings, path: str, json_body: Any) -> str:
+    """POST `json_body` to `path` without waiting for the answer; returns "forked" or "sync"."""
+    return detached(lambda deadline: request(settings, "POST", path, json_body=json_body,
+                                             timeout=deadline - time.monotonic()))

@@ -8,6 +8,7 @@ writes anything but the documented JSON to stdout, and keeps to its time budget:
 - `post_tool_use`: one observation (`observe.py`), counted in the session's state file, sent
   fire-and-forget as a raw `task_context` memory (`client.fire_and_forget`): the command returns in
   well under 300 ms whether or not the service answers.
+- `post_tool_use` and `stop` also build the session's task trace (`trace.py`, docs/hooks.md).
 - `stop`: a raw `interaction` memory `Session <id> ended after N observations (project P)` with
   metadata `{session_id, observations}`. Claude Code runs Stop hooks each time the main agent finishes
   responding, so the marker is sent only when the count changed since the last one (or for the first
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from service.hooks import client, state
+from service.hooks import client, state, trace
 from service.hooks.observe import observe
 from service.hooks.project import resolve_project_id
 from service.hooks.settings import HookSettings
@@ -110,6 +111,9 @@ def session_start(settings: HookSettings, event: Mapping[str, Any], env: Mapping
     query: dict[str, str | int] = {"format": "markdown", "max_chars": settings.context_chars}
     if settings.user_id:
         query["user_id"] = settings.user_id
+    current = trace.api_session(session_id(event))
+    if current:  # lessons come from earlier sessions, not this one
+        query["session_id"] = current
     path = f"/v1/context/{client.path_segment(project)}" if project else "/v1/context/global"
     budget = SESSION_START_BUDGET - (time.monotonic() - started)
     resp = client.request(settings, "GET", path, query=query, timeout=budget)
@@ -134,30 +138,60 @@ def _raw_body(
 
 
 def post_tool_use(settings: HookSettings, event: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
-    """Returns how the observation was sent ("forked"/"sync"), or None when nothing was sent."""
+    """Returns how the observation was sent ("forked"/"sync"), or None when nothing was sent.
+
+    The observation goes as a raw memory and, with a session id, as a step of the session's trace (trace.py)."""
     cwd = event_cwd(event, env)
-    observation = observe(event, _base_dir(cwd, env))
+    base = _base_dir(cwd, env)
+    observation = observe(event, base)
     if observation is None:
         return None
     session = session_id(event)
     project = resolve_project_id(cwd, settings.project_id)
-    state.SessionState(session).increment()
+    session_state = state.SessionState(session)
+    session_state.increment()
     metadata = {"session_id": session or "unknown", "tool": observation.tool, "fold_key": observation.fold_key}
     body = _raw_body(settings, observation.content, "task_context", project, metadata)
-    return client.fire_and_forget(settings, "/v1/memories/raw", body)
+    seq = session_state.record_call(trace.failed(event)) if session else -1
+    if session is None or seq < 0:
+        return client.fire_and_forget(settings, "/v1/memories/raw", body)
+
+    def send(deadline: float) -> None:  # in the detached child: the trace's bodies are built there, off the budget
+        client.request(settings, "POST", "/v1/memories/raw", json_body=body, timeout=deadline - time.monotonic())
+        start = trace.start_body(settings, session, project, AGENT_ID)
+        step = trace.step_body(seq, observation, trace.tool_call(event, observation, base))
+        trace.send_step(settings, start, step, deadline)
+
+    return client.detached(send)
 
 
 def stop(settings: HookSettings, event: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """The session marker (when the observation count changed) and the trace's completion (when the number of
+    tool calls changed since the last one), sent together without waiting."""
     session = session_id(event)
     if session is None:
         return None
     session_state = state.SessionState(session)
     count = session_state.count()
-    if session_state.last_marked() == count:
+    marker: dict[str, Any] | None = None
+    if session_state.last_marked() != count:
+        session_state.mark(count)
+        project = resolve_project_id(event_cwd(event, env), settings.project_id)
+        plural = "" if count == 1 else "s"
+        content = f"Session {session} ended after {count} observation{plural} (project {project or 'none'})"
+        marker = _raw_body(settings, content, "interaction", project, {"session_id": session, "observations": count})
+    calls = session_state.calls()
+    complete: dict[str, Any] | None = None
+    if calls and session_state.last_completed() != len(calls):
+        session_state.mark_completed(len(calls))
+        complete = trace.complete_body(settings, calls, event)
+    if marker is None and complete is None:
         return None
-    session_state.mark(count)
-    project = resolve_project_id(event_cwd(event, env), settings.project_id)
-    plural = "" if count == 1 else "s"
-    content = f"Session {session} ended after {count} observation{plural} (project {project or 'none'})"
-    body = _raw_body(settings, content, "interaction", project, {"session_id": session, "observations": count})
-    return client.fire_and_forget(settings, "/v1/memories/raw", body)
+
+    def send(deadline: float) -> None:
+        if marker is not None:
+            client.request(settings, "POST", "/v1/memories/raw", json_body=marker, timeout=deadline - time.monotonic())
+        if complete is not None:
+            trace.send_complete(settings, session, complete, deadline)
+
+    return client.detached(send)

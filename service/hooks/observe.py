@@ -55,6 +55,7 @@ OWN_MCP_TOOLS = frozenset(
     {
         "recall_memories", "remember", "remember_conversation", "get_project_context",
         "search_knowledge_graph", "list_memories", "delete_memories", "get_task_status",
+        "start_task", "record_task_step", "finish_task", "recall_similar_tasks",
     }
 )
 FAILURE_EVENT = "PostToolUseFailure"

@@ -49,6 +49,8 @@ class SessionState:
         name = safe_session(session_id)
         self.count_file = self.directory / f"{name}.count"
         self.stop_file = self.directory / f"{name}.stop"
+        self.calls_file = self.directory / f"{name}.calls"  # one byte per tool call of the trace: "." ok, "x" failed
+        self.done_file = self.directory / f"{name}.done"  # the number of calls the last completion covered
 
     def count(self) -> int:
         try:
@@ -71,18 +73,57 @@ class SessionState:
             return 0
         return self.count()
 
-    def last_marked(self) -> int | None:
+    def record_call(self, failed: bool) -> int:
+        """Append one tool call; returns its position in the session (0-based), -1 when the state is unavailable.
+
+        The position is the file offset after this process's own one-byte `O_APPEND` write, so concurrent
+        calls get distinct positions."""
         try:
-            return int(self.stop_file.read_text(encoding="ascii").strip())
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.calls_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if os.fstat(fd).st_size >= MAX_COUNT:
+                    return -1
+                os.write(fd, b"x" if failed else b".")
+                return os.lseek(fd, 0, os.SEEK_CUR) - 1
+            finally:
+                os.close(fd)
+        except OSError:
+            return -1
+
+    def calls(self) -> bytes:
+        """The session's tool calls so far, one byte each ("." ok, "x" failed)."""
+        try:
+            with open(self.calls_file, "rb") as f:
+                return f.read(MAX_COUNT)
+        except OSError:
+            return b""
+
+    def last_marked(self) -> int | None:
+        return self._read_int(self.stop_file)
+
+    def mark(self, count: int) -> None:
+        self._write_int(self.stop_file, count)
+
+    def last_completed(self) -> int | None:
+        return self._read_int(self.done_file)
+
+    def mark_completed(self, calls: int) -> None:
+        self._write_int(self.done_file, calls)
+
+    @staticmethod
+    def _read_int(path: Path) -> int | None:
+        try:
+            return int(path.read_text(encoding="ascii").strip())
         except (OSError, ValueError):
             return None
 
-    def mark(self, count: int) -> None:
-        tmp = self.stop_file.with_name(f"{self.stop_file.name}.{os.getpid()}.tmp")
+    def _write_int(self, path: Path, value: int) -> None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp.write_text(str(count), encoding="ascii")
-            os.replace(tmp, self.stop_file)
+            tmp.write_text(str(value), encoding="ascii")
+            os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError):
                 tmp.unlink()

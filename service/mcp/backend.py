@@ -19,6 +19,12 @@ import httpx
 from pydantic import BaseModel, Field
 
 from service.errors import DependencyUnavailable, ServiceError
+from service.runs.schemas import (
+    CompleteRequest,
+    RunAccepted,
+    RunSearchResponse,
+    StepRequest,
+)
 from service.schemas import (
     AcceptedResponse,
     ContextResponse,
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from service.auth import Caller
     from service.memory import MemoryService
     from service.memory.intake import Intake
+    from service.runs.service import RunService
 
 Req = TypeVar("Req", bound=BaseModel)
 Resp = TypeVar("Resp", bound=BaseModel)
@@ -65,6 +72,14 @@ class DuplicateQuery(BaseModel):
     cursor: str | None = None
 
 
+class RunStepQuery(StepRequest):
+    run_id: str = Field(exclude=True)  # in the path
+
+
+class RunCompleteQuery(CompleteRequest):
+    run_id: str = Field(exclude=True)  # in the path
+
+
 @dataclass(frozen=True)
 class Local:
     """What an operation runs on in the API process."""
@@ -72,6 +87,7 @@ class Local:
     service: MemoryService
     intake: Intake
     caller: Caller
+    runs: RunService
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,18 @@ LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
     "GET", "/v1/graph/duplicates")
 
 
+START_RUN = Operation(RunAccepted, for_user(lambda on: on.runs.submit_run), "POST", "/v1/runs")
+RECORD_STEP = Operation[RunStepQuery, AcceptedResponse](
+    AcceptedResponse, lambda on, r: on.runs.submit_step(
+        r.run_id, StepRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
+    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/steps")
+COMPLETE_RUN = Operation[RunCompleteQuery, AcceptedResponse](
+    AcceptedResponse, lambda on, r: on.runs.submit_complete(
+        r.run_id, CompleteRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
+    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/complete")
+SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), "POST", "/v1/runs/search")
+
+
 class MemoryBackend(Protocol):
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp: ...
 
@@ -139,8 +167,8 @@ class ServiceBackend:
     """In the API process: the very objects the REST routes use, for the caller that the MCP request's API key
     authenticated (the same tenant rules as the REST routes)."""
 
-    def __init__(self, service: MemoryService, intake: Intake, caller: Caller) -> None:
-        self._on = Local(service, intake, caller)
+    def __init__(self, service: MemoryService, intake: Intake, caller: Caller, runs: RunService) -> None:
+        self._on = Local(service, intake, caller, runs)
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
         return await op.local(self._on, req)

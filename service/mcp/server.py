@@ -108,7 +108,8 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
     """
 
     def backend() -> MemoryBackend:
-        return ServiceBackend(app.state.deps.service, app.state.deps.intake, current_caller.get())
+        deps = app.state.deps
+        return ServiceBackend(deps.service, deps.intake, current_caller.get(), deps.jobs.runs)
 
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.

@@ -20,13 +20,17 @@ from pydantic import BaseModel, Field
 from service.context_format import render_markdown
 from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message, Scope, TaskStatus
 from service.mcp.backend import (
+    COMPLETE_RUN,
     CONTEXT,
     GRAPH_SEARCH,
     LIST_DUPLICATES,
     LIST_MEMORIES,
     MERGE_ENTITIES,
+    RECORD_STEP,
     REVIEW_DUPLICATE,
     SEARCH,
+    SEARCH_RUNS,
+    START_RUN,
     SUBMIT_BULK_DELETE,
     SUBMIT_CONVERSATION,
     SUBMIT_RAW,
@@ -37,7 +41,23 @@ from service.mcp.backend import (
     MemoryBackend,
     MemoryListQuery,
     Operation,
+    RunCompleteQuery,
+    RunStepQuery,
     TaskQuery,
+)
+from service.runs.schemas import (
+    ERROR_KIND_PATTERN,
+    MAX_ACTION_CHARS,
+    MAX_SEQ,
+    MAX_SUMMARY_CHARS,
+    MAX_TASK_CHARS,
+    MAX_THOUGHT_CHARS,
+    MAX_TOOL_CALLS,
+    RUN_ID_PATTERN,
+    Outcome,
+    RunRequest,
+    RunSearchRequest,
+    ToolCallIn,
 )
 from service.schemas import (
     AcceptedResponse,
@@ -294,6 +314,87 @@ class TaskArgs(BaseModel):
     task_id: TaskId
 
 
+RunIdArg = Annotated[str, Field(pattern=RUN_ID_PATTERN, description="The run_id start_task returned.")]
+ErrorKind = Annotated[str | None, Field(pattern=ERROR_KIND_PATTERN,
+                                        description="A short label of what went wrong, e.g. db_down, timeout.")]
+
+
+class StartTaskArgs(BaseModel):
+    """Start recording a task you are about to work on (a "run"): what you try, which tool calls fail, how it
+    ends. Record each step with record_task_step and the end with finish_task; later sessions find it with
+    recall_similar_tasks (and the project context shows its failures as lessons). Returns the run_id."""
+
+    task: Annotated[str, Field(min_length=1, max_length=MAX_TASK_CHARS, description="The task, in a sentence.")]
+    user_id: UserId
+    project_id: ProjectId = None
+    session_id: Annotated[str | None, Field(min_length=1, max_length=128, pattern=ID_PATTERN,
+                                            description="The agent session this task belongs to.")] = None
+    run_id: Annotated[str | None, Field(pattern=RUN_ID_PATTERN, description=(
+        "Your own id for the run (letters, digits, _ and -); without it the answer's run_id."))] = None
+    agent_id: AgentId = None
+
+
+class StartedTask(BaseModel):
+    """A queued start of a run."""
+
+    run_id: str
+    task_id: str
+    status: Literal["accepted"] = "accepted"
+    message: str = "Recording. Add steps with record_task_step and the outcome with finish_task."
+
+
+class RecordStepArgs(BaseModel):
+    """Record one step of a started task: what you did (action), optionally why (thought), and the tool calls
+    it made with their arguments, result or error. Failed calls (status=error, with the error text) are what
+    later sessions learn from. Secrets are redacted and long texts cut by the service. Steps may arrive in any
+    order; they read back in seq order."""
+
+    run_id: RunIdArg
+    user_id: UserId
+    seq: Annotated[int, Field(ge=0, le=MAX_SEQ, description="The step's position in the task: 0, 1, 2, ...")]
+    action: Annotated[str, Field(min_length=1, max_length=MAX_ACTION_CHARS, description="What this step did.")]
+    thought: Annotated[str | None, Field(max_length=MAX_THOUGHT_CHARS, description="Why (optional).")] = None
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS, description=(
+        "The step's tool calls: {tool, arguments?, result?, status: ok|error, error?, error_kind?, duration_ms?, "
+        "touched?: [{name, type}]} (touched: the files, services or people the call acted on)."))] = []
+    wait: Wait = False
+
+
+class FinishTaskArgs(BaseModel):
+    """Record how a started task ended: success or not, a summary of what worked (the fix, when something had
+    failed: later sessions see it beside the failure), and an error kind when it failed."""
+
+    run_id: RunIdArg
+    user_id: UserId
+    success: Annotated[bool, Field(description="true: the task was done.")]
+    summary: Annotated[str, Field(max_length=MAX_SUMMARY_CHARS, description=(
+        "What happened, e.g. 'Postgres was not running; docker compose up -d db fixed it'."))] = ""
+    error_kind: ErrorKind = None
+    wait: Wait = False
+
+
+class RecallTasksArgs(BaseModel):
+    """Find earlier tasks like this one (by meaning and by words, including their tool calls' commands and
+    errors), each with its outcome, summary and the tool calls that matched: use it before a task, or when a
+    tool call fails, to see what happened last time and what fixed it."""
+
+    query: Query
+    user_id: UserId
+    project_id: ProjectId = None
+    outcome: Annotated[Outcome | None, Field(description="Only runs that ended so (open = not finished).")] = None
+    tool: Annotated[str | None, Field(min_length=1, max_length=128,
+                                      description="Only runs with a call of this tool.")] = None
+    error_kind: ErrorKind = None
+    limit: Annotated[int, Field(ge=1, le=100, description="At most this many runs.")] = 5
+
+
+async def _start_task(backend: MemoryBackend, a: StartTaskArgs) -> StartedTask:
+    accepted = await backend.call(START_RUN, RunRequest(
+        task=a.task, user_id=a.user_id, project_id=a.project_id, session_id=a.session_id, run_id=a.run_id,
+        agent_id=a.agent_id))
+    return StartedTask(run_id=accepted.run_id, task_id=accepted.task_id)
+
+
 # ---- the table ------------------------------------------------------------------------------------------------
 
 A = TypeVar("A", bound=BaseModel)
@@ -368,6 +469,14 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
         project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),
     ask("get_task_status", TaskArgs, TASK_STATUS, lambda a: TaskQuery(task_id=a.task_id)),
+    Tool("start_task", StartTaskArgs, ADDITIVE, _start_task, StartedTask),
+    write("record_task_step", RecordStepArgs, RECORD_STEP, lambda a: RunStepQuery(
+        run_id=a.run_id, user_id=a.user_id, seq=a.seq, action=a.action, thought=a.thought, tool_calls=a.tool_calls)),
+    write("finish_task", FinishTaskArgs, COMPLETE_RUN, lambda a: RunCompleteQuery(
+        run_id=a.run_id, user_id=a.user_id, success=a.success, summary=a.summary, error_kind=a.error_kind)),
+    ask("recall_similar_tasks", RecallTasksArgs, SEARCH_RUNS, lambda a: RunSearchRequest(
+        query=a.query, user_id=a.user_id, project_id=a.project_id, outcome=a.outcome, tool=a.tool,
+        error_kind=a.error_kind, limit=a.limit)),
 )
 
 

@@ -17,10 +17,11 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.domain import ID_NAMESPACE
-from service.errors import NotFound
+from service.errors import DependencyUnavailable, NotFound
 from service.hooks.redact import redact
 from service.kv import RedisKV, redis_guard
 from service.queue import TaskQueue
+from service.runs import lessons as lesson_rules
 from service.runs.jobs import RunDeleteJob, RunJob, RunOutcome, RunStart, StepItem, ToolCallItem
 from service.runs.schemas import (
     CompleteRequest,
@@ -255,6 +256,24 @@ class RunService:
                           matched_tool_calls=[_call_out(c) for c in matched.get(r, [])], **_summary(rows[r]))
                    for r in top if r in rows]
         return RunSearchResponse(results=results)
+
+    async def warm_up(self) -> None:
+        """Plan the lessons statement before the first context request (session-start has a tight budget); for a
+        user id API keys cannot name (`_warm-up`), so no tenant's data is read. A failure is logged, never fatal."""
+        try:
+            await self.lessons("_warm-up", None)
+        except Exception as exc:  # a warm-up only: the first context request reports for real
+            log.warning("lessons_warm_up_failed", error=str(exc) or type(exc).__name__)
+
+    async def lessons(self, user_id: str, project_id: str | None, session_id: str | None = None,
+                      cap: int = lesson_rules.LESSONS) -> list[lesson_rules.Lesson]:
+        """Failed tool calls of earlier sessions and what came after them (service/runs/lessons.py). A graph
+        outage gives none (logged): the memory context does not depend on Neo4j and must not fail with it."""
+        try:
+            return await lesson_rules.lessons(self.graph, user_id, project_id, session_id, cap)
+        except DependencyUnavailable as exc:
+            log.warning("lessons_unavailable", error=str(exc))
+            return []
 
     async def reasoning(self, found: SearchResponse, query: str, user_id: str, project_id: str | None,
                         limit: int = REASONING_RUNS) -> SearchWithReasoning:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.domain import (
+    ID_PATTERN,
     Scope,
     utc,
 )
@@ -34,9 +35,13 @@ class SearchRequest(BaseModel):
     trace: bool = Field(default=False, description=(
         "Record which memories this search returned and which entities the graph retriever used "
         "(GET /v1/traces/{trace_id}); kept TRACE_TTL_DAYS."))
-    include: list[Literal["traces"]] | None = Field(default=None, max_length=1, description=(
+    include: list[Literal["traces", "messages", "entities"]] | None = Field(default=None, max_length=3, description=(
         'With "traces": `reasoning` lists prior task runs that match the query or touched the returned '
-        "memories' entities (docs/runs.md)."))
+        "memories' entities; \"messages\": `messages`, hits among the conversation tier's messages (the "
+        "`session_id` session's first); \"entities\": `entities`, the entities the query names with their score "
+        "and related names (docs/runs.md)."))
+    session_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN, description=(
+        'The current session: with include "messages" its messages come first.'))
 
     @model_validator(mode="after")
     def _window(self) -> SearchRequest:

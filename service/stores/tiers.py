@@ -65,6 +65,11 @@ class RunStore(Protocol):
 
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]: ...
 
+    async def lessons(self, user_id: str, project_id: str | None, session_id: str | None, scan: int,
+                      after: int) -> list[dict[str, Any]]:
+        """The newest `scan` runs with a failed tool call (not of `session_id`; of the project and of none):
+        `{run, failed: its last failed call, after: up to `after` successful calls that followed it}`."""
+
     async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:
         """Erase the run, its steps and tool calls (a tombstone of ids and times stays, so a part accepted
         before the delete and run after it writes nothing). False: no such run."""
@@ -106,3 +111,10 @@ class ConversationStore(Protocol):
 
     async def erase_tiers(self, user_id: str, before: str) -> int:
         """A delete of everything of the user: every run and conversation accepted before `before`."""
+
+
+class EntitySearch(Protocol):
+    async def search_entities(self, user_id: str, groups: list[str], query: str, limit: int
+                              ) -> list[dict[str, Any]]:
+        """The entities `query` names (full text over names and aliases, or the whole query as a name), best first:
+        `{id, name, type, group_id, aliases, mentions, related: [names of live fact neighbours], score}`."""

@@ -220,6 +220,98 @@ def test_the_plugin_command_line(http: httpx.Client, api: str, project: Project)
     assert ok["content"] == "Ran git status --short: ok"
 
 
+# ------------------------------------------------------------------------- one task trace per session
+
+
+def wait_run(http: httpx.Client, project: Project, session: str, predicate: Any, timeout: float = 30
+             ) -> dict[str, Any]:
+    """The session's run once `predicate(run)` holds (the hooks send from detached children)."""
+    deadline = time.monotonic() + timeout
+    got: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        listed = http.get("/v1/runs", params={"user_id": project.user, "session_id": session}).json()["items"]
+        assert len(listed) <= 1, listed  # one run per session
+        if listed:
+            got = http.get(f"/v1/runs/{listed[0]['run_id']}", params={"user_id": project.user}).json()
+            if predicate(got):
+                return got
+        time.sleep(0.1)
+    raise AssertionError(f"no matching run after {timeout}s: {got}")
+
+
+def test_the_hooks_build_one_redacted_trace_per_session(http: httpx.Client, api: str, project: Project) -> None:
+    env = hook_env(api, project)
+    for name in ("post_tool_use_bash_secret.json", "post_tool_use_failure_bash_pytest.json",
+                 "post_tool_use_read.json", "post_tool_use_bash_pytest_ok.json"):
+        code, out, elapsed = run_hook("post-tool-use", project.event(name), env)
+        assert code == 0 and out == b"" and elapsed < FAST_LIMIT
+    code, out, elapsed = run_hook("stop", project.event("stop.json"), env)
+    assert code == 0 and out == b"" and elapsed < FAST_LIMIT
+
+    run = wait_run(http, project, project.session,
+                   lambda r: r["outcome"] != "open" and [s["action"] for s in r["trace"]].count(None) == 0
+                   and len(r["trace"]) == 3)
+    assert run["run_id"] == f"cc-{project.session}" and run["project_id"] == project.id
+    assert run["agent_id"] == "claude-code" and run["session_id"] == project.session
+    assert [s["seq"] for s in run["trace"]] == [0, 1, 2]  # the Read was skipped, as for observations
+    calls = [s["tool_calls"][0] for s in run["trace"]]
+    assert [c["tool"] for c in calls] == ["Bash", "Bash", "Bash"]
+    assert [c["status"] for c in calls] == ["ok", "error", "ok"]
+    # redacted by the hook, then again by the API (its rules see the arguments as JSON text: the header's value)
+    assert json.loads(calls[0]["arguments"]) == {
+        "command": 'curl -sS -H "Authorization: [REDACTED] [REDACTED]" "https://api.payments.example/v1/charges?limit=3"',
+        "description": "List the three most recent charges"}
+    assert calls[1]["error"].startswith("Ran pytest -q tests/test_search.py: 3 failed, 7 passed (exit 1)\n")
+    assert "FAILED tests/test_search.py::test_window" in calls[1]["error"]
+    assert (calls[1]["duration_ms"], calls[2]["duration_ms"]) == (1830, 1712)
+    assert calls[2]["result"] == "Ran pytest -q tests/test_search.py: 10 passed"
+    assert run["outcome"] == "success"  # the last call went through
+    assert run["summary"] == ("I added `after`/`before` filters to search and a test; 3 tests still fail. "
+                              "(3 tool calls, 1 failed)")
+    dumped = json.dumps(run)
+    assert SECRET not in dumped and "sk-live" not in dumped
+
+    # another session of the same project is another run
+    other = Project.__new__(Project)
+    other.__dict__.update(project.__dict__, session=unique("session"))
+    run_hook("post-tool-use", other.event("post_tool_use_failure_bash_pytest.json"), env)
+    run_hook("stop", other.event("stop.json"), env)
+    second = wait_run(http, project, other.session, lambda r: r["outcome"] != "open")
+    assert second["run_id"] == f"cc-{other.session}" and second["outcome"] == "failure"
+    assert second["error_kind"] == "tool_error" and second["failed_tool_calls"] == 1
+    listed = http.get("/v1/runs", params={"user_id": project.user}).json()["items"]
+    assert sorted(r["session_id"] for r in listed) == sorted([project.session, other.session])
+
+
+def test_session_start_shows_a_lesson_from_an_earlier_session(http: httpx.Client, api: str,
+                                                              project: Project) -> None:
+    env = hook_env(api, project)
+    for name in ("post_tool_use_failure_bash_pytest.json", "post_tool_use_bash_pytest_ok.json"):
+        run_hook("post-tool-use", project.event(name), env)
+    run_hook("stop", project.event("stop.json"), env)
+    wait_run(http, project, project.session, lambda r: r["outcome"] == "success" and len(r["trace"]) == 2)
+
+    later = Project.__new__(Project)
+    later.__dict__.update(project.__dict__, session=unique("session"))
+    wait_for(http, project, lambda m: m["category"] == "interaction")  # the session's writes are done
+    direct = http.get(f"/v1/context/{project.id}", params={"user_id": project.user, "format": "markdown",
+                                                          "session_id": later.session})
+    assert direct.status_code == 200 and "## From earlier sessions" in direct.text
+    code, out, elapsed = run_hook("session-start", later.event("session_start.json"), env)
+    assert code == 0 and elapsed < SESSION_START_LIMIT
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "## From earlier sessions" in context
+    lesson = context.split("## From earlier sessions\n", 1)[1]
+    assert lesson.startswith("- `Bash` `pytest -q tests/test_search.py` failed: "
+                             "Ran pytest -q tests/test_search.py: 3 failed, 7 passed (exit 1); "
+                             "then `Bash` `pytest -q tests/test_search.py` went through; the task succeeded")
+    assert len(context) <= 4000
+
+    # the session's own failures are not "earlier sessions"
+    code, out, _ = run_hook("session-start", project.event("session_start.json"), env)
+    assert "From earlier sessions" not in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
 # ------------------------------------------------------------------------- service stopped or hanging
 
 

@@ -41,6 +41,10 @@ TOOLS = {
     "list_duplicate_entities": {"user_id"},
     "review_duplicate": {"user_id", "source_id", "target_id", "confirm"},
     "merge_entities": {"user_id", "source_id", "target_id"},
+    "start_task": {"task", "user_id"},
+    "record_task_step": {"run_id", "user_id", "seq", "action"},
+    "finish_task": {"run_id", "user_id", "success"},
+    "recall_similar_tasks": {"query", "user_id"},
 }
 
 
@@ -274,6 +278,42 @@ async def test_project_context(api: str, transport: str) -> None:
         assert [g["category"] for g in glob["categories"]] == ["preference"]
         short = await client.call_tool("get_project_context", {"user_id": user, "project_id": "app", "max_chars": 200})
         assert len(text(short)) <= 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_record_a_task_then_recall_it(api: str, transport: str) -> None:
+    user = unique(f"mcp-run-{transport}")
+    async with connect(transport, api) as client:
+        started = await call(client, "start_task", task="Run the integration tests", user_id=user,
+                             project_id="api", session_id="s1")
+        run_id = started["run_id"]
+        assert started["status"] == "accepted" and started["task_id"]
+        step = await call(client, "record_task_step", run_id=run_id, user_id=user, seq=1, action="run the tests again",
+                          tool_calls=[{"tool": "Bash", "arguments": {"command": "make test"}, "result": "42 passed"}],
+                          wait=True)
+        assert step["status"] == "completed", step
+        step = await call(client, "record_task_step", run_id=run_id, user_id=user, seq=0, action="run the tests",
+                          tool_calls=[{"tool": "Bash", "arguments": {"command": "make test",
+                                                                     "env": "PGPASSWORD=hunter2-secret-pw"},
+                                       "status": "error", "error": "psql: could not connect: Connection refused",
+                                       "error_kind": "db_down"}], wait=True)
+        assert step["status"] == "completed", step
+        done = await call(client, "finish_task", run_id=run_id, user_id=user, success=True,
+                          summary="Postgres was not running; docker compose up -d db fixed it", wait=True)
+        assert done["status"] == "completed", done
+
+        found = (await call(client, "recall_similar_tasks", query="make test connection refused", user_id=user))
+        [hit] = found["results"]
+        assert hit["run_id"] == run_id and hit["outcome"] == "success" and hit["failed_tool_calls"] == 1
+        assert hit["summary"] == "Postgres was not running; docker compose up -d db fixed it"
+        assert [c["error_kind"] for c in hit["matched_tool_calls"]][:1] == ["db_down"]
+        assert "hunter2" not in json.dumps(found)
+        assert (await call(client, "recall_similar_tasks", query="make test", user_id=user,
+                           outcome="failure"))["results"] == []
+        assert (await call(client, "recall_similar_tasks", query="make test",
+                           user_id=unique("nobody")))["results"] == []
+        unknown = await fails(client, "finish_task", run_id="never-started", user_id=user, success=False)
+        assert "unknown run id" in unknown
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -148,6 +148,9 @@ async def test_neo4j_stopped_for_a_minute_during_writes(tmp_path: Path) -> None:
             search = await client.post("/v1/search", json={"query": "Go service", "user_id": user})
             assert search.status_code == 200 and search.json()["degraded"] == ["graph"]
             assert search.json()["results"]
+            context = await client.get("/v1/context/global", params={"user_id": user})  # lessons need the graph,
+            assert context.status_code == 200 and context.json()["lessons"] == []  # the memory context does not
+            assert context.json()["total"] >= 5
             health = (await client.get("/health")).json()
             assert health["write_path"]["outbox_depth"] >= 20
             await asyncio.sleep(max(0.0, 60 - (time.monotonic() - down_at)))

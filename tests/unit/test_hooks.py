@@ -536,18 +536,30 @@ def test_state_dir_follows_xdg() -> None:
 
 
 class Sent:
+    """The HTTP boundary of the commands: `detached` runs the send at once, `request` records what it sends
+    (memory writes in `calls`, the trace's requests in `trace`) and answers `status` (404 for the paths in
+    `missing`)."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.trace: list[tuple[str, Any]] = []
+        self.missing: set[str] = set()
 
-    def __call__(self, settings: HookSettings, path: str, body: Any) -> str:
-        self.calls.append((path, body))
+    def detached(self, send: Any) -> str:
+        send(time.monotonic() + 3)
         return "stub"
+
+    def request(self, settings: HookSettings, method: str, path: str, *, query: Any = None, json_body: Any = None,
+                timeout: float) -> client.Response:
+        (self.calls if path == "/v1/memories/raw" else self.trace).append((path, json_body))
+        return client.Response(404 if path in self.missing else 202, b"{}")
 
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Sent:
     stub = Sent()
-    monkeypatch.setattr(client, "fire_and_forget", stub)
+    monkeypatch.setattr(client, "detached", stub.detached)
+    monkeypatch.setattr(client, "request", stub.request)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     return stub
 
@@ -569,6 +581,62 @@ def test_post_tool_use_body(sent: Sent, tmp_path: Path) -> None:
     commands.post_tool_use(HookSettings(user_id="alice", project_id="override"), event, {})
     assert sent.calls[-1][1]["user_id"] == "alice" and sent.calls[-1][1]["project_id"] == "override"
     assert state.SessionState(event["session_id"]).count() == 2
+
+
+def test_post_tool_use_builds_the_sessions_trace(sent: Sent, tmp_path: Path) -> None:
+    (tmp_path / ".memory-project").write_text("shop-api\n")
+    first = payload("post_tool_use_bash_secret.json", str(tmp_path))
+    sid = first["session_id"]
+    commands.post_tool_use(HookSettings(user_id="alice"), first, {})
+    [(path, start)] = sent.trace  # the session's first call starts the run with its step
+    assert path == "/v1/runs"
+    assert start == {
+        "run_id": f"cc-{sid}", "session_id": sid, "agent_id": "claude-code", "project_id": "shop-api",
+        "user_id": "alice", "task": f"Claude Code session {sid} (project shop-api)",
+        "steps": [{"seq": 0, "action": 'Ran curl -sS -H "Authorization: Bearer [REDACTED]" '
+                                     '"https://api.payments.example/v1/charges?limit=3": ok',
+                   "tool_calls": [{"tool": "Bash", "seq": 0, "status": "ok", "duration_ms": 412,
+                                   "result": start["steps"][0]["action"], "arguments": {
+                                       "command": 'curl -sS -H "Authorization: Bearer [REDACTED]" '
+                                                  '"https://api.payments.example/v1/charges?limit=3"',
+                                       "description": "List the three most recent charges"}}]}]}
+    assert "sk-live" not in json.dumps(start)
+
+    failure = payload("post_tool_use_failure_bash_pytest.json", str(tmp_path))
+    commands.post_tool_use(HookSettings(user_id="alice"), failure, {})
+    path, step = sent.trace[-1]  # a later call: a step of the started run
+    assert path == f"/v1/runs/cc-{sid}/steps" and step["seq"] == 1 and step["user_id"] == "alice"
+    [call] = step["tool_calls"]
+    assert call["status"] == "error" and call["duration_ms"] == 1830 and "result" not in call
+    assert call["error"].startswith("Ran pytest -q tests/test_search.py: 3 failed, 7 passed (exit 1)\nExit code 1")
+
+    sent.missing.add(f"/v1/runs/cc-{sid}/steps")  # the start not accepted yet: the step starts the run
+    commands.post_tool_use(HookSettings(user_id="alice"), first, {})
+    assert [p for p, _ in sent.trace[-2:]] == [f"/v1/runs/cc-{sid}/steps", "/v1/runs"]
+    assert sent.trace[-1][1]["steps"][0]["seq"] == 2 and sent.trace[-1][1]["run_id"] == f"cc-{sid}"
+    assert state.SessionState(sid).calls() == b".x."
+
+    sent.trace.clear()
+    stop = payload("stop.json", str(tmp_path))
+    assert commands.stop(HookSettings(user_id="alice"), stop, {}) == "stub"
+    [(path, body)] = sent.trace
+    assert path == f"/v1/runs/cc-{sid}/complete"
+    assert body == {"success": True, "user_id": "alice", "summary": (
+        "I added `after`/`before` filters to search and a test; 3 tests still fail. (3 tool calls, 1 failed)")}
+    assert commands.stop(HookSettings(user_id="alice"), stop, {}) is None  # nothing new: nothing sent
+    commands.post_tool_use(HookSettings(user_id="alice"), failure, {})
+    sent.trace.clear()
+    commands.stop(HookSettings(user_id="alice"), stop, {})
+    assert sent.trace[0][1]["success"] is False and sent.trace[0][1]["error_kind"] == "tool_error"
+
+
+def test_the_run_id_of_a_session() -> None:
+    from service.hooks import trace
+
+    assert trace.run_id("9f1c2a3e-5b6d-4e7f-8a9b-0c1d2e3f4a5b") == "cc-9f1c2a3e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
+    odd = trace.run_id("a session/with spaces")
+    assert odd.startswith("cc-") and len(odd) == 43 and odd == trace.run_id("a session/with spaces")
+    assert trace.api_session("a session/with spaces") is None and trace.api_session("s1") == "s1"
 
 
 def test_post_tool_use_skips_read_without_counting(sent: Sent) -> None:
@@ -621,7 +689,8 @@ def test_session_start_prints_the_documented_json(monkeypatch: pytest.MonkeyPatc
     assert json.loads(out.getvalue()) == {"hookSpecificOutput": {
         "hookEventName": "SessionStart", "additionalContext": "# Memory context (project shop-api)\n- Uses tabs"}}
     assert out.getvalue().count("\n") == 1
-    assert seen == [("/v1/context/shop-api", {"format": "markdown", "max_chars": 3000})]
+    assert seen == [("/v1/context/shop-api", {"format": "markdown", "max_chars": 3000,
+                                              "session_id": event["session_id"]})]
 
     out = io.StringIO()
     commands.session_start(HookSettings(user_id="alice"), {"cwd": "/"}, {}, out)
@@ -797,12 +866,13 @@ def test_fire_and_forget_forks_and_the_child_sends(stub_server: str, hook_env: d
     assert proc.returncode == 0 and proc.stdout == b""
     assert time.monotonic() - started < 5
     deadline = time.monotonic() + 10
-    while not _Stub.requests and time.monotonic() < deadline:
+    while len(_Stub.requests) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    [(method, path, _, body)] = _Stub.requests
+    [(method, path, _, body), (method2, path2, _, body2)] = _Stub.requests  # the observation, then the trace
     assert (method, path) == ("POST", "/v1/memories/raw")
     sent = json.loads(body)
     assert sent["category"] == "task_context" and "sk-live" not in body.decode()
+    assert (method2, path2) == ("POST", "/v1/runs") and "sk-live" not in body2.decode()
 
 
 def test_session_start_through_the_plugin_wrapper(stub_server: str, hook_env: dict[str, str], tmp_path: Path) -> None:
@@ -819,7 +889,7 @@ def test_session_start_through_the_plugin_wrapper(stub_server: str, hook_env: di
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
-    assert _Stub.requests[0][1] == "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice"
+    assert _Stub.requests[0][1] == "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice&session_id=s1"
 
 
 def test_a_key_in_the_plugins_env_file_reaches_the_api(stub_server: str, hook_env: dict[str, str],
@@ -844,7 +914,7 @@ def test_a_key_in_the_plugins_env_file_reaches_the_api(stub_server: str, hook_en
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
     [(method, path, headers, _)] = _Stub.requests
-    assert (method, path) == ("GET", "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice")
+    assert (method, path) == ("GET", "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice&session_id=s1")
     assert headers["Authorization"] == "Bearer msk_k1_from_dotenv"
 
 

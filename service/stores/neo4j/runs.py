@@ -31,6 +31,7 @@ from service.stores.neo4j.search import lucene_query, lucene_terms
 from service.stores.tiers import RunFilter, RunWrite
 
 MAX_RUN_SCAN = 20_000  # runs of one user a dense search compares (newest first)
+LESSON_WINDOW = 500  # the newest runs of a user that lessons look among
 FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, FT_GROUP)
 
 RUN_SCHEMA: tuple[LiteralString, ...] = (
@@ -173,6 +174,35 @@ WHERE r.user_id = $user_id AND r.deleted_at IS NULL
   AND ($project_id IS NULL OR r.project_id IS NULL OR r.project_id = $project_id)
 WITH r, collect(DISTINCT e.name) AS entities, collect(DISTINCT """ + CALL_PROPS + """) AS calls
 RETURN r.id AS id, entities, calls[..5] AS calls ORDER BY size(entities) DESC, r.created_at DESC LIMIT $k
+"""
+
+# Lessons for a context: the user's recent runs (of other sessions) with a failed tool call, among the newest
+# LESSON_WINDOW runs (a bounded cost whatever the user's history); per run its last failed call and the
+# successful calls after it (what the agent did next), in order.
+LESSONS: LiteralString = """
+MATCH (r:Run) WHERE r.user_id = $user_id AND r.deleted_at IS NULL
+  AND ($project_id IS NULL OR r.project_id IS NULL OR r.project_id = $project_id)
+  AND ($session_id IS NULL OR r.session_id IS NULL OR r.session_id <> $session_id)
+WITH r ORDER BY r.created_at DESC LIMIT $window
+WITH r WHERE EXISTS { (r)-[:HAS_STEP]->(:Step)-[:CALLED]->(:ToolCall {status: 'error'}) }
+WITH r LIMIT $scan
+MATCH (r)-[:HAS_STEP]->(s:Step)-[:CALLED]->(t:ToolCall {status: 'error'})
+WITH r, s, t ORDER BY s.seq DESC, coalesce(t.seq, -1) DESC, t.accepted_at DESC, coalesce(t.n, 0) DESC
+WITH r, collect({seq: s.seq, call: t})[0] AS f
+WITH r, f.seq AS fseq, f.call AS t
+CALL (r, fseq, t) {
+    MATCH (r)-[:HAS_STEP]->(s2:Step)-[:CALLED]->(ok:ToolCall {status: 'ok'})
+    WHERE s2.seq > fseq
+       OR (s2.seq = fseq AND CASE WHEN ok.seq IS NOT NULL AND t.seq IS NOT NULL THEN ok.seq > t.seq
+                                  ELSE ok.accepted_at > t.accepted_at
+                                       OR (ok.accepted_at = t.accepted_at AND coalesce(ok.n, 0) > coalesce(t.n, 0))
+                             END)
+    WITH s2, ok ORDER BY s2.seq, coalesce(ok.seq, 0), ok.accepted_at, coalesce(ok.n, 0) LIMIT $after
+    RETURN collect(ok{.tool, .arguments, .result, step: s2.action}) AS after
+}
+RETURN r{.id, .task, .session_id, .project_id, .outcome, .summary, .error_kind, .created_at, .completed_at} AS run,
+       t{.tool, .arguments, .error, .error_kind, step: fseq} AS failed, after
+ORDER BY r.created_at DESC
 """
 
 STATS: LiteralString = """
@@ -408,6 +438,19 @@ class RunGraph:
 
         found: list[tuple[str, list[str], list[dict[str, Any]]]] = await self._read(run)
         return found
+
+    async def lessons(self, user_id: str, project_id: str | None, session_id: str | None, scan: int,
+                      after: int) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(LESSONS, user_id=user_id, project_id=project_id, session_id=session_id,
+                                  window=LESSON_WINDOW, scan=clamp(scan, 200), after=clamp(after, 10))
+            return [{"run": dict(r["run"]), "failed": dict(r["failed"]), "after": [dict(a) for a in r["after"]]}
+                    for r in await result.data()]
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        return rows
 
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]:
         check_id(user_id, "user_id")

@@ -39,6 +39,7 @@ from service.stores.neo4j.rows import (
     utc_now,
 )
 from service.stores.neo4j.runs import RUN_SCHEMA, RunGraph
+from service.stores.neo4j.turn import TurnGraph
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -89,7 +90,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,

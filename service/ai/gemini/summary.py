@@ -1,0 +1,89 @@
+"""A conversation's summary by Gemini (the extractor's model, then its fallback model), with structured output:
+`{"summary": "..."}`. The same client and retry rules as the extractor (client.py)."""
+
+from __future__ import annotations
+
+import json
+
+import structlog
+from google import genai
+from google.genai import types
+from pydantic import BaseModel, Field
+
+from service.ai.gemini.client import Backoff, GeminiResponseError, GeminiUnavailable, request_with_retries
+from service.metrics import LLM_TOKENS
+
+log = structlog.get_logger(__name__)
+
+MAX_INPUT_CHARS = 24_000  # of "role: content" lines, as the extractor's window
+MAX_SUMMARY_CHARS = 1500
+
+SUMMARY_INSTRUCTION = """\
+You summarise a conversation between a user and an AI assistant for the assistant's future sessions.
+Write at most {sentences} plain sentences: what was asked, what was decided or done, what is still open, the
+names, numbers and dates that matter. Use only what the conversation says; do not address the reader.
+Answer only with JSON matching the response schema."""
+
+
+class SummaryResponse(BaseModel):
+    summary: str = Field(description="The summary, at most the requested number of sentences.")
+
+
+class GeminiSummarizer:
+    name = "gemini"
+
+    def __init__(self, client: genai.Client, model: str, fallback_model: str, *, timeout_s: float = 60,
+                 max_retries: int = 3, base_delay_s: float = 0.5, max_delay_s: float = 8.0) -> None:
+        self._client = client
+        self.model = model
+        self.fallback_model = fallback_model
+        self._timeout_s = timeout_s
+        self._max_retries = max(0, max_retries)
+        self._backoff = Backoff(base_delay_s, max_delay_s)
+
+    @staticmethod
+    def prompt(messages: list[tuple[str, str]]) -> str:
+        """The conversation as `role: content` lines, the first MAX_INPUT_CHARS characters."""
+        lines, used = [], 0
+        for role, content in messages:
+            line = f"{role}: {' '.join(content.split())}"
+            if used + len(line) > MAX_INPUT_CHARS:
+                lines.append(line[: max(0, MAX_INPUT_CHARS - used)])
+                break
+            lines.append(line)
+            used += len(line) + 1
+        return "Conversation:\n" + "\n".join(lines)
+
+    async def summarise(self, messages: list[tuple[str, str]], max_sentences: int) -> tuple[str, str]:
+        """(summary, model that wrote it). The fallback model is asked when the first is unavailable."""
+        prompt = self.prompt(messages)
+        try:
+            return await self._call(self.model, prompt, max_sentences), self.model
+        except GeminiUnavailable as exc:
+            if self.fallback_model == self.model:
+                raise
+            log.warning("gemini_summary_fallback", model=self.model, fallback=self.fallback_model, error=str(exc))
+            return await self._call(self.fallback_model, prompt, max_sentences), self.fallback_model
+
+    async def _call(self, model: str, prompt: str, max_sentences: int) -> str:
+        config = types.GenerateContentConfig(
+            system_instruction=SUMMARY_INSTRUCTION.format(sentences=max_sentences),
+            response_mime_type="application/json", response_schema=SummaryResponse,
+            temperature=None if model.startswith("gemini-3") else 0.0,
+            http_options=types.HttpOptions(timeout=max(1, int(self._timeout_s * 1000))))
+        response, attempt, latency_ms = await request_with_retries(
+            lambda: self._client.aio.models.generate_content(model=model, contents=prompt, config=config),
+            model=model, max_retries=self._max_retries, backoff=self._backoff, timeout_s=self._timeout_s,
+            event="gemini_summary", stage="summary")
+        usage = response.usage_metadata
+        if usage is not None:
+            LLM_TOKENS.labels("summary", model, "prompt").inc(usage.prompt_token_count or 0)
+            LLM_TOKENS.labels("summary", model, "output").inc(usage.candidates_token_count or 0)
+        text = response.text or ""
+        try:
+            summary = SummaryResponse.model_validate(json.loads(text)).summary
+        except ValueError as exc:
+            raise GeminiResponseError(f"Gemini {model} returned no summary: {text[:120]!r}", model=model) from exc
+        log.info("gemini_summary", model=model, attempt=attempt, latency_ms=latency_ms, chars=len(summary))
+        summary = " ".join(summary.split())
+        return summary if len(summary) <= MAX_SUMMARY_CHARS else summary[: MAX_SUMMARY_CHARS - 1].rstrip() + "…"
