@@ -92,7 +92,10 @@ async def _rehome(redis: ArqRedis, settings: Settings, limit: int) -> Rehomed:
             else:
                 out.running_elsewhere += 1
     if older and complete and out.running_elsewhere == 0 and not out.moved:
-        await aw(redis.srem(counts_key(base), *older))  # nothing of theirs waits any more
+        pipe = redis.pipeline(transaction=True)  # nothing of theirs waits any more
+        pipe.sadd(counts_key(base), shards)
+        pipe.srem(counts_key(base), *older)
+        await pipe.execute()
         out.counts_forgotten = older
     if out.moved or out.counts_forgotten:
         log.warning("shard_jobs_rehomed", moved=out.moved, running_elsewhere=out.running_elsewhere,
