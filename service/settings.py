@@ -295,7 +295,8 @@ class Settings(BaseSettings):
             for item in value:
                 host, sep, port = str(item).rpartition(":")
                 if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                    raise ValueError(f"REDIS_SENTINELS must be host:port pairs separated by commas, e.g. 10.0.0.5:26379 ({item!r} is not)")
+                    raise ValueError("REDIS_SENTINELS must be host:port pairs separated by commas, e.g. "
+                                     f"10.0.0.5:26379 ({item!r} is not)")
         return value
 
     @property
