@@ -227,17 +227,35 @@ class TaskQueue:
         now_ms = int(time.time() * 1000)
         serialized = serialize_job(self._functions[job.kind], (task_id, payload), {}, None, now_ms,
                                    serializer=job_serializer)
-        existing = await self._accept(
-            keys=[self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
-                  result_key_prefix + task_id, self.queue_of(str(record["user_id"] or "") or None),
-                  counts_key(self._settings.arq_queue_name)],
-            args=[json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
-                  self._settings.worker_shards])
+        keys = [self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
+                result_key_prefix + task_id, self.queue_of(str(record["user_id"] or "") or None),
+                counts_key(self._settings.arq_queue_name)]
+        args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
+                self._settings.worker_shards]
+        replicas = self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
+        if replicas:
+            existing = await self._accept_replicated(keys, args, replicas)
+        else:
+            existing = await self._accept(keys=keys, args=args)
         if existing is not None:
             log.info("task_deduplicated", task_id=existing.decode())
             return str(existing.decode())
         log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
+
+    async def _accept_replicated(self, keys: list[str], args: list[Any], replicas: int) -> bytes | None:
+        """The accept script, then Redis WAIT on the same connection: answered only once `replicas` replicas hold
+        the write, so a failover cannot lose an acknowledged task. Fewer in time: 503, and the client's retry of
+        the same request finds this task through its idempotency pointer (it is not accepted twice)."""
+        wait_ms = max(1, int(self._settings.redis_timeout_seconds * 500))
+        pipe = self._redis.pipeline(transaction=False)
+        await self._accept(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", replicas, wait_ms)
+        existing, acked = await pipe.execute()
+        if int(acked) < replicas:
+            log.warning("accept_not_replicated", acked=int(acked), wanted=replicas, wait_ms=wait_ms)
+            raise DependencyUnavailable(f"redis: the write reached {acked} of {replicas} replica(s) in {wait_ms} ms")
+        return cast(bytes | None, existing)
 
     def queue_of(self, user_id: str | None) -> str:
         """The ARQ queue of a user's jobs (the queue of the user's shard; service/shards.py)."""
