@@ -112,7 +112,7 @@ class SentinelSet:
                 reply = command(p, "SENTINEL", "get-master-addr-by-name", MASTER)
             except OSError:
                 continue
-            parts = [line for line in reply.split("\r\n") if line and not line[0] in "*$"]
+            parts = [line for line in reply.split("\r\n") if line and line[0] not in "*$"]
             if len(parts) == 2:
                 return int(parts[1])
         return None
