@@ -157,3 +157,20 @@ async def test_a_shard_count_change_with_jobs_queued_runs_every_job_once(tmp_pat
 
 async def _counts_are(redis: aioredis.Redis, queue: str, want: set[str]) -> bool:
     return {m.decode() for m in await redis.smembers(counts_key(queue))} == want
+
+
+async def test_the_reaper_requeues_a_lost_job_on_its_users_shard(tmp_path: Path) -> None:
+    async with running_app(tmp_path, worker_shards=3, embedded_worker=False) as (client, deps):
+        queue = deps.settings.arq_queue_name
+        user = users_on(3, [2], "reap")[0]
+        task = (await client.post("/v1/memories/raw", json={"content": "lost on shard two", "user_id": user,
+                                                             "category": "preference"})).json()["task_id"]
+        redis = deps.tasks.redis
+        shard_queue = queue_name(queue, 2, 3)
+        assert await redis.zscore(shard_queue, task) is not None  # accepted onto the user's shard
+        await redis.delete(f"arq:job:{task}")  # the job vanishes (a worker died on it)
+        await redis.zrem(shard_queue, task)
+        assert (await deps.tasks.reap(older_than_s=0))["requeued"] == 1
+        assert await redis.zscore(shard_queue, task) is not None  # back on the same shard's queue
+        assert all([await redis.zscore(q, task) is None for q in queue_names(queue, 3) if q != shard_queue])
+        assert await redis.zscore(queue, task) is None
