@@ -10,23 +10,29 @@ Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart)
 - `<queue>:idem:<req_hash>`  the task id that answers identical requests; lives while the task is
   pending, then IDEMPOTENCY_WINDOW_SECONDS after it finished (so retries share a task, history
   does not). Its lifetime is independent of both the status record and ARQ's job/result keys.
+
+ARQ's own queue (the sorted set workers poll) is ARQ_QUEUE_NAME with WORKER_SHARDS=1, else the queue of the
+user's shard (service/shards.py); every key above stays under ARQ_QUEUE_NAME, so a task reads the same whatever
+shard runs it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgpack
 import structlog
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
+from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import RedisError
 
 from service.domain import ID_NAMESPACE, TaskStatus
@@ -35,6 +41,7 @@ from service.jobs import JobModel
 from service.kv import STEPS, RedisKV, aw, redis_guard, step_key
 from service.schemas import TaskResponse
 from service.settings import Settings
+from service.shards import counts_key, queue_name, queue_names, shard_of
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -44,8 +51,9 @@ LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 # Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
 # answers a retried request; otherwise the status record, the pending entry, the pointer and the ARQ job (what
 # ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
-# written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue. ARGV: record JSON, pending
-# score, task id, TTL s, serialised job, job expiry ms, queue score, the records' key prefix.
+# written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue (the user's shard's), the set of
+# shard counts. ARGV: record JSON, pending score, task id, TTL s, serialised job, job expiry ms, queue score, the
+# records' key prefix, WORKER_SHARDS.
 _ACCEPT = """
 local existing = redis.call('GET', KEYS[3])
 if existing and redis.call('EXISTS', ARGV[8] .. existing) == 1 then
@@ -58,6 +66,7 @@ if redis.call('EXISTS', KEYS[4], KEYS[5]) == 0 then
     redis.call('PSETEX', KEYS[4], ARGV[6], ARGV[5])
     redis.call('ZADD', KEYS[6], ARGV[7], ARGV[3])
 end
+redis.call('SADD', KEYS[7], ARGV[9])
 return false
 """
 
@@ -94,21 +103,57 @@ def job_deserializer(data: bytes) -> Any:
 
 
 def redis_settings(settings: Settings) -> RedisSettings:
+    """ARQ's connection settings: REDIS_URL, or the primary REDIS_SENTINELS name for REDIS_SENTINEL_MASTER (what
+    `arq worker.WorkerSettings` connects with; this service's own clients come from `connect_redis`)."""
     rs = RedisSettings.from_dsn(settings.redis_url)
+    if settings.redis_sentinels:
+        rs.host = settings.sentinel_addresses
+        rs.sentinel = True
+        rs.sentinel_master = settings.redis_sentinel_master
     rs.conn_timeout = max(1, int(settings.redis_timeout_seconds))
     rs.conn_retries = 2
     return rs
 
 
-async def connect_redis(settings: Settings) -> ArqRedis:
+def _sentinel_client(settings: Settings, queue: str) -> ArqRedis:
+    """A client of the primary that REDIS_SENTINELS name: each new connection asks them where it is, so after a
+    failover the next connection reaches the new primary (ARQ's own Sentinel path has no Sentinel password and no
+    timeouts, hence this)."""
+    conf = RedisSettings.from_dsn(settings.redis_url)
+    timeout = settings.redis_timeout_seconds
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    if settings.redis_sentinel_password is not None:
+        sentinel_kwargs["password"] = settings.redis_sentinel_password.get_secret_value()
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        settings.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, socket_connect_timeout=timeout, ssl=conf.ssl,
+        db=conf.database, username=conf.username, password=conf.password)
+    client = cast(ArqRedis, sentinel.master_for(settings.redis_sentinel_master, redis_class=ArqRedis))
+    client.job_serializer = job_serializer
+    client.job_deserializer = job_deserializer
+    client.default_queue_name = queue
+    return client
+
+
+async def connect_redis(settings: Settings, queue: str | None = None) -> ArqRedis:
+    """The service's Redis client (API, worker, key store, rate limits, idempotency all share it); `queue`: the
+    ARQ queue `enqueue_job` defaults to (ARQ_QUEUE_NAME)."""
+    queue = queue or settings.arq_queue_name
     try:
-        return await create_pool(
-            redis_settings(settings),
-            job_serializer=job_serializer,
-            job_deserializer=job_deserializer,
-            default_queue_name=settings.arq_queue_name,
-        )
-    except (RedisError, OSError) as exc:
+        if not settings.redis_sentinels:
+            return await create_pool(redis_settings(settings), job_serializer=job_serializer,
+                                     job_deserializer=job_deserializer, default_queue_name=queue)
+        client = _sentinel_client(settings, queue)
+        for attempt in range(3):  # bounded, as create_pool's conn_retries
+            try:
+                await asyncio.wait_for(client.ping(), settings.redis_timeout_seconds * 2)
+                return client
+            except (RedisError, OSError, TimeoutError):
+                if attempt == 2:
+                    await client.aclose()
+                    raise
+                await asyncio.sleep(1)
+        raise AssertionError("unreachable")
+    except (RedisError, OSError, TimeoutError) as exc:
         raise DependencyUnavailable(f"redis unreachable at {settings.safe_redis_url}: {exc}") from exc
 
 
@@ -182,20 +227,46 @@ class TaskQueue:
         now_ms = int(time.time() * 1000)
         serialized = serialize_job(self._functions[job.kind], (task_id, payload), {}, None, now_ms,
                                    serializer=job_serializer)
-        existing = await self._accept(
-            keys=[self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
-                  result_key_prefix + task_id, self._settings.arq_queue_name],
-            args=[json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix])
+        keys = [self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
+                result_key_prefix + task_id, self.queue_of(str(record["user_id"] or "") or None),
+                counts_key(self._settings.arq_queue_name)]
+        args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
+                self._settings.worker_shards]
+        replicas = self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
+        if replicas:
+            existing = await self._accept_replicated(keys, args, replicas)
+        else:
+            existing = await self._accept(keys=keys, args=args)
         if existing is not None:
             log.info("task_deduplicated", task_id=existing.decode())
             return str(existing.decode())
         log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
 
-    async def _submit(self, task_id: str, job: dict[str, Any], job_try: int | None = None) -> bool:
+    async def _accept_replicated(self, keys: list[str], args: list[Any], replicas: int) -> bytes | None:
+        """The accept script, then Redis WAIT on the same connection: answered only once `replicas` replicas hold
+        the write, so a failover cannot lose an acknowledged task. Fewer in time: 503, and the client's retry of
+        the same request finds this task through its idempotency pointer (it is not accepted twice)."""
+        wait_ms = max(1, int(self._settings.redis_timeout_seconds * 500))
+        pipe = self._redis.pipeline(transaction=False)
+        await self._accept(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", replicas, wait_ms)
+        existing, acked = await pipe.execute()
+        if int(acked) < replicas:
+            log.warning("accept_not_replicated", acked=int(acked), wanted=replicas, wait_ms=wait_ms)
+            raise DependencyUnavailable(f"redis: the write reached {acked} of {replicas} replica(s) in {wait_ms} ms")
+        return cast(bytes | None, existing)
+
+    def queue_of(self, user_id: str | None) -> str:
+        """The ARQ queue of a user's jobs (the queue of the user's shard; service/shards.py)."""
+        shards = self._settings.worker_shards
+        return queue_name(self._settings.arq_queue_name, shard_of(user_id, shards), shards)
+
+    async def _submit(self, task_id: str, job: dict[str, Any], job_try: int | None = None,
+                      user_id: str | None = None) -> bool:
         submitted = await self._redis.enqueue_job(
             self._functions[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.task_ttl_seconds,
-            _job_try=job_try,
+            _job_try=job_try, _queue_name=self.queue_of(user_id or job.get("user_id")),
         )
         return submitted is not None
 
@@ -318,8 +389,14 @@ class TaskQueue:
         return int(await self._guard("pending", self._redis.zcard(self.pending_key)))
 
     async def queued_jobs(self) -> int:
-        """Jobs in ARQ's queue (waiting or deferred)."""
-        return int(await self._guard("queue depth", self._redis.zcard(self._settings.arq_queue_name)))
+        """Jobs in ARQ's queues (waiting or deferred), every shard's."""
+        async def run() -> int:
+            pipe = self._redis.pipeline(transaction=False)
+            for name in queue_names(self._settings.arq_queue_name, self._settings.worker_shards):
+                pipe.zcard(name)
+            return sum(int(n) for n in await pipe.execute())
+
+        return await self._guard("queue depth", run())
 
     async def oldest_pending_age_s(self) -> float:
         first = aw(self._redis.zrange(self.pending_key, 0, 0, withscores=True))
@@ -373,7 +450,7 @@ class TaskQueue:
         job = rec.get("job")
         if job is not None and attempt < self._settings.arq_max_retries:
             await self._redis.delete(result_key_prefix + task_id)
-            if await self._submit(task_id, job, job_try=attempt + 1):
+            if await self._submit(task_id, job, job_try=attempt + 1, user_id=rec.get("user_id")):
                 log.warning("reaper_requeued", task_id=task_id, attempt=attempt)
                 return "requeued"
             return None

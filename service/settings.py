@@ -82,6 +82,17 @@ class Settings(BaseSettings):
     # --- Redis / ARQ ----------------------------------------------------------------------
     redis_url: str = "redis://localhost:6379"
     redis_timeout_seconds: float = Field(default=1.5, gt=0, le=10)
+    # Redis Sentinel (docs/deployment.md): host:port of each sentinel; set = the primary is the one these name for
+    # REDIS_SENTINEL_MASTER, and REDIS_URL gives only the database, user and password of the primary.
+    redis_sentinels: Annotated[list[str], NoDecode] = []
+    redis_sentinel_master: str = Field(default="mymaster", min_length=1, max_length=200)
+    redis_sentinel_password: SecretStr | None = None
+    # With REDIS_SENTINELS: a write is acknowledged (202) only once this many replicas hold it (Redis WAIT), so a
+    # failover cannot lose it (docs/decisions.md "Acknowledged writes and failover"); 0 = answer at once.
+    redis_wait_replicas: int = Field(default=1, ge=0, le=5)
+    # Queues of user shards (service/shards.py): a user's jobs all go to the queue of shard
+    # sha256(user_id) mod WORKER_SHARDS, consumed by `python -m worker --shard K`; 1 = one queue (ARQ_QUEUE_NAME).
+    worker_shards: int = Field(default=1, ge=1, le=1024)
     arq_queue_name: str = "neuralscape:queue"
     arq_max_retries: int = Field(default=3, ge=1, le=20)
     arq_job_timeout: int = Field(default=300, ge=1)
@@ -142,6 +153,9 @@ class Settings(BaseSettings):
     worker_process: Literal["inline", "child"] = "child"
     # The worker child's CPU priority below the API process's (Unix nice, 0-19): accepting comes first.
     worker_process_nice: int = Field(default=10, ge=0, le=19)
+    # How many worker children (WORKER_PROCESS=child): child i consumes the shards k with k mod N = i (shard
+    # i mod WORKER_SHARDS when there are fewer shards than children); all reach the API process's vector store.
+    worker_processes: int = Field(default=1, ge=1, le=16)
     max_content_chars: int = Field(default=8000, ge=1, le=100_000)
     max_conversation_chars: int = Field(default=200_000, ge=1, le=5_000_000)
     log_level: str = "INFO"
@@ -275,6 +289,24 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _parse_sentinels(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            for item in value:
+                host, sep, port = str(item).rpartition(":")
+                if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError("REDIS_SENTINELS must be host:port pairs separated by commas, e.g. "
+                                     f"10.0.0.5:26379 ({item!r} is not)")
+        return value
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """REDIS_SENTINELS as (host, port) pairs (empty: REDIS_URL names the primary itself)."""
+        return [(host.strip("[]"), int(port)) for host, _, port in (s.rpartition(":") for s in self.redis_sentinels)]
+
     @property
     def loopback(self) -> bool:
         return is_loopback(self.host)
@@ -300,7 +332,10 @@ class Settings(BaseSettings):
 
     @property
     def safe_redis_url(self) -> str:
-        """REDIS_URL with any password masked: the only form that goes into errors and logs."""
+        """REDIS_URL with any password masked: the only form that goes into errors and logs (with Sentinel: the
+        sentinels and the primary's name)."""
+        if self.redis_sentinels:
+            return f"sentinel {self.redis_sentinel_master} via {','.join(self.redis_sentinels)}"
         return mask_url(self.redis_url)
 
     @cached_property

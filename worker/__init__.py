@@ -1,4 +1,5 @@
-"""The ARQ worker. Server profile: `arq worker.WorkerSettings` (or `python -m worker`).
+"""The ARQ worker. Server profile: `python -m worker [--shard K]` (worker/standalone.py), or `arq
+worker.WorkerSettings` (one queue: shard 0's).
 
 In the embedded profile the API process runs the same worker in-process (`python -m service` hands
 worker/embedded.py to the app as its start-up hook). Importing this package reads no settings:
@@ -9,27 +10,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.deps import build_deps
+from service.deps import Deps, build_deps
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.settings import Settings, load_settings
 
 
-async def startup(ctx: dict[str, Any]) -> None:
-    settings = load_settings()
+async def open_deps(settings: Settings) -> Deps:
+    """A standalone worker's clients, metrics server and heap settings (`python -m worker`, `arq`)."""
     configure_logging(settings)
     if settings.qdrant_url is None:
         raise SystemExit(
             "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
             "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
         )
-    ctx["deps"] = await build_deps(settings)
+    deps = await build_deps(settings)
     if settings.worker_metrics_port:
         from prometheus_client import start_http_server
 
         start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
     track_gc_pauses()
     freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/heap.py)
+    return deps
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    ctx["deps"] = await open_deps(load_settings())
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

@@ -1,10 +1,8 @@
-"""`python -m worker`: the standalone ARQ worker (server profile), with ARQ's CLI options taken from
-`worker.WorkerSettings` and the one-script job claim of worker/claiming.py."""
+"""`python -m worker [--shard K ...]`: the standalone ARQ worker (server profile); see worker/standalone.py."""
 
-from arq.worker import get_kwargs
+import sys
 
-from worker import WorkerSettings
-from worker.claiming import ClaimingWorker
+from worker.standalone import main
 
 if __name__ == "__main__":
-    ClaimingWorker(**get_kwargs(WorkerSettings)).run()
+    sys.exit(main())

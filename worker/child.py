@@ -8,6 +8,9 @@ it reaches itself. So the parent's event loop only answers HTTP and the child's 
 The parent starts the child at start-up, starts it again when it exits (backoff 0.5 s doubling to 10 s), and
 stops it at shutdown (SIGTERM, then SIGKILL after STOP_TIMEOUT_S). A child whose parent is gone stops itself.
 A job that was running when the child died is found by the reaper (TaskQueue.reap) like any killed worker's.
+
+WORKER_PROCESSES=N starts N children on the same socket, each consuming its shards' queues (service/shards.py
+`shards_of_process`): with WORKER_SHARDS >= N a user's jobs all run in one child.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from service.deps import Deps, build_deps
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.settings import Settings
+from service.shards import parse_shards, shards_of_process
 from service.stores.remote import RemoteVectorStore, VectorServer
 from worker.embedded import EmbeddedWorker
 
@@ -57,24 +61,35 @@ class ChildWorker:
 
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
-        self._task: asyncio.Task[None] | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._server: VectorServer | None = None
         self._dir: str | None = None
         self._stopping = False
         self.starts = 0
 
     @property
+    def pids(self) -> list[int]:
+        return [p.pid for _, p in sorted(self._procs.items()) if p.returncode is None]
+
+    @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.returncode is None else None
+        return next(iter(self.pids), None)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._supervise(), name="worker-process")
+        self._tasks = [asyncio.create_task(self._serve(), name="worker-process")]
 
-    async def _supervise(self) -> None:
+    async def _serve(self) -> None:
         self._dir = tempfile.mkdtemp(prefix="memory-worker-")  # 0700: only this user reaches the socket
         self._server = VectorServer(self._deps.vectors, Path(self._dir) / "vectors.sock")
         await self._server.start()
+        settings = self._deps.settings
+        count = settings.worker_processes
+        await asyncio.gather(*(self._supervise(i, shards_of_process(i, count, settings.worker_shards))
+                               for i in range(count)))
+
+    async def _supervise(self, index: int, shards: list[int]) -> None:
+        assert self._server is not None
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         delay = 0.5
         for _ in range(10**6):  # bounded; ends at stop()
@@ -83,15 +98,15 @@ class ChildWorker:
             started = time.monotonic()
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "worker.child", "--socket", str(self._server.path),
-                stdin=asyncio.subprocess.PIPE, env=env)
-            self._proc = proc
+                "--shard", ",".join(map(str, shards)), stdin=asyncio.subprocess.PIPE, env=env)
+            self._procs[index] = proc
             self.starts += 1
             assert proc.stdin is not None
             with contextlib.suppress(ConnectionError):
                 proc.stdin.write(settings_line(self._deps.settings) + self._server.token.hex().encode() + b"\n")
                 await proc.stdin.drain()
             proc.stdin.close()
-            log.info("worker_process_started", pid=proc.pid, socket=str(self._server.path))
+            log.info("worker_process_started", pid=proc.pid, socket=str(self._server.path), shards=shards)
             code = await proc.wait()
             if self._stopping:
                 return
@@ -102,27 +117,31 @@ class ChildWorker:
 
     async def stop(self) -> None:
         self._stopping = True
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            proc.terminate()  # the child's worker cancels its jobs; ARQ keeps them queued and reruns them later
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                log.warning("worker_process_killed", pid=proc.pid, after_s=STOP_TIMEOUT_S)
-                proc.kill()
-                await proc.wait()
-        if self._task is not None:
-            self._task.cancel()
+        await asyncio.gather(*(self._stop_child(proc) for proc in self._procs.values()))
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         if self._server is not None:
             await self._server.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
         log.info("worker_process_stopped")
 
+    @staticmethod
+    async def _stop_child(proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is not None:
+            return
+        proc.terminate()  # the child's worker cancels its jobs; ARQ keeps them queued and reruns them later
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("worker_process_killed", pid=proc.pid, after_s=STOP_TIMEOUT_S)
+            proc.kill()
+            await proc.wait()
 
-async def run_child(settings: Settings, socket: Path, token: bytes) -> int:
+
+async def run_child(settings: Settings, socket: Path, token: bytes, shards: list[int] | None = None) -> int:
     """The child: the ARQ worker on the parent's vector store, until SIGTERM or the parent's death."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -134,7 +153,7 @@ async def run_child(settings: Settings, socket: Path, token: bytes) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
-    worker = EmbeddedWorker(deps)
+    worker = EmbeddedWorker(deps, shards)
     worker.start()
     track_gc_pauses()
     freeze_startup_heap()
@@ -153,6 +172,7 @@ async def run_child(settings: Settings, socket: Path, token: bytes) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.child", description="started by the API process")
     parser.add_argument("--socket", required=True, help="the API process's vector store socket")
+    parser.add_argument("--shard", action="append", default=[], help="shards to consume (default: all)")
     args = parser.parse_args(argv)
     line, token = sys.stdin.readline(), sys.stdin.readline().strip()
     if not line or not token:
@@ -163,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings)
     with contextlib.suppress(OSError):
         os.nice(settings.worker_process_nice)
-    return asyncio.run(run_child(settings, Path(args.socket), bytes.fromhex(token)))
+    shards = parse_shards(args.shard, settings.worker_shards)
+    return asyncio.run(run_child(settings, Path(args.socket), bytes.fromhex(token), shards))
 
 
 if __name__ == "__main__":

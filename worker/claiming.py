@@ -15,8 +15,10 @@ fails there.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker
@@ -43,9 +45,17 @@ return out
 
 
 class ClaimingWorker(Worker):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, connect: Callable[[], Awaitable[ArqRedis]] | None = None, **kwargs: Any) -> None:
+        """`connect`: how the worker opens its Redis client (service/queue.py `connect_redis`, which knows
+        Sentinel's password and timeouts); without it, ARQ's own from `redis_settings`."""
         super().__init__(*args, **kwargs)
         self._claim: AsyncScript | None = None
+        self._connect = connect
+
+    async def main(self) -> None:
+        if self._pool is None and self._connect is not None:
+            self._pool = await self._connect()
+        await super().main()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         free = self.max_jobs - self.job_counter

@@ -1,6 +1,7 @@
 """ARQ cron jobs: the dedup sweep, the reconciler's drain + reaper, and the daily full reconcile.
 
-`unique` makes ARQ enqueue one job per scheduled time however many workers run. Cron jobs get the
+`unique` makes ARQ enqueue one job per scheduled time however many workers run; with WORKER_SHARDS > 1 only the
+workers of shard 0 schedule them (worker/settings.py). Cron jobs get the
 worker's ARQ_JOB_TIMEOUT (a longer cron timeout would also delay ARQ's rerun of every crashed job).
 """
 
@@ -23,6 +24,7 @@ from service.maintenance.records import summary
 from service.maintenance.runs import expire_observations
 from service.maintenance.sweep import DedupSweep
 from service.settings import Settings
+from service.shard_drain import rehome
 from worker.tiers import tier_retention_cron
 
 log = structlog.get_logger(__name__)
@@ -55,6 +57,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
         reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
         drained = await deps.jobs.reconciler.drain()
         await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # messages, runs
+        await rehome(deps.redis, deps.settings)  # jobs left on another WORKER_SHARDS's queues
     except DependencyUnavailable as exc:
         log.warning("reconcile_tick_failed", error=str(exc)[:300])
         return None

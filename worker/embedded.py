@@ -1,5 +1,10 @@
-"""The embedded profile's in-process ARQ worker, supervised: if Redis goes away the worker is
-rebuilt once it is back, so a Redis restart never needs an API restart."""
+"""The ARQ worker(s) of one process, supervised: if Redis goes away (a restart, a Sentinel failover) a worker is
+rebuilt once it is back, so a Redis restart never needs a process restart.
+
+One ARQ worker per shard this process consumes (service/shards.py; all of them unless told otherwise), on the
+process's one set of clients: a user's jobs all reach this process's graph writer, which coalesces them. The
+embedded profile runs this in the API process (or its worker child); `python -m worker` runs it standalone
+(worker/standalone.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ import structlog
 from redis.exceptions import RedisError
 
 from service.deps import Deps
+from service.errors import DependencyUnavailable
+from service.queue import connect_redis
+from service.shards import queue_name
 from worker.claiming import ClaimingWorker
 from worker.settings import worker_options
 
@@ -17,50 +25,56 @@ log = structlog.get_logger(__name__)
 
 
 class EmbeddedWorker:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, shards: list[int] | None = None) -> None:
         self._deps = deps
-        self._worker: ClaimingWorker | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.shards = shards if shards is not None else list(range(deps.settings.worker_shards))
+        self._workers: dict[int, ClaimingWorker] = {}
+        self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._supervise(), name="arq-embedded-worker")
+        self._tasks = [asyncio.create_task(self._supervise(shard), name=f"arq-worker-shard-{shard}")
+                       for shard in self.shards]
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, shard: int) -> None:
+        settings = self._deps.settings
+        queue = queue_name(settings.arq_queue_name, shard, settings.worker_shards)
         delay = 0.5
         while not self._stopping:
-            self._worker = ClaimingWorker(
-                **worker_options(self._deps.settings), ctx={"deps": self._deps}, handle_signals=False
+            self._workers[shard] = ClaimingWorker(
+                **worker_options(settings, shard), ctx={"deps": self._deps}, handle_signals=False,
+                connect=lambda: connect_redis(settings, queue),
             )
-            log.info("embedded_worker_started", queue=self._deps.settings.arq_queue_name)
+            log.info("embedded_worker_started", queue=queue, shard=shard)
             try:
-                await self._worker.async_run()
+                await self._workers[shard].async_run()
                 delay = 0.5
-            except (RedisError, OSError) as exc:
-                log.warning("embedded_worker_lost_redis", error=str(exc), retry_in_s=delay)
-            await self._close_worker()
+            except (RedisError, OSError, DependencyUnavailable) as exc:
+                log.warning("embedded_worker_lost_redis", error=str(exc), retry_in_s=delay, shard=shard)
+            await self._close_worker(shard)
             if not self._stopping:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    async def _close_worker(self) -> None:
-        worker, self._worker = self._worker, None
+    async def _close_worker(self, shard: int) -> None:
+        worker = self._workers.pop(shard, None)
         if worker is None:
             return
         try:
             # Cancels in-flight jobs; ARQ keeps them queued and reruns them later.
             await worker.close()
         except (RedisError, OSError) as exc:
-            log.warning("embedded_worker_close_failed", error=str(exc))
+            log.warning("embedded_worker_close_failed", error=str(exc), shard=shard)
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
 
     async def stop(self) -> None:
         self._stopping = True
-        await self._close_worker()
-        if self._task is not None:
-            self._task.cancel()
+        await asyncio.gather(*(self._close_worker(shard) for shard in list(self._workers)))
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         log.info("embedded_worker_stopped")

@@ -9,17 +9,20 @@ from arq.worker import func
 from service.queue import job_deserializer, job_serializer, redis_settings
 from service.registry import JOB_KINDS
 from service.settings import Settings
+from service.shards import queue_name
 from worker.crons import cron_jobs
 from worker.jobs import arq_function
 
 
-def worker_options(settings: Settings) -> dict[str, Any]:
+def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
+    """The options of a worker of one shard's queue (service/shards.py); the workers of shard 0 also schedule the
+    crons, so they run once per deployment whatever WORKER_SHARDS is."""
     return {
         "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_retries))
                       for k in JOB_KINDS],
-        "cron_jobs": cron_jobs(settings),
+        "cron_jobs": cron_jobs(settings) if shard == 0 else [],
         "redis_settings": redis_settings(settings),
-        "queue_name": settings.arq_queue_name,
+        "queue_name": queue_name(settings.arq_queue_name, shard, settings.worker_shards),
         "max_jobs": settings.arq_max_jobs,
         "poll_delay": settings.arq_poll_delay_seconds,
         "job_timeout": settings.arq_job_timeout,

@@ -1,0 +1,151 @@
+"""A private Redis Sentinel set for failover tests: a primary, a replica and three sentinels on 127.0.0.1, real
+`redis-server` processes (the sentinels are `redis-server <conf> --sentinel`, what Debian's redis-sentinel runs).
+
+Ports: TEST_REDIS_HA_PORTS="primary,replica,s1,s2,s3" when given (a shared machine hands each engineer a range),
+else free ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.integration.procs import free_port, stop, wait_port
+
+MASTER = "mymaster"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 4000
+
+
+def ports() -> list[int]:
+    given = os.environ.get("TEST_REDIS_HA_PORTS")
+    if given:
+        out = [int(p) for p in given.split(",")]
+        assert len(out) == 5, "TEST_REDIS_HA_PORTS: primary,replica,sentinel1,sentinel2,sentinel3"
+        return out
+    return [free_port() for _ in range(5)]
+
+
+def command(port: int, *args: str, timeout: float = 2.0) -> str:
+    """One inline command to a Redis or sentinel on 127.0.0.1 (RESP reply returned raw, decoded)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall((" ".join(args) + "\r\n").encode())
+        data = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            data += chunk
+            if not chunk or data.endswith(b"\r\n"):
+                break
+        return data.decode(errors="replace")
+
+
+@dataclass
+class SentinelSet:
+    tmp: Path
+    primary_port: int
+    replica_port: int
+    sentinel_ports: list[int]
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def sentinels(self) -> str:
+        """REDIS_SENTINELS for this set."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+
+    def _redis(self, port: int, *extra: str) -> None:
+        exe = shutil.which("redis-server")
+        assert exe, "redis-server missing (scripts/test.sh installs it)"
+        d = self.tmp / f"redis-{port}"
+        d.mkdir(parents=True, exist_ok=True)
+        self.procs[port] = subprocess.Popen(
+            [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "", "--appendonly", "no",
+             "--logfile", str(d / "redis.log"), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(port, self.procs[port], 20, f"redis {port}")
+
+    def _sentinel(self, port: int) -> None:
+        exe = shutil.which("redis-server")
+        assert exe
+        d = self.tmp / f"sentinel-{port}"
+        d.mkdir(parents=True, exist_ok=True)
+        conf = d / "sentinel.conf"  # sentinels rewrite their configuration: one writable file each
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {d}\nlogfile {d / 'sentinel.log'}\n"
+            f"sentinel monitor {MASTER} 127.0.0.1 {self.primary_port} 2\n"
+            f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {MASTER} 1\n")
+        self.procs[port] = subprocess.Popen([exe, str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+        wait_port(port, self.procs[port], 20, f"sentinel {port}")
+
+    def start(self) -> SentinelSet:
+        self._redis(self.primary_port)
+        self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.primary_port))
+        self.wait_replica_synced(20)
+        for p in self.sentinel_ports:
+            self._sentinel(p)
+        want = f"slaves=1,sentinels={len(self.sentinel_ports)}"
+        self.wait(lambda: all(want in self._info_sentinel(p) for p in self.sentinel_ports),
+                  "the sentinels to find each other and the replica", 30)
+        return self
+
+    def _info_sentinel(self, port: int) -> str:
+        try:
+            return command(port, "INFO", "sentinel")
+        except OSError:
+            return ""
+
+    def wait_replica_synced(self, timeout: float) -> None:
+        self.wait(lambda: "master_link_status:up" in command(self.replica_port, "INFO", "replication"),
+                  "the replica to sync", timeout)
+
+    def master_port(self) -> int | None:
+        """The primary's port as the first sentinel that answers sees it."""
+        for p in self.sentinel_ports:
+            try:
+                reply = command(p, "SENTINEL", "get-master-addr-by-name", MASTER)
+            except OSError:
+                continue
+            parts = [line for line in reply.split("\r\n") if line and line[0] not in "*$"]
+            if len(parts) == 2:
+                return int(parts[1])
+        return None
+
+    def kill_primary(self) -> None:
+        proc = self.procs[self.primary_port]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def restart_old_primary(self) -> None:
+        """What a supervisor does (systemd Restart=, a container restart policy): the killed primary starts again on
+        its port; the sentinels turn it into a replica of the new primary."""
+        self._redis(self.primary_port)
+
+    @staticmethod
+    def wait(predicate, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        for _ in range(int(timeout * 10) + 1):  # bounded in count and in time
+            try:
+                if predicate():
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            stop(proc, timeout=10)
+
+
+def start_sentinel_set(tmp: Path) -> SentinelSet:
+    primary, replica, *sentinels = ports()
+    return SentinelSet(tmp, primary, replica, sentinels).start()

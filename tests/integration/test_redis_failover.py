@@ -1,0 +1,142 @@
+"""Redis high availability (REDIS_SENTINELS): the service on a real Sentinel set (a primary, a replica, three
+sentinels; tests/integration/redis_ha.py) while writes stream and the primary is killed.
+
+- writes during the failover answer 503, never 500, and a client's retry succeeds after it;
+- nothing acknowledged (202) is doubled, no task is stuck, every completed memory is in both stores;
+- with REDIS_WAIT_REPLICAS=1 (the default) nothing acknowledged is lost; with 0, what is lost was acknowledged
+  just before the kill (asynchronous replication). The figures are printed (docs/deployment.md has them).
+
+As a supervisor would, the test starts the killed primary again once the failover is done; it rejoins as a replica.
+With one replica and WAIT 1, writes are refused (503) until then: the new primary has no replica to wait for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from service.stores.vector import MemoryFilter
+from tests import graph_probe as probe
+from tests.conftest import unique
+from tests.integration.conftest import running_app
+from tests.integration.redis_ha import start_sentinel_set
+
+STREAMS = 4  # concurrent clients
+BEFORE = 12  # writes each stream has accepted before the kill
+AFTER = 8  # writes each stream must get accepted after the kill
+MAX_TRIES = 400  # per write: a client retrying a 503 every 0.1 s (bounded in count and, below, in time)
+DEADLINE_S = 120.0
+
+
+async def poll(client: httpx.AsyncClient, task_id: str, timeout: float) -> dict[str, Any] | None:
+    """A task's final status; None when Redis no longer knows it (404: lost with the old primary)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / 0.1) + 1):  # bounded
+        resp = await client.get(f"/v1/memories/status/{task_id}")
+        if resp.status_code == 404:
+            return None
+        if resp.status_code == 200 and resp.json()["status"] in ("completed", "failed"):
+            body: dict[str, Any] = resp.json()
+            return body
+        assert resp.status_code in (200, 503), resp.text
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"task {task_id} still not ended after {timeout}s: stuck")
+
+
+@pytest.mark.parametrize("wait_replicas", [1, 0], ids=["wait1", "nowait"])
+async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: int) -> None:
+    ha = await asyncio.to_thread(start_sentinel_set, tmp_path / "ha")
+    user = unique("failover")
+    killed_at: float | None = None
+    statuses: list[int] = []
+    accepted: list[dict[str, Any]] = []  # content, task id, when it was answered
+    try:
+        async with running_app(tmp_path / "app", redis_url="redis://127.0.0.1:1/0", redis_sentinels=ha.sentinels,
+                               redis_wait_replicas=wait_replicas, redis_timeout_seconds=1.0,
+                               reconcile_interval_seconds=2, reconcile_grace_seconds=1) as (client, deps):
+            accepted_before = asyncio.Event()
+            counts = [0] * STREAMS
+
+            async def stream(n: int) -> None:
+                started = time.monotonic()
+                for i in range(BEFORE + AFTER + 1000):  # bounded; ends once AFTER writes got in after the kill
+                    if killed_at is not None and sum(1 for a in accepted if a["stream"] == n
+                                                     and a["at"] > killed_at) >= AFTER:
+                        return
+                    content = f"stream {n} write {i}: the release train leaves at {i} o'clock"
+                    for _ in range(MAX_TRIES):  # the same request again after a 503: a client's retry
+                        assert time.monotonic() - started < DEADLINE_S, "writes never got in again"
+                        resp = await client.post("/v1/memories/raw", json={
+                            "content": content, "user_id": user, "category": "decision"})
+                        statuses.append(resp.status_code)
+                        if resp.status_code == 202:
+                            accepted.append({"stream": n, "content": content, "task_id": resp.json()["task_id"],
+                                             "at": time.monotonic()})
+                            break
+                        assert resp.status_code == 503, resp.text  # never a 500
+                        await asyncio.sleep(0.1)
+                    else:
+                        raise AssertionError(f"a write was refused {MAX_TRIES} times")
+                    counts[n] += 1
+                    if all(c >= BEFORE for c in counts):
+                        accepted_before.set()
+
+            streams = [asyncio.create_task(stream(n)) for n in range(STREAMS)]
+            await asyncio.wait_for(accepted_before.wait(), 60)
+            await asyncio.to_thread(ha.kill_primary)
+            killed_at = time.monotonic()
+            await asyncio.to_thread(ha.wait, lambda: ha.master_port() == ha.replica_port, "the failover", 30)
+            failed_over = time.monotonic() - killed_at
+            await asyncio.to_thread(ha.restart_old_primary)
+            rejoined = time.monotonic() - killed_at
+            await asyncio.wait_for(asyncio.gather(*streams), DEADLINE_S)
+
+            lost: list[dict[str, Any]] = []
+            ended: dict[str, dict[str, Any]] = {}
+            for a in accepted:
+                body = await poll(client, a["task_id"], 120)
+                if body is None:
+                    lost.append(a)
+                else:
+                    ended[a["task_id"]] = body
+            failed = [b for b in ended.values() if b["status"] == "failed"]
+            assert all(b["error"] for b in failed)  # a failed task says why
+            for _ in range(300):  # bounded: the reaper ends what the failover interrupted
+                if await deps.tasks.pending_count() == 0:
+                    break
+                await asyncio.sleep(0.2)
+            assert await deps.tasks.pending_count() == 0  # no task stuck
+
+            completed = {m["content"] for b in ended.values() if b["status"] == "completed"
+                         for m in b["result"]["memories"]}
+            listed = (await client.get("/v1/memories", params={"user_id": user, "limit": 500})).json()["memories"]
+            stored = [m["content"] for m in listed]
+            assert len(stored) == len(set(stored))  # nothing doubled
+            assert completed <= set(stored) <= {a["content"] for a in accepted}
+            assert await deps.vectors.count(MemoryFilter(user_id=user)) == len(stored)  # both stores hold them
+            assert await probe.count_memories(deps.graph, user) == len(stored)
+
+            after = [a for a in accepted if a["at"] > killed_at]
+            assert len(after) >= STREAMS * AFTER  # writes succeed after the failover
+            refused = statuses.count(503)
+            assert refused > 0  # the failover window was crossed, and answered 503
+            window = min(a["at"] for a in after) - killed_at
+            figures = {"wait_replicas": wait_replicas, "accepted": len(accepted), "accepted_before_kill":
+                       len(accepted) - len(after), "answers_503": refused, "lost": len(lost), "failed": len(failed),
+                       "failover_done_s": round(failed_over, 2), "old_primary_restarted_s": round(rejoined, 2),
+                       "first_accept_after_kill_s": round(window, 2), "stored": len(stored)}
+            print("FAILOVER", json.dumps(figures))
+            if wait_replicas:
+                assert lost == []  # acknowledged = on the replica: the failover cannot lose it
+            else:
+                assert all(a["at"] <= killed_at for a in lost)  # only what was acknowledged before the kill
+    finally:
+        await asyncio.to_thread(ha.close)
