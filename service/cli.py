@@ -239,7 +239,7 @@ def reembed(settings: Settings, user: str | None, out: Any = sys.stdout) -> None
 
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:
     with Api(settings) as api:
-        for run in api.call("GET", "/v1/maintenance/runs", params={"limit": limit})["runs"]:
+        for run in api.call("GET", "/v1/maintenance/runs", params={"limit": limit})["items"]:
             print(_run_line(run), file=out)
 
 

@@ -15,7 +15,7 @@ from worker.jobs import arq_function
 
 def worker_options(settings: Settings) -> dict[str, Any]:
     return {
-        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_retries))
+        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_tries))
                       for k in JOB_KINDS],
         "cron_jobs": cron_jobs(settings),
         "redis_settings": redis_settings(settings),
@@ -23,7 +23,7 @@ def worker_options(settings: Settings) -> dict[str, Any]:
         "max_jobs": settings.arq_max_jobs,
         "poll_delay": settings.arq_poll_delay_seconds,
         "job_timeout": settings.arq_job_timeout,
-        "max_tries": settings.arq_max_retries,
+        "max_tries": settings.arq_max_tries,
         # Our status records live in <queue>:task:*. ARQ's own result would keep the job's arguments
         # (the memory's content) after a delete: none is kept.
         "keep_result": 0,

@@ -20,7 +20,7 @@ from service.schemas import CategoryOut, HealthResponse, WritePathHealth
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)
 
-SERVICE_NAME = "neuralscape-memory"
+SERVICE_NAME = "memory-platform"  # the product's one name (pyproject, /health, MCP, queue, collection)
 
 
 @router.get("/v1/categories", response_model=list[CategoryOut])

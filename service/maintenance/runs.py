@@ -35,7 +35,7 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
     await RunStore(deps.redis, deps.settings).save(queued, only_new=True)  # the worker may have started it
     log.info("dedup_run_queued", run_id=task_id, user_id=req.user_id, dry_run=req.dry_run)
     return DedupAccepted(
-        task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+        task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=task_id,
         run_url=f"/v1/maintenance/runs/{task_id}",
     )
 
@@ -47,7 +47,7 @@ async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> DedupAccepted:
     queued = DedupRunReport(run_id=task_id, kind="reconcile", trigger="api", status="queued", dry_run=req.dry_run,
                             user_id=req.user_id, task_id=task_id, queued_at=now_iso())
     await RunStore(deps.redis, deps.settings).save(queued, only_new=True)
-    return DedupAccepted(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+    return DedupAccepted(task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=task_id,
                          run_url=f"/v1/maintenance/runs/{task_id}")
 
 

@@ -11,6 +11,7 @@ from service.domain import (
     ID_PATTERN,
 )
 from service.schemas.memories import AcceptedResponse, Progress
+from service.schemas.page import Page
 
 
 class DedupRequest(BaseModel):
@@ -134,6 +135,5 @@ class ReembedRequest(BaseModel):
                                             "vector store records the configured embedder as its own)")
 
 
-class DedupRunList(BaseModel):
-    status: Literal["ok"] = "ok"
-    runs: list[DedupRunSummary]
+class DedupRunList(Page[DedupRunSummary]):
+    """The latest maintenance runs, newest first (issue 33: `items` and `next_cursor`, was `runs`)."""

@@ -130,7 +130,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
     # B still sees its own
     assert (await c.get(f"/v1/memories/{ids['memory_id']}", headers=stack.h("b"))).status_code == 200
     assert (await c.get(f"/v1/maintenance/runs/{ids['run_id']}", headers=stack.h("b"))).status_code == 200
-    runs_a = (await c.get("/v1/maintenance/runs", headers=stack.h("a"))).json()["runs"]
+    runs_a = (await c.get("/v1/maintenance/runs", headers=stack.h("a"))).json()["items"]
     assert all(r["user_id"] == stack.users["a"] for r in runs_a)
     # maintenance writes need an admin key
     assert (await c.post("/v1/maintenance/dedup", json={}, headers=stack.h("b"))).status_code == 403
@@ -166,7 +166,7 @@ async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> N
     assert (await c.get("/v1/conversations", headers=stack.h("a"))).json()["items"] == []
     hits = await c.post("/v1/conversations/search", json={"query": "secret plan"}, headers=stack.h("a"))
     assert hits.status_code == 200 and hits.json()["results"] == []
-    assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["runs"] == 0
+    assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["items"] == 0
     assert (await c.get("/v1/runs", params={"user_id": b}, headers=stack.h("a"))).status_code == 403
     assert (await c.get(f"/v1/runs/{run_id}", params={"user_id": b}, headers=stack.h("admin"))).status_code == 200
 

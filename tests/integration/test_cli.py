@@ -63,7 +63,7 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         missing = _cli(cli, "import", str(tmp_path / "nope.ndjson"))
         assert missing.returncode == 1 and "cannot read" in missing.stderr
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            recent = c.get("/v1/maintenance/runs", params={"limit": 5}).json()["runs"]
+            recent = c.get("/v1/maintenance/runs", params={"limit": 5}).json()["items"]
         for run in recent:  # every finished run says how far it got: all of it
             assert run["progress"]["done"] == run["progress"]["total"] >= 1, run
         listed = _cli(cli, "dedup", "runs", "--limit", "5")

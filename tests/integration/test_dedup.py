@@ -390,7 +390,7 @@ async def test_runs_are_listed_and_validated(app: App) -> None:
     report = await run_dedup(client, user_id=user, dry_run=True)
     listed = await client.get("/v1/maintenance/runs", params={"limit": 500})
     assert listed.status_code == 200
-    runs = listed.json()["runs"]
+    runs = listed.json()["items"]
     assert runs[0]["run_id"] == report["run_id"]  # newest first
     assert "users" not in runs[0] and runs[0]["status"] == "completed" and runs[0]["dry_run"]
     starts = [r["queued_at"] or r["started_at"] for r in runs]

@@ -391,5 +391,5 @@ def test_stdio_server_writes_only_protocol_to_stdout(api: str, tmp_path: Path) -
     assert lines, proc.stderr
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
-    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "neuralscape-memory"
+    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "memory-platform"
     assert "mcp_stdio_started" in proc.stderr
