@@ -31,6 +31,7 @@ from service.mcp.backend import (
     SUBMIT_CONVERSATION,
     SUBMIT_RAW,
     SUBMIT_RAW_BATCH,
+    SUBMIT_UPDATE,
     TASK_STATUS,
     ContextQuery,
     DuplicateQuery,
@@ -38,6 +39,7 @@ from service.mcp.backend import (
     MemoryListQuery,
     Operation,
     TaskQuery,
+    UpdateQuery,
 )
 from service.schemas import (
     AcceptedResponse,
@@ -287,6 +289,22 @@ class DeleteArgs(BaseModel):
     wait: Wait = False
 
 
+class UpdateArgs(BaseModel):
+    """Correct a stored memory: new content (and optionally a new category) for memory_id (an id from
+    recall_memories or list_memories). It is re-embedded and re-linked in the knowledge graph; facts only the old
+    content supported are expired (kept as history). Returns the task id; with wait=true the updated memory."""
+
+    memory_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$",
+                                    description="The memory to correct.")]
+    content: Annotated[str, Field(min_length=1, description="The corrected fact, self-contained.")]
+    user_id: UserId
+    category: Annotated[
+        Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM)] | None,
+        Field(description="A new category (default: unchanged)."),
+    ] = None
+    wait: Wait = False
+
+
 class TaskArgs(BaseModel):
     """Status of a queued write or delete: queued, processing, completed (with result) or failed (with
     error)."""
@@ -368,6 +386,8 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
         project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),
     ask("get_task_status", TaskArgs, TASK_STATUS, lambda a: TaskQuery(task_id=a.task_id)),
+    write("update_memory", UpdateArgs, SUBMIT_UPDATE, lambda a: UpdateQuery(
+        memory_id=a.memory_id, content=a.content, category=a.category, user_id=a.user_id), DESTRUCTIVE),
 )
 
 
