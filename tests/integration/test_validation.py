@@ -7,6 +7,7 @@ import pytest
 
 from service.domain import CATEGORIES
 from tests.conftest import unique
+from tests.integration.conftest import wait_task
 
 
 async def test_unknown_category_names_the_valid_ones(client: httpx.AsyncClient) -> None:
@@ -79,6 +80,12 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
     assert resp.headers["x-request-id"]
 
 
-async def test_missing_user_id_without_a_key_is_400(client: httpx.AsyncClient) -> None:
-    resp = await client.post("/v1/memories/raw", json={"content": "x", "category": "preference"})
-    assert resp.status_code == 400 and "user_id is required" in resp.json()["detail"]
+async def test_missing_user_id_without_a_key_is_the_default_user(client: httpx.AsyncClient) -> None:
+    """AUTH_MODE=none (a laptop): a request naming no user acts for DEFAULT_USER_ID."""
+    content = f"default user fact {unique('d')}"
+    resp = await client.post("/v1/memories/raw", json={"content": content, "category": "preference"})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed"
+    listed = await client.get("/v1/memories", params={"user_id": "default_user", "limit": 500})
+    assert content in [m["content"] for m in listed.json()["memories"]]
