@@ -161,12 +161,12 @@ async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> N
         resp = await c.request(method, url, json=body, headers=stack.h("a"))
         assert resp.status_code == 404, (method, url, resp.status_code, resp.text)
     found = await c.post("/v1/runs/search", json={"query": "secret deploy"}, headers=stack.h("a"))
-    assert found.status_code == 200 and found.json()["results"] == []
+    assert found.status_code == 200 and found.json()["results"] == [], found.text
     assert (await c.get("/v1/runs", headers=stack.h("a"))).json()["items"] == []
     assert (await c.get("/v1/conversations", headers=stack.h("a"))).json()["items"] == []
     hits = await c.post("/v1/conversations/search", json={"query": "secret plan"}, headers=stack.h("a"))
     assert hits.status_code == 200 and hits.json()["results"] == []
-    assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["items"] == 0
+    assert (await c.get("/v1/runs/stats", headers=stack.h("a"))).json()["runs"] == 0
     assert (await c.get("/v1/runs", params={"user_id": b}, headers=stack.h("a"))).status_code == 403
     assert (await c.get(f"/v1/runs/{run_id}", params={"user_id": b}, headers=stack.h("admin"))).status_code == 200
 
