@@ -56,7 +56,6 @@ from service.schemas import (
     ConversationRequest,
     DedupAccepted,
     DedupRequest,
-    DedupRunList,
     DedupRunReport,
     DuplicatePage,
     EntityChange,
@@ -65,12 +64,14 @@ from service.schemas import (
     GraphSearchResponse,
     GraphStats,
     HealthResponse,
+    MaintenanceRunPage,
     MemoryPage,
     MemoryRecord,
     MergeRequest,
     RawBatchRequest,
     RawMemoryItem,
     RawMemoryRequest,
+    ReconcileAccepted,
     ReconcileRequest,
     ReembedRequest,
     ReviewRequest,
@@ -321,8 +322,8 @@ class Routes:
                                                                                        dry_run=dry_run))
 
     @staticmethod
-    def reconcile(*, user_id: str | None = None, dry_run: bool = False) -> Call[DedupAccepted]:
-        return Call("POST", "/v1/maintenance/reconcile", DedupAccepted,
+    def reconcile(*, user_id: str | None = None, dry_run: bool = False) -> Call[ReconcileAccepted]:
+        return Call("POST", "/v1/maintenance/reconcile", ReconcileAccepted,
                     body=ReconcileRequest(user_id=user_id, dry_run=dry_run))
 
     @staticmethod
@@ -334,8 +335,8 @@ class Routes:
         return Call("POST", "/v1/maintenance/optimize", AcceptedResponse)
 
     @staticmethod
-    def maintenance_runs(*, limit: int | None = None, cursor: str | None = None) -> Call[DedupRunList]:
-        return Call("GET", "/v1/maintenance/runs", DedupRunList, params={"limit": limit, "cursor": cursor})
+    def maintenance_runs(*, limit: int | None = None, cursor: str | None = None) -> Call[MaintenanceRunPage]:
+        return Call("GET", "/v1/maintenance/runs", MaintenanceRunPage, params={"limit": limit, "cursor": cursor})
 
     @staticmethod
     def maintenance_run(run_id: str) -> Call[DedupRunReport]:

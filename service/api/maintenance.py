@@ -20,8 +20,9 @@ from service.schemas import (
     AcceptedResponse,
     DedupAccepted,
     DedupRequest,
-    DedupRunList,
     DedupRunReport,
+    MaintenanceRunPage,
+    ReconcileAccepted,
     ReconcileRequest,
     ReembedRequest,
 )
@@ -44,18 +45,18 @@ async def start_dedup(
                             lambda: submit_dedup(deps, body), DedupAccepted)
 
 
-@router.post("/reconcile", status_code=202, response_model=DedupAccepted)
+@router.post("/reconcile", status_code=202, response_model=ReconcileAccepted)
 async def start_reconcile(
     deps: DepsDep, caller: CallerDep, req: Annotated[ReconcileRequest | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
-) -> DedupAccepted:
+) -> ReconcileAccepted:
     """Compare the vector store with the graph (`{user_id?, dry_run?}`; no body = every user) and repair
     drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
     caller.require_admin("a reconcile run")
     body = req or ReconcileRequest()
     fp = fingerprint("POST", "/v1/maintenance/reconcile", body.model_dump(mode="json"))
     return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp,
-                            lambda: submit_reconcile(deps, body), DedupAccepted)
+                            lambda: submit_reconcile(deps, body), ReconcileAccepted)
 
 
 @router.post("/reembed", status_code=202, response_model=AcceptedResponse)
@@ -96,15 +97,17 @@ async def optimize(deps: DepsDep, caller: CallerDep, idempotency_key: Idempotenc
     return await remembered(deps.intake, caller, None, idempotency_key, fp, submit, AcceptedResponse)
 
 
-@router.get("/runs", response_model=DedupRunList)
-async def list_runs(deps: DepsDep, caller: CallerDep, limit: PageLimit = PAGE,
-                    cursor: Annotated[str | None, Query(max_length=8, pattern=r"^[0-9]+$")] = None) -> DedupRunList:
+@router.get("/runs", response_model=MaintenanceRunPage)
+async def list_runs(
+    deps: DepsDep, caller: CallerDep, limit: PageLimit = PAGE,
+    cursor: Annotated[str | None, Query(max_length=8, pattern=r"^[0-9]+$")] = None,
+) -> MaintenanceRunPage:
     """The latest runs (dedup, reconcile and the others, `kind` tells which), newest first, without per-user
     detail (the newest RUNS_KEPT are kept). A user key sees only the runs of its own user."""
     start = int(cursor or 0)
     runs = await make_runs(deps).recent(start + limit + 1, only_user=caller.user_filter(None))
     page = runs[start:start + limit]
-    return DedupRunList(items=page, next_cursor=str(start + limit) if len(runs) > start + limit else None)
+    return MaintenanceRunPage(items=page, next_cursor=str(start + limit) if len(runs) > start + limit else None)
 
 
 @router.get("/runs/{run_id}", response_model=DedupRunReport, responses=responses(404))

@@ -27,6 +27,10 @@ class DedupAccepted(AcceptedResponse):
     run_url: str
 
 
+class ReconcileAccepted(DedupAccepted):
+    """202 of a reconcile run (its own schema name; the same fields as a dedup run's)."""
+
+
 class DedupGroup(BaseModel):
     """One duplicate group: `keep` is its newest memory, `remove` the others."""
 
@@ -135,5 +139,9 @@ class ReembedRequest(BaseModel):
                                             "vector store records the configured embedder as its own)")
 
 
-class DedupRunList(Page[DedupRunSummary]):
-    """The latest maintenance runs, newest first (issue 33: `items` and `next_cursor`, was `runs`)."""
+class MaintenanceRunPage(Page[DedupRunSummary]):
+    """The latest maintenance runs (dedup, reconcile: `kind`), newest first (issue 33: `items` and `next_cursor`,
+    was `runs`)."""
+
+
+DedupRunList = MaintenanceRunPage  # its name before issue 33
