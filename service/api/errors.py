@@ -1,12 +1,12 @@
 """One error body for every 4xx and 5xx: `{"detail": str, "code": str, "errors"?: [...]}` (docs/api.md).
 
 The handlers here are the only place an error becomes an HTTP answer: the service's own errors (their
-`status_code` and `code`), FastAPI's validation errors, Starlette's HTTP errors (404 of an unknown path, 405)
+`status_code` and `error_code`), FastAPI's validation errors, Starlette's HTTP errors (404 of an unknown path, 405)
 and anything unexpected (500). The ASGI middlewares that answer before the app runs (the Host check, the body
 limit) build the same body with `error_body`.
 
-`responses(...)` is what a route documents: the statuses it can answer besides its success, each with the one
-error schema. `install(app)` registers the handlers.
+`responses(...)` is what a route declares of its own (404, 409); `document(app)` adds to every route's OpenAPI the
+errors every route can answer, so each route documents exactly its errors. `install(app)` registers the handlers.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class ErrorBody(BaseModel):
 
 
 DESCRIPTIONS: dict[int, str] = {
-    400: "A domain rule is broken (the detail names it and the valid values)",
+    400: "A domain rule is broken (the detail names it and the valid values), or the Host header is not allowed",
     401: "No API key, or a malformed, unknown or revoked one",
     403: "The key may not do this (another user_id, an admin-only route)",
     404: "Unknown id (ids of other tenants are unknown too)",
