@@ -47,8 +47,8 @@ async def test_empty_and_oversize_content(client: httpx.AsyncClient) -> None:
     {"content": "x", "user_id": "u", "category": "preference", "surprise": 1},
 ])
 async def test_schema_errors_are_422(client: httpx.AsyncClient, body: dict[str, object]) -> None:
-    # (a missing user_id is not a schema error any more: a user API key names the user; without a key
-    # it is a 400 that says so, test_missing_user_id_without_a_key_is_400)
+    # (a missing user_id: a user API key names the user; without a key it is DEFAULT_USER_ID,
+    # test_missing_user_id_without_a_key_is_the_default_user; an admin key naming none is 422, test_auth)
     resp = await client.post("/v1/memories/raw", json=body)
     assert resp.status_code == 422, resp.text
 
