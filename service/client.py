@@ -75,6 +75,7 @@ from service.schemas import (
     ReconcileRequest,
     ReembedRequest,
     ReviewRequest,
+    SearchRequest,
     TaskResponse,
     TraceOut,
     TracePage,
@@ -230,8 +231,6 @@ class Routes:
     # --- reads ---------------------------------------------------------------------------------------------
     @staticmethod
     def search(query: str, *, user_id: str | None = None, **fields: Any) -> Call[SearchWithReasoning]:
-        from service.schemas import SearchRequest
-
         body = SearchRequest.model_validate({"query": query, "user_id": user_id, **fields})
         return Call("POST", "/v1/search", SearchWithReasoning, body=body)
 
