@@ -4,6 +4,8 @@
 last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
 `python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import`, `reembed` and `stats` drive the
 running API (service/cli.py).
+`python -m service add|search|list|get|delete|status` are the memory commands (service/cli_memory.py, with its exit
+code rule); `--version` prints the version; `serve --host H --port P` overrides HOST/PORT.
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -19,6 +21,8 @@ import sys
 import uvicorn
 
 from service.settings import Settings, load_settings
+
+COMMANDS = ("add", "search", "list", "get", "delete", "status")  # service/cli_memory.py
 
 
 def serve(settings: Settings) -> None:
@@ -104,15 +108,37 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
             cli.stats(settings, args.user)
     except cli.CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     return 0
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return f"memory-platform {installed('memory-platform')}"
+    except PackageNotFoundError:
+        return "memory-platform (not installed)"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m service", description="Serve the memory API, or manage API keys.")
+    from service.cli_memory import add_parsers, common_parser
+
+    parser = argparse.ArgumentParser(
+        prog="python -m service",
+        description="memory-platform: serve the memory API (the default), use your memories from the terminal "
+                    "(add, search, list, get, delete, status), and run operator commands.",
+        epilog="Exit codes: 0 done; 1 the API refused (4xx) or a followed task failed; 2 usage error; "
+               "3 the API unreachable or unavailable (5xx).")
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("serve", help="serve the API (the default)")
-    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="action", required=True)
+    serve_parser = sub.add_parser("serve", help="serve the API (the default)")
+    serve_parser.add_argument("--host", default=None, help="listen address (default: HOST)")
+    serve_parser.add_argument("--port", type=int, default=None, help="listen port (default: PORT)")
+    add_parsers(sub, common_parser())
+    keys = sub.add_parser("keys", help="manage API keys (talks to Redis directly: in compose, run it inside the api "
+                                       "container)").add_subparsers(dest="action", required=True)
     create = keys.add_parser("create", help="create a key; it is printed once, as the last line")
     create.add_argument("--user", required=True, help="the user the key acts for (an admin key's own user)")
     create.add_argument("--name", default=None, help="a label, e.g. the machine or agent that uses it")
@@ -156,7 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         from service.hooks.__main__ import main as hook_main
 
         return hook_main([args.hook])
-    settings = load_settings()  # an invalid setting: one line and exit 1
+    overrides = {k: v for k, v in (("host", getattr(args, "host", None)), ("port", getattr(args, "port", None)))
+                 if v is not None and args.command == "serve"}
+    settings = load_settings(**overrides)  # an invalid setting: one line and exit 1
+    if args.command in COMMANDS:
+        from service import cli_memory
+
+        return cli_memory.run(settings, args)
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
     if args.command in ("dedup", "reconcile", "optimize", "export", "import", "reembed", "stats"):

@@ -9,24 +9,24 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import structlog
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.middleware.trustedhost import TrustedHostMiddleware
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
+from service.api import context, errors, graph, legacy, maintenance, memories, meta, portability, search, tasks, traces
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router
-from service.api.security import ERROR_RESPONSES, BodyLimit, RateLimiter, get_caller
+from service.api.security import PUBLIC_PATHS, BodyLimit, HostCheck, RateLimiter, get_caller
 from service.deps import Deps, build_deps
-from service.errors import ConfigError, RateLimited, ServiceError, Unauthorized
+from service.errors import ConfigError
 from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
 from service.settings import Settings, load_settings
 
 log = structlog.get_logger(__name__)
+
+PRODUCT_TITLE = "Memory platform for AI agents"  # the product's name: memory-platform (docs/api.md)
 
 
 class BackgroundWorker(Protocol):
@@ -119,26 +119,17 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
             log.info("service_stopped")
 
     app = FastAPI(
-        title="Memory platform for AI agents",
+        title=PRODUCT_TITLE,
         version="0.1.0",
         lifespan=lifespan,
         description="Async memory writes (202 + task id), synchronous vector/graph reads. "
                     "Authentication: `Authorization: Bearer <API key>` (or `X-API-Key`).",
         dependencies=[Depends(get_caller)],  # every route, including ones added later (PUBLIC_PATHS aside)
-        responses=ERROR_RESPONSES,
     )
 
     app.add_middleware(RequestContext)
 
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        log.info("request_rejected", status=exc.status_code, detail=str(exc), path=request.url.path)
-        headers: dict[str, str] = {}
-        if isinstance(exc, RateLimited):
-            headers["Retry-After"] = str(exc.retry_after)
-        if isinstance(exc, Unauthorized):
-            headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+    errors.install(app)  # one error body for every 4xx/5xx (service/api/errors.py, docs/api.md)
 
     app.include_router(memories.router)
     app.include_router(search.router)
@@ -150,11 +141,13 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(traces.router)
     app.include_router(runs_router)  # task traces
     app.include_router(conversations_router)  # conversations
+    app.include_router(tasks.router)
     app.include_router(legacy.router)
+    errors.document(app, PUBLIC_PATHS)  # each route's OpenAPI names exactly the errors it can answer
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.resolved_allowed_hosts)
+    app.add_middleware(HostCheck, allowed_hosts=settings.resolved_allowed_hosts)
     # outermost: before anything reads the body; an import file may be larger than a request
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, paths={"/v1/import": settings.max_import_bytes})
     # MCP over streamable HTTP at /mcp/ (README "Use with an agent"); its session manager runs in the lifespan above.

@@ -24,7 +24,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from service.errors import DomainError, Forbidden, NotFound, Unauthorized
+from service.errors import Forbidden, NotFound, SchemaError, Unauthorized
 from service.kv import aw, redis_guard
 from service.settings import Settings
 
@@ -115,6 +115,7 @@ class Caller:
     key_id: str | None = None
     key_user: str | None = None
     admin: bool = False
+    default_user: str | None = None  # DEFAULT_USER_ID: the user of a request naming none under AUTH_MODE=none
 
     @property
     def anonymous(self) -> bool:
@@ -130,9 +131,11 @@ class Caller:
             if requested is not None and requested != self.key_user:
                 raise Forbidden("this API key acts only for its own user; the request names another user_id")
             return self.key_user
+        if requested is None and self.key_id is None and self.default_user:
+            return self.default_user
         if requested is None:
             who = "an admin key" if self.admin else "a request without an API key (AUTH_MODE=none)"
-            raise DomainError(f"user_id is required: {who} acts for the user_id it names")
+            raise SchemaError(f"user_id is required: {who} acts for the user_id it names", ("user_id",))
         return requested
 
     def user_filter(self, requested: str | None) -> str | None:

@@ -38,7 +38,11 @@ POLL_S = 1.0
 
 
 class CliError(Exception):
-    pass
+    """One line for the user; `exit_code` follows the rule of service/cli_memory.py (1 refused, 3 unavailable)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class Api:
@@ -61,11 +65,12 @@ class Api:
             with self._http.stream(method, path, **kwargs) as resp:
                 if resp.status_code >= 400:
                     resp.read()
-                    raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}")
+                    raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}",
+                                   3 if resp.status_code >= 500 else 1)
                 yield resp
         except httpx.TransportError as exc:
             raise CliError(f"the memory API at {self.url} is not reachable ({type(exc).__name__}); start it "
-                           "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL") from exc
+                           "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL", 3) from exc
 
     def call(self, method: str, path: str, *, accept: tuple[int, ...] = (), **kwargs: Any) -> Any:
         """The JSON answer; a status >= 400 not in `accept` is a CliError with the API's detail."""
@@ -73,9 +78,9 @@ class Api:
             resp = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise CliError(f"the memory API at {self.url} is not reachable ({type(exc).__name__}); start it "
-                           "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL") from exc
+                           "(./scripts/dev.sh or python -m service) or set MEMORY_API_URL", 3) from exc
         if resp.status_code >= 400 and resp.status_code not in accept:
-            raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}")
+            raise CliError(f"{method} {path}: {resp.status_code} {_detail(resp)}", 3 if resp.status_code >= 500 else 1)
         return resp.json()
 
 
@@ -111,7 +116,7 @@ def _follow(api: Api, task_id: str, run_id: str, out: Any) -> dict[str, Any]:
     with progress_bar(f"run {run_id[:12]}") as (bar, bar_task):
         started = time.monotonic()
         for _ in range(int(FOLLOW_S / POLL_S) + 1):
-            task = api.call("GET", f"/v1/memories/status/{task_id}")
+            task = api.call("GET", f"/v1/tasks/{task_id}")
             run = api.call("GET", f"/v1/maintenance/runs/{run_id}")
             _advance(bar, bar_task, run.get("progress"), started)
             line = _run_line(run)
@@ -151,8 +156,14 @@ def reconcile(settings: Settings, user: str | None, dry_run: bool, out: Any = sy
 
 
 def optimize(settings: Settings, out: Any = sys.stdout) -> None:
-    with Api(settings, timeout_s=3600.0) as api:
-        print(json.dumps(api.call("POST", "/v1/maintenance/optimize"), indent=2), file=out)
+    """POST /v1/maintenance/optimize (a task) and follow it, with a progress line on a terminal; prints the build's
+    report (the task's result)."""
+    with Api(settings) as api:
+        accepted = api.call("POST", "/v1/maintenance/optimize")
+        task_id, task = _follow_task(api, accepted["task_id"], "building the vector index")
+    if task["status"] != "completed":
+        raise CliError(f"index build task {task_id} {task['status']}: {task.get('error')}")
+    print(json.dumps(task["result"], indent=2), file=out)
 
 
 def export(settings: Settings, user: str, project: str | None, vectors: bool, output: str | None,
@@ -214,7 +225,7 @@ def _follow_task(api: Api, task_id: str, label: str) -> tuple[str, dict[str, Any
     with progress_bar(label) as (bar, bar_task):
         started = time.monotonic()
         for _ in range(int(FOLLOW_S / POLL_S) + 1):
-            task = api.call("GET", f"/v1/memories/status/{task_id}")
+            task = api.call("GET", f"/v1/tasks/{task_id}")
             _advance(bar, bar_task, task.get("progress"), started)
             following = (task.get("result") or {}).get("next_task_id")
             if task["status"] == "completed" and following:
@@ -239,7 +250,7 @@ def reembed(settings: Settings, user: str | None, out: Any = sys.stdout) -> None
 
 def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:
     with Api(settings) as api:
-        for run in api.call("GET", "/v1/maintenance/runs", params={"limit": limit})["runs"]:
+        for run in api.call("GET", "/v1/maintenance/runs", params={"limit": limit})["items"]:
             print(_run_line(run), file=out)
 
 

@@ -23,6 +23,7 @@ from service.conversations.summary import Summarizer
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
+from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
 from service.memory import MemoryService
@@ -76,6 +77,10 @@ def build_vector_store(settings: Settings) -> VectorStore:
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return QdrantServerVectorStore(settings.qdrant_url, settings.qdrant_collection, api_key=api_key)
+    if not settings.qdrant_on_disk:  # QDRANT_ON_DISK=false: in memory, gone at exit
+        from service.stores.qdrant_server import QdrantServerVectorStore
+
+        return QdrantServerVectorStore(":memory:", settings.qdrant_collection)
     from service.stores.qdrant_edge import EdgeVectorStore
 
     return EdgeVectorStore(settings.resolved_qdrant_path, settings.qdrant_collection)
@@ -201,6 +206,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger, graph),
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
+                       indexer=IndexBuilder(vectors),
                        runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
                        conversations=ConversationService(settings, tasks, graph, summarizer(settings, genai_client)))
     log.info(

@@ -3,7 +3,7 @@
 
 Every exception class of the service, and where it lives:
 
-- here: ServiceError (500), DomainError (400), PayloadTooLarge (413), NotFound (404),
+- here: ServiceError (500), DomainError (400), PayloadTooLarge (413), SchemaError (422), NotFound (404),
   DependencyUnavailable (503: a store, Redis or Gemini unavailable; the worker retries it),
   ConfigError and its StoreConfigError (500), Unauthorized (401), Forbidden (403), RateLimited (429);
 - service/ai/gemini/client.py: GeminiError and its kinds GeminiUnavailable (also a
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 
 class ServiceError(Exception):
-    """Root of every error the service raises on purpose."""
+    """Root of every error the service raises on purpose. `error_code` is the error body's machine-readable
+    `code` (docs/api.md lists them); a class without its own takes its status's (service/api/errors.py)."""
 
     status_code = 500
+    error_code: str | None = None
 
 
 class DomainError(ServiceError):
@@ -33,6 +35,17 @@ class DomainError(ServiceError):
 
 class PayloadTooLarge(ServiceError):
     status_code = 413
+
+
+class SchemaError(ServiceError):
+    """A request that breaks its schema where the model cannot say it (a field required by who is calling, e.g.
+    `user_id` with an admin key): 422 like every schema error, with the field in `errors`."""
+
+    status_code = 422
+
+    def __init__(self, message: str, loc: tuple[str, ...] = (), kind: str = "missing") -> None:
+        super().__init__(message)
+        self.errors = [{"loc": list(loc), "type": kind, "msg": message}]
 
 
 class NotFound(ServiceError):

@@ -96,6 +96,12 @@ class ReembedJob(JobModel):
     user_id: str | None = None
 
 
+class OptimizeJob(JobModel):
+    """Build the vector index now (service/maintenance/optimize.py)."""
+
+    kind: Literal["optimize"] = "optimize"
+
+
 class ImportJob(JobModel):
     """An uploaded export (service/memory/portability.py), held in Redis under `blob` until the job ends."""
 

@@ -448,7 +448,7 @@ class TaskQueue:
             return "discarded"
         attempt = int(rec.get("attempt") or 0)
         job = rec.get("job")
-        if job is not None and attempt < self._settings.arq_max_retries:
+        if job is not None and attempt < self._settings.arq_max_tries:
             await self._redis.delete(result_key_prefix + task_id)
             if await self._submit(task_id, job, job_try=attempt + 1, user_id=rec.get("user_id")):
                 log.warning("reaper_requeued", task_id=task_id, attempt=attempt)

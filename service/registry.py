@@ -21,12 +21,14 @@ from service.jobs import (
     DeleteJob,
     ImportJob,
     JobModel,
+    OptimizeJob,
     RawBatchJob,
     RawJob,
     ReconcileJob,
     ReembedJob,
     UpdateJob,
 )
+from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
 from service.memory.portability import Importer
@@ -49,6 +51,7 @@ class JobHandlers:
     sweep: DedupSweep
     reconciler: Reconciler
     reembedder: Reembedder
+    indexer: IndexBuilder  # optimize
     runs: RunService  # task traces: run (any part of one), run_delete
     conversations: ConversationService  # conversation_delete
 
@@ -56,7 +59,7 @@ class JobHandlers:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Transient errors (worker/jobs.py `is_transient`) are retried with backoff until `max_tries` (None:
-    ARQ_MAX_RETRIES); anything else ends the task failed at once."""
+    ARQ_MAX_RETRIES + 1 attempts); anything else ends the task failed at once."""
 
     max_tries: int | None = None
 
@@ -93,6 +96,7 @@ JOB_KINDS: tuple[JobKind, ...] = (
     declare("maintenance_dedup", DedupJob, lambda h: h.sweep.run_requested),
     declare("maintenance_reconcile", ReconcileJob, lambda h: h.reconciler.run_requested),
     declare("maintenance_reembed", ReembedJob, lambda h: h.reembedder.run),
+    declare("maintenance_optimize", OptimizeJob, lambda h: h.indexer.run, RetryPolicy(max_tries=1)),
     declare("run_write", RunJob, lambda h: h.runs.store_run),
     declare("run_delete", RunDeleteJob, lambda h: h.runs.delete_run),
     declare("conversation_delete", ConversationDeleteJob, lambda h: h.conversations.delete_session),

@@ -93,8 +93,9 @@ class Settings(BaseSettings):
     # Queues of user shards (service/shards.py): a user's jobs all go to the queue of shard
     # sha256(user_id) mod WORKER_SHARDS, consumed by `python -m worker --shard K`; 1 = one queue (ARQ_QUEUE_NAME).
     worker_shards: int = Field(default=1, ge=1, le=1024)
-    arq_queue_name: str = "neuralscape:queue"
-    arq_max_retries: int = Field(default=3, ge=1, le=20)
+    arq_queue_name: str = "memory-platform:queue"
+    # Retries after the first attempt of a job on transient failures (attempts = ARQ_MAX_RETRIES + 1).
+    arq_max_retries: int = Field(default=2, ge=0, le=20)
     arq_job_timeout: int = Field(default=300, ge=1)
     # Jobs in flight at once. More of them wait together at the embedding and graph steps, which then run in
     # bigger batches, so a larger number drains single writes faster (docs/benchmarks.md, "Jobs in flight").
@@ -117,7 +118,10 @@ class Settings(BaseSettings):
     qdrant_url: str | None = None
     qdrant_api_key: SecretStr | None = None
     qdrant_path: Path | None = None  # default: <DATA_DIR>/qdrant
-    qdrant_collection: str = "neuralscape_memories"
+    # Without QDRANT_URL: false keeps the vectors in memory only (qdrant-client's in-process mode; gone at exit,
+    # and the embedded worker runs in the API process), as seed 001's QDRANT_ON_DISK. Default true: Qdrant Edge on disk.
+    qdrant_on_disk: bool = True
+    qdrant_collection: str = "memory_platform"
 
     # --- Embeddings -----------------------------------------------------------------------
     embedder: EmbedderName = "local"
@@ -262,6 +266,11 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def arq_max_tries(self) -> int:
+        """Attempts per job, the first included (ARQ's `max_tries`)."""
+        return self.arq_max_retries + 1
+
+    @property
     def resolution_bands(self) -> dict[str, tuple[float, float]]:
         """type family -> (auto-merge threshold, pending threshold), unset ones from the global pair."""
         bands: dict[str, tuple[float, float]] = {}
@@ -354,7 +363,7 @@ class Settings(BaseSettings):
 
     @property
     def worker_in_child(self) -> bool:
-        return self.worker_process == "child" and self.run_embedded_worker
+        return self.worker_process == "child" and self.run_embedded_worker and self.qdrant_on_disk
 
     @property
     def embeds_in_child(self) -> bool:

@@ -71,7 +71,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
     deps: Deps = ctx["deps"]
     settings = deps.settings
     attempt = int(ctx.get("job_try", 1))
-    tries = spec.retry.tries(settings.arq_max_retries)
+    tries = spec.retry.tries(settings.arq_max_tries)
     retries_before = (deps.graph.transient_retries, deps.graph.deadlock_retries)
     structlog.contextvars.bind_contextvars(task_id=task_id, user_id=raw.get("user_id"), kind=raw.get("kind"))
     lease: asyncio.Task[None] | None = None

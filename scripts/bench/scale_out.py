@@ -150,7 +150,7 @@ async def wait_all(http: aiohttp.ClientSession, tasks: list[str], within_s: floa
 
 
 async def in_both_stores(args: argparse.Namespace, data: Path, per_user: dict[str, int]) -> bool:
-    vectors = EdgeVectorStore(data / "qdrant", "neuralscape_memories")
+    vectors = EdgeVectorStore(data / "qdrant", "memory_platform")
     graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.database, 10.0, NameRules())
     ok = True
     try:

@@ -24,7 +24,7 @@ java_major() {
 }
 
 if ! command -v "$JAVA" >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
-  echo "error: Java 17+ is required to run Neo4j (apt-get install openjdk-17-jre-headless)" >&2
+  echo "error: a Java 17+ JDK is required to build and run Neo4j (Maven needs the compiler: apt-get install openjdk-17-jdk-headless)" >&2
   exit 1
 fi
 

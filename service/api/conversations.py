@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from service.api.deps import DepsDep, get_deps
+from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor
+from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
 from service.conversations.schemas import (
     MessagePage,
@@ -36,7 +37,7 @@ SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN
 
 @router.get("", response_model=SessionPage)
 async def list_sessions(conversations: ConversationsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
-                        project_id: IdQuery = None, limit: PageLimit = 50, cursor: PairCursor = None) -> SessionPage:
+                        project_id: IdQuery = None, limit: PageLimit = PAGE, cursor: PairCursor = None) -> SessionPage:
     """The user's sessions, most recently written first, with message counts and times."""
     return await conversations.list_sessions(caller.user(user_id), project_id, limit, cursor)
 
@@ -48,15 +49,15 @@ async def search_messages(req: MessageSearchRequest, conversations: Conversation
     return await conversations.search(req, caller.user(req.user_id))
 
 
-@router.get("/{session_id}", response_model=MessagePage)
+@router.get("/{session_id}", response_model=MessagePage, responses=responses(404))
 async def session_messages(session_id: SessionId, conversations: ConversationsDep, caller: CallerDep,
-                           user_id: OptionalUserQuery = None, limit: PageLimit = 100,
+                           user_id: OptionalUserQuery = None, limit: PageLimit = PAGE,
                            cursor: PairCursor = None) -> MessagePage:
     """The session's messages in order (the writes' order, then each write's), a page at a time."""
     return await conversations.messages(caller.user(user_id), session_id, limit, cursor)
 
 
-@router.get("/{session_id}/summary", response_model=SessionSummary)
+@router.get("/{session_id}/summary", response_model=SessionSummary, responses=responses(404))
 async def session_summary(session_id: SessionId, conversations: ConversationsDep, caller: CallerDep,
                           user_id: OptionalUserQuery = None,
                           sentences: Annotated[int, Query(ge=1, le=20)] = 5) -> SessionSummary:
@@ -65,7 +66,7 @@ async def session_summary(session_id: SessionId, conversations: ConversationsDep
     return await conversations.summary(caller.user(user_id), session_id, sentences)
 
 
-@router.delete("/{session_id}", status_code=202, response_model=AcceptedResponse)
+@router.delete("/{session_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def delete_session(session_id: SessionId, conversations: ConversationsDep, deps: DepsDep, caller: CallerDep,
                          user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None
                          ) -> AcceptedResponse:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ServiceDep
-from service.api.params import Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
+from service.api.deps import IntakeDep, ServiceDep
+from service.api.errors import responses
+from service.api.idempotency import IdempotencyKey, fingerprint, remembered
+from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
 from service.schemas import (
     DuplicatePage,
@@ -32,7 +34,7 @@ async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: Cal
 @router.get("/nodes", response_model=GraphPage)
 async def nodes(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
-    limit: PageLimit = 100, cursor: Cursor = None,
+    limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> GraphPage:
     page = await service.list_nodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
@@ -44,7 +46,7 @@ async def edges(
     caller: CallerDep,
     user_id: OptionalUserQuery = None,
     project_id: GraphProjectQuery = None,
-    limit: PageLimit = 100,
+    limit: PageLimit = PAGE,
     cursor: Cursor = None,
     include_history: bool = False,
 ) -> GraphPage:
@@ -55,7 +57,7 @@ async def edges(
 @router.get("/episodes", response_model=GraphPage)
 async def episodes(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
-    limit: PageLimit = 100, cursor: Cursor = None,
+    limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> GraphPage:
     page = await service.list_episodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
@@ -70,24 +72,36 @@ async def stats(service: ServiceDep, caller: CallerDep, user_id: OptionalUserQue
 @router.get("/duplicates", response_model=DuplicatePage)
 async def duplicates(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
-    limit: PageLimit = 50, cursor: PairCursor = None,
+    limit: PageLimit = PAGE, cursor: PairCursor = None,
 ) -> DuplicatePage:
     """Entity pairs the resolution gate could not decide (pending review), highest score first."""
     return await service.list_duplicates(caller.user(user_id), project_id, limit, cursor)
 
 
-@router.post("/duplicates/review", response_model=EntityChange)
-async def review(req: ReviewRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
+@router.post("/duplicates/review", response_model=EntityChange, responses=responses(404, 409))
+async def review(req: ReviewRequest, service: ServiceDep, intake: IntakeDep, caller: CallerDep,
+                 idempotency_key: IdempotencyKey = None) -> EntityChange:
     """confirm=true merges source into target; confirm=false rejects the pair (never proposed again)."""
-    return await service.review_duplicate(req, caller.user(req.user_id))
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/duplicates/review", req.model_dump(mode="json"))
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.review_duplicate(req, user),
+                            EntityChange)
 
 
-@router.post("/entities/merge", response_model=EntityChange)
-async def merge(req: MergeRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
+@router.post("/entities/merge", response_model=EntityChange, responses=responses(404, 409))
+async def merge(req: MergeRequest, service: ServiceDep, intake: IntakeDep, caller: CallerDep,
+                idempotency_key: IdempotencyKey = None) -> EntityChange:
     """Merge source into target (same user, same group, compatible types); idempotent, undone by unmerge."""
-    return await service.merge_entities(req, caller.user(req.user_id))
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/entities/merge", req.model_dump(mode="json"))
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.merge_entities(req, user),
+                            EntityChange)
 
 
-@router.post("/entities/{entity_id}/unmerge", response_model=EntityChange)
-async def unmerge(entity_id: EntityId, req: UnmergeRequest, service: ServiceDep, caller: CallerDep) -> EntityChange:
-    return await service.unmerge_entity(entity_id, caller.user(req.user_id))
+@router.post("/entities/{entity_id}/unmerge", response_model=EntityChange, responses=responses(404, 409))
+async def unmerge(entity_id: EntityId, req: UnmergeRequest, service: ServiceDep, intake: IntakeDep,
+                  caller: CallerDep, idempotency_key: IdempotencyKey = None) -> EntityChange:
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", f"/v1/graph/entities/{entity_id}/unmerge", req.model_dump(mode="json"))
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.unmerge_entity(entity_id, user),
+                            EntityChange)

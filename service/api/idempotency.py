@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Header, HTTPException
+from pydantic import BaseModel
 
 from service.auth import Caller
 from service.memory.intake import Intake
@@ -26,6 +27,13 @@ IdempotencyKey = Annotated[
                        "return the first task; the same key with another request is 422."),
 ]
 A = Callable[[], Awaitable[AcceptedResponse]]
+M = TypeVar("M", bound=BaseModel)
+
+
+def _reused() -> HTTPException:
+    # shaped like FastAPI's own 422 (a list of errors); service/api/errors.py gives it its code
+    return HTTPException(422, [{"loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
+                                "msg": "this Idempotency-Key was used with a different request; use a new key"}])
 
 
 def fingerprint(method: str, path: str, body: Any) -> str:
@@ -43,10 +51,7 @@ async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | N
 
     def check(seen: dict[str, Any]) -> AcceptedResponse:
         if seen["fingerprint"] != fp:
-            # shaped like FastAPI's own 422 (a list of errors), so the one documented 422 schema holds
-            raise HTTPException(422, [{"loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
-                                       "msg": "this Idempotency-Key was used with a different request; "
-                                              "use a new key"}])
+            raise _reused()
         return AcceptedResponse(task_id=seen["task_id"], poll_url=f"/v1/memories/status/{seen['task_id']}")
 
     existing = await kv.get_json(name, what="idempotency key")
@@ -60,3 +65,26 @@ async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | N
         if raced is not None:
             return check(raced)
     return accepted
+
+
+async def remembered(intake: Intake, caller: Caller, user_id: str | None, key: str | None, fp: str,
+                     run: Callable[[], Awaitable[M]], model: type[M]) -> M:
+    """`once` for the state-changing routes whose answer is not a task of the queue (a merge, a maintenance
+    run's 202): the first answer is kept with the key, and a retry with the same key and request gets it back
+    without running again. A concurrent retry of a request still running runs again (the operations it guards
+    are idempotent by themselves: merges, runs that take a lock)."""
+    if key is None:
+        return await run()
+    owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
+    name = f"idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+    kv = intake.kv
+    existing = await kv.get_json(name, what="idempotency key")
+    if existing is not None:
+        if existing["fingerprint"] != fp or "answer" not in existing:
+            raise _reused()
+        return model.model_validate(existing["answer"])
+    answer = await run()
+    record = {"fingerprint": fp, "answer": answer.model_dump(mode="json")}
+    await kv.set_json(name, record, max(1, intake.settings.idempotency_window_seconds), only_new=True,
+                      what="idempotency key")
+    return answer

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.deps import IntakeDep, ServiceDep
+from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import TaskId
 from service.api.security import CallerDep
@@ -26,7 +27,7 @@ async def legacy_conversation(
     return AcceptedResponse(task_id=accepted.task_id, poll_url=f"/memories/status/{accepted.task_id}")
 
 
-@router.get("/status/{task_id}", response_model=TaskResponse, deprecated=True)
+@router.get("/status/{task_id}", response_model=TaskResponse, deprecated=True, responses=responses(404))
 async def legacy_status(task_id: TaskId, service: ServiceDep, caller: CallerDep) -> TaskResponse:
     """Deprecated: `GET /v1/memories/status/{task_id}`."""
     return await service.task_status(task_id, caller.user_filter(None))

@@ -8,18 +8,21 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 
 from service.api.deps import DepsDep
-from service.api.params import RunId
+from service.api.errors import responses
+from service.api.idempotency import IdempotencyKey, fingerprint, remembered
+from service.api.params import PAGE, PageLimit, RunId
 from service.api.security import CallerDep
 from service.errors import NotFound
+from service.maintenance.optimize import submit_optimize
 from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
 from service.schemas import (
     AcceptedResponse,
     DedupAccepted,
     DedupRequest,
-    DedupRunList,
     DedupRunReport,
-    OptimizeReport,
+    MaintenanceRunPage,
+    ReconcileAccepted,
     ReconcileRequest,
     ReembedRequest,
 )
@@ -30,27 +33,36 @@ router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 
 @router.post("/dedup", status_code=202, response_model=DedupAccepted)
 async def start_dedup(
-    deps: DepsDep, caller: CallerDep, req: Annotated[DedupRequest | None, Body()] = None
+    deps: DepsDep, caller: CallerDep, req: Annotated[DedupRequest | None, Body()] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> DedupAccepted:
     """Start a dedup run (`{user_id?, dry_run?}`; no body = every user, real run). 202 with the task id,
     which is also the run id: poll `poll_url` (task status) or `run_url` (the run's report)."""
     caller.require_admin("a dedup run")
-    return await submit_dedup(deps, req or DedupRequest())
+    body = req or DedupRequest()
+    fp = fingerprint("POST", "/v1/maintenance/dedup", body.model_dump(mode="json"))
+    return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp,
+                            lambda: submit_dedup(deps, body), DedupAccepted)
 
 
-@router.post("/reconcile", status_code=202, response_model=DedupAccepted)
+@router.post("/reconcile", status_code=202, response_model=ReconcileAccepted)
 async def start_reconcile(
-    deps: DepsDep, caller: CallerDep, req: Annotated[ReconcileRequest | None, Body()] = None
-) -> DedupAccepted:
+    deps: DepsDep, caller: CallerDep, req: Annotated[ReconcileRequest | None, Body()] = None,
+    idempotency_key: IdempotencyKey = None,
+) -> ReconcileAccepted:
     """Compare the vector store with the graph (`{user_id?, dry_run?}`; no body = every user) and repair
     drift in both directions. 202 with the task id (= run id); the report lists repairs per kind."""
     caller.require_admin("a reconcile run")
-    return await submit_reconcile(deps, req or ReconcileRequest())
+    body = req or ReconcileRequest()
+    fp = fingerprint("POST", "/v1/maintenance/reconcile", body.model_dump(mode="json"))
+    return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp,
+                            lambda: submit_reconcile(deps, body), ReconcileAccepted)
 
 
 @router.post("/reembed", status_code=202, response_model=AcceptedResponse)
 async def start_reembed(
-    deps: DepsDep, caller: CallerDep, req: Annotated[ReembedRequest | None, Body()] = None
+    deps: DepsDep, caller: CallerDep, req: Annotated[ReembedRequest | None, Body()] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> AcceptedResponse:
     """Re-embed stored memories with the configured embedder, from their content (`{user_id?}`; no body = every
     user). 202 with the task id; the task's `progress` counts memories, and a run longer than its job's time budget
@@ -58,35 +70,47 @@ async def start_reembed(
     it runs answers its task. Search keeps working meanwhile."""
     caller.require_admin("re-embedding")
     body = req or ReembedRequest()
-    task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.service.query_embedder,
-                               deps.jobs.reembedder.locks, deps.jobs.reembedder.ledger).submit(body.user_id)
-    return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+
+    async def submit() -> AcceptedResponse:
+        task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.service.query_embedder,
+                                   deps.jobs.reembedder.locks, deps.jobs.reembedder.ledger).submit(body.user_id)
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
+
+    fp = fingerprint("POST", "/v1/maintenance/reembed", body.model_dump(mode="json"))
+    return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp, submit, AcceptedResponse)
 
 
-@router.post("/optimize", response_model=OptimizeReport)
-async def optimize(deps: DepsDep, caller: CallerDep) -> OptimizeReport:
-    """Build the vector index now (the worker also does it every 10 minutes once OPTIMIZE_MIN_UNINDEXED
-    points are outside it). Qdrant Edge builds it in a child process on a copy of the shard and swaps the copy
-    in (searches pause for `swap_pause_ms`); a Qdrant server indexes by itself (`changed` false). Answers when
-    done: minutes at 100k+ memories."""
+@router.post("/optimize", status_code=202, response_model=AcceptedResponse)
+async def optimize(deps: DepsDep, caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """Build the vector index now, as a task (the worker also does it every 10 minutes once OPTIMIZE_MIN_UNINDEXED
+    points are outside it). 202 with the task id; the task's `result` is the build's report (`backend`, `changed`,
+    `backlog_before`, `backlog_after`, `figures`). Qdrant Edge builds it in a child process on a copy of the shard
+    and swaps the copy in (searches pause for `figures.swap_pause_ms`); a Qdrant server indexes by itself
+    (`changed` false). A build asked for while one runs fails with the reason (409's text)."""
     caller.require_admin("building the vector index")
-    backlog = await deps.vectors.index_backlog()
-    changed = await deps.vectors.optimize()
-    figures = getattr(deps.vectors, "last_optimize", {})
-    return OptimizeReport(backend=deps.vectors.name, changed=changed, backlog_before=backlog,
-                          backlog_after=await deps.vectors.index_backlog(), figures=figures)
+
+    async def submit() -> AcceptedResponse:
+        task_id = await submit_optimize(deps.tasks)
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
+
+    fp = fingerprint("POST", "/v1/maintenance/optimize", {})
+    return await remembered(deps.intake, caller, None, idempotency_key, fp, submit, AcceptedResponse)
 
 
-@router.get("/runs", response_model=DedupRunList)
+@router.get("/runs", response_model=MaintenanceRunPage)
 async def list_runs(
-    deps: DepsDep, caller: CallerDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
-) -> DedupRunList:
-    """The latest runs (dedup and reconcile, `kind` tells which), newest first, without per-user detail.
-    A user key sees only the runs of its own user."""
-    return DedupRunList(runs=await make_runs(deps).recent(limit, only_user=caller.user_filter(None)))
+    deps: DepsDep, caller: CallerDep, limit: PageLimit = PAGE,
+    cursor: Annotated[str | None, Query(max_length=8, pattern=r"^[0-9]+$")] = None,
+) -> MaintenanceRunPage:
+    """The latest runs (dedup, reconcile and the others, `kind` tells which), newest first, without per-user
+    detail (the newest RUNS_KEPT are kept). A user key sees only the runs of its own user."""
+    start = int(cursor or 0)
+    runs = await make_runs(deps).recent(start + limit + 1, only_user=caller.user_filter(None))
+    page = runs[start:start + limit]
+    return MaintenanceRunPage(items=page, next_cursor=str(start + limit) if len(runs) > start + limit else None)
 
 
-@router.get("/runs/{run_id}", response_model=DedupRunReport)
+@router.get("/runs/{run_id}", response_model=DedupRunReport, responses=responses(404))
 async def get_run(run_id: RunId, deps: DepsDep, caller: CallerDep) -> DedupRunReport:
     """One run: start/end, status, and per user and phase (exact, near) the memories scanned, groups
     found, memories removed (ids), graph edges expired and errors."""

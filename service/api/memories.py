@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from service.api.deps import IntakeDep, ServiceDep
+from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
+from service.api.params import PAGE, Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
 from service.api.security import CallerDep
 from service.domain import Scope
 from service.schemas import (
@@ -59,7 +60,7 @@ async def create_raw_memories(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_raw_batch(req, user))
 
 
-@router.get("/status/{task_id}", response_model=TaskResponse)
+@router.get("/status/{task_id}", response_model=TaskResponse, responses=responses(404))
 async def task_status(
     task_id: TaskId, service: ServiceDep, caller: CallerDep,
 ) -> TaskResponse:
@@ -75,7 +76,7 @@ async def list_memories(
     category: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     project_id: IdQuery = None,
     agent_id: IdQuery = None,
-    limit: PageLimit = 50,
+    limit: PageLimit = PAGE,
     cursor: Cursor = None,
 ) -> MemoryPage:
     """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
@@ -96,14 +97,14 @@ async def bulk_delete(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_bulk_delete(req, user))
 
 
-@router.get("/{memory_id}", response_model=MemoryRecord)
+@router.get("/{memory_id}", response_model=MemoryRecord, responses=responses(404))
 async def get_memory(
     memory_id: MemoryId, service: ServiceDep, caller: CallerDep, user_id: OwnerQuery = None
 ) -> MemoryRecord:
     return await service.get_memory(memory_id, caller.user_filter(user_id))
 
 
-@router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse)
+@router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def update_memory(
     memory_id: MemoryId, req: UpdateMemoryRequest, intake: IntakeDep, caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
@@ -114,7 +115,7 @@ async def update_memory(
     return await once(intake, caller, owner, idempotency_key, fp, lambda: intake.submit_update(memory_id, req, owner))
 
 
-@router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse)
+@router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def delete_memory(
     memory_id: MemoryId, intake: IntakeDep, caller: CallerDep, user_id: OwnerQuery = None,
     idempotency_key: IdempotencyKey = None,

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
+from service.api.errors import responses
 from service.api.security import CallerDep, api_key_of, caller_of
 from service.domain import CATEGORIES
 from service.errors import DependencyUnavailable, Forbidden
@@ -20,7 +21,7 @@ from service.schemas import CategoryOut, HealthResponse, WritePathHealth
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)
 
-SERVICE_NAME = "neuralscape-memory"
+SERVICE_NAME = "memory-platform"  # the product's one name (pyproject, /health, MCP, queue, collection)
 
 
 @router.get("/v1/categories", response_model=list[CategoryOut])
@@ -40,7 +41,8 @@ async def _check(ping: Callable[[], Awaitable[None]], limit_s: float) -> str:
         return f"error: {type(exc).__name__}: {exc}"[:300]
 
 
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {"text/plain": {}}}, **responses(401, 403)})  # its own credentials check
 async def metrics(deps: DepsDep, request: Request) -> Response:
     """Prometheus metrics. With AUTH_MODE=keys: an admin key, or `Authorization: Bearer <METRICS_TOKEN>`."""
     if deps.settings.resolved_auth_mode == "keys":

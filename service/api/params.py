@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Path, Query
 
 from service.domain import ID_PATTERN
+from service.schemas.page import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 OptionalUserQuery = Annotated[
     str | None,
@@ -30,7 +31,8 @@ MemoryId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-
 TaskId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 RunId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 ProjectPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
-PageLimit = Annotated[int, Query(ge=1, le=500)]
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size (default {DEFAULT_PAGE_SIZE})")]
+PAGE = DEFAULT_PAGE_SIZE  # every list's default `limit` (docs/api.md): `limit: PageLimit = PAGE`
 Cursor = Annotated[str | None, Query(max_length=64)]
 EntityId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 EntityQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from service.api.deps import IntakeDep, ServiceDep
+from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery
 from service.api.security import CallerDep
 from service.schemas import AcceptedResponse
@@ -35,10 +37,13 @@ async def export(
                                             "(any content type; gzip is recognised by its magic bytes)",
                                             "content": {"application/octet-stream": {
                                                 "schema": {"type": "string", "format": "binary"}}}}})
-async def import_file(request: Request, intake: IntakeDep, caller: CallerDep) -> AcceptedResponse:
+async def import_file(request: Request, intake: IntakeDep, caller: CallerDep,
+                      idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """An export file (NDJSON, or gzip-compressed NDJSON) as the body, up to MAX_IMPORT_BYTES. It is
     imported by the worker for the user its header names (a user key may import only its own user's file);
     the task result counts what was imported and lists rejected lines with their reasons. Ids are kept, so
     importing the same file twice changes nothing."""
     body = await request.body()
-    return await intake.submit_import(body, caller.user(intake.import_owner(body)))
+    user = caller.user(intake.import_owner(body))
+    fp = fingerprint("POST", "/v1/import", hashlib.sha256(body).hexdigest())
+    return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_import(body, user))

@@ -1,5 +1,5 @@
 """Task traces ("runs"): what an agent tried, its tool calls, how the task ended. Writes answer 202 with a
-task id (poll /v1/memories/status/{task_id}); reads are synchronous. The tenant comes from the API key."""
+task id (poll /v1/tasks/{task_id}); reads are synchronous. The tenant comes from the API key."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from service.api.deps import DepsDep, get_deps
+from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
+from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
 from service.api.security import CallerDep
 from service.domain import ID_PATTERN
 from service.runs.schemas import (
@@ -54,7 +55,7 @@ async def start_run(req: RunRequest, runs: RunsDep, deps: DepsDep, caller: Calle
 
 @router.get("", response_model=RunPage)
 async def list_runs(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
-                    session_id: SessionQuery = None, project_id: IdQuery = None, limit: PageLimit = 50,
+                    session_id: SessionQuery = None, project_id: IdQuery = None, limit: PageLimit = PAGE,
                     cursor: PairCursor = None) -> RunPage:
     """The user's runs, newest first (optionally of one session or project)."""
     return await runs.list_runs(caller.user(user_id), session_id, project_id, limit, cursor)
@@ -75,14 +76,14 @@ async def run_stats(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery
     return await runs.stats(caller.user(user_id), project_id)
 
 
-@router.get("/{run_id}", response_model=RunOut)
+@router.get("/{run_id}", response_model=RunOut, responses=responses(404))
 async def get_run(run_id: RunId, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None) -> RunOut:
     """The run with its steps in `seq` order, each with its tool calls in order, whatever order they were
     written in."""
     return await runs.get_run(run_id, caller.user(user_id))
 
 
-@router.delete("/{run_id}", status_code=202, response_model=AcceptedResponse)
+@router.delete("/{run_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def delete_run(run_id: RunId, runs: RunsDep, deps: DepsDep, caller: CallerDep,
                      user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Erase the run, its steps and tool calls."""
@@ -91,7 +92,7 @@ async def delete_run(run_id: RunId, runs: RunsDep, deps: DepsDep, caller: Caller
     return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_delete(run_id, user))
 
 
-@router.post("/{run_id}/steps", status_code=202, response_model=AcceptedResponse)
+@router.post("/{run_id}/steps", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def add_step(run_id: RunId, req: StepRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
                    idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """One step (`seq`, `action`, `thought`, optionally its tool calls)."""
@@ -100,7 +101,8 @@ async def add_step(run_id: RunId, req: StepRequest, runs: RunsDep, deps: DepsDep
     return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_step(run_id, req, user))
 
 
-@router.post("/{run_id}/steps/{seq}/tool-calls", status_code=202, response_model=AcceptedResponse)
+@router.post("/{run_id}/steps/{seq}/tool-calls", status_code=202, response_model=AcceptedResponse,
+             responses=responses(404))
 async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs: RunsDep, deps: DepsDep,
                         caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """A tool call of step `seq`: arguments and result are redacted and bounded before they are queued. Two
@@ -111,7 +113,7 @@ async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs:
                       lambda: runs.submit_tool_call(run_id, seq, req, user))
 
 
-@router.post("/{run_id}/complete", status_code=202, response_model=AcceptedResponse)
+@router.post("/{run_id}/complete", status_code=202, response_model=AcceptedResponse, responses=responses(404))
 async def complete_run(run_id: RunId, req: CompleteRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
                        idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """The run's outcome: `success`, `summary`, `error_kind`."""

@@ -200,7 +200,7 @@ class ConversationService:
         await self._session(user_id, session_id)
         job = ConversationDeleteJob(user_id=user_id, session_id=session_id)
         task_id = await self.tasks.enqueue(job, job.model_dump(mode="json", exclude={"accepted_at"}))
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
 
     async def delete_session(self, task_id: str, job: ConversationDeleteJob) -> dict[str, Any]:
         deleted = await self.graph.delete_session(job.user_id, job.session_id, job.accepted_at)

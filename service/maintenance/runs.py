@@ -13,7 +13,7 @@ from service.deps import Deps
 from service.jobs import DedupJob, DeleteJob, ReconcileJob
 from service.maintenance.records import RunStore, summary
 from service.queue import now_iso
-from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileRequest
+from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -35,20 +35,20 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
     await RunStore(deps.redis, deps.settings).save(queued, only_new=True)  # the worker may have started it
     log.info("dedup_run_queued", run_id=task_id, user_id=req.user_id, dry_run=req.dry_run)
     return DedupAccepted(
-        task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
+        task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=task_id,
         run_url=f"/v1/maintenance/runs/{task_id}",
     )
 
 
-async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> DedupAccepted:
+async def submit_reconcile(deps: Deps, req: ReconcileRequest) -> ReconcileAccepted:
     """POST /v1/maintenance/reconcile: a full reconcile through the task queue (task id = run id)."""
     identity = {"user_id": req.user_id, "dry_run": req.dry_run, "requested_ns": time.time_ns()}
     task_id = await deps.tasks.enqueue(ReconcileJob(user_id=req.user_id, dry_run=req.dry_run), identity)
     queued = DedupRunReport(run_id=task_id, kind="reconcile", trigger="api", status="queued", dry_run=req.dry_run,
                             user_id=req.user_id, task_id=task_id, queued_at=now_iso())
     await RunStore(deps.redis, deps.settings).save(queued, only_new=True)
-    return DedupAccepted(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=task_id,
-                         run_url=f"/v1/maintenance/runs/{task_id}")
+    return ReconcileAccepted(task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=task_id,
+                             run_url=f"/v1/maintenance/runs/{task_id}")
 
 
 def make_runs(deps: Deps) -> RunStore:

@@ -11,6 +11,8 @@ settings come from the environment and this checkout's `.env`, as for `./scripts
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 import anyio
@@ -41,7 +43,13 @@ async def serve_stdio(settings: Settings) -> None:
         log.info("mcp_stdio_stopped")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(
+        prog="python -m service.mcp",
+        description="The memory-platform MCP server over stdio (for `claude mcp add memory -- python -m "
+                    "service.mcp`). Each tool is one request to the running API: MEMORY_API_URL (default "
+                    "http://127.0.0.1:<PORT>) with MEMORY_API_KEY. stdout carries the protocol; logs go to stderr.",
+    ).parse_args(sys.argv[1:] if argv is None else argv)  # --help prints and exits before anything starts
     settings = load_settings(_env_file=CHECKOUT_ENV)
     configure_logging(settings)
     anyio.run(serve_stdio, settings)

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from urllib.parse import quote
 
-import httpx
 from pydantic import BaseModel, Field
 
+from service.client import ApiError as ClientError
+from service.client import AsyncMemoryClient, Call
 from service.errors import DependencyUnavailable, ServiceError
 from service.runs.schemas import (
     CompleteRequest,
@@ -34,6 +35,7 @@ from service.schemas import (
     MemoryPage,
     SearchResponse,
     TaskResponse,
+    UpdateMemoryRequest,
 )
 
 if TYPE_CHECKING:
@@ -65,6 +67,13 @@ class MemoryListQuery(BaseModel):
     cursor: str | None = None
 
 
+class UpdateQuery(BaseModel):
+    memory_id: str
+    content: str
+    category: str | None = None
+    user_id: str | None = None
+
+
 class DuplicateQuery(BaseModel):
     user_id: str
     project_id: str | None = None
@@ -94,7 +103,7 @@ class Local:
 class Operation(Generic[Req, Resp]):
     response: type[Resp]
     local: Callable[[Local, Req], Awaitable[Resp]]  # in the API process, under the caller's tenant rules
-    method: Literal["GET", "POST"]  # the REST route: GET sends the request as query parameters, POST as JSON
+    method: Literal["GET", "POST", "PUT"]  # the REST route: GET sends the request as query parameters, else JSON
     path: str | Callable[[Req], str]  # a template of the request's fields ("{task_id}"), or a function of it
 
     def route(self, req: Req) -> tuple[str, dict[str, Any]]:
@@ -131,9 +140,14 @@ REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.service.review
                              "/v1/graph/duplicates/review")
 MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.service.merge_entities), "POST",
                            "/v1/graph/entities/merge")
+SUBMIT_UPDATE = Operation[UpdateQuery, AcceptedResponse](
+    AcceptedResponse, lambda on, r: on.intake.submit_update(
+        r.memory_id, UpdateMemoryRequest(content=r.content, category=r.category, user_id=r.user_id),
+        on.caller.user_filter(r.user_id)),
+    "PUT", "/v1/memories/{memory_id}")
 TASK_STATUS = Operation[TaskQuery, TaskResponse](
     TaskResponse, lambda on, r: on.service.task_status(r.task_id, on.caller.user_filter(None)),
-    "GET", "/v1/memories/status/{task_id}")
+    "GET", "/v1/tasks/{task_id}")
 CONTEXT = Operation[ContextQuery, ContextResponse](
     ContextResponse, lambda on, r: on.service.context(on.caller.user(r.user_id), r.project_id), "GET", _context_path)
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
@@ -177,47 +191,31 @@ class ServiceBackend:
 class ApiError(ServiceError):
     """The API refused a request (4xx) or failed (5xx); the message is its `detail`."""
 
-    def __init__(self, status_code: int, detail: str) -> None:
+    def __init__(self, status_code: int, detail: str, code: str = "") -> None:
         super().__init__(detail)
         self.status_code = status_code
-
-
-def _detail(resp: httpx.Response) -> str:
-    try:
-        detail: Any = resp.json().get("detail", resp.text)
-    except ValueError:
-        detail = resp.text
-    if isinstance(detail, list):  # FastAPI's 422: a list of pydantic errors
-        parts = []
-        for err in detail:
-            loc = ".".join(str(p) for p in err.get("loc", []) if p not in ("body", "query", "path"))
-            parts.append(f"{loc}: {err.get('msg', err)}" if loc else str(err.get("msg", err)))
-        detail = "; ".join(parts)
-    return f"{detail}" if resp.status_code < 500 else f"memory API error {resp.status_code}: {detail}"
+        self.error_code = code or None
 
 
 class ApiBackend:
-    """In `python -m service.mcp`: each operation is one request to its REST route."""
+    """In `python -m service.mcp`: each operation is one request to its REST route, sent by the typed client
+    (service/client.py: retries of transport errors and 503 with one Idempotency-Key per write)."""
 
     def __init__(self, base_url: str, timeout_s: float = 30.0, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s, headers=headers)
+        self._client = AsyncMemoryClient(self.base_url, api_key, timeout=timeout_s)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._client.aclose()
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
         path, fields = op.route(req)
-        query = fields if op.method == "GET" else None
-        body = fields if op.method == "POST" else None
+        call: Call[Resp] = Call(op.method, path, op.response, params=fields if op.method == "GET" else {},
+                                body=fields if op.method != "GET" else None)
         try:
-            resp = await self._http.request(op.method, path, params=query, json=body)
-        except httpx.TransportError as exc:
-            raise DependencyUnavailable(
-                f"memory API at {self.base_url} is not reachable ({type(exc).__name__}: {exc}); "
-                "start it (./scripts/dev.sh or `python -m service`) or set MEMORY_API_URL"
-            ) from exc
-        if resp.status_code >= 400:
-            raise ApiError(resp.status_code, _detail(resp))
-        return op.response.model_validate(resp.json())
+            return await self._client.send(call)
+        except ClientError as exc:
+            if exc.status == 0:
+                raise DependencyUnavailable(exc.detail) from exc
+            detail = exc.detail if exc.status < 500 else f"memory API error {exc.status}: {exc.detail}"
+            raise ApiError(exc.status, detail, exc.code) from exc

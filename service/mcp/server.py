@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-SERVER_NAME = "neuralscape-memory"
+SERVER_NAME = "memory-platform"
 
 INSTRUCTIONS = """\
 Long-term memory for the user and their projects.

@@ -35,6 +35,7 @@ from service.mcp.backend import (
     SUBMIT_CONVERSATION,
     SUBMIT_RAW,
     SUBMIT_RAW_BATCH,
+    SUBMIT_UPDATE,
     TASK_STATUS,
     ContextQuery,
     DuplicateQuery,
@@ -44,6 +45,7 @@ from service.mcp.backend import (
     RunCompleteQuery,
     RunStepQuery,
     TaskQuery,
+    UpdateQuery,
 )
 from service.runs.schemas import (
     ERROR_KIND_PATTERN,
@@ -307,6 +309,22 @@ class DeleteArgs(BaseModel):
     wait: Wait = False
 
 
+class UpdateArgs(BaseModel):
+    """Correct a stored memory: new content (and optionally a new category) for memory_id (an id from
+    recall_memories or list_memories). It is re-embedded and re-linked in the knowledge graph; facts only the old
+    content supported are expired (kept as history). Returns the task id; with wait=true the updated memory."""
+
+    memory_id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$",
+                                    description="The memory to correct.")]
+    content: Annotated[str, Field(min_length=1, description="The corrected fact, self-contained.")]
+    user_id: UserId
+    category: Annotated[
+        Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM)] | None,
+        Field(description="A new category (default: unchanged)."),
+    ] = None
+    wait: Wait = False
+
+
 class TaskArgs(BaseModel):
     """Status of a queued write or delete: queued, processing, completed (with result) or failed (with
     error)."""
@@ -477,6 +495,8 @@ TOOLS: tuple[Tool, ...] = (
     ask("recall_similar_tasks", RecallTasksArgs, SEARCH_RUNS, lambda a: RunSearchRequest(
         query=a.query, user_id=a.user_id, project_id=a.project_id, outcome=a.outcome, tool=a.tool,
         error_kind=a.error_kind, limit=a.limit)),
+    write("update_memory", UpdateArgs, SUBMIT_UPDATE, lambda a: UpdateQuery(
+        memory_id=a.memory_id, content=a.content, category=a.category, user_id=a.user_id), DESTRUCTIVE),
 )
 
 

@@ -125,7 +125,7 @@ class RunService:
 
     @staticmethod
     def _accepted(task_id: str) -> AcceptedResponse:
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
 
     def _marker(self, user_id: str, run_id: str) -> str:
         return f"run:{user_id}:{run_id}"
@@ -141,7 +141,7 @@ class RunService:
         task_id = await self._enqueue(job)
         run_id = req.run_id or task_id
         await self.kv.set_json(self._marker(user_id, run_id), {"task_id": task_id})
-        return RunAccepted(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}", run_id=run_id)
+        return RunAccepted(task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=run_id)
 
     async def _known(self, user_id: str, run_id: str) -> None:
         """404 for a run this user never started: accepted recently (a marker in Redis), or stored."""

@@ -11,6 +11,7 @@ from service.domain import (
     ID_PATTERN,
 )
 from service.schemas.memories import AcceptedResponse, Progress
+from service.schemas.page import Page
 
 
 class DedupRequest(BaseModel):
@@ -24,6 +25,10 @@ class DedupRequest(BaseModel):
 class DedupAccepted(AcceptedResponse):
     run_id: str
     run_url: str
+
+
+class ReconcileAccepted(DedupAccepted):
+    """202 of a reconcile run (its own schema name; the same fields as a dedup run's)."""
 
 
 class DedupGroup(BaseModel):
@@ -134,6 +139,9 @@ class ReembedRequest(BaseModel):
                                             "vector store records the configured embedder as its own)")
 
 
-class DedupRunList(BaseModel):
-    status: Literal["ok"] = "ok"
-    runs: list[DedupRunSummary]
+class MaintenanceRunPage(Page[DedupRunSummary]):
+    """The latest maintenance runs (dedup, reconcile: `kind`), newest first (issue 33: `items` and `next_cursor`,
+    was `runs`)."""
+
+
+DedupRunList = MaintenanceRunPage  # its name before issue 33

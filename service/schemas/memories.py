@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from service.domain import (
     ID_PATTERN,
@@ -49,6 +50,7 @@ OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTER
 
 
 MAX_METADATA_KEY_CHARS = 64
+TOO_LARGE = "too_large"  # the error type the API answers 413 (service/api/errors.py)
 
 
 MAX_METADATA_VALUE_CHARS = 2000  # one value, as JSON
@@ -67,12 +69,15 @@ def _depth(value: Any) -> int:
 
 def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     """Bounds of `metadata` (number of keys is the field's max_length): key length, the JSON size of each
-    value, nesting depth. The error names the limit."""
+    value, nesting depth. The error names the limit; a size over its limit is 413 like every size limit (the
+    `too_large` error type, service/api/errors.py)."""
     for key, item in value.items():
         if len(key) > MAX_METADATA_KEY_CHARS:
-            raise ValueError(f"metadata key '{key[:20]}...' is longer than {MAX_METADATA_KEY_CHARS} characters")
+            raise PydanticCustomError(TOO_LARGE, "metadata key '{key}...' is longer than {limit} characters",
+                                      {"key": key[:20], "limit": MAX_METADATA_KEY_CHARS})
         if len(json.dumps(item, default=str)) > MAX_METADATA_VALUE_CHARS:
-            raise ValueError(f"metadata value of '{key}' is over {MAX_METADATA_VALUE_CHARS} characters as JSON")
+            raise PydanticCustomError(TOO_LARGE, "metadata value of '{key}' is over {limit} characters as JSON",
+                                      {"key": key, "limit": MAX_METADATA_VALUE_CHARS})
     if _depth(value) > MAX_METADATA_DEPTH:
         raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
     return value

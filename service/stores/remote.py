@@ -37,7 +37,7 @@ CONNECT_TIMEOUT_S = 5.0
 # What the child may call: the Protocol, except `close` (the child closes its connection, never the shard).
 METHODS = frozenset({
     "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "rank", "optimize", "index_backlog", "get",
-    "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping",
+    "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping", "optimize_figures",
 })
 
 
@@ -108,10 +108,14 @@ class VectorServer:
     async def _answer(self, writer: asyncio.StreamWriter, lock: asyncio.Lock, call_id: int, method: str,
                       args: tuple[Any, ...]) -> None:
         self.calls += 1
+        reply: tuple[int, bool, Any]
         try:
             if method not in METHODS:
                 raise DependencyUnavailable(f"the vector server has no method {method!r}")
-            reply = (call_id, True, await getattr(self._store, method)(*args))
+            if method == "optimize_figures":  # the store's attribute `last_optimize`: the last index build's figures
+                reply = (call_id, True, dict(getattr(self._store, "last_optimize", {})))
+            else:
+                reply = (call_id, True, await getattr(self._store, method)(*args))
         except Exception as exc:
             reply = (call_id, False, _portable(exc))
         async with lock:
@@ -148,6 +152,7 @@ class RemoteVectorStore:
         self._connect_lock = asyncio.Lock()
         self._send_lock = asyncio.Lock()
         self._closed = False
+        self.last_optimize: dict[str, Any] = {}
 
     async def _connection(self) -> asyncio.StreamWriter:
         async with self._connect_lock:
@@ -227,7 +232,9 @@ class RemoteVectorStore:
         return result
 
     async def optimize(self) -> bool:
-        return bool(await self._call("optimize"))
+        changed = bool(await self._call("optimize"))
+        self.last_optimize = dict(await self._call("optimize_figures"))  # the build's figures, as the parent has them
+        return changed
 
     async def index_backlog(self) -> int:
         return int(await self._call("index_backlog"))

@@ -130,7 +130,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
     # B still sees its own
     assert (await c.get(f"/v1/memories/{ids['memory_id']}", headers=stack.h("b"))).status_code == 200
     assert (await c.get(f"/v1/maintenance/runs/{ids['run_id']}", headers=stack.h("b"))).status_code == 200
-    runs_a = (await c.get("/v1/maintenance/runs", headers=stack.h("a"))).json()["runs"]
+    runs_a = (await c.get("/v1/maintenance/runs", headers=stack.h("a"))).json()["items"]
     assert all(r["user_id"] == stack.users["a"] for r in runs_a)
     # maintenance writes need an admin key
     assert (await c.post("/v1/maintenance/dedup", json={}, headers=stack.h("b"))).status_code == 403
@@ -161,7 +161,7 @@ async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> N
         resp = await c.request(method, url, json=body, headers=stack.h("a"))
         assert resp.status_code == 404, (method, url, resp.status_code, resp.text)
     found = await c.post("/v1/runs/search", json={"query": "secret deploy"}, headers=stack.h("a"))
-    assert found.status_code == 200 and found.json()["results"] == []
+    assert found.status_code == 200 and found.json()["results"] == [], found.text
     assert (await c.get("/v1/runs", headers=stack.h("a"))).json()["items"] == []
     assert (await c.get("/v1/conversations", headers=stack.h("a"))).json()["items"] == []
     hits = await c.post("/v1/conversations/search", json={"query": "secret plan"}, headers=stack.h("a"))
@@ -185,7 +185,9 @@ async def test_user_key_acts_for_its_user_without_naming_it_and_admin_for_any(st
     assert {p.status_code for p in pages.values()} == {200}
     assert "A drinks green tea" in [m["content"] for m in pages["a"].json()["memories"]]
     assert "A drinks green tea" not in [m["content"] for m in pages["b"].json()["memories"]]
-    assert (await c.get("/v1/memories", headers=stack.h("admin"))).status_code == 400
+    unnamed = await c.get("/v1/memories", headers=stack.h("admin"))  # a missing field is 422 like any schema error
+    assert unnamed.status_code == 422 and unnamed.json()["code"] == "validation_error"
+    assert unnamed.json()["errors"][0]["loc"] == ["user_id"] and "user_id is required" in unnamed.json()["detail"]
     # X-API-Key works too
     assert (await c.get("/v1/memories", headers={"X-API-Key": stack.keys["a"]})).status_code == 200
 
@@ -212,7 +214,8 @@ async def test_idempotency_key_returns_the_first_task_and_refuses_another_body(s
     assert first.status_code == again.status_code == 202
     assert first.json()["task_id"] == again.json()["task_id"]
     other = await c.post("/v1/memories/raw", json={**body, "content": "something else"}, headers=key)
-    assert other.status_code == 422 and "Idempotency-Key" in other.json()["detail"][0]["msg"]
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+    assert "Idempotency-Key" in other.json()["errors"][0]["msg"] and "Idempotency-Key" in other.json()["detail"]
     # keys belong to their caller: B's request with the same key is its own
     theirs = await c.post("/v1/memories/raw", json={**body, "content": "B's own"},
                           headers={"Idempotency-Key": key["Idempotency-Key"], **stack.h("b")})
@@ -242,7 +245,7 @@ async def test_body_limit_rate_limit_and_host_check(tmp_path: Path) -> None:
         assert ok.status_code == 202
         # DNS rebinding: a Host header the API does not serve is refused
         evil = await c.get("/health", headers={"host": "attacker.example"})
-        assert evil.status_code == 400
+        assert evil.status_code == 400 and evil.json()["code"] == "invalid_host"  # the one error body
 
 
 async def test_rate_limit_counts_in_chunks_and_never_lets_more_through(stack: Stack) -> None:

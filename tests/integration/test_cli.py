@@ -47,7 +47,8 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         opt = _cli(cli, "optimize")  # Qdrant Edge: a copy is optimized in a child process and swapped in
         assert opt.returncode == 0, opt.stderr
         built = json.loads(opt.stdout)
-        assert built["backend"] == "qdrant_edge" and built["backlog_after"] <= built["backlog_before"]
+        # a task now (issue 33): the worker child builds it through the API process's shard
+        assert built["backend"].startswith("qdrant-edge") and built["backlog_after"] <= built["backlog_before"]
         assert built["figures"]["points"] >= 1 and built["figures"]["swap_pause_ms"] >= 0
         dump = tmp_path / "export.ndjson.gz"
         exported = _cli(cli, "export", "--user", user, "--vectors", "-o", str(dump))
@@ -63,7 +64,7 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         missing = _cli(cli, "import", str(tmp_path / "nope.ndjson"))
         assert missing.returncode == 1 and "cannot read" in missing.stderr
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            recent = c.get("/v1/maintenance/runs", params={"limit": 5}).json()["runs"]
+            recent = c.get("/v1/maintenance/runs", params={"limit": 5}).json()["items"]
         for run in recent:  # every finished run says how far it got: all of it
             assert run["progress"]["done"] == run["progress"]["total"] >= 1, run
         listed = _cli(cli, "dedup", "runs", "--limit", "5")
@@ -86,4 +87,4 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
     for args in (("stats",), ("dedup", "runs"), ("dedup", "run"), ("reconcile",), ("optimize",),
                  ("export", "--user", "u1", "-o", str(tmp_path / "x.ndjson")), ("import", str(dump))):
         out = _cli(down, *args)
-        assert out.returncode == 1 and "not reachable" in out.stderr, (args, out.stderr)
+        assert out.returncode == 3 and "not reachable" in out.stderr, (args, out.stderr)  # the exit-code rule

@@ -95,7 +95,7 @@ async def start_run(client: httpx.AsyncClient, **body: Any) -> str:
     assert resp.status_code == 202, resp.text
     accepted = resp.json()
     assert accepted["status"] == "accepted" and accepted["run_id"] == accepted["task_id"]
-    assert accepted["poll_url"] == f"/v1/memories/status/{accepted['task_id']}"
+    assert accepted["poll_url"] == f"/v1/tasks/{accepted['task_id']}"  # every task kind is polled there (issue 33)
     assert accepted["run_url"] == f"/v1/maintenance/runs/{accepted['run_id']}"
     return str(accepted["run_id"])
 
@@ -390,7 +390,7 @@ async def test_runs_are_listed_and_validated(app: App) -> None:
     report = await run_dedup(client, user_id=user, dry_run=True)
     listed = await client.get("/v1/maintenance/runs", params={"limit": 500})
     assert listed.status_code == 200
-    runs = listed.json()["runs"]
+    runs = listed.json()["items"]
     assert runs[0]["run_id"] == report["run_id"]  # newest first
     assert "users" not in runs[0] and runs[0]["status"] == "completed" and runs[0]["dry_run"]
     starts = [r["queued_at"] or r["started_at"] for r in runs]

@@ -162,7 +162,7 @@ async def test_sigkill_mid_job_reruns_and_converges(tmp_path: Path) -> None:
                 assert done["status"] == "completed", done
         stop(proc)  # release the Qdrant Edge shard so the test can open it
 
-        vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "neuralscape_memories")
+        vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "memory_platform")
         graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5, NameRules())
         try:
             await vectors.ensure_collection(384, "hash-384")

@@ -45,6 +45,7 @@ TOOLS = {
     "record_task_step": {"run_id", "user_id", "seq", "action"},
     "finish_task": {"run_id", "user_id", "success"},
     "recall_similar_tasks": {"query", "user_id"},
+    "update_memory": {"memory_id", "content", "user_id"},
 }
 
 
@@ -165,6 +166,21 @@ async def test_remember_with_wait_then_recall(api: str, transport: str) -> None:
         assert queued["status"] == "accepted" and queued["task_id"]
         done = await _until_done(client, queued["task_id"])
         assert done["result"]["memories"][0]["scope"] == "project"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_update_memory_corrects_a_memory(api: str, transport: str) -> None:
+    """An agent corrects a memory over MCP (issue 33); the stdio server sends it through the typed client."""
+    user = unique(f"mcp-upd-{transport}")
+    async with connect(transport, api) as client:
+        memory_id = await remember(client, content="I live in Porto", user_id=user, category="personal_fact")
+        out = await call(client, "update_memory", memory_id=memory_id, content="I live in Lisbon", user_id=user,
+                         wait=True)
+        assert out["status"] == "completed", out
+        listed = await call(client, "list_memories", user_id=user)
+        assert [(m["id"], m["content"]) for m in listed["memories"]] == [(memory_id, "I live in Lisbon")]
+        missing = await fails(client, "update_memory", memory_id="0123456789abcdef", content="x", user_id=user)
+        assert "unknown memory id" in missing
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -431,5 +447,5 @@ def test_stdio_server_writes_only_protocol_to_stdout(api: str, tmp_path: Path) -
     assert lines, proc.stderr
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
-    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "neuralscape-memory"
+    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "memory-platform"
     assert "mcp_stdio_started" in proc.stderr

@@ -89,7 +89,7 @@ async def test_two_worker_processes_on_their_own_shards_write_a_hot_user_without
         assert await redis.exists(queue) == 0  # nothing went to the unsharded queue
         stop(proc)
         graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5, NameRules())
-        vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "neuralscape_memories")
+        vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "memory_platform")
         try:
             await vectors.ensure_collection(384, "hash-384")
             for user, n in ((hot, n_hot), (cold, n_cold)):

@@ -7,6 +7,7 @@ import pytest
 
 from service.domain import CATEGORIES
 from tests.conftest import unique
+from tests.integration.conftest import wait_task
 
 
 async def test_unknown_category_names_the_valid_ones(client: httpx.AsyncClient) -> None:
@@ -46,8 +47,8 @@ async def test_empty_and_oversize_content(client: httpx.AsyncClient) -> None:
     {"content": "x", "user_id": "u", "category": "preference", "surprise": 1},
 ])
 async def test_schema_errors_are_422(client: httpx.AsyncClient, body: dict[str, object]) -> None:
-    # (a missing user_id is not a schema error any more: a user API key names the user; without a key
-    # it is a 400 that says so, test_missing_user_id_without_a_key_is_400)
+    # (a missing user_id: a user API key names the user; without a key it is DEFAULT_USER_ID,
+    # test_missing_user_id_without_a_key_is_the_default_user; an admin key naming none is 422, test_auth)
     resp = await client.post("/v1/memories/raw", json=body)
     assert resp.status_code == 422, resp.text
 
@@ -79,6 +80,12 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
     assert resp.headers["x-request-id"]
 
 
-async def test_missing_user_id_without_a_key_is_400(client: httpx.AsyncClient) -> None:
-    resp = await client.post("/v1/memories/raw", json={"content": "x", "category": "preference"})
-    assert resp.status_code == 400 and "user_id is required" in resp.json()["detail"]
+async def test_missing_user_id_without_a_key_is_the_default_user(client: httpx.AsyncClient) -> None:
+    """AUTH_MODE=none (a laptop): a request naming no user acts for DEFAULT_USER_ID."""
+    content = f"default user fact {unique('d')}"
+    resp = await client.post("/v1/memories/raw", json={"content": content, "category": "preference"})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed"
+    listed = await client.get("/v1/memories", params={"user_id": "default_user", "limit": 500})
+    assert content in [m["content"] for m in listed.json()["memories"]]

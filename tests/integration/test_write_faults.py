@@ -81,7 +81,7 @@ async def test_sigkill_three_times_during_a_stream_of_writes_loses_and_duplicate
     finally:
         stop(proc)
 
-    vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "neuralscape_memories")
+    vectors = EdgeVectorStore(tmp_path / "data" / "qdrant", "memory_platform")
     graph = Neo4jGraphStore(env["NEO4J_URI"], "neo4j", None, env["NEO4J_DATABASE"], 5, NameRules())
     try:
         await vectors.ensure_collection(384, "hash-384")

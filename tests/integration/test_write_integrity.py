@@ -114,7 +114,7 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
         for t in (lost, requeued):  # the jobs vanish from Redis (a worker died; ARQ ended them)
             await redis.delete(job_key_prefix + t)
             await redis.zrem(deps.settings.arq_queue_name, t)
-        await deps.tasks.mark_processing(lost, deps.settings.arq_max_retries)  # its tries are used up
+        await deps.tasks.mark_processing(lost, deps.settings.arq_max_tries)  # its tries are used up
 
         counts = await deps.tasks.reap(older_than_s=0)
         assert counts["failed"] == 1 and counts["requeued"] == 1
@@ -255,7 +255,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     assert nodes[orphan.id].get("deleted_at") is None and nodes[orphan.id]["content"] == orphan.content
     assert nodes[deleted_id].get("deleted_at")
     assert await probe.count_memories(deps.graph, user) == 3
-    runs = (await client.get("/v1/maintenance/runs")).json()["runs"]
+    runs = (await client.get("/v1/maintenance/runs")).json()["items"]
     mine = [r for r in runs if r["run_id"] == real.json()["run_id"]]
     assert mine and mine[0]["kind"] == "reconcile" and mine[0]["repairs"]["vector_missing"] == 1
     again = await client.post("/v1/maintenance/reconcile", json={"user_id": user})

@@ -57,6 +57,7 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/conversations/{session_id}"),
     ("GET", "/v1/conversations/{session_id}/summary"),
     ("DELETE", "/v1/conversations/{session_id}"),
+    ("GET", "/v1/tasks/{task_id}"),  # task polling for every kind (issue 33)
 }
 
 

@@ -199,3 +199,29 @@ def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> N
         with pytest.raises(SystemExit) as exc:
             load_settings(_env_file=None, **{name: 987654321})
         assert exc.value.code == f"{name.upper()}: must be a valid string"
+
+
+def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
+    """Issue 33: ARQ_MAX_RETRIES=N gives a job N + 1 attempts (it counted attempts before)."""
+    from worker.settings import worker_options
+
+    options = worker_options(Settings(_env_file=None, arq_max_retries=0))  # type: ignore[call-arg]
+    assert options["max_tries"] == 1  # no retry: one attempt
+    options = worker_options(Settings(_env_file=None, arq_max_retries=3))  # type: ignore[call-arg]
+    tries = {f.name: f.max_tries for f in options["functions"]}
+    assert options["max_tries"] == 4 and tries["memory_raw"] == 4
+    assert tries["maintenance_optimize"] == 1  # its own policy: one attempt
+    assert Settings(_env_file=None).arq_max_tries == 3  # type: ignore[call-arg]  # the default: 2 retries
+
+
+def test_qdrant_on_disk_false_keeps_vectors_in_memory(tmp_path: Path) -> None:
+    """Seed 001's QDRANT_ON_DISK: false without QDRANT_URL = an in-process, in-memory vector store, and the embedded
+    worker in the API process (a child could not reach an in-memory store)."""
+    from service.deps import build_vector_store
+    from service.stores.qdrant_edge import EdgeVectorStore
+    from service.stores.qdrant_server import QdrantServerVectorStore
+
+    memory = Settings(_env_file=None, data_dir=tmp_path, qdrant_on_disk=False)  # type: ignore[call-arg]
+    assert isinstance(build_vector_store(memory), QdrantServerVectorStore) and not memory.worker_in_child
+    disk = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    assert isinstance(build_vector_store(disk), EdgeVectorStore) and disk.worker_in_child
