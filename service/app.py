@@ -15,7 +15,7 @@ from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import context, graph, legacy, maintenance, memories, meta, portability, search, traces
+from service.api import context, graph, graph_api, legacy, maintenance, memories, meta, portability, search, traces
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router
 from service.api.security import ERROR_RESPONSES, BodyLimit, RateLimiter, get_caller
@@ -142,6 +142,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(memories.router)
     app.include_router(search.router)
     app.include_router(graph.router)
+    app.include_router(graph_api.router)  # the graph as an API
     app.include_router(context.router)
     app.include_router(meta.router)
     app.include_router(maintenance.router)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from service.conversations.service import ConversationService
+from service.graph_api.jobs import GraphWriteJob
+from service.graph_api.writes import GraphWrites
 from service.jobs import (
     ConversationJob,
     DedupJob,
@@ -51,6 +53,7 @@ class JobHandlers:
     reembedder: Reembedder
     runs: RunService  # task traces: run (any part of one), run_delete
     conversations: ConversationService  # conversation_delete
+    graph: GraphWrites  # graph_write: structured entities, relations, facts (service/graph_api/)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ JOB_KINDS: tuple[JobKind, ...] = (
     declare("run_write", RunJob, lambda h: h.runs.store_run),
     declare("run_delete", RunDeleteJob, lambda h: h.runs.delete_run),
     declare("conversation_delete", ConversationDeleteJob, lambda h: h.conversations.delete_session),
+    declare("graph_write", GraphWriteJob, lambda h: h.graph.store),
 )
 
 FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function

@@ -57,6 +57,13 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/conversations/{session_id}"),
     ("GET", "/v1/conversations/{session_id}/summary"),
     ("DELETE", "/v1/conversations/{session_id}"),
+    # the graph as an API (issue 29)
+    ("POST", "/v1/graph/entities"),
+    ("POST", "/v1/graph/relations"),
+    ("POST", "/v1/graph/facts"),
+    ("GET", "/v1/graph/facts"),
+    ("GET", "/v1/graph/entities/{entity_id}/facts"),
+    ("POST", "/v1/graph/query"),
 }
 
 
