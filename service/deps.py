@@ -19,6 +19,7 @@ from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.service import ConversationService
+from service.graph_api.communities import Communities
 from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
@@ -192,7 +193,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
-                       conversations=ConversationService(settings, tasks, graph), graph=GraphWrites(writer))
+                       conversations=ConversationService(settings, tasks, graph), graph=GraphWrites(writer),
+                       communities=Communities(graph))
     log.info(
         "deps_ready",
         profile=settings.profile,

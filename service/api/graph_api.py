@@ -14,7 +14,16 @@ from service.api.security import CallerDep
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.schemas import AcceptedResponse
-from service.schemas.graph_api import EntityFactsPage, EntityWrite, FactPage, FactWrite, GraphQuery, RelationWrite
+from service.schemas.graph_api import (
+    CommunityPage,
+    CommunityRebuild,
+    EntityFactsPage,
+    EntityWrite,
+    FactPage,
+    FactWrite,
+    GraphQuery,
+    RelationWrite,
+)
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
@@ -86,3 +95,16 @@ async def entity_facts(
 async def query(req: GraphQuery, graph: GraphFactsDep, caller: CallerDep) -> FactPage:
     """Typed relations: subject / subject_type / predicate / object / object_type, valid at as_of. Paged."""
     return await graph.query(req, caller.user(req.user_id))
+
+
+@router.get("/communities", response_model=CommunityPage)
+async def communities(graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+                      limit: PageLimit = 50, cursor: Cursor = None) -> CommunityPage:
+    """The user's entity communities (as the last rebuild grouped them), biggest first, with live members."""
+    return await graph.communities(caller.user(user_id), limit, cursor)
+
+
+@router.post("/communities/rebuild", status_code=202, response_model=AcceptedResponse)
+async def rebuild_communities(req: CommunityRebuild, graph: GraphIntakeDep, caller: CallerDep) -> AcceptedResponse:
+    """Group the user's entities into communities now (a daily cron does it for every user). 202; poll."""
+    return await graph.submit_communities(caller.user(req.user_id))

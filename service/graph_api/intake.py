@@ -5,11 +5,12 @@ worker side is writes.py."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from service.domain import Scope, normalise
 from service.errors import DomainError, NotFound, PayloadTooLarge
-from service.graph_api.jobs import GraphWriteJob
+from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.links import KEY, entity_entry
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity import GENERIC, type_family
@@ -28,6 +29,12 @@ class GraphIntake:
         self.settings = settings
         self.tasks = tasks
         self.graph = graph  # the entities a relation names by id
+
+    async def submit_communities(self, user_id: str) -> AcceptedResponse:
+        """A rebuild of the user's communities now; every request is a new run (the identity carries its time)."""
+        task_id = await self.tasks.enqueue(CommunityJob(user_id=user_id),
+                                           {"user_id": user_id, "communities": time.time_ns()})
+        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/memories/status/{task_id}")
 
     async def _enqueue(self, job: GraphWriteJob, identity: dict[str, Any]) -> AcceptedResponse:
         task_id = await self.tasks.enqueue(job, identity)

@@ -14,3 +14,10 @@ class GraphWriteJob(JobModel, RawItem):
     kind: Literal["graph_write"] = "graph_write"
     user_id: str
     op: Literal["entity", "relation", "fact"]
+
+
+class CommunityJob(JobModel):
+    """Rebuild the entity communities of one user (None: every user's)."""
+
+    kind: Literal["communities"] = "communities"
+    user_id: str | None = None

@@ -8,7 +8,16 @@ from typing import Any
 
 from service.errors import DomainError, NotFound
 from service.graph_api.vocabulary import predicate_forms, type_forms
-from service.schemas.graph_api import EntityFactsPage, EntityInfo, EntitySummary, FactItem, FactPage, GraphQuery
+from service.schemas.graph_api import (
+    CommunityItem,
+    CommunityPage,
+    EntityFactsPage,
+    EntityInfo,
+    EntitySummary,
+    FactItem,
+    FactPage,
+    GraphQuery,
+)
 from service.stores.graph import GraphStore, groups_for
 
 
@@ -76,3 +85,13 @@ class GraphFacts:
             object_types=type_forms(req.object_type) if req.object_type else None,
             as_of=as_of, limit=req.limit, cursor=req.cursor)
         return FactPage(items=[_item(r["fact"], r["subject"], r["object"]) for r in rows], next_cursor=next_cursor)
+
+    async def communities(self, user_id: str, limit: int, cursor: str | None) -> CommunityPage:
+        rows, next_cursor = await self.graph.list_communities(user_id, limit, cursor)
+        items = [CommunityItem(id=str(r["community"]["id"]), size=len(r["members"]),
+                               members=[_summary(m) for m in r["members"]],
+                               predicates=list(r["community"].get("predicates") or []),
+                               summary=str(r["community"].get("summary") or ""),
+                               summary_source=str(r["community"].get("summary_source") or "offline"),
+                               updated_at=r["community"].get("updated_at")) for r in rows]
+        return CommunityPage(items=items, next_cursor=next_cursor)

@@ -124,3 +124,24 @@ class GraphQuery(BaseModel):
 class FactPage(BaseModel):
     items: list[FactItem]
     next_cursor: str | None
+
+
+class CommunityItem(BaseModel):
+    id: str
+    size: int
+    members: list[EntitySummary] = Field(description="live members, the best connected first")
+    predicates: list[str] = Field(description="the most frequent predicates inside the community")
+    summary: str
+    summary_source: str = Field(description="offline: built from its top entities and predicates")
+    updated_at: str | None
+
+
+class CommunityPage(BaseModel):
+    items: list[CommunityItem]
+    next_cursor: str | None
+
+
+class CommunityRebuild(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = TenantId

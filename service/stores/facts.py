@@ -23,3 +23,19 @@ class FactStore(Protocol):
                           ) -> tuple[list[dict[str, Any]], str | None]:
         """Rows {fact, subject, object} of the typed relations matching every filter given (None: any), valid at
         `as_of` (None: the current facts), newest first, and the next cursor."""
+
+
+class CommunityStore(Protocol):
+    """Entity communities (Neo4j: service/stores/neo4j/communities.py)."""
+
+    async def live_relations(self, user_id: str, limit: int) -> list[dict[str, Any]]:
+        """Rows {source, target, predicate, s, o} of the user's current relations between live entities."""
+
+    async def replace_communities(self, user_id: str, communities: list[dict[str, Any]], now: str) -> None:
+        """The user's communities become these ({id, size, predicates, summary, summary_source,
+        members: [{id, rank}]}), in one transaction."""
+
+    async def list_communities(self, user_id: str, limit: int, cursor: str | None
+                               ) -> tuple[list[dict[str, Any]], str | None]:
+        """Rows {community, members} (members live, best ranked first; a community with fewer than two live
+        members is left out), biggest first, and the next cursor."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.domain import Memory
-from service.stores.facts import FactStore
+from service.stores.facts import CommunityStore, FactStore
 from service.stores.tiers import ConversationStore, RunStore
 
 MERGE, PENDING, CREATE = "merge", "pending", "create"
@@ -246,7 +246,7 @@ class MemoryGraphWrites(Protocol):
         """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
 
-class GraphStore(RunStore, ConversationStore, FactStore, Protocol):
+class GraphStore(RunStore, ConversationStore, FactStore, CommunityStore, Protocol):
     name: str
     transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
     deadlock_retries: int

@@ -45,6 +45,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/graph/relations"): {"source": "Alice", "target": "Acme", "predicate": "works_at"},
     ("POST", "/v1/graph/facts"): {"subject": "Alice", "predicate": "lives_in", "object": "Paris"},
     ("POST", "/v1/graph/query"): {"predicate": "works_at"},
+    ("POST", "/v1/graph/communities/rebuild"): {},
     ("POST", "/v1/maintenance/dedup"): {"dry_run": True},
     ("POST", "/v1/maintenance/reconcile"): {"dry_run": True},
     ("POST", "/v1/runs"): {"task": "fix the build"},

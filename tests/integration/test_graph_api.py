@@ -209,3 +209,36 @@ async def test_every_write_task_lists_the_entities_it_touched(client: httpx.Asyn
     assert again["PostgreSQL"]["decision"] == "existing"
     assert again["PostgreSQL"]["entity_id"] == names["PostgreSQL"]["entity_id"]
     assert "Initech" not in again
+
+
+async def test_communities_of_a_graph_with_two_clusters(client: httpx.AsyncClient) -> None:
+    u = unique("gcom")
+    clusters = (["Alice", "Bob", "Carol", "Acme"], ["Xavier", "Yan", "Zoe", "Globex"])
+    for members in clusters:  # every pair of a cluster related: two dense groups
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                await done(client, "/v1/graph/facts", {"user_id": u, "subject": a, "predicate": "knows",
+                                                       "object": b})
+    # one weak bridge between them
+    await done(client, "/v1/graph/facts", {"user_id": u, "subject": "Carol", "predicate": "met", "object": "Yan"})
+    assert (await client.get("/v1/graph/communities", params={"user_id": u})).json() == {
+        "items": [], "next_cursor": None}  # nothing grouped before a run
+    resp = await client.post("/v1/graph/communities/rebuild", json={"user_id": u})
+    assert resp.status_code == 202, resp.text
+    task = await wait_task(client, resp.json()["task_id"])
+    assert task["status"] == "completed", task
+    assert task["result"]["report"] == {"communities": 2, "entities": 8, "relations": 13}
+    page = (await client.get("/v1/graph/communities", params={"user_id": u})).json()
+    groups = sorted(sorted(m["name"] for m in c["members"]) for c in page["items"])
+    assert groups == sorted(sorted(c) for c in clusters)
+    for c in page["items"]:
+        assert c["size"] == 4 and c["predicates"][0] == "knows" and c["summary_source"] == "offline"
+        assert c["summary"].startswith(", ".join(m["name"] for m in c["members"][:4]))
+        assert c["members"][0]["name"] in ("Carol", "Yan")  # the bridge's ends are the best connected
+    first = await client.get("/v1/graph/communities", params={"user_id": u, "limit": 1})
+    assert len(first.json()["items"]) == 1 and first.json()["next_cursor"] == "1"
+    # a rebuild of the same graph gives the same communities (ids too)
+    again = await client.post("/v1/graph/communities/rebuild", json={"user_id": u})
+    assert (await wait_task(client, again.json()["task_id"]))["status"] == "completed"
+    assert [c["id"] for c in (await client.get("/v1/graph/communities", params={"user_id": u})).json()["items"]] \
+        == [c["id"] for c in page["items"]]

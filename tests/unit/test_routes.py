@@ -64,6 +64,8 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/graph/facts"),
     ("GET", "/v1/graph/entities/{entity_id}/facts"),
     ("POST", "/v1/graph/query"),
+    ("GET", "/v1/graph/communities"),
+    ("POST", "/v1/graph/communities/rebuild"),
 }
 
 

@@ -24,6 +24,7 @@ from service.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphReport, MemoryLinks, NameRules
 from service.stores.neo4j import cypher, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
+from service.stores.neo4j.communities import COMMUNITY_SCHEMA, CommunityGraph
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.facts import FactGraph
@@ -95,7 +96,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, FactGraph):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, FactGraph, CommunityGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
@@ -201,7 +202,7 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Fa
             await (await tx.run(stmt)).consume()
 
         for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
-                + RUN_SCHEMA + CONVERSATION_SCHEMA:
+                + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA:
             try:
                 await self._write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
