@@ -19,7 +19,7 @@ from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.service import ConversationService
-from service.graph_api.communities import Communities
+from service.graph_api.communities import Communities, Summarizer
 from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
@@ -129,6 +129,15 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     return embedder, extractor, client
 
 
+def community_summarizer(settings: Settings, client: Any) -> Summarizer | None:
+    """Gemini writes the communities' summaries when GOOGLE_API_KEY is set (service/graph_api/communities.py)."""
+    if client is None:
+        return None
+    from service.ai.gemini.summaries import GeminiCommunitySummarizer
+
+    return GeminiCommunitySummarizer(client, settings.gemini_llm_model, timeout_s=settings.gemini_timeout_seconds)
+
+
 def resolution_gate(settings: Settings) -> ResolutionGate:
     """The entity resolution gate as configured: thresholds per type family, fuzzy matching, ambiguity margin."""
     return ResolutionGate(
@@ -194,7 +203,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
                        conversations=ConversationService(settings, tasks, graph), graph=GraphWrites(writer),
-                       communities=Communities(graph))
+                       communities=Communities(graph, community_summarizer(settings, genai_client)))
     log.info(
         "deps_ready",
         profile=settings.profile,

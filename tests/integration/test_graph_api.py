@@ -227,7 +227,7 @@ async def test_communities_of_a_graph_with_two_clusters(client: httpx.AsyncClien
     assert resp.status_code == 202, resp.text
     task = await wait_task(client, resp.json()["task_id"])
     assert task["status"] == "completed", task
-    assert task["result"]["report"] == {"communities": 2, "entities": 8, "relations": 13}
+    assert task["result"]["report"] == {"communities": 2, "entities": 8, "relations": 13, "summarised": 0}
     page = (await client.get("/v1/graph/communities", params={"user_id": u})).json()
     groups = sorted(sorted(m["name"] for m in c["members"]) for c in page["items"])
     assert groups == sorted(sorted(c) for c in clusters)

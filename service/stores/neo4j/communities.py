@@ -24,7 +24,7 @@ _RELATIONS: LiteralString = """
 MATCH (s:Entity)-[r:RELATES]->(o:Entity)
 WHERE r.user_id = $user_id AND r.invalid_at IS NULL AND r.expired_at IS NULL AND r.fact IS NOT NULL
   AND s.merged_into IS NULL AND o.merged_into IS NULL AND s <> o
-RETURN s.id AS source, o.id AS target, r.predicate AS predicate,
+RETURN s.id AS source, o.id AS target, r.predicate AS predicate, r.fact AS fact,
        s{.id, .name, .type} AS s, o{.id, .name, .type} AS o
 LIMIT $limit
 """
