@@ -88,10 +88,12 @@ class GraphFacts:
 
     async def communities(self, user_id: str, limit: int, cursor: str | None) -> CommunityPage:
         rows, next_cursor = await self.graph.list_communities(user_id, limit, cursor)
-        items = [CommunityItem(id=str(r["community"]["id"]), size=len(r["members"]),
-                               members=[_summary(m) for m in r["members"]],
-                               predicates=list(r["community"].get("predicates") or []),
-                               summary=str(r["community"].get("summary") or ""),
-                               summary_source=str(r["community"].get("summary_source") or "offline"),
-                               updated_at=r["community"].get("updated_at")) for r in rows]
-        return CommunityPage(items=items, next_cursor=next_cursor)
+        return CommunityPage(items=[community_item(r) for r in rows], next_cursor=next_cursor)
+
+
+def community_item(row: dict[str, Any]) -> CommunityItem:
+    """A row {community, members} of the store as the API shows it."""
+    c = row["community"]
+    return CommunityItem(id=str(c["id"]), size=len(row["members"]), members=[_summary(m) for m in row["members"]],
+                         predicates=list(c.get("predicates") or []), summary=str(c.get("summary") or ""),
+                         summary_source=str(c.get("summary_source") or "offline"), updated_at=c.get("updated_at"))

@@ -39,3 +39,6 @@ class CommunityStore(Protocol):
                                ) -> tuple[list[dict[str, Any]], str | None]:
         """Rows {community, members} (members live, best ranked first; a community with fewer than two live
         members is left out), biggest first, and the next cursor."""
+
+    async def communities_of(self, user_id: str, entity_ids: list[str], limit: int) -> list[dict[str, Any]]:
+        """Rows {community, members} of the communities these entities belong to, most matched first."""

@@ -235,6 +235,10 @@ async def test_communities_of_a_graph_with_two_clusters(client: httpx.AsyncClien
         assert c["size"] == 4 and c["predicates"][0] == "knows" and c["summary_source"] == "offline"
         assert c["summary"].startswith(", ".join(m["name"] for m in c["members"][:4]))
         assert c["members"][0]["name"] in ("Carol", "Yan")  # the bridge's ends are the best connected
+    # graph search returns the community of the entity the query names
+    found = await client.post("/v1/graph/search", json={"user_id": u, "query": "Zoe"})
+    assert found.status_code == 200, found.text
+    assert [sorted(m["name"] for m in c["members"]) for c in found.json()["communities"]] == [sorted(clusters[1])]
     first = await client.get("/v1/graph/communities", params={"user_id": u, "limit": 1})
     assert len(first.json()["items"]) == 1 and first.json()["next_cursor"] == "1"
     # a rebuild of the same graph gives the same communities (ids too)

@@ -67,6 +67,24 @@ RETURN c{.id, .predicates, .summary, .summary_source, .updated_at} AS community,
 """
 
 
+# The communities any of these entities belongs to, most matched members first.
+_OF_ENTITIES: LiteralString = """
+UNWIND $ids AS id
+MATCH (c:Community)-[:HAS_MEMBER]->(:Entity {id: id})
+WHERE c.user_id = $user_id
+WITH c, count(*) AS matched
+CALL (c) {
+    MATCH (c)-[h:HAS_MEMBER]->(e:Entity) WHERE e.merged_into IS NULL
+    WITH h, e ORDER BY h.rank
+    RETURN collect(e{.id, .name, .type}) AS members
+}
+WITH c, matched, members WHERE size(members) >= 2
+ORDER BY matched DESC, size(members) DESC, c.id
+LIMIT $limit
+RETURN c{.id, .predicates, .summary, .summary_source, .updated_at} AS community, members
+"""
+
+
 class CommunityGraph:
     """Community reads and writes of Neo4jGraphStore (they use its `_read` / `_write`)."""
 
@@ -107,3 +125,13 @@ class CommunityGraph:
 
         rows: list[dict[str, Any]] = await self._read(run)
         return rows[:limit], str(offset + limit) if len(rows) > limit else None
+
+    async def communities_of(self, user_id: str, entity_ids: list[str], limit: int) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        ids = [check_id(i, "entity id") for i in entity_ids[:100]]
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            return await (await tx.run(_OF_ENTITIES, user_id=user_id, ids=ids, limit=clamp(limit, 50))).data()
+
+        rows: list[dict[str, Any]] = await self._read(run) if ids else []
+        return rows
