@@ -4,6 +4,7 @@ erasure, and the entities every write task reports."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -246,3 +247,28 @@ async def test_communities_of_a_graph_with_two_clusters(client: httpx.AsyncClien
     assert (await wait_task(client, again.json()["task_id"]))["status"] == "completed"
     assert [c["id"] for c in (await client.get("/v1/graph/communities", params={"user_id": u})).json()["items"]] \
         == [c["id"] for c in page["items"]]
+
+
+async def test_export_and_import_keep_what_structured_writes_said(client: httpx.AsyncClient) -> None:
+    u = unique("gport")
+    await done(client, "/v1/graph/entities", {"user_id": u, "name": "Acme", "type": "organization",
+                                              "attributes": {"tier": "gold"}, "description": "A client."})
+    await done(client, "/v1/graph/relations", {"user_id": u, "source": {"name": "Alice", "type": "person"},
+                                               "target": "Acme", "predicate": "works at", "confidence": 0.7})
+    resp = await client.get("/v1/export", params={"user_id": u})
+    assert resp.status_code == 200, resp.text
+    lines = [json.loads(line) for line in resp.text.splitlines()]
+    [fact] = [x["fact"] for x in lines if x["type"] == "fact"]
+    assert fact["confidence"] == 0.7 and fact["predicate"] == "works_at"
+    acme = next(x["entity"] for x in lines if x["type"] == "entity" and x["entity"]["name"] == "Acme")
+    assert acme["attributes"] == '{"tier": "gold"}' and acme["description"] == "A client."
+
+    erased = await client.post("/v1/memories/delete", json={"user_id": u, "all": True})
+    assert (await wait_task(client, erased.json()["task_id"]))["status"] == "completed"
+    assert (await client.get("/v1/graph/facts", params={"user_id": u, "name": "Acme"})).status_code == 404
+    imported = await client.post("/v1/import", content=resp.content, headers={"content-type": "application/x-ndjson"})
+    assert imported.status_code == 202, imported.text
+    assert (await wait_task(client, imported.json()["task_id"], timeout=60))["status"] == "completed"
+    page = await facts(client, u, name="Acme")
+    assert page["entity"]["attributes"] == {"tier": "gold"} and page["entity"]["description"] == "A client."
+    assert [(f["subject"]["name"], f["confidence"]) for f in page["items"]] == [("Alice", 0.7)]
