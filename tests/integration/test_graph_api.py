@@ -4,6 +4,7 @@ erasure, and the entities every write task reports."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -272,3 +273,16 @@ async def test_export_and_import_keep_what_structured_writes_said(client: httpx.
     page = await facts(client, u, name="Acme")
     assert page["entity"]["attributes"] == {"tier": "gold"} and page["entity"]["description"] == "A client."
     assert [(f["subject"]["name"], f["confidence"]) for f in page["items"]] == [("Alice", 0.7)]
+
+
+async def test_coalesced_writes_each_report_their_own_entities(client: httpx.AsyncClient) -> None:
+    """Concurrent writes of one user may share a graph transaction (GraphWriter); each task reports its own part."""
+    u = unique("gco")
+    tools = ["Redis", "Kafka", "Terraform", "Ansible", "Docker", "Kubernetes", "Grafana", "Prometheus"]
+    accepted = await asyncio.gather(*(client.post("/v1/memories/raw", json={
+        "user_id": u, "content": f"I use {tool} every day.", "category": "technical_skill"}) for tool in tools))
+    results = [(await wait_task(client, r.json()["task_id"], timeout=60))["result"] for r in accepted]
+    for tool, result in zip(tools, results, strict=True):
+        named = {e["name"] for e in result["entities"]}
+        assert tool in named and not (named & (set(tools) - {tool})), (tool, named)
+        assert result["relation_count"] == 1
