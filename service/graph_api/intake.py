@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 from service.domain import Scope, normalise
 from service.errors import DomainError, NotFound, PayloadTooLarge
@@ -20,6 +20,7 @@ from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, Re
 from service.settings import Settings
 from service.stores.graph import GraphStore, group_id, groups_for, scope_of_group
 
+Op = Literal["entity", "relation", "fact"]
 CATEGORY = "domain_knowledge"  # the category of the memory a structured write is stored as
 MAX_ATTRIBUTES_CHARS = 8_000
 
@@ -48,7 +49,7 @@ class GraphIntake:
             scope = Scope.PROJECT if project_id else Scope.GLOBAL
         return scope.value, project_id if scope is Scope.PROJECT else None
 
-    def _job(self, op: str, user_id: str, scope: str, project_id: str | None, agent_id: str | None, content: str,
+    def _job(self, op: Op, user_id: str, scope: str, project_id: str | None, agent_id: str | None, content: str,
              graph: dict[str, Any], valid_at: str | None) -> GraphWriteJob:
         if len(content) > self.settings.max_content_chars:
             raise PayloadTooLarge(f"the statement has {len(content)} characters; the limit is "
@@ -56,7 +57,7 @@ class GraphIntake:
         metadata: dict[str, Any] = {KEY: graph}
         if valid_at is not None:
             metadata["valid_at"] = valid_at
-        return GraphWriteJob(user_id=user_id, op=op, scope=scope, project_id=project_id, category=CATEGORY,  # type: ignore[arg-type]
+        return GraphWriteJob(user_id=user_id, op=op, scope=scope, project_id=project_id, category=CATEGORY,
                              content=content, agent_id=agent_id, metadata=metadata, occurred_at=valid_at)
 
     async def submit_entity(self, req: EntityWrite, user_id: str) -> AcceptedResponse:
@@ -83,7 +84,7 @@ class GraphIntake:
         return await self._enqueue(job, identity)
 
     async def submit_relation(self, req: RelationWrite | FactWrite, user_id: str) -> AcceptedResponse:
-        op = "relation" if isinstance(req, RelationWrite) else "fact"
+        op: Op = "relation" if isinstance(req, RelationWrite) else "fact"
         first, second = (req.source, req.target) if isinstance(req, RelationWrite) else (req.subject, req.object)
         predicate = normalise_predicate(req.predicate)
         if not predicate:

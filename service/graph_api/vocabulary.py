@@ -96,7 +96,6 @@ _PREDICATE_SYNONYMS: dict[str, str] = {
 }
 
 _SNAKE = re.compile(r"[^0-9a-z]+")
-_WORD = re.compile(r"[^0-9a-z]+")
 
 
 def snake(text: str) -> str:
@@ -117,7 +116,7 @@ def predicate_forms(predicate: str) -> list[str]:
 
 def entity_type(text: str) -> str:
     """The canonical type of an entity type's name (an unknown one kept, lower-cased, one word)."""
-    form = _WORD.sub("_", text.strip().casefold()).strip("_")[:100]
+    form = _SNAKE.sub("_", text.strip().casefold()).strip("_")[:100]
     return _TYPE_SYNONYMS.get(form, form)
 
 

@@ -10,7 +10,8 @@ from neo4j import AsyncManagedTransaction
 
 from service.errors import NotFound
 from service.stores.graph import EntityDecision, GraphReport, NameRules
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, entity_name
+from service.stores.neo4j.resolution import KEY_INDEX, key_query
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, entity_name, ft_key
 
 MAX_MERGE_HOPS = 5
 
@@ -79,15 +80,32 @@ MATCH (e:Entity {id: $id}) WHERE e.user_id = $user_id
 RETURN e""" + _ENTITY_FIELDS + """ AS e
 """
 
-# A name: the entity's own (lower-cased) name, one of its normalised keys, or an alias; the user's entities of
-# these groups (index on user_id, group_id), merged ones included (the caller follows merged_into).
-_BY_NAME: LiteralString = """
-MATCH (e:Entity) WHERE e.user_id = $user_id AND e.group_id IN $groups
-  AND (e.name_lc = $name_lc OR $key IN coalesce(e.keys, []) OR $name IN coalesce(e.aliases, []))
+_BY_NAME_ORDER: LiteralString = """
 RETURN e""" + _ENTITY_FIELDS + """ AS e
 ORDER BY CASE WHEN e.merged_into IS NULL THEN 0 ELSE 1 END, CASE WHEN e.name_lc = $name_lc THEN 0 ELSE 1 END,
          e.group_id DESC, e.id
 """
+
+# A name: the entity's own (lower-cased) name (index on user_id, name_lc) or the key of one of its spellings and
+# aliases (the gate's keyword index `entity_keys`, one exact token per key); merged ones included (the caller
+# follows merged_into).
+_BY_NAME: LiteralString = """
+CALL () {
+    MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc}) WHERE e.group_id IN $groups
+    RETURN e
+  UNION
+    UNWIND $key_queries AS q
+    CALL db.index.fulltext.queryNodes($key_index, q, {limit: 20}) YIELD node AS e
+    WHERE e.user_id = $user_id AND e.group_id IN $groups
+    RETURN e
+}
+WITH DISTINCT e""" + _BY_NAME_ORDER
+
+# Without the gate (no keyword index): the user's entities of these groups (index on user_id, group_id).
+_BY_NAME_SCAN: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.group_id IN $groups
+  AND (e.name_lc = $name_lc OR $key IN coalesce(e.keys, []) OR $name IN coalesce(e.aliases, []))
+WITH e""" + _BY_NAME_ORDER
 
 # Both directions; a merge's copies share the original's id (one row per id); the far end is a live entity
 # (the edge of a merged entity lives on as its target's copy). Current facts first, then history, newest first.
@@ -167,8 +185,13 @@ class FactGraph:
         async def run(tx: AsyncManagedTransaction) -> dict[str, Any] | None:
             if entity_id is not None:
                 rows = await (await tx.run(_BY_ID, id=entity_id, user_id=user_id)).data()
-            else:
+            elif self._names.resolves:
+                key = self._names.name_key(clean)
+                queries = [key_query(ft_key(user_id, g), [key]) for g in checked] if key else []
                 rows = await (await tx.run(_BY_NAME, user_id=user_id, groups=checked, name_lc=clean.casefold(),
+                                           key_queries=queries, key_index=KEY_INDEX)).data()
+            else:
+                rows = await (await tx.run(_BY_NAME_SCAN, user_id=user_id, groups=checked, name_lc=clean.casefold(),
                                            key=self._names.name_key(clean), name=clean)).data()
             if not rows:
                 return None

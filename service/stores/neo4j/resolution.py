@@ -117,7 +117,7 @@ def _text_query(ft: str, name: str) -> str:
     return f"+ft_key:{ft}^0 +(name:({body}) aliases:({body}))"
 
 
-def _key_query(ft: str, keys: list[str]) -> str:
+def key_query(ft: str, keys: list[str]) -> str:
     quoted = " ".join('"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys) or '"-"'
     return f"+ft_key:{ft}^0 +keys:({quoted})"
 
@@ -153,7 +153,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     found: dict[str, list[dict[str, Any]]] = {}
     if new:
         params = [{"id": r["id"], "user_id": r["user_id"], "group_id": r["group_id"],
-                   "key_query": _key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
+                   "key_query": key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
                    "vector": r["vector"]} for r in new]
         result = await tx.run(CANDIDATES, rows=params, key_index=KEY_INDEX, text_index="entity_text",
                               vector_index=vector_index(rules.dim), vector_property=vector_property(rules.dim),
