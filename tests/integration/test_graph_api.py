@@ -286,3 +286,20 @@ async def test_coalesced_writes_each_report_their_own_entities(client: httpx.Asy
         named = {e["name"] for e in result["entities"]}
         assert tool in named and not (named & (set(tools) - {tool})), (tool, named)
         assert result["relation_count"] == 1
+
+
+async def test_a_run_reports_the_entities_its_tool_calls_touched(client: httpx.AsyncClient) -> None:
+    u = unique("grun")
+    pg = (await done(client, "/v1/graph/entities", {"user_id": u, "name": "Postgres", "type": "service"}
+                       ))["resolution"]["entity_id"]
+    resp = await client.post("/v1/runs", json={"user_id": u, "task": "Fix the database", "steps": [
+        {"seq": 0, "action": "check", "tool_calls": [
+            {"tool": "Bash", "arguments": {"command": "psql"}, "touched": [
+                {"name": "Postgres", "type": "service"}, {"name": "pg_hba.conf", "type": "file"}]}]}]})
+    assert resp.status_code == 202, resp.text
+    task = await wait_task(client, resp.json()["task_id"])
+    assert task["status"] == "completed", task
+    result = task["result"]
+    decisions = {e["name"]: (e["decision"], e["entity_id"]) for e in result["entities"]}
+    assert decisions["Postgres"] == ("existing", pg) and decisions["pg_hba.conf"][0] == "created"
+    assert result["entity_count"] == 2 and result["relation_count"] == 0
