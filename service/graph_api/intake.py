@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any, Literal
 
-from service.domain import Scope, normalise
+from service.domain import Scope, iso, normalise
 from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.links import KEY, entity_entry
@@ -71,7 +71,7 @@ class GraphIntake:
             raise PayloadTooLarge(f"attributes take {len(attributes)} characters as JSON; the limit is "
                                   f"{MAX_ATTRIBUTES_CHARS}")
         scope, project_id = self._scope(req.scope, req.project_id)
-        content = f"{name} is a {etype}"
+        content = f"{name} is {'an' if etype[:1] in 'aeiou' else 'a'} {etype}"
         if aliases:
             content += f" (also known as {', '.join(aliases)})"
         content += f": {req.description.strip()}" if req.description and req.description.strip() else "."
@@ -103,7 +103,7 @@ class GraphIntake:
             if e["group_id"] != group:
                 raise DomainError(f"entity '{e['id']}' belongs to another scope or project than this write")
         text = (req.fact or "").strip() or f"{ends[0]['name']} {req.predicate.strip()} {ends[1]['name']}"
-        valid_at = req.valid_at.isoformat() if req.valid_at is not None else None
+        valid_at = iso(req.valid_at) if req.valid_at is not None else None
         relation: dict[str, Any] = {"subject": ends[0]["name"], "predicate": predicate, "object": ends[1]["name"],
                                     "fact": text, "valid_at": valid_at}
         if isinstance(req, RelationWrite) and req.confidence is not None:

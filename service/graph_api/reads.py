@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from service.domain import iso
 from service.errors import DomainError, NotFound
 from service.graph_api.vocabulary import predicate_forms, type_forms
 from service.schemas.graph_api import (
@@ -75,9 +76,7 @@ class GraphFacts:
                 if found is None:
                     return FactPage(items=[], next_cursor=None)
                 ends[what] = [str(found["id"])]
-        as_of = req.as_of.isoformat() if req.as_of is not None else None
-        if req.as_of is not None and req.as_of.tzinfo is None:
-            as_of = req.as_of.isoformat() + "+00:00"
+        as_of = iso(req.as_of) if req.as_of is not None else None
         rows, next_cursor = await self.graph.query_facts(
             user_id, groups, subjects=ends["subject"], objects=ends["object"],
             predicates=predicate_forms(req.predicate) if req.predicate else None,
