@@ -41,6 +41,12 @@ TOOLS = {
     "list_duplicate_entities": {"user_id"},
     "review_duplicate": {"user_id", "source_id", "target_id", "confirm"},
     "merge_entities": {"user_id", "source_id", "target_id"},
+    # the graph as an API (issue 29; tests/integration/test_mcp_graph.py)
+    "add_entity": {"user_id", "name"},
+    "add_relationship": {"user_id", "source", "predicate", "target"},
+    "add_fact": {"user_id", "subject", "predicate", "object"},
+    "get_facts_about": {"user_id", "name"},
+    "query_graph": {"user_id"},
 }
 
 
