@@ -13,7 +13,9 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import context, errors, graph, legacy, maintenance, memories, meta, portability, search, tasks, traces
+from service.api import (
+    context, errors, graph, graph_api, legacy, maintenance, memories, meta, portability, search, tasks, traces,
+)
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router
 from service.api.security import PUBLIC_PATHS, BodyLimit, HostCheck, RateLimiter, get_caller
@@ -134,6 +136,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(memories.router)
     app.include_router(search.router)
     app.include_router(graph.router)
+    app.include_router(graph_api.router)  # the graph as an API
     app.include_router(context.router)
     app.include_router(meta.router)
     app.include_router(maintenance.router)

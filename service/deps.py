@@ -20,6 +20,9 @@ from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.service import ConversationService
 from service.conversations.summary import Summarizer
+from service.graph_api.communities import Communities
+from service.graph_api.communities import Summarizer as CommunitySummarizer
+from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
@@ -133,6 +136,15 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
     return embedder, extractor, client
 
 
+def community_summarizer(settings: Settings, client: Any) -> CommunitySummarizer | None:
+    """Gemini writes the communities' summaries when GOOGLE_API_KEY is set (service/graph_api/communities.py)."""
+    if client is None:
+        return None
+    from service.ai.gemini.summaries import GeminiCommunitySummarizer
+
+    return GeminiCommunitySummarizer(client, settings.gemini_llm_model, timeout_s=settings.gemini_timeout_seconds)
+
+
 def resolution_gate(settings: Settings) -> ResolutionGate:
     """The entity resolution gate as configured: thresholds per type family, fuzzy matching, ambiguity margin."""
     return ResolutionGate(
@@ -208,7 +220,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        indexer=IndexBuilder(vectors),
                        runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
-                       conversations=ConversationService(settings, tasks, graph, summarizer(settings, genai_client)))
+                       conversations=ConversationService(settings, tasks, graph, summarizer(settings, genai_client)),
+                       graph=GraphWrites(writer),
+                       communities=Communities(graph, community_summarizer(settings, genai_client)))
     log.info(
         "deps_ready",
         profile=settings.profile,

@@ -21,7 +21,7 @@ import structlog
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable
-from service.stores.graph import MemoryGraphWrites, MemoryLinks
+from service.stores.graph import GraphReport, MemoryGraphWrites, MemoryLinks
 
 log = structlog.get_logger(__name__)
 
@@ -45,8 +45,10 @@ class GraphWriter:
         self.batches = 0  # transactions written (coalesced upserts count once)
         self.coalesced = 0  # upserts that shared a transaction with another
 
-    async def upsert(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> None:
-        await self._submit(user_id, _Op(self._future(), memories=memories, links=links))
+    async def upsert(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> GraphReport:
+        """What the graph did with these memories' links (a coalesced write's report, cut to them)."""
+        report: GraphReport = await self._submit(user_id, _Op(self._future(), memories=memories, links=links))
+        return report
 
     async def replace(self, user_id: str, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         result: list[str] = await self._submit(
@@ -105,7 +107,7 @@ class GraphWriter:
         memories = [m for op in batch for m in op.memories]
         links = [link for op in batch for link in op.links]
         try:
-            await self._graph.upsert_memories(memories, links)
+            report = await self._graph.upsert_memories(memories, links)
         except DependencyUnavailable as exc:  # an outage fails them all alike: no point in trying each
             for op in batch:
                 if not op.future.done():
@@ -120,7 +122,7 @@ class GraphWriter:
         self.coalesced += len(batch)
         for op in batch:
             if not op.future.done():
-                op.future.set_result(None)
+                op.future.set_result(report.of([m.id for m in op.memories]))
 
 
 async def _settle(op: _Op, call: Callable[[], Awaitable[Any]]) -> None:

@@ -27,7 +27,7 @@ from service.graph_writer import GraphWriter
 from service.metrics import STAGE, timed
 from service.outbox import Intent, Outbox
 from service.queue import now_iso
-from service.stores.graph import MemoryGraphWrites, MemoryLinks
+from service.stores.graph import GraphReport, MemoryGraphWrites, MemoryLinks
 from service.stores.vector import VectorStore
 
 log = structlog.get_logger(__name__)
@@ -46,9 +46,10 @@ class Ledger:
 
     # ---- a job's writes: intent, vectors, graph, clear ----------------------------------------
 
-    async def store(self, task_id: str, memories: list[Memory], links: list[MemoryLinks], embed: Embed) -> bool:
-        """New memories in both stores (`embed` gives their vectors once the intent is recorded). False: the
-        graph half waits in the outbox (the memories are searchable already)."""
+    async def store(self, task_id: str, memories: list[Memory], links: list[MemoryLinks], embed: Embed
+                    ) -> GraphReport | None:
+        """New memories in both stores (`embed` gives their vectors once the intent is recorded): what the graph
+        did with their links. None: the graph half waits in the outbox (the memories are searchable already)."""
         user_id = memories[0].user_id
         intent = Intent(op="upsert", task_id=task_id, user_id=user_id, memories=memories,
                         links=Intent.of_links(links))
@@ -58,7 +59,7 @@ class Ledger:
         with timed(STAGE, stage="vector"):
             await self._vectors.upsert(memories, vectors)
         with timed(STAGE, stage="graph"):
-            return await self._graph_step(intent, self._upsert(user_id, memories, links)) is not None
+            return await self._graph_step(intent, self.graph_writer.upsert(user_id, memories, links))
 
     async def replace(self, task_id: str, memory: Memory, links: MemoryLinks, now: str, embed: Embed
                       ) -> list[str] | None:
@@ -140,10 +141,6 @@ class Ledger:
         await self._graph.import_identity(user_id, same_as, merges)
 
     # ---- helpers ------------------------------------------------------------------------------
-
-    async def _upsert(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> bool:
-        await self.graph_writer.upsert(user_id, memories, links)
-        return True
 
     async def _graph_step(self, intent: Intent, write: Awaitable[_T]) -> _T | None:
         """The graph half of a job whose vector half is done. Stored: the intent is cleared and the result

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from service.conversations.service import ConversationService
+from service.graph_api.communities import Communities
+from service.graph_api.jobs import CommunityJob, GraphWriteJob
+from service.graph_api.writes import GraphWrites
 from service.jobs import (
     ConversationJob,
     DedupJob,
@@ -54,6 +57,8 @@ class JobHandlers:
     indexer: IndexBuilder  # optimize
     runs: RunService  # task traces: run (any part of one), run_delete
     conversations: ConversationService  # conversation_delete
+    graph: GraphWrites  # graph_write: structured entities, relations, facts (service/graph_api/)
+    communities: Communities  # communities: entity communities of a user or of all
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,8 @@ JOB_KINDS: tuple[JobKind, ...] = (
     declare("run_write", RunJob, lambda h: h.runs.store_run),
     declare("run_delete", RunDeleteJob, lambda h: h.runs.delete_run),
     declare("conversation_delete", ConversationDeleteJob, lambda h: h.conversations.delete_session),
+    declare("graph_write", GraphWriteJob, lambda h: h.graph.store),
+    declare("graph_communities", CommunityJob, lambda h: h.communities.run),
 )
 
 FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function

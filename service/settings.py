@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     # The daily full Qdrant <-> Neo4j comparison (UTC hour); RECONCILE_CRON_ENABLED=false turns it off.
     reconcile_cron_hour: int = Field(default=3, ge=0, le=23)
     reconcile_cron_enabled: bool = True
+    # The daily rebuild of every user's entity communities (RECONCILE_CRON_HOUR, minute 40; docs/graph.md).
+    communities_cron_enabled: bool = True
 
     # --- Qdrant ---------------------------------------------------------------------------
     qdrant_url: str | None = None

@@ -20,6 +20,7 @@ from service.conversations.service import drain_pending_erasures
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
+from service.graph_api.jobs import CommunityJob
 from service.maintenance.records import summary
 from service.maintenance.runs import expire_observations
 from service.maintenance.sweep import DedupSweep
@@ -123,6 +124,17 @@ async def trace_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+async def communities_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Daily: every user's entity communities rebuilt (service/graph_api/communities.py)."""
+    deps: Deps = ctx["deps"]
+    try:
+        return await deps.jobs.communities.run(cron_run_id(str(ctx.get("job_id") or time.time_ns()), "communities"),
+                                               CommunityJob())
+    except DependencyUnavailable as exc:
+        log.warning("communities_cron_failed", error=str(exc)[:300])
+        return None
+
+
 def cron_jobs(settings: Settings) -> list[CronJob]:
     every = settings.reconcile_interval_seconds
     jobs = [
@@ -141,6 +153,9 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
     jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
     if settings.message_retention_days > 0 or settings.run_retention_days > 0:  # worker/tiers.py
         jobs.append(cron(tier_retention_cron, name="tier_retention", hour=settings.reconcile_cron_hour, minute=55,
+                         unique=True, run_at_startup=False, max_tries=1))
+    if settings.communities_cron_enabled:
+        jobs.append(cron(communities_cron, name="communities_cron", hour=settings.reconcile_cron_hour, minute=40,
                          unique=True, run_at_startup=False, max_tries=1))
     if settings.dedup_cron_enabled:
         jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,

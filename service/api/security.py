@@ -27,7 +27,7 @@ PUBLIC_PATHS = frozenset({"/health", "/metrics", "/v1/categories", "/docs", "/do
                           "/redoc"})  # /metrics checks its own credentials (an admin key or METRICS_TOKEN)
 WRITE_METHODS = frozenset({"PUT", "DELETE", "PATCH"})
 # POST routes that are reads (everything else posted is a write)
-READ_POSTS = frozenset({"/v1/search", "/v1/graph/search"})
+READ_POSTS = frozenset({"/v1/search", "/v1/graph/search", "/v1/graph/query"})
 
 
 def api_key_of(headers: Any) -> str | None:

@@ -37,9 +37,12 @@ from service.schemas import (
     TaskResponse,
     UpdateMemoryRequest,
 )
+from service.schemas.graph_api import EntityFactsPage, FactPage
 
 if TYPE_CHECKING:
     from service.auth import Caller
+    from service.graph_api.intake import GraphIntake
+    from service.graph_api.reads import GraphFacts
     from service.memory import MemoryService
     from service.memory.intake import Intake
     from service.runs.service import RunService
@@ -171,6 +174,41 @@ COMPLETE_RUN = Operation[RunCompleteQuery, AcceptedResponse](
         r.run_id, CompleteRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
     "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/complete")
 SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), "POST", "/v1/runs/search")
+# ---- the graph as an API (service/graph_api/, docs/graph.md) ----------------------------------------------------
+
+
+class FactsQuery(BaseModel):
+    user_id: str
+    name: str
+    project_id: str | None = None
+    include_history: bool = True
+    limit: int = 50
+
+
+def _graph_intake(on: Local) -> GraphIntake:
+    from service.graph_api.intake import GraphIntake  # the API process only (the stdio server asks the API)
+
+    return GraphIntake(on.intake.settings, on.intake.tasks, on.intake.graph)
+
+
+def _graph_facts(on: Local) -> GraphFacts:
+    from service.graph_api.reads import GraphFacts
+
+    return GraphFacts(on.service.graph)
+
+
+ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_entity), "POST",
+                       "/v1/graph/entities")
+ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_relation), "POST",
+                         "/v1/graph/relations")
+ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_relation), "POST",
+                     "/v1/graph/facts")
+FACTS_ABOUT = Operation[FactsQuery, EntityFactsPage](
+    EntityFactsPage, lambda on, r: _graph_facts(on).entity_facts(
+        on.caller.user(r.user_id), entity_id=None, name=r.name, project_id=r.project_id,
+        include_history=r.include_history, limit=r.limit, cursor=None),
+    "GET", "/v1/graph/facts")
+QUERY_GRAPH = Operation(FactPage, for_user(lambda on: _graph_facts(on).query), "POST", "/v1/graph/query")
 
 
 class MemoryBackend(Protocol):

@@ -19,14 +19,20 @@ from pydantic import BaseModel, Field
 
 from service.context_format import render_markdown
 from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message, Scope, TaskStatus
+from service.graph_api.vocabulary import ENTITY_TYPES
 from service.mcp.backend import (
     COMPLETE_RUN,
+    ADD_ENTITY,
+    ADD_FACT,
+    ADD_RELATION,
     CONTEXT,
+    FACTS_ABOUT,
     GRAPH_SEARCH,
     LIST_DUPLICATES,
     LIST_MEMORIES,
     MERGE_ENTITIES,
     RECORD_STEP,
+    QUERY_GRAPH,
     REVIEW_DUPLICATE,
     SEARCH,
     SEARCH_RUNS,
@@ -39,6 +45,7 @@ from service.mcp.backend import (
     TASK_STATUS,
     ContextQuery,
     DuplicateQuery,
+    FactsQuery,
     MemoryBackend,
     MemoryListQuery,
     Operation,
@@ -74,6 +81,7 @@ from service.schemas import (
     ReviewRequest,
     SearchRequest,
 )
+from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
 
 # How long a write with wait=true polls its task before answering with the task id and its status.
 WAIT_SECONDS = 30.0
@@ -411,6 +419,87 @@ async def _start_task(backend: MemoryBackend, a: StartTaskArgs) -> StartedTask:
         task=a.task, user_id=a.user_id, project_id=a.project_id, session_id=a.session_id, run_id=a.run_id,
         agent_id=a.agent_id))
     return StartedTask(run_id=accepted.run_id, task_id=accepted.task_id)
+EntityName = Annotated[str, Field(min_length=1, max_length=200,
+                                  description="An entity's name (an existing entity is found by name or alias).")]
+EntityTypeArg = Annotated[str, Field(min_length=1, max_length=64, description=(
+    f"Its type, one of: {', '.join(ENTITY_TYPES)} (a synonym such as company or city is mapped)."))]
+PredicateArg = Annotated[str, Field(min_length=1, max_length=100, description=(
+    "How the subject relates to the object, e.g. works_at, uses, lives_in, prefers, depends_on, decided "
+    "(free text is normalised: 'works for' -> works_at)."))]
+ValidAt = Annotated[str | None, Field(max_length=64, description="Since when it is true (ISO 8601); default: now.")]
+
+
+class AddEntityArgs(BaseModel):
+    """Tell the knowledge graph about an entity (a person, organization, project, tool...). It goes through
+    entity resolution: the result says whether it was created, merged into an entity the graph already had,
+    left pending review, or already existing, with the entity id."""
+
+    user_id: UserId
+    name: EntityName
+    type: EntityTypeArg = "thing"
+    aliases: Annotated[list[str], Field(max_length=20, description="Other names of it.")] = []
+    description: Annotated[str | None, Field(max_length=2000, description="What it is, in a sentence.")] = None
+    project_id: ProjectId = None
+    wait: Wait = False
+
+
+class AddRelationshipArgs(BaseModel):
+    """Relate two entities of the knowledge graph (by name; new names go through entity resolution), with an
+    optional confidence. A newer value of a single-valued relation (works_at, lives_in...) replaces the older."""
+
+    user_id: UserId
+    source: EntityName
+    predicate: PredicateArg
+    target: EntityName
+    source_type: EntityTypeArg = "thing"
+    target_type: EntityTypeArg = "thing"
+    confidence: Annotated[float | None, Field(ge=0, le=1, description="How sure, 0 to 1.")] = None
+    valid_at: ValidAt = None
+    project_id: ProjectId = None
+    wait: Wait = False
+
+
+class AddFactArgs(BaseModel):
+    """Store a subject-predicate-object fact in the knowledge graph, e.g. Alice works_at Acme. A newer value of
+    a single-valued predicate (works_at, lives_in...) replaces the older one, which stays as history."""
+
+    user_id: UserId
+    subject: EntityName
+    predicate: PredicateArg
+    object: EntityName
+    subject_type: EntityTypeArg = "thing"
+    object_type: EntityTypeArg = "thing"
+    valid_at: ValidAt = None
+    project_id: ProjectId = None
+    wait: Wait = False
+
+
+class FactsAboutArgs(BaseModel):
+    """Everything the knowledge graph holds about one entity (by name or alias; merged names too): its facts in
+    both directions, current ones first, then history with valid_at / invalid_at."""
+
+    user_id: UserId
+    name: EntityName
+    project_id: ProjectId = None
+    include_history: Annotated[bool, Field(description="Also facts that are no longer true.")] = True
+    limit: Annotated[int, Field(ge=1, le=500, description="At most this many facts.")] = 50
+
+
+class QueryGraphArgs(BaseModel):
+    """Structural questions over typed relations, which similarity search cannot answer: "which projects use
+    knowledge graphs" = subject_type project, predicate uses, object "knowledge graphs"; "who works at Acme" =
+    predicate works_at, object Acme. Every field given must hold."""
+
+    user_id: UserId
+    subject: Annotated[str | None, Field(max_length=200, description="The subject's name.")] = None
+    subject_type: Annotated[str | None, Field(max_length=64, description="The subject's entity type.")] = None
+    predicate: Annotated[str | None, Field(max_length=100, description="The relation, e.g. uses, works_at.")] = None
+    object: Annotated[str | None, Field(max_length=200, description="The object's name.")] = None
+    object_type: Annotated[str | None, Field(max_length=64, description="The object's entity type.")] = None
+    as_of: Annotated[str | None, Field(max_length=64, description="Facts true at this time (ISO 8601); "
+                                                                  "default: the current ones.")] = None
+    project_id: ProjectId = None
+    limit: Annotated[int, Field(ge=1, le=500, description="At most this many facts.")] = 50
 
 
 # ---- the table ------------------------------------------------------------------------------------------------
@@ -497,6 +586,19 @@ TOOLS: tuple[Tool, ...] = (
         error_kind=a.error_kind, limit=a.limit)),
     write("update_memory", UpdateArgs, SUBMIT_UPDATE, lambda a: UpdateQuery(
         memory_id=a.memory_id, content=a.content, category=a.category, user_id=a.user_id), DESTRUCTIVE),
+    write("add_entity", AddEntityArgs, ADD_ENTITY, lambda a: EntityWrite(
+        user_id=a.user_id, name=a.name, type=a.type, aliases=a.aliases, description=a.description,
+        project_id=a.project_id)),
+    write("add_relationship", AddRelationshipArgs, ADD_RELATION, lambda a: RelationWrite.model_validate({
+        "user_id": a.user_id, "source": {"name": a.source, "type": a.source_type}, "predicate": a.predicate,
+        "target": {"name": a.target, "type": a.target_type}, "confidence": a.confidence, "valid_at": a.valid_at,
+        "project_id": a.project_id})),
+    write("add_fact", AddFactArgs, ADD_FACT, lambda a: FactWrite.model_validate({
+        "user_id": a.user_id, "subject": {"name": a.subject, "type": a.subject_type}, "predicate": a.predicate,
+        "object": {"name": a.object, "type": a.object_type}, "valid_at": a.valid_at, "project_id": a.project_id})),
+    ask("get_facts_about", FactsAboutArgs, FACTS_ABOUT, lambda a: FactsQuery(
+        user_id=a.user_id, name=a.name, project_id=a.project_id, include_history=a.include_history, limit=a.limit)),
+    ask("query_graph", QueryGraphArgs, QUERY_GRAPH, lambda a: GraphQuery.model_validate(a.model_dump())),
 )
 
 

@@ -269,9 +269,9 @@ async def _pages(fetch: Callable[[str | None], Awaitable[Page]]) -> AsyncIterato
 
 
 # An entity's identity state (docs/identity.md), restored as exported.
-IDENTITY_FIELDS = ("description", "not_same_as", "resolution_action", "resolution_score", "resolution_match_type",
-                   "resolution_reason", "resolution_target", "resolved_at", "merged_into", "merged_at", "merged_via",
-                   "merged_aliases", "merged_keys", "replaced_description")
+IDENTITY_FIELDS = ("description", "attributes", "not_same_as", "resolution_action", "resolution_score",
+                   "resolution_match_type", "resolution_reason", "resolution_target", "resolved_at", "merged_into",
+                   "merged_at", "merged_via", "merged_aliases", "merged_keys", "replaced_description")
 SAME_AS_FIELDS = ("target_id", "status", "score", "match_type", "reason", "created_at", "reviewed_at", "reviewer")
 
 
@@ -297,4 +297,5 @@ def _fact(obj: dict[str, Any]) -> dict[str, Any]:
             "valid_at": obj.get("valid_at"), "invalid_at": obj.get("invalid_at"), "expired_at": obj.get("expired_at"),
             "memory_ids": [str(x) for x in obj.get("memory_ids") or []],
             "former_memory_ids": [str(x) for x in obj.get("former_memory_ids") or []],
-            "created_at": obj.get("created_at")}
+            "created_at": obj.get("created_at"),
+            "confidence": float(obj["confidence"]) if obj.get("confidence") is not None else None}

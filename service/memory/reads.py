@@ -7,6 +7,7 @@ import time
 import structlog
 
 from service.domain import CATEGORIES, Memory
+from service.graph_api.reads import community_item
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out
 from service.memory.rules import existing, list_filter
@@ -27,6 +28,7 @@ from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
+GRAPH_SEARCH_COMMUNITIES = 3  # communities a graph search returns at most
 
 
 class MemoryReads(MemoryCuration):
@@ -113,7 +115,10 @@ class MemoryReads(MemoryCuration):
         facts = await self.graph.search_facts(
             user_id, groups_for(req.project_id), req.query, req.limit, req.include_history
         )
-        return GraphSearchResponse(results=[fact_out(f) for f in facts])
+        named = await self.graph.query_entities(user_id, groups_for(req.project_id), req.query)
+        communities = await self.graph.communities_of(user_id, named, GRAPH_SEARCH_COMMUNITIES) if named else []
+        return GraphSearchResponse(results=[fact_out(f) for f in facts],
+                                   communities=[community_item(c) for c in communities])
 
 
     async def list_nodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> Page:

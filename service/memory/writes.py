@@ -12,6 +12,7 @@ from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
 from service.conversations.service import erase_after_delete, keep_messages
 from service.domain import Memory, Message, content_hash
+from service.graph_api.links import structured_links
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.ledger import Ledger
@@ -82,14 +83,14 @@ class MemoryWriter:
             memory = window_memory(task_id, len(drafts.memories), window, messages, job)
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
-        graph = await self.write_memories(task_id, memories, links) if memories else "stored"
+        written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}
         session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
         return {
             "memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories],
-            "graph": graph,
+            **written,
             "extractor": extraction.extractor,
             "usage": extraction.usage.model_dump(),
             "dropped": extraction.dropped,
@@ -103,23 +104,27 @@ class MemoryWriter:
         folded = await self._fold(task_id, job)
         if folded is not None:
             return folded
-        graph = await self.write_memories(task_id, [memory], [self.links_of(memory)])
+        written = await self.write_memories(task_id, [memory], [self.links_of(memory)])
         session, fold_key = job.metadata.get("session_id"), job.metadata.get("fold_key")
         if isinstance(session, str) and session and isinstance(fold_key, str) and fold_key:
             await self.kv.set_json(self._fold_pointer(job, session),
                                       {"fold_key": fold_key, "memory_id": memory.id, "count": 1, "last_task": task_id})
-        return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], "graph": graph}
+        return {"memories": [MemoryOut.of(memory).model_dump(mode="json")], **written}
 
     async def store_raw_batch(self, task_id: str, job: RawBatchJob) -> dict[str, Any]:
         """The batch's memories, written together: one embedding batch, one vector upsert, one graph upsert."""
         memories = [raw_memory(task_id, i, job.user_id, item, job.accepted_at)
                     for i, item in enumerate(job.items)]
-        graph = await self.write_memories(task_id, memories, [self.links_of(m) for m in memories])
-        return {"memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories], "graph": graph}
+        written = await self.write_memories(task_id, memories, [self.links_of(m) for m in memories])
+        return {"memories": [MemoryOut.of(m).model_dump(mode="json") for m in memories], **written}
 
     def links_of(self, memory: Memory) -> MemoryLinks:
         """Graph side of a raw write, an update or an interaction window: the injected LinkFinder (no LLM).
-        A window gets mentions only: its "I" may be the assistant, so first-person relations would lie."""
+        A window gets mentions only: its "I" may be the assistant, so first-person relations would lie.
+        A structured write's memory (service/graph_api/) carries its links in `metadata.graph`."""
+        structured = structured_links(memory)
+        if structured is not None:
+            return structured
         entities, relations = self.links.find(memory.content, memory.category, memory.project_id)
         if memory.category == INTERACTION and memory.source_message_ids:
             relations = []
@@ -233,11 +238,16 @@ class MemoryWriter:
         return ids
 
 
-    async def write_memories(self, task_id: str, memories: list[Memory], links: list[MemoryLinks]) -> str:
-        """Both stores, intent first: returns "stored" when the graph holds them too, "pending" when
-        the graph half waits in the outbox for the reconciler (the memories are searchable already)."""
+    async def write_memories(self, task_id: str, memories: list[Memory], links: list[MemoryLinks]
+                             ) -> dict[str, Any]:
+        """Both stores, intent first. The task result's graph part: `graph` "stored" when the graph holds them
+        too, with the entities the write named (each with the gate's decision and the entity it ended as),
+        `entity_count` and `relation_count`; "pending" when the graph half waits in the outbox for the
+        reconciler (the memories are searchable already; no entities yet)."""
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
-        done = await self.ledger.store(task_id, memories, links, self.embedder.embed)
-        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=done)
-        return "stored" if done else "pending"
+        report = await self.ledger.store(task_id, memories, links, self.embedder.embed)
+        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=report is not None)
+        if report is None:
+            return {"graph": "pending", "entities": [], "entity_count": 0, "relation_count": 0}
+        return {"graph": "stored", **report.summary()}

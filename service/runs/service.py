@@ -192,9 +192,10 @@ class RunService:
             start=job.start.model_dump(mode="json") if job.start else None, steps=steps,
             outcome=job.outcome.model_dump(mode="json") if job.outcome else None,
             task_vec=task_vec, summary_vec=summary_vec, vec_model=self._model))
-        log.info("run_written", run_id=run_id, steps=len(steps), written=written)
+        log.info("run_written", run_id=run_id, steps=len(steps), written=written is not None)
         return {"run_id": run_id, "run_url": f"/v1/runs/{run_id}", "graph": "stored" if written else "skipped",
-                **({} if written else {"reason": "the run was deleted after this write was accepted"})}
+                **(written.summary() if written is not None
+                   else {"reason": "the run was deleted after this write was accepted"})}
 
     async def delete_run(self, task_id: str, job: RunDeleteJob) -> dict[str, Any]:
         deleted = await self.graph.delete_run(job.user_id, job.run_id, job.accepted_at)

@@ -12,6 +12,7 @@ from service.domain import (
     Scope,
     utc,
 )
+from service.schemas.graph_api import CommunityItem
 from service.schemas.memories import OptionalId, TenantId
 from service.timephrases import TimeWindow
 
@@ -132,6 +133,8 @@ class GraphFactOut(BaseModel):
 class GraphSearchResponse(BaseModel):
     status: Literal["ok"] = "ok"
     results: list[GraphFactOut]
+    communities: list[CommunityItem] = Field(
+        default_factory=list, description="the entity communities the query's entities belong to (docs/graph.md)")
 
 
 class GraphPage(BaseModel):

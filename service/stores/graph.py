@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.domain import Memory
+from service.stores.facts import CommunityStore, FactStore
 from service.stores.tiers import ConversationStore, EntitySearch, RunStore
 
 MERGE, PENDING, CREATE = "merge", "pending", "create"
@@ -75,6 +76,11 @@ class NameRules(Protocol):
 class EntityRef:
     name: str
     type: str = "thing"
+    # a structured write (service/graph_api/): more names, the entity it must be (its id), what it says of it
+    aliases: tuple[str, ...] = ()
+    id: str | None = None
+    description: str | None = None
+    attributes: str | None = None  # a JSON object, as text (a node property cannot hold a map)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,52 @@ class RelationRef:
     object: str
     fact: str
     valid_at: str | None = None
+    confidence: float | None = None  # a structured write's; kept on the edge
+
+
+@dataclass(frozen=True)
+class EntityDecision:
+    """What the graph did with one entity a write named: `created`, `merged` (the gate folded it into
+    `entity_id`, an entity it matched), `pending` (created, with a SAME_AS pair to review towards `matched_id`) or
+    `existing` (the graph held it already under this name: no gate ran)."""
+
+    name: str
+    type: str
+    entity_id: str
+    decision: str
+    matched_id: str | None = None
+    score: float | None = None
+    match_type: str | None = None
+
+
+@dataclass
+class GraphReport:
+    """What one graph write did, per memory: the entities each named (with the decision) and the relations
+    written for it."""
+
+    entities: dict[str, list[EntityDecision]] = field(default_factory=dict)  # memory id -> its entities
+    relations: dict[str, int] = field(default_factory=dict)  # memory id -> relations written for it
+
+    def of(self, memory_ids: Sequence[str]) -> GraphReport:
+        ids = set(memory_ids)
+        return GraphReport({k: v for k, v in self.entities.items() if k in ids},
+                           {k: v for k, v in self.relations.items() if k in ids})
+
+    def add(self, other: GraphReport) -> None:
+        for k, v in other.entities.items():
+            self.entities.setdefault(k, []).extend(v)
+        for k, n in other.relations.items():
+            self.relations[k] = self.relations.get(k, 0) + n
+
+    def summary(self) -> dict[str, Any]:
+        """The task result's part: each entity once (by the entity it ended as), counts."""
+        seen: dict[tuple[str, str], dict[str, Any]] = {}
+        for decisions in self.entities.values():
+            for d in decisions:
+                seen.setdefault((d.name.casefold(), d.entity_id), {k: v for k, v in d.__dict__.items()})
+        entities = sorted(seen.values(), key=lambda d: (str(d["name"]).casefold(), str(d["entity_id"])))
+        return {"entities": entities, "entity_count": len({d["entity_id"] for d in entities}),
+                "relation_count": sum(self.relations.values())}
 
 
 @dataclass(frozen=True)
@@ -161,11 +213,12 @@ class Page:
 class MemoryGraphWrites(Protocol):
     """The graph half of a memory's write, update, removal and import."""
 
-    async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
+    async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None
+                              ) -> GraphReport:
         """In one transaction: MERGE a (:Memory) node per memory, the (:Entity) nodes its links name
         (scoped to the memory's user and group), (:Memory)-[:MENTIONS]->(:Entity) and
         (:Entity)-[:RELATES]->(:Entity) edges whose `memory_ids` include the memory.
-        Every MERGE is on a deterministic id, so a replay changes nothing."""
+        Every MERGE is on a deterministic id, so a replay changes nothing. Returns what it did per memory."""
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         """Update re-ingestion: the memory's node gets the new content; edges it supported that the
@@ -193,7 +246,7 @@ class MemoryGraphWrites(Protocol):
         """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
 
-class GraphStore(RunStore, ConversationStore, EntitySearch, Protocol):
+class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore, Protocol):
     name: str
     transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
     deadlock_retries: int

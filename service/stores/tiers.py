@@ -9,7 +9,10 @@ graph's identity gate inside the write's transaction, like a memory's entities.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from service.stores.graph import GraphReport
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,9 @@ class RunFilter:
 
 
 class RunStore(Protocol):
-    async def write_run(self, run: RunWrite) -> bool:
-        """MERGE the run, its steps and tool calls (touched entities resolved). False: the run was deleted after
-        this write was accepted (nothing written)."""
+    async def write_run(self, run: RunWrite) -> GraphReport | None:
+        """MERGE the run, its steps and tool calls (touched entities resolved): what the gate did with the touched
+        entities. None: the run was deleted after this write was accepted (nothing written)."""
 
     async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None:
         """The run's properties and counts, `step_rows` and `call_rows` (each with `step_seq`, `touched`), unordered."""

@@ -46,6 +46,12 @@ TOOLS = {
     "finish_task": {"run_id", "user_id", "success"},
     "recall_similar_tasks": {"query", "user_id"},
     "update_memory": {"memory_id", "content", "user_id"},
+    # the graph as an API (issue 29; tests/integration/test_mcp_graph.py)
+    "add_entity": {"user_id", "name"},
+    "add_relationship": {"user_id", "source", "predicate", "target"},
+    "add_fact": {"user_id", "subject", "predicate", "object"},
+    "get_facts_about": {"user_id", "name"},
+    "query_graph": {"user_id"},
 }
 
 

@@ -58,6 +58,15 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/conversations/{session_id}/summary"),
     ("DELETE", "/v1/conversations/{session_id}"),
     ("GET", "/v1/tasks/{task_id}"),  # task polling for every kind (issue 33)
+    # the graph as an API (issue 29)
+    ("POST", "/v1/graph/entities"),
+    ("POST", "/v1/graph/relations"),
+    ("POST", "/v1/graph/facts"),
+    ("GET", "/v1/graph/facts"),
+    ("GET", "/v1/graph/entities/{entity_id}/facts"),
+    ("POST", "/v1/graph/query"),
+    ("GET", "/v1/graph/communities"),
+    ("POST", "/v1/graph/communities/rebuild"),
 }
 
 

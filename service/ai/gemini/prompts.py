@@ -116,8 +116,8 @@ SCOPE
 ENTITIES
 - List the named things a fact is about: people, organisations, projects, tools, languages,
   libraries, services, files, places, concepts. Use their canonical name ("PostgreSQL", not "postgres db").
-- type is one lowercase word: person, organisation, project, tool, language, library, service,
-  file, place, concept, or thing.
+- type is one lowercase word of this vocabulary (docs/graph.md): person, organization, place, project,
+  tool, language, framework, library, database, service, concept, event, file, or thing.
 - The user is the entity "user" with type "person".
 
 RELATIONS
@@ -185,7 +185,7 @@ class SchemaEntity(BaseModel):
     model_config = ConfigDict(title="Entity")
 
     name: str = Field(description="Canonical name; the user is 'user'.")
-    type: str = Field(description="One lowercase word: person, organisation, project, tool, library, ...")
+    type: str = Field(description="One lowercase word: person, organization, place, project, tool, language, ...")
 
 
 class SchemaRelation(BaseModel):

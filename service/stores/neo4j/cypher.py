@@ -415,7 +415,8 @@ EXPORT_ENTITIES: LiteralString = """
 MATCH (e:Entity)
 WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
 WITH e ORDER BY e.user_id, e.id LIMIT $limit
-RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .description, .keys, .not_same_as, .resolution_action,
+RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .description, .attributes, .keys, .not_same_as,
+         .resolution_action,
          .resolution_score, .resolution_match_type, .resolution_reason, .resolution_target, .resolved_at,
          .merged_into, .merged_at, .merged_via, .merged_aliases, .merged_keys, .replaced_description,
          same_as: [(e)-[s:SAME_AS]->(t) WHERE s.migrated_from IS NULL |
@@ -429,7 +430,7 @@ WHERE r.user_id = $user_id AND r.id > $cursor AND ($groups IS NULL OR r.group_id
   AND r.migrated_from IS NULL
 WITH r ORDER BY r.user_id, r.id LIMIT $limit
 RETURN r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at, .memory_ids,
-         .former_memory_ids, .created_at, source_id: startNode(r).id, target_id: endNode(r).id} AS item
+         .former_memory_ids, .created_at, .confidence, source_id: startNode(r).id, target_id: endNode(r).id} AS item
 """
 
 MENTIONS_OF: LiteralString = """
@@ -466,7 +467,7 @@ MERGE (s)-[r:RELATES {key: row.id}]->(o)
 SET r.id = row.id, r.user_id = $user_id, r.group_id = row.group_id, r.predicate = row.predicate, r.fact = row.fact,
     r.valid_at = row.valid_at, r.invalid_at = row.invalid_at, r.expired_at = row.expired_at,
     r.memory_ids = row.memory_ids, r.former_memory_ids = row.former_memory_ids, r.created_at = row.created_at,
-    r.ft_key = row.ft_key,
+    r.ft_key = row.ft_key, r.confidence = row.confidence,
     r.slot = CASE WHEN row.invalid_at IS NULL AND row.expired_at IS NULL THEN s.id + '|' + row.predicate END
 WITH row
 UNWIND row.memory_ids + row.former_memory_ids AS mid

@@ -178,7 +178,9 @@ class GraphReads:
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
+        # `confidence` only where a structured write set it (docs/graph.md)
+        return self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
+                            for r in rows], limit)
 
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
         check_id(user_id, "user_id")

@@ -117,7 +117,7 @@ def _text_query(ft: str, name: str) -> str:
     return f"+ft_key:{ft}^0 +(name:({body}) aliases:({body}))"
 
 
-def _key_query(ft: str, keys: list[str]) -> str:
+def key_query(ft: str, keys: list[str]) -> str:
     quoted = " ".join('"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys) or '"-"'
     return f"+ft_key:{ft}^0 +keys:({quoted})"
 
@@ -127,6 +127,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions (existing
     entities keep theirs), and add `same_as` rows. `vectors`: name key -> embedding, for the batch's names."""
     rows = graph["entities"]
+    origin = [(r["id"], r) for r in rows]  # each row's id before the gate (a row's id may change below)
     remap: dict[str, str] = {}
     names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
     existing = await _existing(tx, rows)
@@ -152,7 +153,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     found: dict[str, list[dict[str, Any]]] = {}
     if new:
         params = [{"id": r["id"], "user_id": r["user_id"], "group_id": r["group_id"],
-                   "key_query": _key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
+                   "key_query": key_query(r["ft_key"], r["keys"]), "text_query": _text_query(r["ft_key"], r["name"]),
                    "vector": r["vector"]} for r in new]
         result = await tx.run(CANDIDATES, rows=params, key_index=KEY_INDEX, text_index="entity_text",
                               vector_index=vector_index(rules.dim), vector_property=vector_property(rules.dim),
@@ -169,6 +170,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     created: list[dict[str, Any]] = []  # new rows kept, candidates for the rows after them
     same_as: list[dict[str, Any]] = []
     drop: set[str] = set()
+    decided: dict[str, dict[str, Any]] = {}  # the row's id after the type check -> what the gate did
     for row in new:
         cands = [_candidate(c, rules, by_key) for c in found.get(row["id"], [])]
         cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"]) for c in created
@@ -181,11 +183,17 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
             names.setdefault(target, decision.target_name or row["name"])
             drop.add(row["id"])
             _alias(rows, row, target, decision.target_name or row["name"])
+            decided[row["id"]] = {"entity_id": target, "decision": "merged", "matched_id": target,
+                                  "score": decision.score, "match_type": decision.match_type}
             continue
         row.update(resolution_action=decision.action, resolution_score=decision.score,
                    resolution_match_type=decision.match_type, resolution_reason=decision.reason,
                    resolution_target=decision.target_id, resolved_at=now)
         created.append(row)
+        decided[row["id"]] = {"entity_id": row["id"],
+                              "decision": "pending" if decision.action == PENDING else "created",
+                              "matched_id": decision.target_id if decision.action == PENDING else None,
+                              "score": decision.score, "match_type": decision.match_type}
         if decision.action == PENDING and decision.target_id:
             for pair in (decision, *decision.also):  # an ambiguous name: a pending pair to each match
                 same_as.append({"source_id": row["id"], "target_id": pair.target_id, "score": pair.score,
@@ -194,6 +202,9 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     graph["entities"] = sorted((r for r in rows if r["id"] not in drop), key=lambda r: str(r["id"]))
     _rewire(graph, remap, names)
     graph["same_as"] = same_as
+    graph["decided"] = [{"id": first, **decided.get(row["id"], {
+        "entity_id": remap.get(row["id"], row["id"]), "decision": "existing", "matched_id": None, "score": None,
+        "match_type": None})} for first, row in origin]
 
 
 def _candidate(c: dict[str, Any], rules: NameRules, by_key: dict[str, list[float]]) -> Candidate:

@@ -118,23 +118,27 @@ def link_rows(
     entities: dict[str, dict[str, Any]] = {}
     mentions: list[dict[str, Any]] = []
     relations: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []  # description / attributes a structured write gave an entity
 
     def entity(m: Memory, group: str, ref: EntityRef) -> str:
         """One row per entity id; every spelling seen in the batch becomes a name or an alias."""
-        eid = entity_id(m.user_id, group, ref.name)
+        eid = ref.id or entity_id(m.user_id, group, ref.name)
         name = entity_name(ref.name)
+        spellings = [name, *(a for a in (entity_name(x) for x in ref.aliases[:MAX_ALIASES]) if a)]
         row = entities.get(eid)
         if row is None:
-            entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
-                             "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS], "names": [name],
-                             "keys": names.keys_of([name]),
-                             "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
-        else:
-            if row["type"] == "thing":
-                row["type"] = ref.type[:MAX_PREDICATE_CHARS]
-            if name not in row["names"]:
-                row["names"].append(name)
-                row["keys"] = names.keys_of(row["names"])
+            row = entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
+                                   "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS],
+                                   "names": [name], "keys": names.keys_of([name]),
+                                   "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
+        elif row["type"] == "thing":
+            row["type"] = ref.type[:MAX_PREDICATE_CHARS]
+        if any(n not in row["names"] for n in spellings):
+            row["names"] = list(dict.fromkeys([*row["names"], *spellings]))
+            row["keys"] = names.keys_of(row["names"])
+        if ref.description is not None or ref.attributes is not None:
+            details.append({"id": eid, "memory_id": m.id, "description": ref.description,
+                            "attributes": ref.attributes})
         return eid
 
     for link in links:
@@ -143,13 +147,14 @@ def link_rows(
         for ref in link.entities:
             if entity_name(ref.name):
                 mentions.append({"memory_id": m.id, "entity_id": entity(m, group, ref)})
-        known = {entity_name(e.name).casefold(): e.type for e in link.entities}
+        known = {entity_name(e.name).casefold(): e for e in link.entities}
+
         for rel in link.relations:
             if not entity_name(rel.subject) or not entity_name(rel.object) or not rel.predicate.strip():
                 continue
             predicate = rel.predicate.strip()[:MAX_PREDICATE_CHARS]
-            src = entity(m, group, EntityRef(rel.subject, known.get(entity_name(rel.subject).casefold(), "thing")))
-            dst = entity(m, group, EntityRef(rel.object, known.get(entity_name(rel.object).casefold(), "thing")))
+            src = entity(m, group, _end(known, rel.subject))
+            dst = entity(m, group, _end(known, rel.object))
             mentions += [{"memory_id": m.id, "entity_id": src}, {"memory_id": m.id, "entity_id": dst}]
             valid_at = iso_utc(rel.valid_at) or iso_utc(default_valid_at) or iso_utc(m.created_at) or m.created_at
             relations.append({
@@ -157,7 +162,7 @@ def link_rows(
                 "source_id": src, "target_id": dst, "user_id": m.user_id, "group_id": group,
                 "predicate": predicate, "fact": rel.fact[:MAX_FACT_CHARS], "valid_at": valid_at,
                 "created_at": m.created_at, "memory_id": m.id, "updated_at": m.updated_at,
-                "ft_key": ft_key(m.user_id, group),
+                "ft_key": ft_key(m.user_id, group), "confidence": rel.confidence,
             })
     # Sorted by id: concurrent writers (other processes) take the nodes' locks in one global order.
     unique_mentions = sorted({(r["entity_id"], r["memory_id"]): r for r in mentions}.values(),
@@ -166,8 +171,15 @@ def link_rows(
         "entities": sorted(entities.values(), key=lambda r: str(r["id"])),
         "mentions": unique_mentions,
         "relations": sorted(relations, key=lambda r: (min(r["source_id"], r["target_id"]), r["id"], r["memory_id"])),
+        "details": details,
     }
 
+
+
+def _end(known: dict[str, EntityRef], name: str) -> EntityRef:
+    """A relation's end: the entity of that name its link lists (its type, and its id when pinned), else generic."""
+    ref = known.get(entity_name(name).casefold())
+    return EntityRef(name, ref.type, id=ref.id) if ref is not None else EntityRef(name)
 
 
 def fact_of(row: dict[str, Any], score: float = 0.0) -> GraphFact:

@@ -14,8 +14,8 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
-from service.stores.graph import NameRules, group_id
-from service.stores.neo4j import cypher, resolution
+from service.stores.graph import GraphReport, NameRules, group_id
+from service.stores.neo4j import cypher, facts, resolution
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -294,7 +294,7 @@ class RunGraph:
     async def _write(self, fn: Any, **params: Any) -> Any: ...
     async def _link_write(self, links_of: Any, body: Any) -> Any: ...
 
-    async def write_run(self, run: RunWrite) -> bool:
+    async def write_run(self, run: RunWrite) -> GraphReport | None:
         check_id(run.user_id, "user_id")
         check_id(run.run_id, "run id", 64)
         uid = run_uid(run.user_id, run.run_id)
@@ -322,11 +322,12 @@ class RunGraph:
                                        key=lambda t: (t["entity_id"], t["memory_id"])),
                     "relations": []}
 
-        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> bool:
+        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
+                       ) -> GraphReport | None:
             live = await (await tx.run(MERGE_RUN, uid=uid, run_id=run.run_id, user_id=run.user_id,
                                        accepted_at=run.accepted_at, ft_key=key, restore=run.restore)).single()
             if live is None:
-                return False  # deleted after this part was accepted
+                return None  # deleted after this part was accepted
             if run.start is not None:
                 await (await tx.run(START, uid=uid, accepted_at=run.accepted_at, task=run.start["task"],
                                     project_id=run.start.get("project_id"), session_id=run.start.get("session_id"),
@@ -338,15 +339,16 @@ class RunGraph:
             if calls:
                 await (await tx.run(CALLS, uid=uid, user_id=run.user_id, ft_key=key,
                                     calls=[{k: c[k] for k in ("step_uid", "uid", "props")} for c in calls])).consume()
+            report = GraphReport()
             if graph["entities"]:
-                await _touch(tx, graph, run.accepted_at, self._names, vectors)
+                report = await _touch(tx, graph, run.accepted_at, self._names, vectors)
             if run.outcome is not None:
                 await (await tx.run(COMPLETE, uid=uid, accepted_at=run.accepted_at, success=run.outcome["success"],
                                     summary=run.outcome.get("summary", ""), error_kind=run.outcome.get("error_kind"),
                                     vec=run.summary_vec, model=run.vec_model)).consume()
-            return True
+            return report
 
-        written: bool = await self._link_write(links_of, body)
+        written: GraphReport | None = await self._link_write(links_of, body)
         return written
 
     async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None:
@@ -514,12 +516,18 @@ class RunGraph:
 
 
 async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, names: NameRules,
-                 vectors: dict[str, list[float]]) -> None:
-    """The touched entities through the identity gate (as a memory's mentions), then the TOUCHED edges."""
+                 vectors: dict[str, list[float]]) -> GraphReport:
+    """The touched entities through the identity gate (as a memory's mentions), then the TOUCHED edges. What the
+    gate did, per tool call (facts.finish_links)."""
+    origin = {r["id"]: (r["name"], r["type"]) for r in graph["entities"]}
+    named = [(m["memory_id"], m["entity_id"]) for m in graph["mentions"]]
     if names.resolves:
         await resolve(tx, names, graph, now, vectors)  # rewrites the rows ("mentions" = touches) in place
+    else:
+        graph["decided"] = await facts.decided_without_gate(tx, list(origin))
     await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
     if graph.get("same_as"):
         await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:
         await (await tx.run(TOUCH, rows=graph["mentions"])).consume()
+    return await facts.finish_links(tx, graph, origin, named)

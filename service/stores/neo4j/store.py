@@ -21,11 +21,13 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
-from service.stores.graph import SINGLE_VALUED_PREDICATES, MemoryLinks, NameRules
-from service.stores.neo4j import cypher, resolution
+from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphReport, MemoryLinks, NameRules
+from service.stores.neo4j import cypher, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
+from service.stores.neo4j.communities import COMMUNITY_SCHEMA, CommunityGraph
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
+from service.stores.neo4j.facts import FactGraph
 from service.stores.neo4j.reads import GraphReads
 from service.stores.neo4j.resolution import MissingNameVectors, resolve
 from service.stores.neo4j.rows import (
@@ -71,11 +73,15 @@ def supersede_rows(relations: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
-                      names: NameRules, vectors: dict[str, list[float]]) -> None:
+                      names: NameRules, vectors: dict[str, list[float]]) -> GraphReport:
     """Resolve the new entities (when the rules have a gate), MERGE entities, mentions and relations, then let
-    single-valued facts replace older ones."""
+    single-valued facts replace older ones. Returns what it did per memory (facts.py, `report`)."""
+    origin = {r["id"]: (r["name"], r["type"]) for r in graph["entities"]}
+    named = [(m["memory_id"], m["entity_id"]) for m in graph["mentions"]]
     if names.resolves and graph["entities"]:
         await resolve(tx, names, graph, now, vectors)
+    elif graph["entities"]:
+        graph["decided"] = await facts.decided_without_gate(tx, list(origin))
     if graph["entities"]:
         await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
     if graph.get("same_as"):
@@ -87,10 +93,11 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
     single = supersede_rows(graph["relations"])
     if single:  # oldest first, one round trip
         await (await tx.run(cypher.SUPERSEDE, rows=single, now=now)).consume()
+    return await facts.finish_links(tx, graph, origin, named)
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph, FactGraph, CommunityGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
@@ -196,7 +203,7 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
             await (await tx.run(stmt)).consume()
 
         for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
-                + RUN_SCHEMA + CONVERSATION_SCHEMA:
+                + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA:
             try:
                 await self._write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
@@ -320,7 +327,8 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
                 vectors |= await self._names.vectors(exc.names)
         raise DependencyUnavailable("neo4j write: candidates kept arriving without name vectors")
 
-    async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None) -> None:
+    async def upsert_memories(self, memories: list[Memory], links: list[MemoryLinks] | None = None
+                              ) -> GraphReport:
         """The memories and their links, in chunks of memories sized by measured time (a job's few memories are
         one transaction; a bulk write is several, each well inside the deadline)."""
         now = utc_now()
@@ -328,18 +336,23 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
         for link in links or []:
             by_memory.setdefault(link.memory_id, []).append(link)
 
-        async def chunk(part: list[Memory]) -> None:
+        async def chunk(part: list[Memory]) -> GraphReport:
             rows = sorted((memory_row(m) for m in part), key=lambda r: str(r["id"]))
             part_links = [link for m in part for link in by_memory.get(m.id, [])]
 
             async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
-                           ) -> None:
+                           ) -> GraphReport:
                 await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
-                await apply_links(tx, graph, now, self._names, vectors)
+                return await apply_links(tx, graph, now, self._names, vectors)
 
-            await self._link_write(lambda: link_rows(part, part_links, self._names), body, slow=True)
+            done: GraphReport = await self._link_write(lambda: link_rows(part, part_links, self._names), body,
+                                                       slow=True)
+            return done
 
-        await self._chunked("upsert", memories, chunk)
+        report = GraphReport()
+        for part in await self._chunked("upsert", memories, chunk):
+            report.add(part)
+        return report
 
     async def replace_memory(self, memory: Memory, links: MemoryLinks, now: str) -> list[str]:
         if links.memory_id != memory.id:

@@ -1,0 +1,110 @@
+"""The graph as an API (docs/graph.md): structured writes (202 + task id, Idempotency-Key), facts about an entity,
+structural queries."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from service.api.deps import DepsDep, IntakeDep
+from service.api.idempotency import IdempotencyKey, fingerprint, once
+from service.api.params import Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
+from service.api.security import CallerDep
+from service.graph_api.intake import GraphIntake
+from service.graph_api.reads import GraphFacts
+from service.schemas import AcceptedResponse
+from service.schemas.graph_api import (
+    CommunityPage,
+    CommunityRebuild,
+    EntityFactsPage,
+    EntityWrite,
+    FactPage,
+    FactWrite,
+    GraphQuery,
+    RelationWrite,
+)
+
+router = APIRouter(prefix="/v1/graph", tags=["graph"])
+
+
+async def _intake(deps: DepsDep) -> GraphIntake:
+    return GraphIntake(deps.settings, deps.tasks, deps.graph)
+
+
+async def _facts(deps: DepsDep) -> GraphFacts:
+    return GraphFacts(deps.graph)
+
+
+GraphIntakeDep = Annotated[GraphIntake, Depends(_intake)]
+GraphFactsDep = Annotated[GraphFacts, Depends(_facts)]
+NameQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+EntityIdQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+
+
+@router.post("/entities", status_code=202, response_model=AcceptedResponse)
+async def write_entity(req: EntityWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
+                       idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """An entity through the resolution gate. 202; the task's result has `resolution` (merged | pending | created
+    | existing, the entity id, the matched id, the score)."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/entities", req.model_dump(mode="json"))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_entity(req, user))
+
+
+@router.post("/relations", status_code=202, response_model=AcceptedResponse)
+async def write_relation(req: RelationWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
+                         idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """A relation between two entities given by id or name (names resolved through the gate). 202."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/relations", req.model_dump(mode="json"))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_relation(req, user))
+
+
+@router.post("/facts", status_code=202, response_model=AcceptedResponse)
+async def write_fact(req: FactWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
+                     idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
+    """A subject-predicate-object fact; a single-valued predicate supersedes the subject's older fact. 202."""
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/facts", req.model_dump(mode="json"))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_relation(req, user))
+
+
+@router.get("/facts", response_model=EntityFactsPage)
+async def facts_by_name(
+    graph: GraphFactsDep, caller: CallerDep, name: NameQuery = None, entity_id: EntityIdQuery = None,
+    user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None, include_history: bool = True,
+    limit: PageLimit = 100, cursor: Cursor = None,
+) -> EntityFactsPage:
+    """The facts about the entity a name (its name, an alias, a merged entity's name) or an id stands for."""
+    return await graph.entity_facts(caller.user(user_id), entity_id=entity_id, name=name, project_id=project_id,
+                                    include_history=include_history, limit=limit, cursor=cursor)
+
+
+@router.get("/entities/{entity_id}/facts", response_model=EntityFactsPage)
+async def entity_facts(
+    entity_id: EntityId, graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+    include_history: bool = True, limit: PageLimit = 100, cursor: Cursor = None,
+) -> EntityFactsPage:
+    """The facts about an entity (a merged one: its target's), both directions, current first, then history."""
+    return await graph.entity_facts(caller.user(user_id), entity_id=entity_id, name=None, project_id=None,
+                                    include_history=include_history, limit=limit, cursor=cursor)
+
+
+@router.post("/query", response_model=FactPage)
+async def query(req: GraphQuery, graph: GraphFactsDep, caller: CallerDep) -> FactPage:
+    """Typed relations: subject / subject_type / predicate / object / object_type, valid at as_of. Paged."""
+    return await graph.query(req, caller.user(req.user_id))
+
+
+@router.get("/communities", response_model=CommunityPage)
+async def communities(graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+                      limit: PageLimit = 50, cursor: Cursor = None) -> CommunityPage:
+    """The user's entity communities (as the last rebuild grouped them), biggest first, with live members."""
+    return await graph.communities(caller.user(user_id), limit, cursor)
+
+
+@router.post("/communities/rebuild", status_code=202, response_model=AcceptedResponse)
+async def rebuild_communities(req: CommunityRebuild, graph: GraphIntakeDep, caller: CallerDep) -> AcceptedResponse:
+    """Group the user's entities into communities now (a daily cron does it for every user). 202; poll."""
+    return await graph.submit_communities(caller.user(req.user_id))

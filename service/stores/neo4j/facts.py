@@ -1,0 +1,248 @@
+"""The graph as an API (docs/graph.md): what a write did to the entities it named (the task result's
+`entities`), the details a structured write gives an entity or a relation, and the reads of facts about one
+entity and of structural queries. Mixed into Neo4jGraphStore (`FactGraph`)."""
+
+from __future__ import annotations
+
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction
+
+from service.errors import NotFound
+from service.stores.graph import EntityDecision, GraphReport, NameRules
+from service.stores.neo4j.resolution import KEY_INDEX, key_query
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, entity_name, ft_key
+
+MAX_MERGE_HOPS = 5
+
+# ---- writes (inside the write's transaction: store.apply_links) ------------------------------------------------
+
+_EXISTING: LiteralString = """
+UNWIND $ids AS id
+MATCH (e:Entity {id: id})
+RETURN e.id AS id, coalesce(e.merged_into, e.id) AS target
+"""
+
+_DETAILS: LiteralString = """
+UNWIND $rows AS row
+MATCH (e:Entity {id: row.id})
+SET e.description = coalesce(row.description, e.description),
+    e.attributes = coalesce(row.attributes, e.attributes)
+"""
+
+_CONFIDENCE: LiteralString = """
+UNWIND $rows AS row
+MATCH ()-[r:RELATES {key: row.id}]->()
+SET r.confidence = row.confidence
+"""
+
+
+async def decided_without_gate(tx: AsyncManagedTransaction, ids: list[str]) -> list[dict[str, Any]]:
+    """Without a resolution gate an entity is `existing` (its spelling's node is there) or `created`. Read before
+    the entities are MERGEd."""
+    held = {str(r["id"]): str(r["target"]) for r in await (await tx.run(_EXISTING, ids=ids)).data()}
+    return [{"id": i, "entity_id": held.get(i, i), "decision": "existing" if i in held else "created",
+             "matched_id": None, "score": None, "match_type": None} for i in ids]
+
+
+async def finish_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]],
+                       origin: dict[str, tuple[str, str]], named: list[tuple[str, str]]) -> GraphReport:
+    """After the links are written: a structured write's entity details and relation confidences, then the report.
+    `origin`: each entity row's id before the gate -> (name, type); `named`: (memory id, entity row id) before it."""
+    final = {str(d["id"]): d for d in graph.get("decided", [])}
+    details = [{**d, "id": str(final.get(d["id"], {}).get("entity_id", d["id"]))} for d in graph.get("details", [])]
+    if details:
+        await (await tx.run(_DETAILS, rows=details)).consume()
+    confident = [{"id": r["id"], "confidence": float(r["confidence"])} for r in graph["relations"]
+                 if r.get("confidence") is not None]
+    if confident:
+        await (await tx.run(_CONFIDENCE, rows=confident)).consume()
+    report = GraphReport()
+    for memory_id, first in named:
+        name, etype = origin.get(first, ("", "thing"))
+        d = final.get(first, {"entity_id": first, "decision": "created"})
+        decision = EntityDecision(name=name, type=etype, entity_id=str(d["entity_id"]), decision=str(d["decision"]),
+                                  matched_id=d.get("matched_id"), score=d.get("score"), match_type=d.get("match_type"))
+        listed = report.entities.setdefault(memory_id, [])
+        if decision not in listed:
+            listed.append(decision)
+    for r in graph["relations"]:
+        report.relations[r["memory_id"]] = report.relations.get(r["memory_id"], 0) + 1
+    return report
+
+
+# ---- reads --------------------------------------------------------------------------------------------------
+
+_ENTITY_FIELDS: LiteralString = "{.id, .name, .type, .aliases, .group_id, .description, .attributes, .merged_into}"
+
+_BY_ID: LiteralString = """
+MATCH (e:Entity {id: $id}) WHERE e.user_id = $user_id
+RETURN e""" + _ENTITY_FIELDS + """ AS e
+"""
+
+_BY_NAME_ORDER: LiteralString = """
+RETURN e""" + _ENTITY_FIELDS + """ AS e
+ORDER BY CASE WHEN e.merged_into IS NULL THEN 0 ELSE 1 END, CASE WHEN e.name_lc = $name_lc THEN 0 ELSE 1 END,
+         e.group_id DESC, e.id
+"""
+
+# A name: the entity's own (lower-cased) name (index on user_id, name_lc) or the key of one of its spellings and
+# aliases (the gate's keyword index `entity_keys`, one exact token per key); merged ones included (the caller
+# follows merged_into).
+_BY_NAME: LiteralString = """
+CALL () {
+    MATCH (e:Entity {user_id: $user_id, name_lc: $name_lc}) WHERE e.group_id IN $groups
+    RETURN e
+  UNION
+    UNWIND $key_queries AS q
+    CALL db.index.fulltext.queryNodes($key_index, q, {limit: 20}) YIELD node AS e
+    WHERE e.user_id = $user_id AND e.group_id IN $groups
+    RETURN e
+}
+WITH DISTINCT e""" + _BY_NAME_ORDER
+
+# Without the gate (no keyword index): the user's entities of these groups (index on user_id, group_id).
+_BY_NAME_SCAN: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.group_id IN $groups
+  AND (e.name_lc = $name_lc OR $key IN coalesce(e.keys, []) OR $name IN coalesce(e.aliases, []))
+WITH e""" + _BY_NAME_ORDER
+
+# Both directions; a merge's copies share the original's id (one row per id); the far end is a live entity
+# (the edge of a merged entity lives on as its target's copy). Current facts first, then history, newest first.
+_ENTITY_FACTS: LiteralString = """
+MATCH (e:Entity {id: $id})-[r:RELATES]-(o:Entity)
+WHERE o.merged_into IS NULL AND o <> e AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+  AND r.fact IS NOT NULL
+WITH r, startNode(r) = e AS out, o,
+     CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN true ELSE false END AS current
+WITH r.id AS id, collect({r: r, out: out, o: o, current: current})[0] AS x
+WITH x.r AS r, x.out AS out, x.o AS o, x.current AS current
+ORDER BY CASE WHEN current THEN 0 ELSE 1 END, r.valid_at DESC, r.id
+SKIP $offset LIMIT $limit
+RETURN r{.id, .predicate, .fact, .valid_at, .invalid_at, .expired_at, .memory_ids, .group_id, .confidence,
+         .migrated_from} AS fact, out, current, o{.id, .name, .type} AS other
+"""
+
+# Structural query: typed relations with optional ends. The validity at `as_of` (a fact stated by a live memory,
+# valid then), else the current facts. From the objects when named (their edges), else the user's edges.
+_QUERY_WHERE: LiteralString = """
+WHERE r.user_id = $user_id AND r.group_id IN $groups AND s.merged_into IS NULL AND o.merged_into IS NULL
+  AND ($predicates IS NULL OR r.predicate IN $predicates)
+  AND ($subjects IS NULL OR s.id IN $subjects)
+  AND ($subject_types IS NULL OR s.type IN $subject_types)
+  AND ($object_types IS NULL OR o.type IN $object_types)
+  AND r.fact IS NOT NULL
+  AND CASE WHEN $as_of IS NULL THEN r.invalid_at IS NULL AND r.expired_at IS NULL
+           ELSE size(r.memory_ids) > 0 AND r.valid_at <= $as_of AND (r.invalid_at IS NULL OR r.invalid_at > $as_of)
+      END
+WITH DISTINCT r, s, o
+ORDER BY r.valid_at DESC, r.id
+SKIP $offset LIMIT $limit
+RETURN r{.id, .predicate, .fact, .valid_at, .invalid_at, .expired_at, .memory_ids, .group_id, .confidence} AS fact,
+       s{.id, .name, .type} AS subject, o{.id, .name, .type} AS object
+"""
+
+_QUERY_BY_OBJECT: LiteralString = """
+MATCH (o:Entity) WHERE o.id IN $objects
+MATCH (s:Entity)-[r:RELATES]->(o)
+""" + _QUERY_WHERE
+
+_QUERY_BY_SUBJECT: LiteralString = """
+MATCH (s:Entity) WHERE s.id IN $subjects
+MATCH (s)-[r:RELATES]->(o:Entity)
+""" + _QUERY_WHERE
+
+_QUERY_ALL: LiteralString = """
+MATCH (s:Entity)-[r:RELATES]->(o:Entity)
+""" + _QUERY_WHERE
+
+
+def _offset(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 9:
+        raise NotFound("unknown cursor")
+    return int(cursor)
+
+
+class FactGraph:
+    """Entity lookups, facts about an entity and structural queries (use Neo4jGraphStore's `_read`)."""
+
+    _names: NameRules  # provided by Neo4jGraphStore
+
+    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+
+    async def find_entity(self, user_id: str, groups: list[str], *, entity_id: str | None = None,
+                          name: str | None = None) -> dict[str, Any] | None:
+        """The live entity an id or a name (its own, a spelling's key, an alias) stands for: a merged entity's
+        target (followed through merges). None when the user's graph has none."""
+        check_id(user_id, "user_id")
+        checked = check_groups(groups) or []
+        if entity_id is not None:
+            check_id(entity_id, "entity id")
+        clean = entity_name(name or "")
+
+        async def run(tx: AsyncManagedTransaction) -> dict[str, Any] | None:
+            if entity_id is not None:
+                rows = await (await tx.run(_BY_ID, id=entity_id, user_id=user_id)).data()
+            elif self._names.resolves:
+                key = self._names.name_key(clean)
+                queries = [key_query(ft_key(user_id, g), [key]) for g in checked] if key else []
+                rows = await (await tx.run(_BY_NAME, user_id=user_id, groups=checked, name_lc=clean.casefold(),
+                                           key_queries=queries, key_index=KEY_INDEX)).data()
+            else:
+                rows = await (await tx.run(_BY_NAME_SCAN, user_id=user_id, groups=checked, name_lc=clean.casefold(),
+                                           key=self._names.name_key(clean), name=clean)).data()
+            if not rows:
+                return None
+            found: dict[str, Any] = rows[0]["e"]
+            for _ in range(MAX_MERGE_HOPS):
+                if not found.get("merged_into"):
+                    break
+                rows = await (await tx.run(_BY_ID, id=found["merged_into"], user_id=user_id)).data()
+                if not rows:
+                    break
+                found = rows[0]["e"]
+            return found
+
+        if entity_id is None and not clean:
+            return None
+        result: dict[str, Any] | None = await self._read(run)
+        return result
+
+    async def entity_facts(self, entity_id: str, include_history: bool, limit: int, cursor: str | None
+                           ) -> tuple[list[dict[str, Any]], str | None]:
+        """The facts about a live entity, both directions, current first then history (newest first)."""
+        check_id(entity_id, "entity id")
+        limit = clamp(limit, MAX_PAGE_LIMIT)
+        offset = _offset(cursor)
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(_ENTITY_FACTS, id=entity_id, history=include_history, offset=offset,
+                                  limit=limit + 1)
+            return await result.data()
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        more = len(rows) > limit
+        return rows[:limit], str(offset + limit) if more else None
+
+    async def query_facts(self, user_id: str, groups: list[str], *, subjects: list[str] | None,
+                          objects: list[str] | None, predicates: list[str] | None, subject_types: list[str] | None,
+                          object_types: list[str] | None, as_of: str | None, limit: int, cursor: str | None
+                          ) -> tuple[list[dict[str, Any]], str | None]:
+        """Typed relations matching every given filter (None: any), valid at `as_of` (None: current)."""
+        check_id(user_id, "user_id")
+        checked = check_groups(groups) or []
+        limit = clamp(limit, MAX_PAGE_LIMIT)
+        offset = _offset(cursor)
+        stmt = _QUERY_BY_OBJECT if objects is not None else _QUERY_BY_SUBJECT if subjects is not None else _QUERY_ALL
+
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(stmt, user_id=user_id, groups=checked, subjects=subjects, objects=objects,
+                                  predicates=predicates, subject_types=subject_types, object_types=object_types,
+                                  as_of=as_of, offset=offset, limit=limit + 1)
+            return await result.data()
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        more = len(rows) > limit
+        return rows[:limit], str(offset + limit) if more else None
