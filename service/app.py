@@ -14,7 +14,18 @@ from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
-    context, errors, graph, graph_api, legacy, maintenance, memories, meta, portability, search, tasks, traces,
+    context,
+    errors,
+    graph,
+    graph_api,
+    legacy,
+    maintenance,
+    memories,
+    meta,
+    portability,
+    search,
+    tasks,
+    traces,
 )
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router

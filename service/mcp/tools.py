@@ -21,18 +21,18 @@ from service.context_format import render_markdown
 from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message, Scope, TaskStatus
 from service.graph_api.vocabulary import ENTITY_TYPES
 from service.mcp.backend import (
-    COMPLETE_RUN,
     ADD_ENTITY,
     ADD_FACT,
     ADD_RELATION,
+    COMPLETE_RUN,
     CONTEXT,
     FACTS_ABOUT,
     GRAPH_SEARCH,
     LIST_DUPLICATES,
     LIST_MEMORIES,
     MERGE_ENTITIES,
-    RECORD_STEP,
     QUERY_GRAPH,
+    RECORD_STEP,
     REVIEW_DUPLICATE,
     SEARCH,
     SEARCH_RUNS,
