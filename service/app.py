@@ -25,6 +25,7 @@ from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
 from service.settings import Settings, load_settings
+from service.ui.web import install_console
 
 log = structlog.get_logger(__name__)
 
@@ -125,6 +126,8 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
                     "Authentication: `Authorization: Bearer <API key>` (or `X-API-Key`).",
         dependencies=[Depends(get_caller)],  # every route, including ones added later (PUBLIC_PATHS aside)
         responses=ERROR_RESPONSES,
+        docs_url=None,  # /docs and /redoc come from vendored files with the console (service/ui/web.py)
+        redoc_url=None,
     )
 
     app.add_middleware(RequestContext)
@@ -150,6 +153,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(runs_router)  # task traces
     app.include_router(conversations_router)  # conversations
     app.include_router(legacy.router)
+    install_console(app, settings)  # the web console at /ui, and /docs, /redoc (docs/console.md)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
