@@ -22,6 +22,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from service.app import create_app
@@ -339,3 +340,38 @@ def test_every_ui_route_needs_a_session(console: Console, tmp_path: Path) -> Non
             assert resp.status_code == 303, (method, path)
         assert c.get("/ui").status_code == 303
         assert "api_key" in c.get("/ui/login").text
+
+
+PAGES = ["/ui/memories", "/ui/search?q=tea", "/ui/graph", "/ui/review", "/ui/activity", "/ui/health", "/ui/keys",
+         "/ui/conversations", "/ui/runs", "/ui/user"]
+UNLABELLED = """return [...document.querySelectorAll('input, select, textarea')]
+  .filter(e => e.type !== 'hidden' && e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.outerHTML)"""
+
+
+def test_pages_fit_360_px_have_labelled_controls_and_work_by_keyboard(console: Console, browser: WebDriver) -> None:
+    console.write("a", "I keep my notes in plain text files")
+    sign_in(browser, console, "admin", console.users["a"])
+    try:
+        for width in (360, 1440):
+            browser.set_window_size(width, 900)
+            for page in PAGES:
+                browser.get(console.url + page)
+                assert browser.find_element(By.TAG_NAME, "h1").text not in ("", "403", "404", "500"), page
+                overflow = browser.execute_script(
+                    "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                assert overflow <= 0, (width, page, overflow)
+                assert browser.execute_script(UNLABELLED) == [], page
+        # the keyboard: the skip link comes first, then the navigation; Enter on a link follows it
+        browser.get(console.url + "/ui/memories")
+        body = browser.find_element(By.TAG_NAME, "body")
+        body.send_keys(Keys.TAB)
+        assert browser.switch_to.active_element.text == "Skip to content"
+        body = browser.switch_to.active_element
+        body.send_keys(Keys.TAB)
+        body = browser.switch_to.active_element
+        assert body.text == "Memories"
+        body.send_keys(Keys.TAB)
+        browser.switch_to.active_element.send_keys(Keys.ENTER)
+        wait(lambda: browser.current_url.endswith("/ui/search"), what="the search page by keyboard")
+    finally:
+        browser.set_window_size(1440, 1000)
