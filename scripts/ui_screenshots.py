@@ -85,7 +85,8 @@ def seed(url: str, key: str) -> str:
                 if status["status"] in ("completed", "failed"):
                     break
                 time.sleep(0.1)
-            first = first or status["result"]["memories"][0]["id"]
+            if "Postgres" in content:
+                first = status["result"]["memories"][0]["id"]
     return first
 
 

@@ -243,6 +243,19 @@ def test_graph_view_draws_the_users_entities(console: Console, browser: WebDrive
     assert 1 <= int(box.get_attribute("data-nodes") or 0) <= len(live)
 
 
+def test_a_memory_page_shows_its_entities_and_its_facts_with_history(console: Console, browser: WebDriver) -> None:
+    first = console.write("b", "I live in Lisbon", "personal_fact")
+    console.write("b", "I live in Porto", "personal_fact")  # lives_in holds one value: Lisbon's fact is superseded
+    sign_in(browser, console, "b")
+    browser.get(f"{console.url}/ui/memories/{first}")
+    entities = browser.find_element(By.ID, "memory-entities").text
+    assert "Lisbon" in entities
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#memory-facts tbody tr")]
+    assert any("Lisbon" in r and r.endswith("superseded") for r in rows), rows
+    browser.find_element(By.LINK_TEXT, "Lisbon").click()  # the entity's page: its facts over time
+    assert browser.find_element(By.ID, "entity-name").text == "Lisbon"
+
+
 def test_xss_payloads_stay_text(console: Console, browser: WebDriver) -> None:
     ids = [console.write("a", f"payload {p}") for p in XSS]
     sign_in(browser, console, "a")
