@@ -5,22 +5,22 @@ Writes answer with the task's page, which follows the task to its end (htmx poll
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from service.api import meta
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
-from service.domain import CATEGORIES
+from service.domain import CATEGORIES, ID_PATTERN, Scope
 from service.errors import NotFound, ServiceError, Unauthorized
 from service.maintenance.runs import make_runs, submit_dedup
 from service.schemas import (
@@ -32,7 +32,7 @@ from service.schemas import (
     SearchRequest,
     UpdateMemoryRequest,
 )
-from service.ui.graph import GraphView, graph_view
+from service.ui.graph import graph_view
 from service.ui.session import (
     ConsoleDep,
     check_csrf,
@@ -48,6 +48,7 @@ from service.ui.words import describe_signal
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["signal"] = describe_signal
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 PAGE = 25
 
 
@@ -91,12 +92,21 @@ async def call(aw: Awaitable[T]) -> T:
         return await aw
     except ServiceError as exc:
         raise HTTPException(status_code=exc.status_code, detail=str(exc)) from exc
+
+
+def build(model: type[M], **fields: Any) -> M:
+    """The API's request model from a form or a query (its rules, its messages); blank fields are unset."""
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v not in (None, "")})
     except ValidationError as exc:
-        raise HTTPException(status_code=400, detail="; ".join(e["msg"] for e in exc.errors())) from exc
+        raise HTTPException(status_code=400, detail="; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
 
 
-def when(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+def valid_user(user: str) -> str:
+    if not re.fullmatch(ID_PATTERN, user):
+        raise HTTPException(status_code=400, detail="a user id is 1-128 characters of A-Z a-z 0-9 _ . : @ -")
+    return user
 
 
 # --- sign in ------------------------------------------------------------------------------------------------------
@@ -126,14 +136,13 @@ async def login(request: Request) -> Response:
     try:
         if key:
             record = await ApiKeyStore(deps.redis, deps.settings).verify(key)
-            fresh = new_session(key=key, user=user if record.admin else record.user_id)
+            fresh = new_session(key=key, user=valid_user(user) if record.admin and user else record.user_id)
         elif no_keys and user:
-            Caller().user(user)
-            fresh = new_session(user=user)
+            fresh = new_session(user=valid_user(user))
         else:
             raise Unauthorized("paste an API key" + (" or name a user id" if no_keys else ""))
     except ServiceError as exc:
-        assert session is not None
+        assert session is not None  # check_csrf passed
         return render(request, "login.html", csrf=session.csrf, no_keys=no_keys, error=str(exc),
                       status=exc.status_code)
     response = RedirectResponse("/ui/memories", status_code=303)
@@ -159,14 +168,9 @@ async def switch_user(request: Request, console: ConsoleDep) -> Response:
     user = (await form_of(request)).get("user_id", "").strip()
     if not console.can_switch:
         raise HTTPException(status_code=403, detail="this API key acts only for its own user")
-    await call(_valid_user(user))
     response = RedirectResponse("/ui/memories", status_code=303)
-    set_session(request, response, console.with_user(user))
+    set_session(request, response, console.with_user(valid_user(user)))
     return response
-
-
-async def _valid_user(user: str) -> None:
-    SearchRequest(query="x", user_id=user)  # the API's id rules
 
 
 # --- memories -----------------------------------------------------------------------------------------------------
@@ -175,7 +179,7 @@ async def _valid_user(user: str) -> None:
 async def memories(
     request: Request, console: ConsoleDep,
     category: Annotated[str | None, Query(max_length=64)] = None,
-    scope: Annotated[str | None, Query(max_length=16)] = None,
+    scope: Annotated[str | None, Query(pattern="^(global|project)?$")] = None,
     project_id: Annotated[str | None, Query(max_length=128)] = None,
     agent_id: Annotated[str | None, Query(max_length=128)] = None,
     text: Annotated[str | None, Query(max_length=2000)] = None,
@@ -191,24 +195,19 @@ async def memories(
     items: list[Any]
     next_cursor = None
     if text or after or before:
-        req = await call(_search_request(text or "*", project_id, category, after, before, 100))
+        req = build(SearchRequest, query=text or "*", project_id=project_id, after=after, before=before, limit=100,
+                    categories=[category] if category else None)
         found = await call(console.deps.service.search(req, user))
         items = [r for r in found.results if (not scope or r.scope == scope)
                  and (not agent_id or r.agent_id == agent_id)]
     else:
         page = await call(console.deps.service.list_memories(
-            user, scope=scope or None, category=category, project_id=project_id, agent_id=agent_id,  # type: ignore[arg-type]
-            limit=PAGE, cursor=cursor))
+            user, scope=Scope(scope) if scope else None, category=category or None, project_id=project_id or None,
+            agent_id=agent_id or None, limit=PAGE, cursor=cursor or None))
         items, next_cursor = page.memories, page.next_cursor
     more = f"/ui/memories?{urlencode({**filters, 'cursor': next_cursor})}" if next_cursor else None
     return render(request, "memories.html", console, items=items, filters=filters, more=more,
                   categories=list(CATEGORIES), searched=bool(text or after or before))
-
-
-async def _search_request(query: str, project_id: str | None, category: str | None, after: str | None,
-                          before: str | None, limit: int) -> SearchRequest:
-    return SearchRequest(query=query, project_id=project_id, categories=[category] if category else None,
-                         after=when(after), before=when(before), limit=limit)
 
 
 @router.get("/search", response_class=HTMLResponse)
@@ -218,7 +217,7 @@ async def search(request: Request, console: ConsoleDep,
     """The same search as POST /v1/search; each result with its score and, in words, why it came back."""
     results = None
     if q:
-        req = await call(_search_request(q, project_id or None, None, None, None, 20))
+        req = build(SearchRequest, query=q, project_id=project_id, limit=20)
         results = (await call(console.deps.service.search(req, console.acting()))).results
     return render(request, "search.html", console, q=q or "", project_id=project_id or "", results=results)
 
@@ -241,13 +240,9 @@ async def memory_page(request: Request, memory_id: str, console: ConsoleDep) -> 
 async def edit_memory(request: Request, memory_id: str, console: ConsoleDep) -> Response:
     form = await form_of(request)
     user = console.acting()
-    req = await call(_update(form))
+    req = build(UpdateMemoryRequest, content=form.get("content", ""), category=form.get("category"))
     accepted = await call(console.deps.intake.submit_update(memory_id, req, user))
     return _follow(accepted.task_id, f"/ui/memories/{memory_id}")
-
-
-async def _update(form: dict[str, str]) -> UpdateMemoryRequest:
-    return UpdateMemoryRequest(content=form.get("content", ""), category=form.get("category") or None)
 
 
 @router.get("/memories/{memory_id}/delete", response_class=HTMLResponse)
@@ -269,24 +264,22 @@ async def delete_by_filter(request: Request, console: ConsoleDep) -> Response:
     form = await form_of(request)
     user = console.acting()
     fields = {k: form[k] for k in ("scope", "category", "project_id", "agent_id") if form.get(k)}
+    req = build(BulkDeleteRequest, **fields)  # the API's rules first
     if not fields:
         raise HTTPException(status_code=400, detail="choose at least one filter (category, scope, project, agent)")
     if form.get("confirm") != "yes":
         count, cursor = 0, None
         for _ in range(400):  # bounded: 400 pages of 100
-            page = await call(console.deps.service.list_memories(user, limit=100, cursor=cursor, **fields))
+            page = await call(console.deps.service.list_memories(
+                user, scope=Scope(fields["scope"]) if fields.get("scope") else None, category=fields.get("category"),
+                project_id=fields.get("project_id"), agent_id=fields.get("agent_id"), limit=100, cursor=cursor))
             count += len(page.memories)
             cursor = page.next_cursor
             if cursor is None:
                 break
         return render(request, "confirm_bulk.html", console, fields=fields, count=count, capped=cursor is not None)
-    req = await call(_bulk(fields))
     accepted = await call(console.deps.intake.submit_bulk_delete(req, user))
     return _follow(accepted.task_id, "/ui/memories")
-
-
-async def _bulk(fields: dict[str, str]) -> BulkDeleteRequest:
-    return BulkDeleteRequest.model_validate(fields)
 
 
 def _follow(task_id: str, then: str) -> Response:
@@ -345,13 +338,9 @@ async def entity_page(request: Request, entity_id: str, console: ConsoleDep) -> 
 @router.post("/entities/merge")
 async def merge(request: Request, console: ConsoleDep) -> Response:
     form = await form_of(request)
-    req = await call(_merge(form))
+    req = build(MergeRequest, source_id=form.get("source_id"), target_id=form.get("target_id"))
     await call(console.deps.service.merge_entities(req, console.acting()))
     return RedirectResponse(f"/ui/entities/{req.source_id}", status_code=303)
-
-
-async def _merge(form: dict[str, str]) -> MergeRequest:
-    return MergeRequest(source_id=form.get("source_id", ""), target_id=form.get("target_id", ""))
 
 
 @router.post("/entities/{entity_id}/unmerge")
@@ -377,14 +366,10 @@ async def review_queue(request: Request, console: ConsoleDep,
 @router.post("/review")
 async def review(request: Request, console: ConsoleDep) -> Response:
     form = await form_of(request)
-    req = await call(_review(form))
+    req = build(ReviewRequest, source_id=form.get("source_id"), target_id=form.get("target_id"),
+                confirm=form.get("decision") == "confirm", reviewer="console")
     await call(console.deps.service.review_duplicate(req, console.acting()))
     return RedirectResponse("/ui/review", status_code=303)
-
-
-async def _review(form: dict[str, str]) -> ReviewRequest:
-    return ReviewRequest(source_id=form.get("source_id", ""), target_id=form.get("target_id", ""),
-                         confirm=form.get("decision") == "confirm", reviewer="console")
 
 
 # --- activity, health, keys ---------------------------------------------------------------------------------------
@@ -418,6 +403,7 @@ async def start_dedup(request: Request, console: ConsoleDep) -> Response:
 @router.get("/health", response_class=HTMLResponse)
 async def health(request: Request, console: ConsoleDep) -> Response:
     """/health's own answer (the route's function, called as it is), the user's graph figures, key counters."""
+    await console.deps.service.refresh_gauges()  # as /metrics does before it answers
     answer = await meta.health(console.deps, Caller(admin=True) if console.admin else console.caller)
     body = json.loads(bytes(answer.body))
     stats = await call(console.deps.service.graph_stats(console.acting(), None))
@@ -452,9 +438,9 @@ async def create_key(request: Request, console: ConsoleDep) -> Response:
     """The new key's secret is shown once, in this answer only."""
     _admin(console.caller)
     form = await form_of(request)
-    await call(_valid_user(form.get("user_id", "")))
+    user = valid_user(form.get("user_id", "").strip())
     store = ApiKeyStore(console.deps.redis, console.deps.settings)
-    record, secret = await call(store.create(form["user_id"], form.get("name") or None, form.get("admin") == "on"))
+    record, secret = await call(store.create(user, (form.get("name") or "")[:128] or None, form.get("admin") == "on"))
     response = render(request, "keys.html", console, keys=await call(store.list()), secret=secret, created=record)
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -498,21 +484,10 @@ async def run(request: Request, run_id: str, console: ConsoleDep) -> Response:
     return render(request, "task_run.html", console, r=found.model_dump(mode="json"))
 
 
-@router.get("/graph/data")
-async def graph_data(console: ConsoleDep, history: bool = False) -> JSONResponse:
-    """The graph page's elements as JSON (the same view the page embeds)."""
-    view: GraphView = await graph_view(console.deps, console.acting(), history)
-    return JSONResponse(view.elements(None))
-
-
 @router.get("/graph/search", response_class=HTMLResponse)
 async def graph_facts(request: Request, console: ConsoleDep, q: Annotated[str, Query(min_length=1, max_length=2000)]
                       ) -> Response:
     """Facts as POST /v1/graph/search finds them, history included."""
-    req = await call(_graph_search(q))
+    req = build(GraphSearchRequest, query=q, include_history=True, limit=50)
     found = await call(console.deps.service.graph_search(req, console.acting()))
     return render(request, "graph_facts.html", console, q=q, facts=found.results)
-
-
-async def _graph_search(q: str) -> GraphSearchRequest:
-    return GraphSearchRequest(query=q, include_history=True, limit=50)
