@@ -388,3 +388,41 @@ def test_pages_fit_360_px_have_labelled_controls_and_work_by_keyboard(console: C
         wait(lambda: browser.current_url.endswith("/ui/search"), what="the search page by keyboard")
     finally:
         browser.set_window_size(1440, 1000)
+
+
+def test_admin_creates_a_key_shown_once_and_revokes_it(console: Console) -> None:
+    c, token = _session(console, "admin")
+    with contextlib.closing(c):
+        user = unique("ck")
+        created = c.post("/ui/keys", data={"csrf": token, "user_id": user, "name": "from the console"})
+        assert created.status_code == 200 and created.headers["cache-control"] == "no-store"
+        secret = re.search(r'value="(msk_[^"]+)"', created.text)
+        assert secret
+        listed = c.get("/ui/keys").text
+        assert user in listed and secret.group(1) not in listed  # shown once
+        key_id = secret.group(1).split("_")[1]
+        with httpx.Client(base_url=console.url, headers={"Authorization": f"Bearer {secret.group(1)}"}) as api:
+            assert api.get("/v1/memories").status_code == 200
+            assert c.post(f"/ui/keys/{key_id}/revoke", data={"csrf": token}).status_code == 303
+            assert api.get("/v1/memories").status_code == 401
+        after = c.get("/ui/keys").text
+        assert key_id in after and f"/ui/keys/{key_id}/revoke" not in after  # listed, no longer revocable
+
+
+async def test_without_keys_a_user_id_signs_in(tmp_path: Path) -> None:
+    """AUTH_MODE=none on loopback: the sign-in page asks for a user id, and the session acts for it."""
+    from tests.integration.conftest import running_app, write_raw
+
+    user = unique("cn")
+    async with running_app(tmp_path) as (client, _):
+        await write_raw(client, user_id=user, content="I cycle to work on Fridays", category="preference")
+        page = await client.get("/ui/login")
+        assert "AUTH_MODE=none" in page.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf
+        assert (await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": "no spaces!"})).status_code == 400
+        signed = await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": user})
+        assert signed.status_code == 303
+        listed = await client.get("/ui/memories")
+        assert "I cycle to work on Fridays" in listed.text and user in listed.text
+        assert (await client.get("/ui/memories", params={"scope": "nowhere"})).status_code == 400
