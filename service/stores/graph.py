@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.domain import Memory
+from service.stores.console import ConsoleReads
 from service.stores.tiers import ConversationStore, RunStore
 
 MERGE, PENDING, CREATE = "merge", "pending", "create"
@@ -193,7 +194,7 @@ class MemoryGraphWrites(Protocol):
         """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
 
-class GraphStore(RunStore, ConversationStore, Protocol):
+class GraphStore(RunStore, ConversationStore, ConsoleReads, Protocol):
     name: str
     transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
     deadlock_retries: int

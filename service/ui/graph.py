@@ -1,71 +1,41 @@
-"""The graph as the console draws it: the user's entities and facts, read through the same listings as
-GET /v1/graph/nodes and /v1/graph/edges (`MemoryService.list_nodes`, `list_edges`), page by page up to a bound."""
+"""The graph as the console draws it: a few entities (the ones a search names, else the most connected) and the
+facts around them, read through the graph store's console reads (service/stores/console.py); a click on a node
+asks for that node's neighbourhood. Every read is bounded, so a page costs what it shows, not the user's graph."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from service.deps import Deps
 
-MAX_NODES = 3000  # the view reads at most this many entities and MAX_EDGES facts (docs/console.md)
-MAX_EDGES = 6000
-PAGE = 500
+SEEDS = 40  # entities drawn at first
+FACTS = 400  # facts read around them
 
 
-@dataclass
-class GraphView:
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> the node listing's item
-    edges: list[dict[str, Any]] = field(default_factory=list)  # the edge listing's items
-    capped: bool = False
-
-    def entity(self, entity_id: str) -> dict[str, Any] | None:
-        return self.nodes.get(entity_id)
-
-    def facts_of(self, entity_id: str) -> list[dict[str, Any]]:
-        return [e for e in self.edges if entity_id in (e.get("source_id"), e.get("target_id"))]
-
-    def matching(self, query: str) -> set[str]:
-        """Entities whose name or an alias contains the query (case-insensitive), live ones only."""
-        q = query.casefold().strip()
-        return {i for i, n in self.nodes.items() if not n.get("merged_into") and (
-            q in str(n.get("name") or "").casefold() or any(q in str(a).casefold() for a in n.get("aliases") or []))}
-
-    def elements(self, shown: set[str] | None) -> dict[str, Any]:
-        """Cytoscape's elements: every live entity and fact, each marked `shown` when it is drawn at first (all of
-        them without a selection; else the selection and its neighbours). A click shows a node's neighbours."""
-        live = {i: n for i, n in self.nodes.items() if not n.get("merged_into")}
-        edges = [e for e in self.edges if e.get("source_id") in live and e.get("target_id") in live]
-        visible = set(live) if shown is None else set(shown)
-        if shown is not None:
-            for e in edges:
-                if e["source_id"] in shown or e["target_id"] in shown:
-                    visible |= {e["source_id"], e["target_id"]}
-        return {
-            "nodes": [{"id": i, "label": str(n.get("name") or i), "type": n.get("type"), "shown": i in visible,
-                       "selected": shown is not None and i in shown} for i, n in live.items()],
-            "edges": [{"id": str(e["id"]), "source": e["source_id"], "target": e["target_id"],
-                       "label": str(e.get("predicate") or ""), "fact": str(e.get("fact") or ""),
-                       "current": not (e.get("invalid_at") or e.get("expired_at"))} for e in edges],
-        }
+def elements(seeds: list[dict[str, Any]], facts: list[dict[str, Any]], selected: bool) -> dict[str, Any]:
+    """Cytoscape's elements: the seeds (marked `selected` when a search named them) and the other end of each fact."""
+    nodes: dict[str, dict[str, Any]] = {
+        str(e["id"]): {"id": str(e["id"]), "label": str(e.get("name") or e["id"]), "selected": selected}
+        for e in seeds}
+    edges = []
+    for f in facts:
+        for end, name in (("source_id", "source"), ("target_id", "target")):
+            nodes.setdefault(str(f[end]), {"id": str(f[end]), "label": str(f.get(name) or f[end]), "selected": False})
+        edges.append({"id": str(f["id"]), "source": str(f["source_id"]), "target": str(f["target_id"]),
+                      "label": str(f.get("predicate") or ""), "fact": str(f.get("fact") or ""),
+                      "current": not (f.get("invalid_at") or f.get("expired_at"))})
+    return {"nodes": list(nodes.values()), "edges": edges}
 
 
-async def graph_view(deps: Deps, user_id: str, history: bool = True) -> GraphView:
-    view = GraphView()
-    cursor: str | None = None
-    while len(view.nodes) < MAX_NODES:
-        page = await deps.service.list_nodes(user_id, None, PAGE, cursor)
-        view.nodes.update({str(n["id"]): dict(n) for n in page.items})
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    view.capped = cursor is not None
-    cursor = None
-    while len(view.edges) < MAX_EDGES:
-        page = await deps.service.list_edges(user_id, None, PAGE, cursor, history)
-        view.edges += [dict(e) for e in page.items]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    view.capped = view.capped or cursor is not None
-    return view
+async def view(deps: Deps, user_id: str, query: str, history: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The entities a search names (else the most connected ones) and the graph drawn around them."""
+    seeds = await deps.graph.find_entities(user_id, query, SEEDS)
+    facts = await deps.graph.entity_facts(user_id, [str(e["id"]) for e in seeds], history, FACTS, live_ends=True)
+    return seeds, elements(seeds, facts, selected=bool(query))
+
+
+async def neighbourhood(deps: Deps, user_id: str, entity_id: str, history: bool) -> dict[str, Any]:
+    """One entity's facts and neighbours (a click on a node); empty for an entity of another user."""
+    entity = await deps.graph.entities(user_id, [entity_id])
+    facts = await deps.graph.entity_facts(user_id, [entity_id], history, FACTS, live_ends=True) if entity else []
+    return elements(entity, facts, selected=False)

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
@@ -32,7 +32,8 @@ from service.schemas import (
     SearchRequest,
     UpdateMemoryRequest,
 )
-from service.ui.graph import graph_view
+from service.ui.graph import neighbourhood
+from service.ui.graph import view as graph_view
 from service.ui.session import (
     ConsoleDep,
     check_csrf,
@@ -228,10 +229,9 @@ async def memory_page(request: Request, memory_id: str, console: ConsoleDep) -> 
     memory = await call(console.deps.service.get_memory(memory_id, user))
     stored = await call(console.deps.vectors.get([memory_id]))  # get_memory checked the owner
     task_id = stored[0].task_id if stored else None
-    view = await graph_view(console.deps, user)
     mentioned = (await call(console.deps.graph.mentions_of(user, [memory_id]))).get(memory_id, [])
-    entities = [view.entity(e) or {"id": e, "name": e} for e in mentioned]
-    facts = [f for f in view.edges if memory_id in (f.get("memory_ids") or [])]
+    entities = await call(console.deps.graph.entities(user, mentioned))
+    facts = await call(console.deps.graph.memory_facts(user, memory_id, 200))
     return render(request, "memory.html", console, m=memory, task_id=task_id, entities=entities, facts=facts,
                   categories=list(CATEGORIES), metadata=json.dumps(memory.metadata, indent=2, ensure_ascii=False))
 
@@ -313,26 +313,34 @@ async def task_page(request: Request, task_id: str, console: ConsoleDep,
 async def graph(request: Request, console: ConsoleDep,
                 q: Annotated[str | None, Query(max_length=200)] = None,
                 history: bool = False) -> Response:
-    """The user's entities and facts drawn with cytoscape (static/graph.js reads the page's JSON data); `q` picks
-    the entities whose name or alias contains it, with their neighbours; a click expands a node."""
-    view = await graph_view(console.deps, console.acting(), history)
-    shown = view.matching(q) if q else None
-    return render(request, "graph.html", console, q=q or "", history=history, data=view.elements(shown),
-                  matches=[view.entity(i) for i in sorted(shown or [])][:50], capped=view.capped)
+    """Entities and facts drawn with cytoscape (static/graph.js reads the page's JSON data): the entities whose name
+    or alias contains `q` (else the most connected ones) and their neighbours; a click expands a node."""
+    seeds, data = await call(graph_view(console.deps, console.acting(), q or "", history))
+    return render(request, "graph.html", console, q=q or "", history=history, data=data, matches=seeds)
+
+
+@router.get("/graph/neighbours/{entity_id}")
+async def graph_neighbours(entity_id: str, console: ConsoleDep, history: bool = False) -> JSONResponse:
+    """A node's facts and neighbours, for the graph page's click (JSON: the page's own data format)."""
+    return JSONResponse(await call(neighbourhood(console.deps, console.acting(), entity_id, history)))
 
 
 @router.get("/entities/{entity_id}", response_class=HTMLResponse)
-async def entity_page(request: Request, entity_id: str, console: ConsoleDep) -> Response:
-    view = await graph_view(console.deps, console.acting(), history=True)
-    entity = view.entity(entity_id)
-    if entity is None:
+async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
+                      into: Annotated[str | None, Query(max_length=200)] = None) -> Response:
+    """An entity: its facts over time, its merges; `into` finds the entities it could be merged into."""
+    user, graph = console.acting(), console.deps.graph
+    found = await call(graph.entities(user, [entity_id]))
+    if not found:
         raise HTTPException(status_code=404, detail=f"unknown entity '{entity_id}'")
-    facts = sorted(view.facts_of(entity_id), key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
-    merged_here = [e for e in view.nodes.values() if e.get("merged_into") == entity_id]
-    others = sorted((e for e in view.nodes.values() if e["id"] != entity_id and not e.get("merged_into")),
-                    key=lambda e: str(e.get("name") or ""))[:500]
-    return render(request, "entity.html", console, e=entity, facts=facts, merged_here=merged_here, others=others,
-                  target=view.entity(str(entity.get("merged_into"))) if entity.get("merged_into") else None)
+    entity = found[0]
+    facts = sorted(await call(graph.entity_facts(user, [entity_id], True, 500, live_ends=False)),
+                   key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
+    merged_here = await call(graph.merged_entities(user, entity_id, 100))
+    target = await call(graph.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
+    candidates = [e for e in await call(graph.find_entities(user, into, 20)) if e["id"] != entity_id] if into else []
+    return render(request, "entity.html", console, e=entity, facts=facts, merged_here=merged_here,
+                  target=target[0] if target else None, into=into or "", candidates=candidates)
 
 
 @router.post("/entities/merge")
@@ -357,10 +365,10 @@ async def review_queue(request: Request, console: ConsoleDep,
                        cursor: Annotated[str | None, Query(max_length=512)] = None) -> Response:
     user = console.acting()
     page = await call(console.deps.service.list_duplicates(user, None, PAGE, cursor))
-    view = await graph_view(console.deps, user)
-    merged = [e for e in view.nodes.values() if e.get("merged_into")]
+    merged = await call(console.deps.graph.merged_entities(user, None, 100))
+    targets = await call(console.deps.graph.entities(user, sorted({str(e["merged_into"]) for e in merged})))
     return render(request, "review.html", console, pairs=page.items, next_cursor=page.next_cursor, merged=merged,
-                  names={i: str(e.get("name")) for i, e in view.nodes.items()})
+                  names={str(e["id"]): str(e.get("name")) for e in targets})
 
 
 @router.post("/review")

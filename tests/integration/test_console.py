@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -228,19 +229,35 @@ def test_graph_view_draws_the_users_entities(console: Console, browser: WebDrive
     console.write("a", "Alice uses Postgres for the billing service.", "domain_knowledge")
     with console.api("a") as c:
         items = c.get("/v1/graph/nodes", params={"limit": 500}).json()["items"]
+        edges = c.get("/v1/graph/edges", params={"limit": 500}).json()["items"]
     live = [n for n in items if not n.get("merged_into")]
-    assert live
+    assert 0 < len(live) <= 40  # a small graph: the view draws every entity (the 40 most connected, then neighbours)
     sign_in(browser, console, "a")
     browser.get(console.url + "/ui/graph")
     box = browser.find_element(By.ID, "graph")
     wait(lambda: box.get_attribute("data-ready") == "true", what="cytoscape drawn")
-    assert int(box.get_attribute("data-nodes") or 0) == len(live)
-    # a search narrows the view to the named entity and its neighbours; a click expands a node
-    name = str(live[0]["name"])
-    browser.get(console.url + "/ui/graph?q=" + name)
+    data = json.loads(browser.find_element(By.ID, "graph-data").get_attribute("textContent") or "{}")
+    assert len(data["nodes"]) == len(live) and int(box.get_attribute("data-nodes") or 0) == len(live)
+    assert int(box.get_attribute("data-edges") or 0) == len(edges)
+    # a search narrows the view to the named entity and its neighbours
+    postgres = next(n for n in live if "postgres" in str(n["name"]).lower())
+    browser.get(console.url + "/ui/graph?q=postgres")
     box = browser.find_element(By.ID, "graph")
     wait(lambda: box.get_attribute("data-ready") == "true", what="cytoscape drawn")
-    assert 1 <= int(box.get_attribute("data-nodes") or 0) <= len(live)
+    data = json.loads(browser.find_element(By.ID, "graph-data").get_attribute("textContent") or "{}")
+    around = {e["source_id"] for e in edges if e["target_id"] == postgres["id"]} | {
+        e["target_id"] for e in edges if e["source_id"] == postgres["id"]}
+    assert {n["id"] for n in data["nodes"]} == {postgres["id"]} | around
+    assert int(box.get_attribute("data-nodes") or 0) == len(data["nodes"])
+    # a click asks for the node's neighbourhood: the facts around it, nothing of another user
+    c, _ = _session(console, "a")
+    with contextlib.closing(c):
+        part = c.get(f"/ui/graph/neighbours/{postgres['id']}").json()
+        assert {n["id"] for n in part["nodes"]} == {postgres["id"]} | around
+        assert len(part["edges"]) == len([e for e in edges if postgres["id"] in (e["source_id"], e["target_id"])])
+    c, _ = _session(console, "b")
+    with contextlib.closing(c):
+        assert c.get(f"/ui/graph/neighbours/{postgres['id']}").json() == {"nodes": [], "edges": []}
 
 
 def test_a_memory_page_shows_its_entities_and_its_facts_with_history(console: Console, browser: WebDriver) -> None:
@@ -420,7 +437,8 @@ async def test_without_keys_a_user_id_signs_in(tmp_path: Path) -> None:
         assert "AUTH_MODE=none" in page.text
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
         assert csrf
-        assert (await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": "no spaces!"})).status_code == 400
+        bad = await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": "no spaces!"})
+        assert bad.status_code == 400
         signed = await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": user})
         assert signed.status_code == 303
         listed = await client.get("/ui/memories")

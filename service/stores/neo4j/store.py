@@ -24,6 +24,7 @@ from service.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, MemoryLinks, NameRules
 from service.stores.neo4j import cypher, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
+from service.stores.neo4j.console import ConsoleGraph
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.reads import GraphReads
@@ -89,7 +90,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, ConsoleGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,

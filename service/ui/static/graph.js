@@ -3,14 +3,6 @@
 (function () {
   var box = document.getElementById("graph");
   var data = JSON.parse(document.getElementById("graph-data").textContent);
-  var nodes = {};
-  data.nodes.forEach(function (n) { nodes[n.id] = n; });
-  var byNode = {};
-  data.edges.forEach(function (e) {
-    (byNode[e.source] = byNode[e.source] || []).push(e);
-    (byNode[e.target] = byNode[e.target] || []).push(e);
-  });
-  var shown = {};
   var cy = cytoscape({
     container: box,
     elements: [],
@@ -25,29 +17,30 @@
       { selector: "edge.old", style: { "line-style": "dashed", "opacity": 0.5 } },
     ],
   });
-  function show(ids) {
+  // add the nodes and edges not drawn yet (the page's data, or a node's neighbourhood from the server)
+  function show(part) {
     var added = [];
-    ids.forEach(function (id) {
-      if (shown[id] || !nodes[id]) { return; }
-      shown[id] = true;
-      var n = nodes[id];
-      added.push({ group: "nodes", data: { id: id, label: n.label }, classes: n.selected ? "selected" : "" });
+    part.nodes.forEach(function (n) {
+      if (cy.getElementById(n.id).length) { return; }
+      added.push({ group: "nodes", data: { id: n.id, label: n.label }, classes: n.selected ? "selected" : "" });
     });
-    data.edges.forEach(function (e) {
-      if (shown[e.source] && shown[e.target] && !cy.getElementById("e" + e.id).length) {
-        added.push({ group: "edges", data: { id: "e" + e.id, source: e.source, target: e.target, label: e.label },
-                     classes: e.current ? "" : "old" });
-      }
+    part.edges.forEach(function (e) {
+      if (cy.getElementById("e" + e.id).length) { return; }
+      added.push({ group: "edges", data: { id: "e" + e.id, source: e.source, target: e.target, label: e.label },
+                   classes: e.current ? "" : "old" });
     });
     cy.add(added);
-    cy.layout({ name: "cose", animate: false, fit: true, padding: 20 }).run();
+    if (added.length) { cy.layout({ name: "cose", animate: false, fit: true, padding: 20 }).run(); }
     box.dataset.nodes = String(cy.nodes().length);
     box.dataset.edges = String(cy.edges().length);
   }
-  show(data.nodes.filter(function (n) { return n.shown; }).map(function (n) { return n.id; }));
+  show(data);
   cy.on("tap", "node", function (evt) {
-    var id = evt.target.id();
-    show((byNode[id] || []).map(function (e) { return e.source === id ? e.target : e.source; }));
+    var url = "/ui/graph/neighbours/" + encodeURIComponent(evt.target.id()) + "?history=" + box.dataset.history;
+    box.dataset.expanding = evt.target.id();
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (resp) { return resp.ok ? resp.json() : { nodes: [], edges: [] }; })
+      .then(function (part) { show(part); box.dataset.expanded = evt.target.id(); });
   });
   cy.on("dbltap", "node", function (evt) {
     window.location.href = "/ui/entities/" + encodeURIComponent(evt.target.id());
