@@ -8,8 +8,8 @@ from typing import Any
 
 from service.deps import Deps
 
-SEEDS = 40  # entities drawn at first
-FACTS = 400  # facts read around them
+SEEDS = 30  # entities drawn at first
+FACTS = 240  # facts read around them (each seed brings at most its share)
 
 
 def elements(seeds: list[dict[str, Any]], facts: list[dict[str, Any]], selected: bool) -> dict[str, Any]:

@@ -27,9 +27,12 @@ RETURN e{""" + ENTITY_KEYS + ", degree: degree} AS item"
 
 ENTITY_FACTS: LiteralString = """
 MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
-MATCH (e)-[r:RELATES]-()
-WHERE ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
-  AND (NOT $live_ends OR (startNode(r).merged_into IS NULL AND endNode(r).merged_into IS NULL))
+CALL (e) {
+  MATCH (e)-[r:RELATES]-()
+  WHERE ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+    AND (NOT $live_ends OR (startNode(r).merged_into IS NULL AND endNode(r).merged_into IS NULL))
+  RETURN r LIMIT $per_entity
+}
 WITH DISTINCT r LIMIT $limit
 RETURN """ + FACT_FIELDS
 
@@ -73,8 +76,11 @@ class ConsoleGraph:
         check_id(user_id, "user_id")
         if not entity_ids:
             return []
-        rows = await self._rows(ENTITY_FACTS, "fact", user_id=user_id, ids=entity_ids[:MAX_CONSOLE_LIMIT],
-                                history=history, live_ends=live_ends, limit=clamp(limit, MAX_CONSOLE_LIMIT))
+        ids = entity_ids[:MAX_CONSOLE_LIMIT]
+        limit = clamp(limit, MAX_CONSOLE_LIMIT)
+        # each entity brings at most its share (a hub does not crowd out the others, nor is read whole)
+        rows = await self._rows(ENTITY_FACTS, "fact", user_id=user_id, ids=ids, history=history,
+                                live_ends=live_ends, limit=limit, per_entity=max(10, limit // len(ids)))
         return [dict(edge_item(r)) for r in rows]
 
     async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
