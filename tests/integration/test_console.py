@@ -444,3 +444,23 @@ async def test_without_keys_a_user_id_signs_in(tmp_path: Path) -> None:
         listed = await client.get("/ui/memories")
         assert "I cycle to work on Fridays" in listed.text and user in listed.text
         assert (await client.get("/ui/memories", params={"scope": "nowhere"})).status_code == 400
+
+
+def test_admin_starts_a_dedup_dry_run_and_follows_it(console: Console) -> None:
+    console.write("a", "I always run the tests before I push")
+    console.write("a", "I always run the tests before I push!")
+    c, token = _session(console, "a")
+    with contextlib.closing(c):
+        assert c.post("/ui/activity/dedup", data={"csrf": token}).status_code == 403  # a user key: no
+    c, token = _session(console, "admin")
+    with contextlib.closing(c):
+        assert c.post("/ui/user", data={"csrf": token, "user_id": console.users["a"]}).status_code == 303
+        started = c.post("/ui/activity/dedup", data={"csrf": token})
+        assert started.status_code == 303 and started.headers["location"].startswith("/ui/tasks/")
+        done = wait(lambda: (lambda page: page if 'data-status="completed"' in page else None)(
+            c.get(started.headers["location"] + "&fragment=true").text), what="the dry run completed")
+        report = re.search(r'id="task-next" href="(/ui/activity/[^"]+)"', done)
+        assert report
+        page = c.get(report.group(1))
+        assert page.status_code == 200 and "&#34;dry_run&#34;: true" in page.text and console.users["a"] in page.text
+        assert report.group(1).rsplit("/", 1)[1] in c.get("/ui/activity").text
