@@ -56,6 +56,18 @@ ensure_redis_binary() {
     fi
 }
 
+# ensure_chromium: Debian's chromium and its driver for the console's browser tests (tests/integration/test_console.py).
+ensure_chromium() {
+    command -v chromium >/dev/null && command -v chromedriver >/dev/null && return 0
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        say "installing chromium and chromium-driver from Debian"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+            >/dev/null || die "apt-get install chromium chromium-driver failed"
+    else
+        die "chromium and chromedriver are missing: sudo apt-get install chromium chromium-driver"
+    fi
+}
+
 # start_redis PORT DIR: a Redis on 127.0.0.1:PORT with AOF under DIR, unless one already listens.
 start_redis() {
     local port="$1" dir="$2"

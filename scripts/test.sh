@@ -15,6 +15,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 prebuild_neo4j
 ensure_venv dev
+ensure_chromium
 
 # Fresh test data each run when we start the services ourselves.
 port_open 127.0.0.1 "$TEST_REDIS_PORT" || rm -rf "$STACK_DIR/redis"

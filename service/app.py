@@ -36,6 +36,7 @@ from service.heap import freeze_startup_heap, track_gc_pauses
 from service.logging import configure_logging
 from service.metrics import HTTP_DURATION
 from service.settings import Settings, load_settings
+from service.ui.web import install_console
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +139,8 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
         description="Async memory writes (202 + task id), synchronous vector/graph reads. "
                     "Authentication: `Authorization: Bearer <API key>` (or `X-API-Key`).",
         dependencies=[Depends(get_caller)],  # every route, including ones added later (PUBLIC_PATHS aside)
+        docs_url=None,  # /docs and /redoc come from vendored files with the console (service/ui/web.py)
+        redoc_url=None,
     )
 
     app.add_middleware(RequestContext)
@@ -157,6 +160,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(conversations_router)  # conversations
     app.include_router(tasks.router)
     app.include_router(legacy.router)
+    install_console(app, settings)  # the web console at /ui, and /docs, /redoc (docs/console.md)
     errors.document(app, PUBLIC_PATHS)  # each route's OpenAPI names exactly the errors it can answer
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],

@@ -185,6 +185,11 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = []
     # Browser origins allowed by CORS; empty = CORS off.
     cors_origins: Annotated[list[str], NoDecode] = []
+    # The web console (/ui, docs/console.md): the key its session cookies are signed with (unset: a random key per
+    # process, so sessions end at a restart; set it when several API processes serve the console), and how long a
+    # session lasts.
+    ui_session_secret: SecretStr | None = None
+    ui_session_hours: int = Field(default=12, ge=1, le=24 * 30)
 
     # --- MCP ------------------------------------------------------------------------------
     # http = the API also serves MCP (streamable HTTP) at /mcp/; stdio = only `python -m service.mcp`.

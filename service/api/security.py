@@ -28,6 +28,9 @@ PUBLIC_PATHS = frozenset({"/health", "/metrics", "/v1/categories", "/docs", "/do
 WRITE_METHODS = frozenset({"PUT", "DELETE", "PATCH"})
 # POST routes that are reads (everything else posted is a write)
 READ_POSTS = frozenset({"/v1/search", "/v1/graph/search", "/v1/graph/query"})
+# The web console's pages sign in with their session cookie instead (service/ui/session.py `console`, which
+# verifies the key, rate-limits and checks CSRF); its static files are a mount, outside every dependency.
+CONSOLE_PREFIX = "/ui/"
 
 
 def api_key_of(headers: Any) -> str | None:
@@ -56,6 +59,8 @@ async def get_caller(request: Request) -> Caller:
     if isinstance(cached, Caller):
         return cached
     deps: Deps = request.app.state.deps
+    if request.url.path.startswith(CONSOLE_PREFIX) or request.url.path == CONSOLE_PREFIX.rstrip("/"):
+        return Caller()  # not kept: the console's own dependency sets the request's caller
     if request.url.path in PUBLIC_PATHS:
         caller = Caller()
         if api_key_of(request.headers):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from service.domain import Memory
+from service.stores.console import ConsoleReads
 from service.stores.facts import CommunityStore, FactStore
 from service.stores.tiers import ConversationStore, EntitySearch, RunStore
 
@@ -246,7 +247,7 @@ class MemoryGraphWrites(Protocol):
         """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
 
-class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore, Protocol):
+class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore, ConsoleReads, Protocol):
     name: str
     transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
     deadlock_retries: int

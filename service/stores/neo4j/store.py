@@ -25,6 +25,7 @@ from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphReport, MemoryLi
 from service.stores.neo4j import cypher, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 from service.stores.neo4j.communities import COMMUNITY_SCHEMA, CommunityGraph
+from service.stores.neo4j.console import ConsoleGraph
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.facts import FactGraph
@@ -97,7 +98,8 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph, FactGraph, CommunityGraph):
+class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph, FactGraph, CommunityGraph,
+                      ConsoleGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,

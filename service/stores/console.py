@@ -1,0 +1,27 @@
+"""The graph reads the web console needs beyond the API's listings (part of `GraphStore`): entities by id or by
+name, the facts around entities or supported by a memory, merges. Each is bounded by its `limit` and starts from an
+index (a user's entities, an entity's relationships, a memory's mentions), so a page costs what it shows."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class ConsoleReads(Protocol):
+    async def entities(self, user_id: str, ids: list[str]) -> list[dict[str, Any]]:
+        """The user's entities with these ids (merged ones too), as the node listing shows them."""
+
+    async def find_entities(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]:
+        """Live entities whose name or an alias contains `query` (case-insensitive; "" = any), the most connected
+        first, each with its `degree`."""
+
+    async def entity_facts(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
+                           live_ends: bool) -> list[dict[str, Any]]:
+        """Facts with one end among these entities (with `source_id`/`target_id`, as the edge listing shows them);
+        `history`: superseded ones too; `live_ends`: only facts between entities not merged away."""
+
+    async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
+        """The facts this memory supports, superseded ones included."""
+
+    async def merged_entities(self, user_id: str, into: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entities merged into another (into `into` only, when given)."""

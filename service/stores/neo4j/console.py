@@ -1,0 +1,94 @@
+"""The web console's graph reads (`ConsoleReads`, service/stores/console.py). Mixed into Neo4jGraphStore."""
+
+from __future__ import annotations
+
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction
+
+from service.stores.neo4j.cypher import FACT_FIELDS
+from service.stores.neo4j.rows import check_id, clamp, edge_item
+
+MAX_CONSOLE_LIMIT = 1000
+
+ENTITY_KEYS: LiteralString = """.id, .name, .type, .aliases, .group_id, .created_at, .merged_into, .merged_at,
+  .resolution_action, .resolution_score, .resolution_match_type, .resolution_reason"""
+
+ENTITIES_BY_ID: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
+RETURN e{""" + ENTITY_KEYS + "} AS item"
+
+FIND_ENTITIES: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.merged_into IS NULL
+  AND ($q = '' OR toLower(e.name) CONTAINS $q OR any(a IN coalesce(e.aliases, []) WHERE toLower(a) CONTAINS $q))
+WITH e, COUNT { (e)-[:RELATES]-() } AS degree
+ORDER BY degree DESC, e.id LIMIT $limit
+RETURN e{""" + ENTITY_KEYS + ", degree: degree} AS item"
+
+ENTITY_FACTS: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
+CALL (e) {
+  MATCH (e)-[r:RELATES]-()
+  WHERE ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+    AND (NOT $live_ends OR (startNode(r).merged_into IS NULL AND endNode(r).merged_into IS NULL))
+  RETURN r LIMIT $per_entity
+}
+WITH DISTINCT r LIMIT $limit
+RETURN """ + FACT_FIELDS
+
+MEMORY_FACTS: LiteralString = """
+MATCH (m:Memory) WHERE m.user_id = $user_id AND m.id = $memory_id
+MATCH (m)-[:MENTIONS]->(:Entity)-[r:RELATES]-()
+WHERE $memory_id IN r.memory_ids
+WITH DISTINCT r LIMIT $limit
+RETURN """ + FACT_FIELDS
+
+MERGED: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.merged_into IS NOT NULL AND ($into IS NULL OR e.merged_into = $into)
+WITH e ORDER BY e.merged_at DESC LIMIT $limit
+RETURN e{""" + ENTITY_KEYS + "} AS item"
+
+
+class ConsoleGraph:
+    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+
+    async def _rows(self, stmt: LiteralString, key: str, **params: Any) -> list[dict[str, Any]]:
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(stmt, **params)
+            return [dict(r[key]) for r in await result.data()]
+
+        rows: list[dict[str, Any]] = await self._read(run)
+        return rows
+
+    async def entities(self, user_id: str, ids: list[str]) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        if not ids:
+            return []
+        return await self._rows(ENTITIES_BY_ID, "item", user_id=user_id, ids=ids[:MAX_CONSOLE_LIMIT])
+
+    async def find_entities(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        return await self._rows(FIND_ENTITIES, "item", user_id=user_id, q=query.casefold().strip()[:200],
+                                limit=clamp(limit, MAX_CONSOLE_LIMIT))
+
+    async def entity_facts(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
+                           live_ends: bool) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        if not entity_ids:
+            return []
+        ids = entity_ids[:MAX_CONSOLE_LIMIT]
+        limit = clamp(limit, MAX_CONSOLE_LIMIT)
+        # each entity brings at most its share (a hub does not crowd out the others, nor is read whole)
+        rows = await self._rows(ENTITY_FACTS, "fact", user_id=user_id, ids=ids, history=history,
+                                live_ends=live_ends, limit=limit, per_entity=max(10, limit // len(ids)))
+        return [dict(edge_item(r)) for r in rows]
+
+    async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        rows = await self._rows(MEMORY_FACTS, "fact", user_id=user_id, memory_id=check_id(memory_id, "memory id"),
+                                limit=clamp(limit, MAX_CONSOLE_LIMIT))
+        return [dict(edge_item(r)) for r in rows]
+
+    async def merged_entities(self, user_id: str, into: str | None, limit: int) -> list[dict[str, Any]]:
+        check_id(user_id, "user_id")
+        return await self._rows(MERGED, "item", user_id=user_id, into=into, limit=clamp(limit, MAX_CONSOLE_LIMIT))

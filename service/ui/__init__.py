@@ -1,0 +1,1 @@
+"""The web console (docs/console.md): server-rendered pages over the same service objects as the API."""
