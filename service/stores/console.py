@@ -15,7 +15,7 @@ class ConsoleReads(Protocol):
         """Live entities whose name or an alias contains `query` (case-insensitive; "" = any), the most connected
         first, each with its `degree`."""
 
-    async def entity_facts(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
+    async def facts_of_entities(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
                            live_ends: bool) -> list[dict[str, Any]]:
         """Facts with one end among these entities (with `source_id`/`target_id`, as the edge listing shows them);
         `history`: superseded ones too; `live_ends`: only facts between entities not merged away."""

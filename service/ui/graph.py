@@ -30,12 +30,12 @@ def elements(seeds: list[dict[str, Any]], facts: list[dict[str, Any]], selected:
 async def view(deps: Deps, user_id: str, query: str, history: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The entities a search names (else the most connected ones) and the graph drawn around them."""
     seeds = await deps.graph.find_entities(user_id, query, SEEDS)
-    facts = await deps.graph.entity_facts(user_id, [str(e["id"]) for e in seeds], history, FACTS, live_ends=True)
+    facts = await deps.graph.facts_of_entities(user_id, [str(e["id"]) for e in seeds], history, FACTS, live_ends=True)
     return seeds, elements(seeds, facts, selected=bool(query))
 
 
 async def neighbourhood(deps: Deps, user_id: str, entity_id: str, history: bool) -> dict[str, Any]:
     """One entity's facts and neighbours (a click on a node); empty for an entity of another user."""
     entity = await deps.graph.entities(user_id, [entity_id])
-    facts = await deps.graph.entity_facts(user_id, [entity_id], history, FACTS, live_ends=True) if entity else []
+    facts = await deps.graph.facts_of_entities(user_id, [entity_id], history, FACTS, live_ends=True) if entity else []
     return elements(entity, facts, selected=False)

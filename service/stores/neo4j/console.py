@@ -71,7 +71,7 @@ class ConsoleGraph:
         return await self._rows(FIND_ENTITIES, "item", user_id=user_id, q=query.casefold().strip()[:200],
                                 limit=clamp(limit, MAX_CONSOLE_LIMIT))
 
-    async def entity_facts(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
+    async def facts_of_entities(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
                            live_ends: bool) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")
         if not entity_ids:
