@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from service.api.deps import DepsDep, IntakeDep
+from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
+from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
 from service.api.security import CallerDep
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
@@ -74,17 +75,17 @@ async def write_fact(req: FactWrite, graph: GraphIntakeDep, intake: IntakeDep, c
 async def facts_by_name(
     graph: GraphFactsDep, caller: CallerDep, name: NameQuery = None, entity_id: EntityIdQuery = None,
     user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None, include_history: bool = True,
-    limit: PageLimit = 100, cursor: Cursor = None,
+    limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> EntityFactsPage:
     """The facts about the entity a name (its name, an alias, a merged entity's name) or an id stands for."""
     return await graph.entity_facts(caller.user(user_id), entity_id=entity_id, name=name, project_id=project_id,
                                     include_history=include_history, limit=limit, cursor=cursor)
 
 
-@router.get("/entities/{entity_id}/facts", response_model=EntityFactsPage)
+@router.get("/entities/{entity_id}/facts", response_model=EntityFactsPage, responses=responses(404))
 async def entity_facts(
     entity_id: EntityId, graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
-    include_history: bool = True, limit: PageLimit = 100, cursor: Cursor = None,
+    include_history: bool = True, limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> EntityFactsPage:
     """The facts about an entity (a merged one: its target's), both directions, current first, then history."""
     return await graph.entity_facts(caller.user(user_id), entity_id=entity_id, name=None, project_id=None,
@@ -99,12 +100,15 @@ async def query(req: GraphQuery, graph: GraphFactsDep, caller: CallerDep) -> Fac
 
 @router.get("/communities", response_model=CommunityPage)
 async def communities(graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
-                      limit: PageLimit = 50, cursor: Cursor = None) -> CommunityPage:
+                      limit: PageLimit = PAGE, cursor: Cursor = None) -> CommunityPage:
     """The user's entity communities (as the last rebuild grouped them), biggest first, with live members."""
     return await graph.communities(caller.user(user_id), limit, cursor)
 
 
 @router.post("/communities/rebuild", status_code=202, response_model=AcceptedResponse)
-async def rebuild_communities(req: CommunityRebuild, graph: GraphIntakeDep, caller: CallerDep) -> AcceptedResponse:
+async def rebuild_communities(req: CommunityRebuild, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
+                              idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Group the user's entities into communities now (a daily cron does it for every user). 202; poll."""
-    return await graph.submit_communities(caller.user(req.user_id))
+    user = caller.user(req.user_id)
+    fp = fingerprint("POST", "/v1/graph/communities/rebuild", req.model_dump(mode="json"))
+    return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_communities(user))

@@ -17,7 +17,7 @@ import pytest
 
 from service.api.errors import COMMON, GUARDED
 from service.api.meta import SERVICE_NAME
-from service.api.security import PUBLIC_PATHS
+from service.api.security import PUBLIC_PATHS, READ_POSTS
 from service.app import PRODUCT_TITLE, create_app
 from service.mcp.server import SERVER_NAME
 from service.schemas.page import DEFAULT_PAGE_SIZE, SEED_SHAPES
@@ -59,14 +59,22 @@ def params(op: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def is_read_post(path: str) -> bool:
-    return path.endswith("/search")
+    return path in READ_POSTS or path.endswith("/search")
+
+
+def body_fields(schema: dict[str, Any], op: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A POST read's paging fields live in its JSON body."""
+    content = op.get("requestBody", {}).get("content", {}).get("application/json")
+    if not content:
+        return {}
+    return {name: {"schema": field} for name, field in resolve(schema, content["schema"]).get("properties", {}).items()}
 
 
 def test_every_list_is_items_and_next_cursor(schema: dict[str, Any]) -> None:
     lists = 0
     for method, path, op in operations(schema):
         body = ok_schema(schema, op)
-        named = params(op)
+        named = params(op) | (body_fields(schema, op) if method == "post" and is_read_post(path) else {})
         paged = method == "get" and ("cursor" in named or "limit" in named)
         is_list = paged or (body is not None and (body.get("type") == "array" or "next_cursor" in
                                                    body.get("properties", {})))
