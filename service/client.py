@@ -82,6 +82,16 @@ from service.schemas import (
     UnmergeRequest,
     UpdateMemoryRequest,
 )
+from service.schemas.graph_api import (
+    CommunityPage,
+    CommunityRebuild,
+    EntityFactsPage,
+    EntityWrite,
+    FactPage,
+    FactWrite,
+    GraphQuery,
+    RelationWrite,
+)
 
 T = TypeVar("T")
 RETRIES = 4  # retries after the first attempt, for transport errors and 503
@@ -134,7 +144,8 @@ class Call(Generic[T]):
 
     @property
     def writes(self) -> bool:
-        return self.method in ("POST", "PUT", "DELETE", "PATCH") and not self.path.endswith("/search")
+        return self.method in ("POST", "PUT", "DELETE", "PATCH") and not (
+            self.path.endswith("/search") or self.path == "/v1/graph/query")
 
     def request(self, key: str | None) -> dict[str, Any]:
         headers = {"Idempotency-Key": key} if key else {}
@@ -293,6 +304,47 @@ class Routes:
     def unmerge(entity_id: str, *, user_id: str | None = None) -> Call[EntityChange]:
         return Call("POST", f"/v1/graph/entities/{entity_id}/unmerge", EntityChange,
                     body=UnmergeRequest(user_id=user_id))
+
+    # --- the graph as an API (docs/graph.md) ------------------------------------------------------------------
+    @staticmethod
+    def add_entity(body: EntityWrite) -> Call[AcceptedResponse]:
+        return Call("POST", "/v1/graph/entities", AcceptedResponse, body=body)
+
+    @staticmethod
+    def add_relation(body: RelationWrite) -> Call[AcceptedResponse]:
+        return Call("POST", "/v1/graph/relations", AcceptedResponse, body=body)
+
+    @staticmethod
+    def add_fact(body: FactWrite) -> Call[AcceptedResponse]:
+        return Call("POST", "/v1/graph/facts", AcceptedResponse, body=body)
+
+    @staticmethod
+    def facts(*, name: str | None = None, entity_id: str | None = None, user_id: str | None = None,
+              project_id: str | None = None, include_history: bool | None = None, limit: int | None = None,
+              cursor: str | None = None) -> Call[EntityFactsPage]:
+        return Call("GET", "/v1/graph/facts", EntityFactsPage, params={
+            "name": name, "entity_id": entity_id, "user_id": user_id, "project_id": project_id,
+            "include_history": include_history, "limit": limit, "cursor": cursor})
+
+    @staticmethod
+    def entity_facts(entity_id: str, *, user_id: str | None = None, include_history: bool | None = None,
+                     limit: int | None = None, cursor: str | None = None) -> Call[EntityFactsPage]:
+        return Call("GET", f"/v1/graph/entities/{entity_id}/facts", EntityFactsPage, params={
+            "user_id": user_id, "include_history": include_history, "limit": limit, "cursor": cursor})
+
+    @staticmethod
+    def query_graph(body: GraphQuery) -> Call[FactPage]:
+        return Call("POST", "/v1/graph/query", FactPage, body=body)
+
+    @staticmethod
+    def communities(*, user_id: str | None = None, limit: int | None = None, cursor: str | None = None
+                    ) -> Call[CommunityPage]:
+        return Call("GET", "/v1/graph/communities", CommunityPage,
+                    params={"user_id": user_id, "limit": limit, "cursor": cursor})
+
+    @staticmethod
+    def rebuild_communities(*, user_id: str | None = None) -> Call[AcceptedResponse]:
+        return Call("POST", "/v1/graph/communities/rebuild", AcceptedResponse, body=CommunityRebuild(user_id=user_id))
 
     @staticmethod
     def traces(*, user_id: str | None = None, entity_id: str | None = None, limit: int | None = None,

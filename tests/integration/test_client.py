@@ -30,6 +30,7 @@ import pytest
 from service.client import ApiError, AsyncMemoryClient, Call, MemoryClient, Routes
 from service.conversations.schemas import MessageSearchRequest
 from service.runs.schemas import CompleteRequest, RunRequest, RunSearchRequest, StepRequest, ToolCallRequest
+from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
 from tests.conftest import unique
 from tests.integration.procs import ROOT, cli_env, free_port, stack_env, stop, wait_port
 
@@ -145,6 +146,39 @@ def test_the_sync_client_covers_every_route(api: str) -> None:
         send(Routes.search_messages(MessageSearchRequest(query="Lisbon", user_id=user)))
         send(Routes.delete_session("s1", user_id=user))
         send(Routes.delete_run("r1", user_id=user))
+        def finished(task_id: str) -> Any:
+            for _ in range(600):  # bounded: 60 s
+                status = send(Routes.task(task_id))
+                if status.status in ("completed", "failed"):
+                    break
+                time.sleep(0.1)
+            assert status.status == "completed", status
+            return status
+
+        done = {}
+        entity = send(Routes.add_entity(EntityWrite(name="Ada Lovelace", type="person", user_id=user)))
+        done[entity.task_id] = finished(entity.task_id)  # the entity first: later writes naming it are pinned to it
+        fact = send(Routes.add_fact(FactWrite.model_validate({
+            "subject": {"name": "Ada Lovelace"}, "predicate": "works_at", "object": {"name": "Analytical Engines Ltd",
+                                                                                    "type": "organization"},
+            "user_id": user})))
+        relation = send(Routes.add_relation(RelationWrite.model_validate({
+            "source": {"name": "Ada Lovelace"}, "predicate": "knows", "target": {"name": "Charles Babbage",
+                                                                                 "type": "person"},
+            "user_id": user})))
+        for t in (fact.task_id, relation.task_id):
+            done[t] = finished(t)
+        ada = done[entity.task_id].result["resolution"]["entity_id"]
+        about = send(Routes.facts(name="Ada Lovelace", user_id=user))
+        assert {f.predicate for f in about.items} >= {"works_at"}
+        assert send(Routes.entity_facts(ada, user_id=user)).items
+        assert send(Routes.query_graph(GraphQuery(predicate="works_at", user_id=user))).items
+        rebuild = send(Routes.rebuild_communities(user_id=user))
+        for _ in range(600):
+            if send(Routes.task(rebuild.task_id)).status in ("completed", "failed"):
+                break
+            time.sleep(0.1)
+        assert send(Routes.communities(user_id=user)).items
         assert mem.update(memory_id, "I like jasmine tea", user_id=user).wait(timeout=60).status == "completed"
         sent.add(("PUT", "/v1/memories/{memory_id}"))
         send(Routes.delete_many(user_id=user, category="technical_skill"))
