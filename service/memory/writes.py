@@ -11,10 +11,11 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
 from service.conversations.service import erase_after_delete, keep_messages
-from service.domain import Memory, Message, content_hash
+from service.domain import Memory, Message, content_hash, memory_id_for
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.ledger import Ledger
+from service.memory import preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.rules import existing, list_filter
 from service.memory.windows import first_time, interaction_windows, valid_indexes
@@ -24,7 +25,7 @@ from service.queue import TaskQueue, now_iso
 from service.schemas import MemoryOut
 from service.settings import Settings
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
-from service.stores.vector import VectorStore
+from service.stores.vector import MemoryFilter, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +75,7 @@ class MemoryWriter:
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],
             ), fact=True)
+        await self._corrections(task_id, job, messages, drafts)
         facts = len(drafts.memories)
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
@@ -238,6 +240,72 @@ class MemoryWriter:
         the graph half waits in the outbox for the reconciler (the memories are searchable already)."""
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
+        memories = preferences.within_job(preferences.with_kinds(memories), stored_at)
         done = await self.ledger.store(task_id, memories, links, self.embedder.embed)
-        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=done)
+        superseded = await self._supersede(memories)
+        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=done,
+                 superseded=superseded)
         return "stored" if done else "pending"
+
+    # ---- preferences with a scope and a history (service/memory/preferences.py) ---------------
+
+    async def _supersede(self, memories: list[Memory]) -> list[str]:
+        """Mark every active preference of the new memories' slots that is not its slot's newest (older ones; or
+        a memory of this job, when a write accepted later already ran). The ids marked."""
+        new = [m for m in memories if preferences.slot(m) is not None and m.superseded_by is None]
+        slots = {preferences.slot(m) for m in new}
+        marked: list[str] = []
+        for user_id, scope, project_id in sorted({(m.user_id, m.scope, m.project_id) for m in new},
+                                                 key=lambda k: (k[0], k[1].value, k[2] or "")):
+            flt = MemoryFilter(user_id=user_id, scope=scope, project_id=project_id,
+                               categories=(preferences.PREFERENCE,), active_only=True)
+            active = [m for m in await self._all(flt) if m.project_id == project_id]
+            pairs = [(m, by) for m, by in preferences.to_supersede(active) if preferences.slot(m) in slots]
+            if not pairs:
+                continue
+            ids = [m.id for m, _ in pairs]
+            async with self.locks.hold(ids):
+                fresh = {m.id: m for m in await self.vectors.get(ids)}  # as they are now, under their locks
+                at = now_iso()
+                older = [fresh[m.id].model_copy(update={"superseded_by": by, "superseded_at": at})
+                         for m, by in pairs if m.id in fresh and fresh[m.id].superseded_by is None]
+                if older:
+                    await self.ledger.supersede(older, self.embedder.embed)
+            marked += [m.id for m in older]
+        return marked
+
+    async def _all(self, flt: MemoryFilter) -> list[Memory]:
+        found: list[Memory] = []
+        cursor: str | None = None
+        for _ in range(100):  # bounded: 100 pages of 500
+            page, cursor = await self.vectors.scroll(flt, 500, cursor)
+            found += page
+            if cursor is None:
+                break
+        return found
+
+    async def _corrections(self, task_id: str, job: ConversationJob, messages: list[Message], drafts: Drafts
+                           ) -> None:
+        """An explicit correction of an amount ("actually, make that 80 dollars") the extractor kept no fact
+        for becomes the corrected preference: the latest earlier preference with an amount (of this conversation,
+        else stored), with the new amount, its kind and applies_to; it then supersedes that one."""
+        for index, amount in preferences.corrections(messages):
+            if any(amount.casefold() in m.content.casefold() for m in drafts.memories):
+                continue  # the extractor stated it already
+            earlier = next((m for m, src in zip(reversed(drafts.memories), reversed(drafts.sources), strict=True)
+                            if m.category == preferences.PREFERENCE and preferences.MONEY.search(m.content)
+                            and (not src or min(src) <= index)), None)
+            if earlier is None:
+                stored = [m for m in await self._all(MemoryFilter(
+                    user_id=job.user_id, project_id=job.project_id, categories=(preferences.PREFERENCE,),
+                    active_only=True)) if m.task_id != task_id and preferences.MONEY.search(m.content)]
+                earlier = max(stored, key=preferences.newness, default=None)
+            if earlier is None:
+                continue
+            memory = preferences.corrected(
+                earlier, amount, id=memory_id_for(task_id, len(drafts.memories)), task_id=task_id,
+                at=job.accepted_at, occurred_at=first_time([index], messages, job.accepted_at), source=[])
+            if memory is not None:
+                memory = memory.model_copy(update={"kind": earlier.kind or preferences.derive_kind(earlier.content),
+                                                   "agent_id": job.agent_id, "metadata": dict(job.metadata)})
+                drafts.add(memory, [index], None, fact=True)

@@ -1,0 +1,94 @@
+"""Preferences with a scope and a history (issue 28 part 4) against the real stack (API + ARQ worker, Redis,
+Neo4j, Qdrant Edge, the offline extractor): a newer preference of the same kind and scope supersedes the older
+one, both kept; listings, search and the context show the active one unless asked for history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import unique
+from tests.integration.conftest import wait_task, write_raw
+
+
+async def _listing(client: httpx.AsyncClient, user: str, **params: Any) -> dict[str, dict[str, Any]]:
+    resp = await client.get("/v1/memories", params={"user_id": user, "limit": 200, **params})
+    assert resp.status_code == 200, resp.text
+    return {m["id"]: m for m in resp.json()["memories"]}
+
+
+async def _talk(client: httpx.AsyncClient, user: str, *turns: tuple[str, str]) -> dict[str, Any]:
+    resp = await client.post("/v1/memories", json={
+        "user_id": user, "messages": [{"role": role, "content": text} for role, text in turns]})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    return done
+
+
+async def test_a_newer_preference_supersedes_the_older_one_of_its_kind_and_scope(client: httpx.AsyncClient) -> None:
+    user = unique("pref")
+    old = await write_raw(client, user_id=user, category="preference", kind="budget", applies_to=["team dinner"],
+                          content="Keep the team dinner budget at 50 dollars.")
+    other = await write_raw(client, user_id=user, category="preference", kind="budget", applies_to=["offsite"],
+                            content="Keep the offsite budget at 900 dollars.")
+    new = await write_raw(client, user_id=user, category="preference", kind="Budget", applies_to=["Team Dinner"],
+                          content="Keep the team dinner budget at 80 dollars.")
+    [old_id], [other_id], [new_id] = ([m["id"] for m in w["result"]["memories"]] for w in (old, other, new))
+
+    active = await _listing(client, user)
+    assert set(active) == {other_id, new_id}  # another applies_to is another scope: not superseded
+    assert active[new_id]["kind"] == "budget" and active[new_id]["applies_to"] == ["Team Dinner"]
+    assert active[new_id]["superseded_by"] is None
+
+    history = await _listing(client, user, include_superseded="true")
+    assert set(history) == {old_id, other_id, new_id}  # both kept
+    assert history[old_id]["superseded_by"] == new_id and history[old_id]["superseded_at"]
+    assert history[old_id]["content"] == "Keep the team dinner budget at 50 dollars."
+
+    resp = await client.post("/v1/search", json={"user_id": user, "query": "team dinner budget dollars",
+                                                 "limit": 10})
+    assert resp.status_code == 200, resp.text
+    found = [r["id"] for r in resp.json()["results"]]
+    assert new_id in found and old_id not in found
+
+    resp = await client.get("/v1/context/global", params={"user_id": user})
+    assert resp.status_code == 200, resp.text
+    in_context = {m["id"] for g in resp.json()["categories"] for m in g["memories"]}
+    assert in_context == {other_id, new_id}
+
+    # the same words without a kind are no competitor; kind and applies_to belong to preferences only
+    resp = await client.post("/v1/memories/raw", json={"user_id": user, "category": "tech_stack", "kind": "budget",
+                                                      "content": "We use PostgreSQL."})
+    assert resp.status_code == 400, resp.text
+
+
+async def test_an_explicit_correction_supersedes_offline_across_writes(client: httpx.AsyncClient) -> None:
+    user = unique("pref")
+    await _talk(client, user, ("user", "I prefer to keep the dinner budget at 50 dollars."))
+    [before] = [m for m in (await _listing(client, user, category="preference")).values()]
+    assert before["kind"] == "budget"  # derived from the amount
+
+    await _talk(client, user, ("user", "Actually, make that 80 dollars."))
+    [now] = (await _listing(client, user, category="preference")).values()
+    assert now["content"] == "I prefer to keep the dinner budget at 80 dollars."
+    assert now["kind"] == "budget" and now["id"] != before["id"]
+
+    history = await _listing(client, user, category="preference", include_superseded="true")
+    assert set(history) == {before["id"], now["id"]}
+    assert history[before["id"]]["superseded_by"] == now["id"]
+
+
+async def test_a_correction_in_the_same_conversation_leaves_one_active_preference(client: httpx.AsyncClient) -> None:
+    user = unique("pref")
+    done = await _talk(client, user, ("user", "I prefer to keep the dinner budget at 50 dollars."),
+                       ("assistant", "Noted, 50 dollars for the dinner."),
+                       ("user", "Actually, make that 80 dollars instead."))
+    prefs = [m for m in done["result"]["memories"] if m["category"] == "preference"]
+    assert [m["content"] for m in prefs] == ["I prefer to keep the dinner budget at 50 dollars.",
+                                             "I prefer to keep the dinner budget at 80 dollars."]
+    active = await _listing(client, user, category="preference")
+    assert [m["content"] for m in active.values()] == ["I prefer to keep the dinner budget at 80 dollars."]
+    history = await _listing(client, user, category="preference", include_superseded="true")
+    assert history[prefs[0]["id"]]["superseded_by"] == prefs[1]["id"]
