@@ -99,7 +99,9 @@ class Boundary:
     count: int = 0
 
     def filter(self) -> MemoryFilter:
-        return MemoryFilter(user_id=self.user_id, scope=self.scope, project_id=self.project_id)
+        # superseded preferences are history, not duplicates: a sweep could otherwise keep one over the
+        # active preference it resembles ("50 dollars" / "80 dollars"), whose id may sort first
+        return MemoryFilter(user_id=self.user_id, scope=self.scope, project_id=self.project_id, active_only=True)
 
 
 class VectorStore(Protocol):
