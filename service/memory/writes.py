@@ -126,9 +126,14 @@ class MemoryWriter:
         if memory.category == INTERACTION and memory.source_message_ids:
             relations = []
         valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
+        refs = [EntityRef(e.name, e.type) for e in entities]
+        for name in memory.applies_to:  # what a preference applies to is an entity it mentions (its type, if known)
+            named = [EntityRef(e.name, e.type) for e in self.links.find(name, memory.category, memory.project_id)[0]]
+            known = {x.name.casefold() for x in refs}
+            refs += [r for r in named or [EntityRef(name)] if r.name.casefold() not in known]
         return MemoryLinks(
             memory_id=memory.id,
-            entities=[EntityRef(e.name, e.type) for e in entities],
+            entities=refs,
             relations=[RelationRef(r.subject, r.predicate, r.object, r.fact, valid_at) for r in relations],
         )
 

@@ -58,7 +58,16 @@ async def test_a_newer_preference_supersedes_the_older_one_of_its_kind_and_scope
     in_context = {m["id"] for g in resp.json()["categories"] for m in g["memories"]}
     assert in_context == {other_id, new_id}
 
-    # the same words without a kind are no competitor; kind and applies_to belong to preferences only
+    # what a preference applies to is an entity of the graph (through the identity gate; its type when known)
+    await write_raw(client, user_id=user, category="preference", kind="naming", applies_to=["Postgres"],
+                    content="Use snake_case for table names.")
+    resp = await client.get("/v1/graph/nodes", params={"user_id": user})
+    assert resp.status_code == 200, resp.text
+    nodes = {n["name"].casefold(): n for n in resp.json()["items"]}
+    assert {"team dinner", "offsite", "postgresql"} <= set(nodes), nodes
+    assert nodes["postgresql"]["type"] == "database"
+
+    # kind and applies_to belong to preferences only
     resp = await client.post("/v1/memories/raw", json={"user_id": user, "category": "tech_stack", "kind": "budget",
                                                       "content": "We use PostgreSQL."})
     assert resp.status_code == 400, resp.text
