@@ -286,6 +286,8 @@ class ListArgs(BaseModel):
     agent_id: AgentId = None
     limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 50
     cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None
+    include_superseded: Annotated[bool, Field(
+        description="Also the preferences a newer one superseded (their history, with superseded_by).")] = False
 
 
 class DeleteArgs(BaseModel):
@@ -464,7 +466,7 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, source_id=a.source_id, target_id=a.target_id), ADDITIVE),
     ask("list_memories", ListArgs, LIST_MEMORIES, lambda a: MemoryListQuery(
         user_id=a.user_id, scope=a.scope, category=a.category, project_id=a.project_id, agent_id=a.agent_id,
-        limit=a.limit, cursor=a.cursor)),
+        limit=a.limit, cursor=a.cursor, include_superseded=a.include_superseded)),
     write("delete_memories", DeleteArgs, SUBMIT_BULK_DELETE, lambda a: BulkDeleteRequest(
         user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
         project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),
