@@ -300,15 +300,18 @@ class MemoryWriter:
             earlier = next((m for m, src in zip(reversed(drafts.memories), reversed(drafts.sources), strict=True)
                             if m.category == preferences.PREFERENCE and preferences.MONEY.search(m.content)
                             and (not src or min(src) <= index)), None)
+            new_id = memory_id_for(task_id, len(drafts.memories))
             if earlier is None:
+                # active, or superseded by this very correction (a replay of this job: it chooses the same one)
                 stored = [m for m in await self._all(MemoryFilter(
-                    user_id=job.user_id, project_id=job.project_id, categories=(preferences.PREFERENCE,),
-                    active_only=True)) if m.task_id != task_id and preferences.MONEY.search(m.content)]
+                    user_id=job.user_id, project_id=job.project_id, categories=(preferences.PREFERENCE,)))
+                    if m.task_id != task_id and m.superseded_by in (None, new_id)
+                    and preferences.MONEY.search(m.content)]
                 earlier = max(stored, key=preferences.newness, default=None)
             if earlier is None:
                 continue
             memory = preferences.corrected(
-                earlier, amount, id=memory_id_for(task_id, len(drafts.memories)), task_id=task_id,
+                earlier, amount, id=new_id, task_id=task_id,
                 at=job.accepted_at, occurred_at=first_time([index], messages, job.accepted_at), source=[])
             if memory is not None:
                 memory = memory.model_copy(update={"kind": earlier.kind or preferences.derive_kind(earlier.content),

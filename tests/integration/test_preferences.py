@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from service.deps import Deps
+from service.jobs import ConversationJob
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 
@@ -73,13 +75,14 @@ async def test_a_newer_preference_supersedes_the_older_one_of_its_kind_and_scope
     assert resp.status_code == 400, resp.text
 
 
-async def test_an_explicit_correction_supersedes_offline_across_writes(client: httpx.AsyncClient) -> None:
+async def test_an_explicit_correction_supersedes_offline_across_writes(client: httpx.AsyncClient, deps: Deps
+                                                                      ) -> None:
     user = unique("pref")
     await _talk(client, user, ("user", "I prefer to keep the dinner budget at 50 dollars."))
     [before] = [m for m in (await _listing(client, user, category="preference")).values()]
     assert before["kind"] == "budget"  # derived from the amount
 
-    await _talk(client, user, ("user", "Actually, make that 80 dollars."))
+    done = await _talk(client, user, ("user", "Actually, make that 80 dollars."))
     [now] = (await _listing(client, user, category="preference")).values()
     assert now["content"] == "I prefer to keep the dinner budget at 80 dollars."
     assert now["kind"] == "budget" and now["id"] != before["id"]
@@ -87,6 +90,13 @@ async def test_an_explicit_correction_supersedes_offline_across_writes(client: h
     history = await _listing(client, user, category="preference", include_superseded="true")
     assert set(history) == {before["id"], now["id"]}
     assert history[before["id"]]["superseded_by"] == now["id"]
+
+    # a replay of the job (a crash after the marking) corrects the same preference and writes the same memories
+    job = ConversationJob(accepted_at=now["created_at"], user_id=user, messages=[
+        {"role": "user", "content": "Actually, make that 80 dollars."}])
+    replay = await deps.jobs.writer.store_conversation(str(done["task_id"]), job)
+    assert replay["memories"] == done["result"]["memories"]
+    assert await _listing(client, user, category="preference", include_superseded="true") == history
 
 
 async def test_a_correction_in_the_same_conversation_leaves_one_active_preference(client: httpx.AsyncClient) -> None:
