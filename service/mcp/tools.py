@@ -180,6 +180,11 @@ class RememberArgs(BaseModel):
     scope: ScopeArg = None
     agent_id: AgentId = None
     wait: Wait = False
+    kind: Annotated[str | None, Field(
+        max_length=64, description="For a preference: what it is about (e.g. 'budget', 'indentation'). A newer "
+                                   "preference of the same kind and applies_to replaces the older one.")] = None
+    applies_to: Annotated[list[str], Field(
+        max_length=20, description="For a preference: entity names it applies to (a tool, a person).")] = []
 
 
 class RememberManyArgs(BaseModel):
@@ -448,7 +453,7 @@ TOOLS: tuple[Tool, ...] = (
         trace=a.trace)),
     write("remember", RememberArgs, SUBMIT_RAW, lambda a: RawMemoryRequest(
         content=a.content, user_id=a.user_id, category=a.category, scope=_scope(a.scope), project_id=a.project_id,
-        agent_id=a.agent_id)),
+        agent_id=a.agent_id, kind=a.kind, applies_to=a.applies_to)),
     write("remember_many", RememberManyArgs, SUBMIT_RAW_BATCH, lambda a: RawBatchRequest(user_id=a.user_id, memories=[
         RawMemoryItem(content=f.content, category=f.category, scope=_scope(f.scope), project_id=a.project_id,
                       agent_id=a.agent_id) for f in a.facts])),

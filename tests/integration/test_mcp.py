@@ -447,3 +447,9 @@ async def test_list_memories_shows_superseded_preferences_only_when_asked(api: s
         history = await call(client, "list_memories", user_id=user, include_superseded=True)
         by_id = {m["id"]: m for m in history["memories"]}
         assert set(by_id) == {old, new} and by_id[old]["superseded_by"] == new
+        # an explicit kind and applies_to: another scope, so the active budget above stays
+        vim = await remember(client, content="Use 4-space indentation", user_id=user, category="preference",
+                             kind="indentation", applies_to=["Python"])
+        active = await call(client, "list_memories", user_id=user)
+        assert {m["id"]: (m["kind"], m["applies_to"]) for m in active["memories"]} == {
+            new: ("budget", []), vim: ("indentation", ["Python"])}
