@@ -1,6 +1,6 @@
 """Preferences with a scope and a history (issue 28 part 4, docs/preferences.md).
 
-A preference memory may carry a `kind` (e.g. `budget`: given by the write, or derived from its content) and
+A preference memory may carry a `kind` (e.g. `budget`, given by the write; never guessed from the content) and
 `applies_to` (entity names: a project's tool, a person). Its *slot* is (user, kind, scope, project, applies_to
 set): a newer preference in the same slot supersedes the older one. Both are kept; the older one gets
 `superseded_by`/`superseded_at`, and listings, search and the context hide it unless asked for history.
@@ -8,7 +8,8 @@ set): a newer preference in the same slot supersedes the older one. Both are kep
 "Newer" is the acceptance order (`created_at`, then the task id), and within one job the later memory: every job
 that runs marks all but the newest active memory of a slot, so the result does not depend on the order jobs run
 in. An explicit correction in a conversation ("actually, make that 80 dollars") is understood without an LLM:
-it revises the amount of the latest preference that has one, in the same conversation or stored earlier.
+it revises the amount of the latest preference that has one, in the same conversation or stored earlier, and
+supersedes that very preference (with or without a kind).
 """
 
 from __future__ import annotations
@@ -47,11 +48,6 @@ def preference_scope(category: str, kind: str | None, applies_to: Iterable[str])
     return (kind.strip().lower() if kind is not None else None), names
 
 
-def derive_kind(content: str) -> str | None:
-    """The kind of a preference that names none: `budget` when it states an amount of money."""
-    return "budget" if MONEY.search(content) else None
-
-
 def slot(m: Memory) -> Slot | None:
     """Which preferences compete with this one; None for a memory no other can supersede."""
     if m.category != PREFERENCE or not m.kind:
@@ -61,12 +57,6 @@ def slot(m: Memory) -> Slot | None:
 
 def newness(m: Memory) -> tuple[str, str]:
     return (m.created_at, m.task_id or "")
-
-
-def with_kinds(memories: list[Memory]) -> list[Memory]:
-    """Derive the kind of the preferences that name none."""
-    return [m.model_copy(update={"kind": derive_kind(m.content)}) if m.category == PREFERENCE and not m.kind
-            else m for m in memories]
 
 
 def within_job(memories: list[Memory], at: str) -> list[Memory]:

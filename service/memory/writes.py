@@ -75,7 +75,7 @@ class MemoryWriter:
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],
             ), fact=True)
-        await self._corrections(task_id, job, messages, drafts)
+        corrected = await self._corrections(task_id, job, messages, drafts)
         facts = len(drafts.memories)
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
@@ -85,6 +85,7 @@ class MemoryWriter:
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         graph = await self.write_memories(task_id, memories, links) if memories else "stored"
+        await self._mark(corrected)  # stored preferences this conversation corrected
         session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
@@ -245,7 +246,7 @@ class MemoryWriter:
         the graph half waits in the outbox for the reconciler (the memories are searchable already)."""
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
-        memories = preferences.within_job(preferences.with_kinds(memories), stored_at)
+        memories = preferences.within_job(memories, stored_at)
         done = await self.ledger.store(task_id, memories, links, self.embedder.embed)
         superseded = await self._supersede(memories)
         log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=done,
@@ -265,19 +266,24 @@ class MemoryWriter:
             flt = MemoryFilter(user_id=user_id, scope=scope, project_id=project_id,
                                categories=(preferences.PREFERENCE,), active_only=True)
             active = [m for m in await self._all(flt) if m.project_id == project_id]
-            pairs = [(m, by) for m, by in preferences.to_supersede(active) if preferences.slot(m) in slots]
-            if not pairs:
-                continue
-            ids = [m.id for m, _ in pairs]
-            async with self.locks.hold(ids):
-                fresh = {m.id: m for m in await self.vectors.get(ids)}  # as they are now, under their locks
-                at = now_iso()
-                older = [fresh[m.id].model_copy(update={"superseded_by": by, "superseded_at": at})
-                         for m, by in pairs if m.id in fresh and fresh[m.id].superseded_by is None]
-                if older:
-                    await self.ledger.supersede(older, self.embedder.embed)
-            marked += [m.id for m in older]
+            marked += await self._mark({m.id: by for m, by in preferences.to_supersede(active)
+                                        if preferences.slot(m) in slots})
         return marked
+
+    async def _mark(self, superseded: dict[str, str]) -> list[str]:
+        """Mark memories superseded (id -> the id of what supersedes it), under their locks, unless already
+        marked. The ids marked."""
+        if not superseded:
+            return []
+        ids = sorted(superseded)
+        async with self.locks.hold(ids):
+            at = now_iso()
+            older = [m.model_copy(update={"superseded_by": superseded[m.id], "superseded_at": at})
+                     for m in await self.vectors.get(ids)  # as they are now, under their locks
+                     if m.superseded_by is None]
+            if older:
+                await self.ledger.supersede(older, self.embedder.embed)
+        return [m.id for m in older]
 
     async def _all(self, flt: MemoryFilter) -> list[Memory]:
         found: list[Memory] = []
@@ -290,16 +296,21 @@ class MemoryWriter:
         return found
 
     async def _corrections(self, task_id: str, job: ConversationJob, messages: list[Message], drafts: Drafts
-                           ) -> None:
+                           ) -> dict[str, str]:
         """An explicit correction of an amount ("actually, make that 80 dollars") the extractor kept no fact
         for becomes the corrected preference: the latest earlier preference with an amount (of this conversation,
-        else stored), with the new amount, its kind and applies_to; it then supersedes that one."""
+        else stored), with the new amount, its kind and applies_to. It supersedes that very one: a draft of this
+        conversation is marked here; the stored ones to mark are returned (id -> the correction's id)."""
+        stored_targets: dict[str, str] = {}
         for index, amount in preferences.corrections(messages):
             if any(amount.casefold() in m.content.casefold() for m in drafts.memories):
                 continue  # the extractor stated it already
-            earlier = next((m for m, src in zip(reversed(drafts.memories), reversed(drafts.sources), strict=True)
-                            if m.category == preferences.PREFERENCE and preferences.MONEY.search(m.content)
-                            and (not src or min(src) <= index)), None)
+            at = next((i for i in reversed(range(len(drafts.memories)))
+                       if drafts.memories[i].category == preferences.PREFERENCE
+                       and drafts.memories[i].superseded_by is None
+                       and preferences.MONEY.search(drafts.memories[i].content)
+                       and (not drafts.sources[i] or min(drafts.sources[i]) <= index)), None)
+            earlier = drafts.memories[at] if at is not None else None
             new_id = memory_id_for(task_id, len(drafts.memories))
             if earlier is None:
                 # active, or superseded by this very correction (a replay of this job: it chooses the same one)
@@ -313,7 +324,15 @@ class MemoryWriter:
             memory = preferences.corrected(
                 earlier, amount, id=new_id, task_id=task_id,
                 at=job.accepted_at, occurred_at=first_time([index], messages, job.accepted_at), source=[])
-            if memory is not None:
-                memory = memory.model_copy(update={"kind": earlier.kind or preferences.derive_kind(earlier.content),
-                                                   "agent_id": job.agent_id, "metadata": dict(job.metadata)})
-                drafts.add(memory, [index], None, fact=True)
+            if memory is None:
+                continue
+            drafts.add(memory.model_copy(update={"agent_id": job.agent_id, "metadata": dict(job.metadata)}),
+                       [index], None, fact=True)
+            if drafts.memories[-1].id != new_id:
+                continue  # it repeats a memory of this conversation, which stays as it is
+            if at is not None:
+                drafts.memories[at] = earlier.model_copy(update={"superseded_by": new_id,
+                                                                 "superseded_at": job.accepted_at})
+            else:
+                stored_targets[earlier.id] = new_id
+        return stored_targets

@@ -437,11 +437,13 @@ def test_stdio_server_writes_only_protocol_to_stdout(api: str, tmp_path: Path) -
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_list_memories_shows_superseded_preferences_only_when_asked(api: str, transport: str) -> None:
-    """Preferences with a history (docs/preferences.md): the second budget supersedes the first (kind derived)."""
+    """Preferences with a history (docs/preferences.md): the second budget supersedes the first (same kind)."""
     user = unique(f"mcp-pref-{transport}")
     async with connect(transport, api) as client:
-        old = await remember(client, content="Team dinner budget is 50 dollars", user_id=user, category="preference")
-        new = await remember(client, content="Team dinner budget is 80 dollars", user_id=user, category="preference")
+        old = await remember(client, content="Team dinner budget is 50 dollars", user_id=user, category="preference",
+                             kind="budget")
+        new = await remember(client, content="Team dinner budget is 80 dollars", user_id=user, category="preference",
+                             kind="budget")
         active = await call(client, "list_memories", user_id=user)
         assert [m["id"] for m in active["memories"]] == [new]
         history = await call(client, "list_memories", user_id=user, include_superseded=True)

@@ -80,12 +80,12 @@ async def test_an_explicit_correction_supersedes_offline_across_writes(client: h
     user = unique("pref")
     await _talk(client, user, ("user", "I prefer to keep the dinner budget at 50 dollars."))
     [before] = [m for m in (await _listing(client, user, category="preference")).values()]
-    assert before["kind"] == "budget"  # derived from the amount
+    assert before["kind"] is None  # never guessed: a correction supersedes the very preference it revises
 
     done = await _talk(client, user, ("user", "Actually, make that 80 dollars."))
     [now] = (await _listing(client, user, category="preference")).values()
     assert now["content"] == "I prefer to keep the dinner budget at 80 dollars."
-    assert now["kind"] == "budget" and now["id"] != before["id"]
+    assert now["kind"] is None and now["id"] != before["id"]
 
     history = await _listing(client, user, category="preference", include_superseded="true")
     assert set(history) == {before["id"], now["id"]}
@@ -101,6 +101,8 @@ async def test_an_explicit_correction_supersedes_offline_across_writes(client: h
 
 async def test_a_correction_in_the_same_conversation_leaves_one_active_preference(client: httpx.AsyncClient) -> None:
     user = unique("pref")
+    hotel = await _talk(client, user, ("user", "I prefer hotels under 150 euros a night."))
+    [hotel_id] = [m["id"] for m in hotel["result"]["memories"] if m["category"] == "preference"]
     done = await _talk(client, user, ("user", "I prefer to keep the dinner budget at 50 dollars."),
                        ("assistant", "Noted, 50 dollars for the dinner."),
                        ("user", "Actually, make that 80 dollars instead."))
@@ -108,6 +110,9 @@ async def test_a_correction_in_the_same_conversation_leaves_one_active_preferenc
     assert [m["content"] for m in prefs] == ["I prefer to keep the dinner budget at 50 dollars.",
                                              "I prefer to keep the dinner budget at 80 dollars."]
     active = await _listing(client, user, category="preference")
-    assert [m["content"] for m in active.values()] == ["I prefer to keep the dinner budget at 80 dollars."]
+    # another amount of money is another preference: only the one corrected is superseded
+    assert sorted(m["content"] for m in active.values()) == ["I prefer hotels under 150 euros a night.",
+                                                             "I prefer to keep the dinner budget at 80 dollars."]
+    assert hotel_id in active
     history = await _listing(client, user, category="preference", include_superseded="true")
     assert history[prefs[0]["id"]]["superseded_by"] == prefs[1]["id"]

@@ -67,8 +67,6 @@ def test_kind_and_applies_to_belong_to_preferences() -> None:
     assert preferences.preference_scope("preference", " Budget ", ["Dinner", " Dinner", ""]) == ("budget", ["Dinner"])
     with pytest.raises(DomainError):
         preferences.preference_scope("tech_stack", "budget", [])
-    assert preferences.derive_kind("keep it under $50") == "budget"
-    assert preferences.derive_kind("tabs over spaces") is None
 
 
 def test_active_only_filters_hide_superseded_memories() -> None:
