@@ -69,6 +69,17 @@ async def test_a_newer_preference_supersedes_the_older_one_of_its_kind_and_scope
     assert {"team dinner", "offsite", "postgresql"} <= set(nodes), nodes
     assert nodes["postgresql"]["type"] == "database"
 
+    # in one batch, the later item of a slot wins
+    resp = await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": [
+        {"category": "preference", "kind": "editor", "content": "Use vim for quick edits."},
+        {"category": "preference", "kind": "editor", "content": "Use helix for quick edits."}]})
+    assert resp.status_code == 202, resp.text
+    batch = await wait_task(client, resp.json()["task_id"])
+    [vim_id, helix_id] = [m["id"] for m in batch["result"]["memories"]]
+    history = await _listing(client, user, include_superseded="true")
+    assert history[vim_id]["superseded_by"] == helix_id and history[helix_id]["superseded_by"] is None
+    assert vim_id not in await _listing(client, user)
+
     # kind and applies_to belong to preferences only
     resp = await client.post("/v1/memories/raw", json={"user_id": user, "category": "tech_stack", "kind": "budget",
                                                       "content": "We use PostgreSQL."})
