@@ -140,7 +140,13 @@ class Memory(BaseModel):
     occurred_at: str | None = None
     # The conversation messages it came from: their ids, or their indexes (as strings) without ids.
     source_message_ids: list[str] = Field(default_factory=list)
-
+    # Preferences with a scope and a history (issue 28 part 4, service/memory/preferences.py): what the
+    # preference is about (`kind`, e.g. "budget") and the entity names it applies to; a newer preference of
+    # the same kind, scope and applies_to sets `superseded_by`/`superseded_at` here (kept, hidden by default).
+    kind: str | None = None
+    applies_to: list[str] = Field(default_factory=list)
+    superseded_by: str | None = None
+    superseded_at: str | None = None
 
 
 Role = Literal["user", "assistant", "system", "tool"]

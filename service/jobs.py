@@ -32,6 +32,8 @@ class RawItem(BaseModel):
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
+    pref_kind: str | None = None  # a preference's `kind` (service/memory/preferences.py; `kind` names the job)
+    applies_to: list[str] = Field(default_factory=list)
 
 
 class RawJob(JobModel, RawItem):

@@ -103,6 +103,14 @@ class Ledger:
         await self.graph_writer.upsert(intent.user_id, keep, [lk for lk in intent.graph_links() if lk.memory_id in ids])
         return True
 
+    async def supersede(self, memories: list[Memory], embed: Embed) -> None:
+        """Older preferences marked superseded (`superseded_by`/`superseded_at` set; the caller holds their
+        locks). Only the vector payload changes (the graph keeps no supersession, docs/preferences.md), so there
+        is no graph half and no intent: the job that marks them is retried until it ends, and marking again is
+        idempotent. Same content, so the same vectors."""
+        vectors = await embed([m.content for m in memories])
+        await self._vectors.upsert(memories, vectors)
+
     # ---- repairs and maintenance: one store brought in line with the other --------------------
 
     async def restore_graph(self, user_id: str, memories: list[Memory], links: list[MemoryLinks]) -> None:

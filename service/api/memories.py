@@ -78,12 +78,14 @@ async def list_memories(
     agent_id: IdQuery = None,
     limit: PageLimit = PAGE,
     cursor: Cursor = None,
+    include_superseded: bool = False,
 ) -> MemoryPage:
     """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
-    Without scope and project_id: everything of the user; with project_id: global + that project."""
+    Without scope and project_id: everything of the user; with project_id: global + that project.
+    Preferences a newer one superseded are left out unless `include_superseded` (their history)."""
     return await service.list_memories(
         caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit,
-        cursor=cursor,
+        cursor=cursor, include_superseded=include_superseded,
     )
 
 

@@ -68,6 +68,7 @@ class MemoryListQuery(BaseModel):
     agent_id: str | None = None
     limit: int = 50
     cursor: str | None = None
+    include_superseded: bool = False
 
 
 class UpdateQuery(BaseModel):
@@ -156,7 +157,7 @@ CONTEXT = Operation[ContextQuery, ContextResponse](
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
     MemoryPage, lambda on, r: on.service.list_memories(
         on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
-        limit=r.limit, cursor=r.cursor),
+        limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded),
     "GET", "/v1/memories")
 LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
     DuplicatePage, lambda on, r: on.service.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,

@@ -190,6 +190,11 @@ class RememberArgs(BaseModel):
     scope: ScopeArg = None
     agent_id: AgentId = None
     wait: Wait = False
+    kind: Annotated[str | None, Field(
+        max_length=64, description="For a preference: what it is about (e.g. 'budget', 'indentation'). A newer "
+                                   "preference of the same kind and applies_to replaces the older one.")] = None
+    applies_to: Annotated[list[str], Field(
+        max_length=20, description="For a preference: entity names it applies to (a tool, a person).")] = []
 
 
 class RememberManyArgs(BaseModel):
@@ -296,6 +301,8 @@ class ListArgs(BaseModel):
     agent_id: AgentId = None
     limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 50
     cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None
+    include_superseded: Annotated[bool, Field(
+        description="Also the preferences a newer one superseded (their history, with superseded_by).")] = False
 
 
 class DeleteArgs(BaseModel):
@@ -553,7 +560,7 @@ TOOLS: tuple[Tool, ...] = (
         trace=a.trace)),
     write("remember", RememberArgs, SUBMIT_RAW, lambda a: RawMemoryRequest(
         content=a.content, user_id=a.user_id, category=a.category, scope=_scope(a.scope), project_id=a.project_id,
-        agent_id=a.agent_id)),
+        agent_id=a.agent_id, kind=a.kind, applies_to=a.applies_to)),
     write("remember_many", RememberManyArgs, SUBMIT_RAW_BATCH, lambda a: RawBatchRequest(user_id=a.user_id, memories=[
         RawMemoryItem(content=f.content, category=f.category, scope=_scope(f.scope), project_id=a.project_id,
                       agent_id=a.agent_id) for f in a.facts])),
@@ -571,7 +578,7 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, source_id=a.source_id, target_id=a.target_id), ADDITIVE),
     ask("list_memories", ListArgs, LIST_MEMORIES, lambda a: MemoryListQuery(
         user_id=a.user_id, scope=a.scope, category=a.category, project_id=a.project_id, agent_id=a.agent_id,
-        limit=a.limit, cursor=a.cursor)),
+        limit=a.limit, cursor=a.cursor, include_superseded=a.include_superseded)),
     write("delete_memories", DeleteArgs, SUBMIT_BULK_DELETE, lambda a: BulkDeleteRequest(
         user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
         project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),

@@ -123,4 +123,6 @@ def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_a
         updated_at=accepted_at,
         task_id=task_id,
         occurred_at=item.occurred_at or accepted_at,
+        kind=item.pref_kind,
+        applies_to=list(item.applies_to),
     )

@@ -14,6 +14,7 @@ from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.memory.portability import read_header
+from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
 from service.outbox import Outbox
 from service.queue import TaskQueue
@@ -80,8 +81,12 @@ class Intake:
         occurred_at = iso(req.occurred_at) if req.occurred_at is not None else None
         if occurred_at is not None:  # the same words at another time are another event
             identity["occurred_at"] = occurred_at
+        kind, applies_to = preference_scope(req.category, req.kind, req.applies_to)
+        if kind is not None or applies_to:  # the same words about another thing are another preference
+            identity["preference"] = json.dumps([kind, applies_to])
         item = RawItem(scope=scope.value, project_id=project_id, category=req.category, content=req.content,
-                       agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at)
+                       agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at,
+                       pref_kind=kind, applies_to=applies_to)
         return item, identity
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:

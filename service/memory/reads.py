@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import structlog
 
@@ -52,15 +53,18 @@ class MemoryReads(MemoryCuration):
         agent_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        include_superseded: bool = False,
     ) -> MemoryPage:
         flt = list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
+        if not include_superseded:  # superseded preferences are history (service/memory/preferences.py)
+            flt = replace(flt, active_only=True)
         page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
         return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
 
     async def context(self, user_id: str, project_id: str | None, per_category: int = 200) -> ContextResponse:
         """The user's global memories plus the project's, grouped by category (in the order of CATEGORIES),
         oldest first within a category."""
-        flt = MemoryFilter(user_id=user_id, project_id=project_id)
+        flt = MemoryFilter(user_id=user_id, project_id=project_id, active_only=True)
         memories: list[Memory] = []
         cursor: str | None = None
         for _ in range(100):  # bounded: 100 pages of 500

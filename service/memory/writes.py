@@ -11,11 +11,12 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
 from service.conversations.service import erase_after_delete, keep_messages
-from service.domain import Memory, Message, content_hash
+from service.domain import Memory, Message, content_hash, memory_id_for
 from service.graph_api.links import structured_links
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.ledger import Ledger
+from service.memory import preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.rules import existing, list_filter
 from service.memory.windows import first_time, interaction_windows, valid_indexes
@@ -25,7 +26,7 @@ from service.queue import TaskQueue, now_iso
 from service.schemas import MemoryOut
 from service.settings import Settings
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
-from service.stores.vector import VectorStore
+from service.stores.vector import MemoryFilter, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +76,7 @@ class MemoryWriter:
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],
             ), fact=True)
+        corrected = await self._corrections(task_id, job, messages, drafts)
         facts = len(drafts.memories)
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
@@ -84,6 +86,7 @@ class MemoryWriter:
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}
+        await self._mark(corrected)  # stored preferences this conversation corrected
         session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
@@ -129,9 +132,14 @@ class MemoryWriter:
         if memory.category == INTERACTION and memory.source_message_ids:
             relations = []
         valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
+        refs = [EntityRef(e.name, e.type) for e in entities]
+        for name in memory.applies_to:  # what a preference applies to is an entity it mentions (its type, if known)
+            named = [EntityRef(e.name, e.type) for e in self.links.find(name, memory.category, memory.project_id)[0]]
+            known = {x.name.casefold() for x in refs}
+            refs += [r for r in named or [EntityRef(name)] if r.name.casefold() not in known]
         return MemoryLinks(
             memory_id=memory.id,
-            entities=[EntityRef(e.name, e.type) for e in entities],
+            entities=refs,
             relations=[RelationRef(r.subject, r.predicate, r.object, r.fact, valid_at) for r in relations],
         )
 
@@ -246,8 +254,95 @@ class MemoryWriter:
         reconciler (the memories are searchable already; no entities yet)."""
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
+        memories = preferences.within_job(memories, stored_at)
         report = await self.ledger.store(task_id, memories, links, self.embedder.embed)
-        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=report is not None)
+        superseded = await self._supersede(memories)
+        log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=report is not None,
+                 superseded=superseded)
         if report is None:
             return {"graph": "pending", "entities": [], "entity_count": 0, "relation_count": 0}
         return {"graph": "stored", **report.summary()}
+
+    # ---- preferences with a scope and a history (service/memory/preferences.py) ---------------
+
+    async def _supersede(self, memories: list[Memory]) -> list[str]:
+        """Mark every active preference of the new memories' slots that is not its slot's newest (older ones; or
+        a memory of this job, when a write accepted later already ran). The ids marked."""
+        new = [m for m in memories if preferences.slot(m) is not None and m.superseded_by is None]
+        slots = {preferences.slot(m) for m in new}
+        marked: list[str] = []
+        for user_id, scope, project_id in sorted({(m.user_id, m.scope, m.project_id) for m in new},
+                                                 key=lambda k: (k[0], k[1].value, k[2] or "")):
+            flt = MemoryFilter(user_id=user_id, scope=scope, project_id=project_id,
+                               categories=(preferences.PREFERENCE,), active_only=True)
+            active = [m for m in await self._all(flt) if m.project_id == project_id]
+            marked += await self._mark({m.id: by for m, by in preferences.to_supersede(active)
+                                        if preferences.slot(m) in slots})
+        return marked
+
+    async def _mark(self, superseded: dict[str, str]) -> list[str]:
+        """Mark memories superseded (id -> the id of what supersedes it), under their locks, unless already
+        marked. The ids marked."""
+        if not superseded:
+            return []
+        ids = sorted(superseded)
+        async with self.locks.hold(ids):
+            at = now_iso()
+            older = [m.model_copy(update={"superseded_by": superseded[m.id], "superseded_at": at})
+                     for m in await self.vectors.get(ids)  # as they are now, under their locks
+                     if m.superseded_by is None]
+            if older:
+                await self.ledger.supersede(older, self.embedder.embed)
+        return [m.id for m in older]
+
+    async def _all(self, flt: MemoryFilter) -> list[Memory]:
+        found: list[Memory] = []
+        cursor: str | None = None
+        for _ in range(100):  # bounded: 100 pages of 500
+            page, cursor = await self.vectors.scroll(flt, 500, cursor)
+            found += page
+            if cursor is None:
+                break
+        return found
+
+    async def _corrections(self, task_id: str, job: ConversationJob, messages: list[Message], drafts: Drafts
+                           ) -> dict[str, str]:
+        """An explicit correction of an amount ("actually, make that 80 dollars") the extractor kept no fact
+        for becomes the corrected preference: the latest earlier preference with an amount (of this conversation,
+        else stored), with the new amount, its kind and applies_to. It supersedes that very one: a draft of this
+        conversation is marked here; the stored ones to mark are returned (id -> the correction's id)."""
+        stored_targets: dict[str, str] = {}
+        for index, amount in preferences.corrections(messages):
+            if any(amount.casefold() in m.content.casefold() for m in drafts.memories):
+                continue  # the extractor stated it already
+            at = next((i for i in reversed(range(len(drafts.memories)))
+                       if drafts.memories[i].category == preferences.PREFERENCE
+                       and drafts.memories[i].superseded_by is None
+                       and preferences.MONEY.search(drafts.memories[i].content)
+                       and (not drafts.sources[i] or min(drafts.sources[i]) <= index)), None)
+            earlier = drafts.memories[at] if at is not None else None
+            new_id = memory_id_for(task_id, len(drafts.memories))
+            if earlier is None:
+                # active, or superseded by this very correction (a replay of this job: it chooses the same one)
+                stored = [m for m in await self._all(MemoryFilter(
+                    user_id=job.user_id, project_id=job.project_id, categories=(preferences.PREFERENCE,)))
+                    if m.task_id != task_id and m.superseded_by in (None, new_id)
+                    and preferences.MONEY.search(m.content)]
+                earlier = max(stored, key=preferences.newness, default=None)
+            if earlier is None:
+                continue
+            memory = preferences.corrected(
+                earlier, amount, id=new_id, task_id=task_id,
+                at=job.accepted_at, occurred_at=first_time([index], messages, job.accepted_at), source=[])
+            if memory is None:
+                continue
+            drafts.add(memory.model_copy(update={"agent_id": job.agent_id, "metadata": dict(job.metadata)}),
+                       [index], None, fact=True)
+            if drafts.memories[-1].id != new_id:
+                continue  # it repeats a memory of this conversation, which stays as it is
+            if at is not None:
+                drafts.memories[at] = earlier.model_copy(update={"superseded_by": new_id,
+                                                                 "superseded_at": job.accepted_at})
+            else:
+                stored_targets[earlier.id] = new_id
+        return stored_targets

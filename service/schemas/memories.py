@@ -105,6 +105,13 @@ class RawMemoryItem(BaseModel):
     metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
     occurred_at: datetime | None = Field(
         default=None, description="When what it says happened (ISO 8601; without a zone, UTC). Default: now.")
+    kind: str | None = Field(
+        default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$",
+        description="A preference's kind (e.g. `budget`); a newer preference of the same kind, scope and "
+                    "applies_to supersedes the older one. Only with category `preference`.")
+    applies_to: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=20,
+        description="Entity names the preference applies to (a project's tool, a person); part of its scope.")
 
 
 class RawMemoryRequest(RawMemoryItem):
@@ -167,6 +174,10 @@ class MemoryRecord(BaseModel):
     updated_at: str
     occurred_at: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    kind: str | None = None  # a preference's kind and scope, and what superseded it (docs/preferences.md)
+    applies_to: list[str] = Field(default_factory=list)
+    superseded_by: str | None = None
+    superseded_at: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryRecord:

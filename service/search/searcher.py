@@ -51,7 +51,8 @@ class Searcher:
         is the fused score. The query's embedding starts at once, beside the retrievers."""
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
         flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories,
-                           after=iso(req.after) if req.after else None, before=iso(req.before) if req.before else None)
+                           after=iso(req.after) if req.after else None, before=iso(req.before) if req.before else None,
+                           active_only=True)  # superseded preferences are history (service/memory/preferences.py)
         use = set(req.retrievers or self.names)
         run = [r for r in self.retrievers if r.name in use]
         embedding = (asyncio.ensure_future(self.query_vector(req.query)) if any(r.uses_vector for r in run)

@@ -105,9 +105,11 @@ class FilterBuilder(Generic[C, F]):
         all_of: Callable[[Sequence[C]], F],
         one_of: Callable[[Sequence[C]], F],
         time_range: Callable[[str, str | None, str | None], C],
+        is_empty: Callable[[str], C],
     ) -> None:
         self.eq, self.any_of, self.all_of, self.one_of = eq, any_of, all_of, one_of
         self.time_range = time_range  # (key, gte, lt)
+        self.is_empty = is_empty  # the field is missing, null or []
 
     def tenant(self, user_id: str) -> F:
         """All of one user's memories (the IDF corpus of the lexical retriever)."""
@@ -137,6 +139,8 @@ class FilterBuilder(Generic[C, F]):
             must.append(eq("agent_id", flt.agent_id))
         if flt.after is not None or flt.before is not None:
             must.append(self.time_range(TIME_FIELD, flt.after, flt.before))
+        if flt.active_only:  # memories written before the field existed pass: no backfill
+            must.append(self.is_empty("superseded_by"))
         return self.all_of(must)
 
 

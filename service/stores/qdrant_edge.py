@@ -364,6 +364,7 @@ _filters: FilterBuilder[qe.ConditionType, qe.Filter] = FilterBuilder(
     all_of=lambda conds: qe.Filter(must=list(conds)),
     one_of=lambda conds: qe.Filter(should=list(conds)),
     time_range=lambda key, gte, lt: qe.FieldCondition(key, range=qe.RangeDateTime(gte=gte, lt=lt)),
+    is_empty=lambda key: qe.IsEmptyCondition(key),
 )
 build_filter = _filters.build
 _queries: RankBuilder[qe.ConditionType, qe.Filter, qe.QueryRequest] = RankBuilder(

@@ -326,6 +326,7 @@ _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
     one_of=lambda conds: qm.Filter(should=list(conds)),
     time_range=lambda key, gte, lt: qm.FieldCondition(key=key, range=qm.DatetimeRange(
         gte=_moment(gte), lt=_moment(lt))),
+    is_empty=lambda key: qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key)),
 )
 build_filter = _filters.build
 _queries: RankBuilder[qm.Condition, qm.Filter, qm.QueryRequest] = RankBuilder(

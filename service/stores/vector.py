@@ -37,6 +37,9 @@ class MemoryFilter:
     # occurred_at window, stored form (domain.iso): after <= occurred_at < before
     after: str | None = None
     before: str | None = None
+    # only memories nothing superseded (a newer preference of the same slot, service/memory/preferences.py):
+    # listings, search and the context set it; reconcile, export, dedup and deletes see every memory
+    active_only: bool = False
 
     def matches(self, m: Memory) -> bool:
         """The rules above applied to one memory in Python, as the stores apply them in their filters."""
@@ -54,6 +57,8 @@ class MemoryFilter:
         if not ok or (self.categories is not None and category not in self.categories):
             return False
         if self.agent_id is not None and agent_id != self.agent_id:
+            return False
+        if self.active_only and m.superseded_by:
             return False
         if self.after is None and self.before is None:
             return True
@@ -94,7 +99,9 @@ class Boundary:
     count: int = 0
 
     def filter(self) -> MemoryFilter:
-        return MemoryFilter(user_id=self.user_id, scope=self.scope, project_id=self.project_id)
+        # superseded preferences are history, not duplicates: a sweep could otherwise keep one over the
+        # active preference it resembles ("50 dollars" / "80 dollars"), whose id may sort first
+        return MemoryFilter(user_id=self.user_id, scope=self.scope, project_id=self.project_id, active_only=True)
 
 
 class VectorStore(Protocol):

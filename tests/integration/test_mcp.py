@@ -455,3 +455,25 @@ def test_stdio_server_writes_only_protocol_to_stdout(api: str, tmp_path: Path) -
         assert json.loads(line)["jsonrpc"] == "2.0", line
     assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "memory-platform"
     assert "mcp_stdio_started" in proc.stderr
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_list_memories_shows_superseded_preferences_only_when_asked(api: str, transport: str) -> None:
+    """Preferences with a history (docs/preferences.md): the second budget supersedes the first (same kind)."""
+    user = unique(f"mcp-pref-{transport}")
+    async with connect(transport, api) as client:
+        old = await remember(client, content="Team dinner budget is 50 dollars", user_id=user, category="preference",
+                             kind="budget")
+        new = await remember(client, content="Team dinner budget is 80 dollars", user_id=user, category="preference",
+                             kind="budget")
+        active = await call(client, "list_memories", user_id=user)
+        assert [m["id"] for m in active["memories"]] == [new]
+        history = await call(client, "list_memories", user_id=user, include_superseded=True)
+        by_id = {m["id"]: m for m in history["memories"]}
+        assert set(by_id) == {old, new} and by_id[old]["superseded_by"] == new
+        # an explicit kind and applies_to: another scope, so the active budget above stays
+        vim = await remember(client, content="Use 4-space indentation", user_id=user, category="preference",
+                             kind="indentation", applies_to=["Python"])
+        active = await call(client, "list_memories", user_id=user)
+        assert {m["id"]: (m["kind"], m["applies_to"]) for m in active["memories"]} == {
+            new: ("budget", []), vim: ("indentation", ["Python"])}

@@ -650,3 +650,19 @@ async def test_layout_1_edge_shard_is_migrated_once_keeping_every_point(tmp_path
     await again.ensure_collection(DIM, EMBEDDER)
     assert await again.count() == len(ms)
     await again.close()
+
+
+async def test_active_only_leaves_out_superseded_memories(store: VectorStore) -> None:
+    old, new = mem(content="dinner at 50 dollars"), mem(content="dinner at 80 dollars")
+    old = old.model_copy(update={"superseded_by": new.id, "superseded_at": "2026-01-01T00:00:00+00:00"})
+    await store.upsert([old, new], [unit(0), unit(0)])
+    active = MemoryFilter("alice", active_only=True)
+    assert await ids_of(store, active) == {new.id}
+    assert [h.memory.id for h in await search(store, unit(0), active, 10)] == [new.id]
+    assert [h.memory.id for h in await search_text(store, "dinner", active, 10)] == [new.id]
+    assert await store.count(active) == 1
+    assert await ids_of(store, MemoryFilter("alice")) == {old.id, new.id}  # history: everything
+    [back] = await store.get([old.id])
+    assert back.superseded_by == new.id  # the payload round-trips
+    for m in (old, new):  # the Python form of the rule agrees with the store's
+        assert active.matches(m) == (m.id == new.id)
