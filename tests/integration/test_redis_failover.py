@@ -3,8 +3,8 @@ sentinels; tests/integration/redis_ha.py) while writes stream and the primary is
 
 - writes during the failover answer 503, never 500, and a client's retry succeeds after it;
 - nothing acknowledged (202) is doubled, no task is stuck, every completed memory is in both stores;
-- with REDIS_WAIT_REPLICAS=1 (the default) nothing acknowledged is lost; with 0, what is lost was acknowledged
-  just before the kill (asynchronous replication). The figures are printed (docs/deployment.md has them).
+- with REDIS_WAIT_REPLICAS=1 (the default) nothing acknowledged is lost; with 0, task statuses can be lost
+  (asynchronous replication; one loaded run lost every task status). The figures are printed (docs/deployment.md).
 
 As a supervisor would, the test starts the killed primary again once the failover is done; it rejoins as a replica.
 With one replica and WAIT 1, writes are refused (503) until then: the new primary has no replica to wait for.
@@ -136,7 +136,8 @@ async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: 
             print("FAILOVER", json.dumps(figures))
             if wait_replicas:
                 assert lost == []  # acknowledged = on the replica: the failover cannot lose it
-            else:
-                assert all(a["at"] <= killed_at for a in lost)  # only what was acknowledged before the kill
+            # Without WAIT nothing bounds the loss: on a loaded machine one run lost every task status (the new
+            # primary's data set was replaced), while the memories themselves stayed consistent in both stores
+            # (asserted above). docs/deployment.md says so; WAIT is the default for this reason.
     finally:
         await asyncio.to_thread(ha.close)
