@@ -1,4 +1,5 @@
-"""Context: the user's global memories plus a project's, grouped by category."""
+"""Context: the user's global memories plus a project's, most useful for the session first, grouped by category;
+within a token budget when `max_tokens` is given (service/search/context.py)."""
 
 from __future__ import annotations
 
@@ -15,25 +16,34 @@ from service.schemas import ContextResponse
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
 
+DEFAULT_CHARS = 4000
 Format = Annotated[Literal["json", "markdown"], Query()]
-MaxChars = Annotated[int, Query(ge=200, le=200_000, description="Bound of the markdown block")]
+MaxChars = Annotated[int | None, Query(ge=200, le=200_000, description=(
+    "Bound of the markdown block in characters (default 4000 without max_tokens)"))]
+MaxTokens = Annotated[int | None, Query(ge=50, le=100_000, description=(
+    "Budget of the markdown block in tokens of the embedder's tokenizer: the most useful memories that fit "
+    "(JSON: the same memories, `omitted` the rest)"))]
+ContextQuery = Annotated[str | None, Query(min_length=1, max_length=2000, description=(
+    "What the session is about: its search hits come first"))]
 
 
 async def _context(
-    service: ServiceDep, user_id: str, project_id: str | None, fmt: str, max_chars: int
+    service: ServiceDep, user_id: str, project_id: str | None, fmt: str, max_chars: int | None,
+    max_tokens: int | None, query: str | None,
 ) -> ContextResponse | PlainTextResponse:
-    ctx = await service.context(user_id, project_id)
+    ctx = await service.context(user_id, project_id, max_tokens=max_tokens, query=query)
     if fmt == "markdown":
-        return PlainTextResponse(render_markdown(ctx, max_chars), media_type="text/markdown")
+        bound = max_chars if max_chars is not None or max_tokens is not None else DEFAULT_CHARS
+        return PlainTextResponse(render_markdown(ctx, bound), media_type="text/markdown")
     return ctx
 
 
 @router.get("/global", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
 async def global_context(
     service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
-    max_chars: MaxChars = 4000,
+    max_chars: MaxChars = None, max_tokens: MaxTokens = None, query: ContextQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, caller.user(user_id), None, format, max_chars)
+    return await _context(service, caller.user(user_id), None, format, max_chars, max_tokens, query)
 
 
 @router.get("/{project_id}", response_model=ContextResponse, responses={200: {"content": {"text/markdown": {}}}})
@@ -43,6 +53,8 @@ async def project_context(
     project_id: ProjectPath,
     user_id: OptionalUserQuery = None,
     format: Format = "json",
-    max_chars: MaxChars = 4000,
+    max_chars: MaxChars = None,
+    max_tokens: MaxTokens = None,
+    query: ContextQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, caller.user(user_id), project_id, format, max_chars)
+    return await _context(service, caller.user(user_id), project_id, format, max_chars, max_tokens, query)

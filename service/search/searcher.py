@@ -12,6 +12,7 @@ from service.domain import check_category, iso
 from service.metrics import SEARCH_DURATION, timed
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
+from service.search.facts import supporting_facts
 from service.search.fusion import fuse
 from service.search.graph import GraphProposal
 from service.search.lexical import Lexical
@@ -39,6 +40,7 @@ class Searcher:
     def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphStore, embedder: Embedder) -> None:
         self.settings = settings
         self.vectors = vectors
+        self.graph = graph
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
         self.retrievers = retrievers(settings, vectors, graph)
         self.names = tuple(r.name for r in self.retrievers)
@@ -65,9 +67,17 @@ class Searcher:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
-            out = await results(self.vectors, fuse(lists, self.weights, self.settings.rrf_k), req.limit)
+            out = await results(self.vectors, fuse(lists, self.weights, self.settings.rrf_k), req.limit,
+                                req.collapse)
         window = next((f.window for f in found if f.window is not None), None)
-        return SearchResponse(results=out, degraded=[r.name for r, f in zip(run, found, strict=True) if f.degraded],
+        degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
+        facts = None
+        if req.include and "facts" in req.include:
+            facts = await supporting_facts(self.graph, user_id, req.project_id, out, self.settings)
+            if facts is None:
+                facts = []
+                degraded += [] if "graph" in degraded else ["graph"]
+        return SearchResponse(results=out, degraded=degraded, facts=facts,
                               time_window=None if window is None else SearchWindow.of(window))
 
     async def query_vector(self, query: str) -> list[float]:
