@@ -18,7 +18,7 @@ settings file uses.
 | `MEMORY_USER_ID` | unset | sent as `user_id` when set (needed with `AUTH_MODE=none`) |
 | `MEMORY_PROJECT_ID` | unset | overrides the project id found from `cwd` |
 | `MEMORY_CONTEXT_CHARS` | 4000 | session-start's context budget, clamped to 200..10000 |
-| `MEMORY_CONTEXT_TOKENS` | 1000 | session-start's context budget in tokens (the embedder's tokenizer), clamped to 50..4000; `0`: characters only |
+| `MEMORY_CONTEXT_TOKENS` | 1000 | session-start's budget in the embedder's tokens, 50..4000; `0`: chars only |
 | `MEMORY_HOOKS_DISABLED` | unset | `1`/`true`: every command does nothing |
 | `MEMORY_HOOKS_DEBUG` | unset | `1`/`true`: errors are written to stderr (never to stdout) |
 """
