@@ -13,6 +13,7 @@ from service.metrics import SEARCH_DURATION, timed
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
 from service.search.facts import supporting_facts
+from service.search.feedback import feedback
 from service.search.fusion import fuse
 from service.search.graph import GraphProposal
 from service.search.lexical import Lexical
@@ -34,6 +35,9 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
         GraphProposal(vectors, graph, settings),
         TimeWindows(vectors, settings.search_weight_time),
     )
+
+
+FEEDBACK = "feedback"
 
 
 class Searcher:
@@ -67,8 +71,14 @@ class Searcher:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
-            out = await results(self.vectors, fuse(lists, self.weights, self.settings.rrf_k), req.limit,
-                                req.collapse)
+            fused = fuse(lists, self.weights, self.settings.rrf_k)
+            prf = self.settings.search_feedback_weight
+            if prf > 0 and len(run) == len(self.retrievers):  # an experiment, off by default (feedback.py)
+                lists[FEEDBACK] = await feedback(self.vectors, fused, q)
+                fused = fuse(lists, {**self.weights, FEEDBACK: prf}, self.settings.rrf_k)
+                for f in fused:
+                    f.signals.pop(FEEDBACK, None)
+            out = await results(self.vectors, fused, req.limit, req.collapse)
         window = next((f.window for f in found if f.window is not None), None)
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
         facts = None
