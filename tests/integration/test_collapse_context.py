@@ -184,3 +184,22 @@ async def test_the_global_context_and_an_empty_one(client: httpx.AsyncClient) ->
     assert glob["tokens"] <= 50 and glob["order"]
     bad = await client.get("/v1/context/global", params={"user_id": user, "max_tokens": 10})
     assert bad.status_code == 422
+
+
+async def test_a_relative_time_in_a_turn_is_anchored_to_the_session_date(client: httpx.AsyncClient) -> None:
+    user = unique("anchor")
+    said = "2023-05-08T13:56:00"
+    resp = await client.post("/v1/memories", json={"user_id": user, "messages": [
+        {"role": "user", "content": "Caroline: I went to a LGBTQ support group yesterday.", "timestamp": said},
+        {"role": "user", "content": "Melanie: That sounds great, I love painting.", "timestamp": said}]})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    window = next(m for m in done["result"]["memories"] if m["source_message_ids"] == ["0", "1"])
+    assert window["occurred_at"].startswith("2023-05-07T00:00:00")  # "yesterday" said on 8 May
+    assert all(m["occurred_at"].startswith("2023-05-07") for m in done["result"]["memories"]
+               if m["source_message_ids"] == ["0"])
+    # the time retriever finds it by the day it happened
+    answer = await search(client, user_id=user, query="support group on 7 May 2023", retrievers=["time"], limit=3)
+    assert answer["time_window"]["start"].startswith("2023-05-07")
+    assert window["id"] in [r["id"] for r in answer["results"]]

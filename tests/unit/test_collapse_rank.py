@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from service import context_format
-from service.domain import Memory, Scope
+from service.domain import Memory, Message, Scope
+from service.memory.windows import anchored_time
 from service.schemas.memories import ContextSection
 from service.search import context
 from service.search.fusion import Fused
@@ -103,3 +104,18 @@ def test_max_chars_takes_the_most_useful_first() -> None:
     text = context_format.render_markdown(ctx, 300)
     assert len(text) <= 300 and "Memory 9 " in text and "Memory 0 " not in text  # the most recent first
     assert "more not shown (raise max_chars)" in text
+
+
+def test_a_relative_time_in_a_message_resolves_against_its_session_date() -> None:
+    said = "2023-05-08T13:56:00"
+    messages = [Message(role="user", content=text, timestamp=said) for text in (
+        "I went to a support group yesterday.", "Last Saturday we painted a sunrise.", "I adopted a dog two weeks ago",
+        "We may go there. I like painting.", "Last year I ran a marathon")]
+    accepted = "2026-01-01T00:00:00+00:00"
+    assert [anchored_time([i], messages, accepted) for i in range(5)] == [
+        "2023-05-07T00:00:00+00:00", "2023-05-06T00:00:00+00:00", "2023-04-24T00:00:00+00:00",
+        "2023-05-08T13:56:00+00:00",  # no time named ("may" is a verb): the session date
+        "2022-01-01T00:00:00+00:00"]
+    # a window: the first of its messages that names a time; without a timestamp, the acceptance time
+    assert anchored_time([3, 0], messages, accepted) == "2023-05-07T00:00:00+00:00"
+    assert anchored_time([0], [Message(role="user", content="yesterday")], accepted) == accepted
