@@ -87,6 +87,7 @@ def test_the_budget_is_kept_in_the_embedders_tokens_and_says_what_it_left_out() 
                         sections=[lessons])
     text = context_format.render_markdown(ctx)
     assert ctx.tokens == counter.count(text) <= 120
+    assert ctx.tokens == sum(counter.count(line) for line in text.splitlines())  # lines add up: what build() sums
     assert 0 < len(ctx.order) < 30 and ctx.omitted == 30 - len(ctx.order)
     assert text.rstrip().endswith(f"_… {ctx.omitted} more not shown (raise max_tokens)_")
     assert "## From earlier sessions\n- Run the linter" in text and ctx.sections[0].lines
