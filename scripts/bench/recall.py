@@ -16,8 +16,8 @@
      session memory by its `source_message_ids`). To iterate on query-side changes: ingest once with a fixed
      prefix, then restart the service and re-run the queries on the same data.
 2. Query: every QA item with evidence, for its sample's user, once per retriever: `dense`, `lexical`,
-   `graph`, `time` (`retrievers: [<one>]`, limit 50), `fused` (all retrievers, `collapse: false`, limit 20: every
-   memory in its own slot, as the single lists are) and `collapsed` (the API's default search, collapse by
+   `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (all retrievers, limit 20), all with
+   `collapse: false` (every memory in its own slot, so the offline fusions below replay them), and `collapsed` (the API's default search, collapse by
    source on, limit 50: what an agent gets). Category 5 (adversarial: no evidence) is left out.
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
    from the lists with `--weights`: it must match `fused`, a check of the harness), `fused-no-graph`
@@ -326,9 +326,9 @@ async def run_queries(client: httpx.AsyncClient, questions: list[Question], conc
     async def one(q: Question, variant: str) -> None:
         body: dict[str, Any] = {"query": q.text, "user_id": q.sample.user_id,
                                 "limit": 20 if variant == "fused" else LIST_LIMIT}
-        if variant == "fused":
-            body["collapse"] = False
-        elif variant != "collapsed":
+        if variant != "collapsed":
+            body["collapse"] = False  # each memory in its own slot: what the offline fusions replay
+        if variant not in ("fused", "collapsed"):
             body["retrievers"] = [variant]
         async with sem:
             try:
