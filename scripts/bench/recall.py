@@ -18,7 +18,8 @@
 2. Query: every QA item with evidence, for its sample's user, once per retriever: `dense`, `lexical`,
    `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (all retrievers, limit 20), all with
    `collapse: false` (every memory in its own slot, so the offline fusions below replay them), and
-   `collapsed` (the API's default search, collapse by source on, limit 50: what an agent gets). Category 5 (adversarial: no evidence) is left out.
+   `collapsed` (the API's default search, collapse by source on, limit 50: what an agent gets).
+   Category 5 (adversarial: no evidence) is left out.
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
    from the lists with `--weights`: it must match `fused`, a check of the harness), `fused-no-graph`
    (the same without the graph retriever: what the second store adds) and `interleave` (seed 001's
