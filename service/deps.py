@@ -38,6 +38,7 @@ from service.queue import TaskQueue, connect_redis
 from service.reconcile import Reconciler
 from service.registry import FUNCTIONS, JobHandlers
 from service.runs.service import RunService
+from service.search.usage import RetrievalCounts
 from service.settings import Settings
 from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
@@ -211,7 +212,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     outbox = Outbox(redis, settings)
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder)
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder,
+                            usage=RetrievalCounts(redis, settings))
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
                           RuleLinkFinder())

@@ -74,7 +74,14 @@ class Settings(BaseSettings):
     search_weight_lexical: float = Field(default=1.5, ge=0)
     search_weight_graph: float = Field(default=3.0, ge=0)
     search_weight_time: float = Field(default=1.0, ge=0)
+    # conversations: a message's relative time ("yesterday", "last Saturday") resolved against its timestamp into
+    # its memories' occurred_at (service/memory/windows.py: anchored_time)
+    time_anchoring: bool = True
+    # pseudo-relevance feedback's list weight (service/search/feedback.py); 0 = off (measured: docs/retrieval.md)
+    search_feedback_weight: float = Field(default=0.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
+    # The session context's order (service/search/context.py): recency's half-life in days
+    context_recency_days: float = Field(default=30.0, gt=0)
     # Qdrant Edge: build the HNSW index and vacuum deleted points (in a child process) once this many points were
     # written or deleted since the last build (0 = never)
     optimize_min_unindexed: int = Field(default=20_000, ge=0)

@@ -125,6 +125,21 @@ class _Timeless:
 _TIMELESS = _Timeless(4096)
 
 
+# A message worth handing to dateparser at write time: it names a time relative to when it was said (or a day).
+_RELATIVE_CUE = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|this\s+(?:week|weekend|month|year|morning|evening)"
+    r"|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b", re.IGNORECASE)
+
+
+def anchor(text: str, said_at: datetime) -> TimeWindow | None:
+    """The time a message names relative to when it was said ("yesterday", "last Saturday", "two weeks ago"),
+    resolved against `said_at` (its session's date): session-level time anchoring at write time. None when it
+    names no relative time (checked by a cheap pattern before dateparser runs)."""
+    if not _RELATIVE_CUE.search(text):
+        return None
+    return _find(text, said_at)
+
+
 def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | None:
     """The first time phrase of `query` as a window, or None when it names no time."""
     now = now or datetime.now(UTC)

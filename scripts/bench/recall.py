@@ -16,7 +16,9 @@
      session memory by its `source_message_ids`). To iterate on query-side changes: ingest once with a fixed
      prefix, then restart the service and re-run the queries on the same data.
 2. Query: every QA item with evidence, for its sample's user, once per retriever: `dense`, `lexical`,
-   `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (the API's default search, limit 20).
+   `graph`, `time` (`retrievers: [<one>]`, limit 50) and `fused` (all retrievers, limit 20), all with
+   `collapse: false` (every memory in its own slot, so the offline fusions below replay them), and
+   `collapsed` (the API's default search, collapse by source on, limit 50: what an agent gets).
    Category 5 (adversarial: no evidence) is left out.
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
    from the lists with `--weights`: it must match `fused`, a check of the harness), `fused-no-graph`
@@ -25,7 +27,11 @@
    the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
    reports the odd ones, so the printed figure is not the one it was chosen on).
 3. Score: recall@k = evidence turns covered by the top k / evidence turns, mean per category (1
-   multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall.
+   multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall. R@512t and R@1024t: the evidence covered by
+   the results whose contents, in order, fit in the first 512 / 1,024 tokens (all-MiniLM-L6-v2's tokenizer,
+   service/tokens.py; a result that would cross the bound and everything after it count for nothing). A slot
+   covers the turns of its memory (in `sessions` mode its `source_message_ids`, which include those of the
+   memories folded into it).
 
 Exit status: 0 when everything was ingested and every search answered 200 without `degraded`; 1
 otherwise; 2 for unusable input.
@@ -53,8 +59,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 from service.search.fusion import fuse  # noqa: E402
+from service.tokens import token_counter  # noqa: E402
 
 KS = (1, 5, 10, 20)
+TOKEN_BUDGETS = (512, 1024)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 RETRIEVERS = ("dense", "lexical", "graph", "time")
 LIST_LIMIT = 50
@@ -79,6 +87,7 @@ class Sample:
     turns: list[Turn]
     qa: list[dict[str, Any]]
     memory_dia: dict[str, set[str]] = field(default_factory=dict)  # memory id -> dia_ids
+    tokens: dict[str, int] = field(default_factory=dict)  # memory id -> tokens of its content (as searched)
 
 
 @dataclass
@@ -309,14 +318,18 @@ def questions_of(samples: list[Sample]) -> tuple[list[Question], dict[str, int]]
 
 
 async def run_queries(client: httpx.AsyncClient, questions: list[Question], concurrency: int) -> list[str]:
-    """Fill every question's lists: one request per retriever (limit 50) and the served search (limit 20)."""
+    """Fill every question's lists: one request per retriever (limit 50), the fusion without collapse (limit 20)
+    and the served search, collapsed (limit 50)."""
     sem = asyncio.Semaphore(concurrency)
     problems: list[str] = []
+    counter = token_counter(None)
 
     async def one(q: Question, variant: str) -> None:
         body: dict[str, Any] = {"query": q.text, "user_id": q.sample.user_id,
                                 "limit": 20 if variant == "fused" else LIST_LIMIT}
-        if variant != "fused":
+        if variant != "collapsed":
+            body["collapse"] = False  # each memory in its own slot: what the offline fusions replay
+        if variant not in ("fused", "collapsed"):
             body["retrievers"] = [variant]
         async with sem:
             try:
@@ -331,8 +344,11 @@ async def run_queries(client: httpx.AsyncClient, questions: list[Question], conc
         if answer.get("degraded"):
             problems.append(f"search {q.text[:60]!r}: degraded {answer['degraded']}")
         q.lists[variant] = [r["id"] for r in answer["results"]]
+        for r in answer["results"]:
+            if r["id"] not in q.sample.tokens:
+                q.sample.tokens[r["id"]] = counter.count(r["content"])
 
-    await asyncio.gather(*(one(q, v) for q in questions for v in (*RETRIEVERS, "fused")))
+    await asyncio.gather(*(one(q, v) for q in questions for v in (*RETRIEVERS, "fused", "collapsed")))
     return problems
 
 
@@ -355,8 +371,24 @@ def recall_at(q: Question, ranked: list[str], k: int) -> float:
     return len(found & q.evidence) / len(q.evidence)
 
 
+def recall_within(q: Question, ranked: list[str], budget: int) -> float:
+    """Evidence covered by the results whose contents, in order, fit in `budget` tokens."""
+    found: set[str] = set()
+    used = 0
+    for mid in ranked:
+        used += q.sample.tokens.get(mid, 0)
+        if used > budget:
+            break
+        found |= q.sample.memory_dia.get(mid, set())
+    return len(found & q.evidence) / len(q.evidence)
+
+
 def mean_recall(questions: list[Question], ranked: dict[int, list[str]], k: int) -> float:
     return sum(recall_at(q, ranked[q.index], k) for q in questions) / max(1, len(questions))
+
+
+def mean_recall_within(questions: list[Question], ranked: dict[int, list[str]], budget: int) -> float:
+    return sum(recall_within(q, ranked[q.index], budget) for q in questions) / max(1, len(questions))
 
 
 def fit(questions: list[Question], split: str) -> dict[str, Any]:
@@ -391,7 +423,7 @@ def retriever_lists(q: Question) -> dict[str, list[str]]:
 
 def rankings(questions: list[Question], weights: dict[str, float], k: float) -> dict[str, dict[int, list[str]]]:
     out: dict[str, dict[int, list[str]]] = {v: {q.index: q.lists.get(v, []) for q in questions}
-                                            for v in ("dense", "lexical", "graph", "fused")}
+                                            for v in ("dense", "lexical", "graph", "fused", "collapsed")}
     out["fused-replay"] = {q.index: rrf(retriever_lists(q), weights, k) for q in questions}
     # the same fusion without the graph: what the second store adds
     out["fused-no-graph"] = {q.index: rrf(retriever_lists(q), {**weights, "graph": 0.0}, k) for q in questions}
@@ -400,7 +432,8 @@ def rankings(questions: list[Question], weights: dict[str, float], k: float) -> 
 
 
 def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) -> tuple[str, list[dict[str, Any]]]:
-    header = f"{'category':<16}{'n':>4}  {'variant':<13}" + "".join(f"{'R@' + str(k):>7}" for k in KS)
+    header = (f"{'category':<16}{'n':>4}  {'variant':<13}" + "".join(f"{'R@' + str(k):>7}" for k in KS)
+              + "".join(f"{'R@' + str(b) + 't':>9}" for b in TOKEN_BUDGETS))
     lines = [header, "-" * len(header)]
     rows: list[dict[str, Any]] = []
     for category in [*sorted({q.category for q in questions}), None]:
@@ -408,10 +441,13 @@ def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) ->
         label = "all" if category is None else f"{category} {CATEGORY_NAMES.get(category, '?')}"
         for i, (variant, lists) in enumerate(ranked.items()):
             values = {k: mean_recall(subset, lists, k) for k in KS}
+            within = {b: mean_recall_within(subset, lists, b) for b in TOKEN_BUDGETS}
             lines.append(f"{label if i == 0 else '':<16}{len(subset) if i == 0 else '':>4}  {variant:<13}"
-                         + "".join(f"{values[k]:>7.3f}" for k in KS))
+                         + "".join(f"{values[k]:>7.3f}" for k in KS) + "".join(f"{within[b]:>9.3f}"
+                                                                             for b in TOKEN_BUDGETS))
             rows.append({"category": category if category is not None else "all", "variant": variant,
-                         "n": len(subset), **{f"recall@{k}": round(values[k], 4) for k in KS}})
+                         "n": len(subset), **{f"recall@{k}": round(values[k], 4) for k in KS},
+                         **{f"recall@{b}t": round(within[b], 4) for b in TOKEN_BUDGETS}})
     return "\n".join(lines), rows
 
 
@@ -452,7 +488,7 @@ async def main(args: argparse.Namespace) -> int:
         questions, stats = questions_of(samples)
         t0 = time.perf_counter()
         query_problems = await run_queries(client, questions, args.concurrency)
-        print(f"searched {len(questions)} questions x {len(RETRIEVERS) + 1} variants in {time.perf_counter() - t0:.1f}s"
+        print(f"searched {len(questions)} questions x {len(RETRIEVERS) + 2} variants in {time.perf_counter() - t0:.1f}s"
               f"  (skipped: {stats['skipped_no_evidence']} without evidence or adversarial; evidence ids naming no "
               f"turn: {stats['dropped_evidence_ids']})")
     served = {r: float(args.weights.get(r, 0.0)) for r in RETRIEVERS}

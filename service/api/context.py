@@ -1,4 +1,5 @@
-"""Context: the user's global memories plus a project's, grouped by category."""
+"""Context: the user's global memories plus a project's, most useful for the session first, grouped by category;
+within a token budget when `max_tokens` is given (service/search/context.py)."""
 
 from __future__ import annotations
 
@@ -12,37 +13,45 @@ from service.api.params import OptionalUserQuery, ProjectPath
 from service.api.runs import RunsDep, SessionQuery
 from service.api.security import CallerDep
 from service.context_format import render_markdown
-from service.runs.lessons import ContextWithLessons, render_lessons
+from service.runs.lessons import HEADING, ContextWithLessons, lesson_line
 from service.schemas import ContextResponse
+from service.schemas.memories import ContextSection
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
 
+DEFAULT_CHARS = 4000
+LESSONS_TITLE = HEADING.removeprefix("## ")  # a context section (service/context_format.py `heading`)
 Format = Annotated[Literal["json", "markdown"], Query()]
-MaxChars = Annotated[int, Query(ge=200, le=200_000, description="Bound of the markdown block")]
-
-
-LESSON_SHARE = 4  # the "from earlier sessions" part gets at most 1/4 of the markdown bound
+MaxChars = Annotated[int | None, Query(ge=200, le=200_000, description=(
+    "Bound of the markdown block in characters (default 4000 without max_tokens)"))]
+MaxTokens = Annotated[int | None, Query(ge=50, le=100_000, description=(
+    "Budget of the markdown block in tokens of the embedder's tokenizer: the most useful memories that fit "
+    "(JSON: the same memories, `omitted` the rest)"))]
+ContextQuery = Annotated[str | None, Query(min_length=1, max_length=2000, description=(
+    "What the session is about: its search hits come first"))]
 
 
 async def _context(
-    service: ServiceDep, runs: RunsDep, user_id: str, project_id: str | None, fmt: str, max_chars: int,
-    session_id: str | None,
+    service: ServiceDep, runs: RunsDep, user_id: str, project_id: str | None, fmt: str, max_chars: int | None,
+    max_tokens: int | None, query: str | None, session_id: str | None,
 ) -> ContextResponse | PlainTextResponse:
-    ctx = await service.context(user_id, project_id)
     found = await runs.lessons(user_id, project_id, session_id)  # lessons of earlier sessions (docs/runs.md)
+    lessons = ContextSection(title=LESSONS_TITLE, lines=[lesson_line(lesson) for lesson in found])
+    ctx = await service.context(user_id, project_id, max_tokens=max_tokens, query=query,
+                                sections=[lessons] if found else [])
     if fmt == "markdown":
-        part = render_lessons(found, max_chars // LESSON_SHARE)
-        text = render_markdown(ctx, max_chars - len(part) - 1 if part else max_chars)
-        return PlainTextResponse(text + ("\n" + part if part else ""), media_type="text/markdown")
+        bound = max_chars if max_chars is not None or max_tokens is not None else DEFAULT_CHARS
+        return PlainTextResponse(render_markdown(ctx, bound), media_type="text/markdown")
     return ContextWithLessons(**ctx.model_dump(), lessons=found)
 
 
 @router.get("/global", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
 async def global_context(
     service: ServiceDep, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
-    max_chars: MaxChars = 4000, session_id: SessionQuery = None,
+    max_chars: MaxChars = None, max_tokens: MaxTokens = None, query: ContextQuery = None,
+    session_id: SessionQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, runs, caller.user(user_id), None, format, max_chars, session_id)
+    return await _context(service, runs, caller.user(user_id), None, format, max_chars, max_tokens, query, session_id)
 
 
 @router.get("/{project_id}", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
@@ -53,7 +62,10 @@ async def project_context(
     project_id: ProjectPath,
     user_id: OptionalUserQuery = None,
     format: Format = "json",
-    max_chars: MaxChars = 4000,
+    max_chars: MaxChars = None,
+    max_tokens: MaxTokens = None,
+    query: ContextQuery = None,
     session_id: SessionQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, runs, caller.user(user_id), project_id, format, max_chars, session_id)
+    return await _context(service, runs, caller.user(user_id), project_id, format, max_chars, max_tokens, query,
+                          session_id)

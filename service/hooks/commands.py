@@ -1,7 +1,7 @@
 """The three hook commands. Each reads Claude Code's event JSON from stdin, never raises, never
 writes anything but the documented JSON to stdout, and keeps to its time budget:
 
-- `session_start`: GET `/v1/context/{project}` (markdown, `MEMORY_CONTEXT_CHARS`) and print
+- `session_start`: GET `/v1/context/{project}` (markdown, `MEMORY_CONTEXT_TOKENS`, `MEMORY_CONTEXT_CHARS`) and print
   `{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}`; the request
   gets `SESSION_START_BUDGET` seconds (the whole command stays under 1.5 s); on any error, timeout or
   non-200 answer it prints nothing.
@@ -109,6 +109,8 @@ def session_start(settings: HookSettings, event: Mapping[str, Any], env: Mapping
     started = time.monotonic()
     project = resolve_project_id(event_cwd(event, env), settings.project_id)
     query: dict[str, str | int] = {"format": "markdown", "max_chars": settings.context_chars}
+    if settings.context_tokens:  # the most useful memories that fit, the project's first
+        query["max_tokens"] = settings.context_tokens
     if settings.user_id:
         query["user_id"] = settings.user_id
     current = trace.api_session(session_id(event))

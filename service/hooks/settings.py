@@ -18,6 +18,7 @@ settings file uses.
 | `MEMORY_USER_ID` | unset | sent as `user_id` when set (needed with `AUTH_MODE=none`) |
 | `MEMORY_PROJECT_ID` | unset | overrides the project id found from `cwd` |
 | `MEMORY_CONTEXT_CHARS` | 4000 | session-start's context budget, clamped to 200..10000 |
+| `MEMORY_CONTEXT_TOKENS` | 1000 | session-start's budget in the embedder's tokens, 50..4000; `0`: chars only |
 | `MEMORY_HOOKS_DISABLED` | unset | `1`/`true`: every command does nothing |
 | `MEMORY_HOOKS_DEBUG` | unset | `1`/`true`: errors are written to stderr (never to stdout) |
 """
@@ -37,6 +38,9 @@ DEFAULT_CONTEXT_CHARS = 4000
 # (a longer string is saved to a file and replaced by a preview).
 MIN_CONTEXT_CHARS = 200
 MAX_CONTEXT_CHARS = 10_000
+DEFAULT_CONTEXT_TOKENS = 1000
+MIN_CONTEXT_TOKENS = 50  # the API's minimum max_tokens
+MAX_CONTEXT_TOKENS = 4000  # about what MAX_CONTEXT_CHARS holds
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -87,6 +91,7 @@ class HookSettings:
     user_id: str | None = None
     project_id: str | None = None
     context_chars: int = DEFAULT_CONTEXT_CHARS
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS  # 0: no token budget
     disabled: bool = False
     debug: bool = False
 
@@ -104,12 +109,17 @@ class HookSettings:
             chars = int(get("MEMORY_CONTEXT_CHARS") or DEFAULT_CONTEXT_CHARS)
         except ValueError:
             chars = DEFAULT_CONTEXT_CHARS
+        try:
+            tokens = int(get("MEMORY_CONTEXT_TOKENS") or DEFAULT_CONTEXT_TOKENS)
+        except ValueError:
+            tokens = DEFAULT_CONTEXT_TOKENS
         return cls(
             url=url.rstrip("/"),
             api_key=get("MEMORY_API_KEY"),
             user_id=get("MEMORY_USER_ID"),
             project_id=get("MEMORY_PROJECT_ID"),
             context_chars=max(MIN_CONTEXT_CHARS, min(MAX_CONTEXT_CHARS, chars)),
+            context_tokens=0 if tokens <= 0 else max(MIN_CONTEXT_TOKENS, min(MAX_CONTEXT_TOKENS, tokens)),
             disabled=_flag(get("MEMORY_HOOKS_DISABLED")),
             debug=_flag(get("MEMORY_HOOKS_DEBUG")),
         )

@@ -58,6 +58,8 @@ class TaskQuery(BaseModel):
 class ContextQuery(BaseModel):
     user_id: str
     project_id: str | None = Field(default=None, exclude=True)  # in the path
+    max_tokens: int | None = None
+    query: str | None = None
 
 
 class MemoryListQuery(BaseModel):
@@ -153,7 +155,8 @@ TASK_STATUS = Operation[TaskQuery, TaskResponse](
     TaskResponse, lambda on, r: on.service.task_status(r.task_id, on.caller.user_filter(None)),
     "GET", "/v1/tasks/{task_id}")
 CONTEXT = Operation[ContextQuery, ContextResponse](
-    ContextResponse, lambda on, r: on.service.context(on.caller.user(r.user_id), r.project_id), "GET", _context_path)
+    ContextResponse, lambda on, r: on.service.context(on.caller.user(r.user_id), r.project_id, max_tokens=r.max_tokens,
+                                                      query=r.query), "GET", _context_path)
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
     MemoryPage, lambda on, r: on.service.list_memories(
         on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,

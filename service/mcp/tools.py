@@ -83,6 +83,8 @@ from service.schemas import (
 )
 from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
 
+DEFAULT_CONTEXT_CHARS = 4000  # the context text's bound without max_chars or max_tokens
+
 # How long a write with wait=true polls its task before answering with the task id and its status.
 WAIT_SECONDS = 30.0
 
@@ -176,6 +178,9 @@ class RecallArgs(BaseModel):
     limit: Annotated[int, Field(ge=1, le=100, description="At most this many results.")] = 10
     trace: Annotated[bool, Field(description="Record which memories came back and which entities were used "
                                              "(trace_id in the answer; kept TRACE_TTL_DAYS).")] = False
+    collapse: Annotated[bool, Field(description=(
+        "Fold a memory whose source messages another result covers (a fact and the conversation excerpt it "
+        "came from) into that result's `also`, so it takes no slot; false lists each on its own."))] = True
 
 
 class RememberArgs(BaseModel):
@@ -235,13 +240,20 @@ class ConversationArgs(BaseModel):
 
 
 class ContextArgs(BaseModel):
-    """Everything known for a session: the user's global memories plus the project's (with project_id),
-    grouped by category. The text is a compact markdown block for your context; the structured
-    content has every memory with its id."""
+    """What is known for a session: the user's global memories plus the project's (with project_id), most
+    useful first (what `query` finds, facts before the conversation excerpts they came from, the project's
+    before global ones, recent and often recalled), grouped by category. The text is a compact markdown block
+    for your context that says how many memories it left out; the structured content has each listed memory
+    with its id."""
 
     user_id: UserId
     project_id: ProjectId = None
-    max_chars: Annotated[int, Field(ge=200, le=200_000, description="Bound of the markdown text.")] = 4000
+    query: Annotated[str | None, Field(min_length=1, max_length=2000,
+                                       description="What the session is about; its matches come first.")] = None
+    max_tokens: Annotated[int | None, Field(ge=50, le=100_000, description=(
+        "Token budget of the markdown text (the embedder's tokenizer); the most useful memories that fit."))] = None
+    max_chars: Annotated[int | None, Field(ge=200, le=200_000, description=(
+        "Bound of the markdown text in characters (default 4000 without max_tokens).")) ] = None
 
 
 class GraphSearchArgs(BaseModel):
@@ -549,15 +561,17 @@ def write(name: str, args: type[A], op: Operation[Req, AcceptedResponse], reques
 
 
 async def _context(backend: MemoryBackend, a: ContextArgs) -> CallToolResult:
-    ctx = await backend.call(CONTEXT, ContextQuery(user_id=a.user_id, project_id=a.project_id))
-    return CallToolResult(content=[TextContent(type="text", text=render_markdown(ctx, a.max_chars))],
+    ctx = await backend.call(CONTEXT, ContextQuery(user_id=a.user_id, project_id=a.project_id,
+                                                   max_tokens=a.max_tokens, query=a.query))
+    bound = a.max_chars if a.max_chars is not None or a.max_tokens is not None else DEFAULT_CONTEXT_CHARS
+    return CallToolResult(content=[TextContent(type="text", text=render_markdown(ctx, bound))],
                           structured_content=ctx.model_dump(mode="json"))
 
 
 TOOLS: tuple[Tool, ...] = (
     ask("recall_memories", RecallArgs, SEARCH, lambda a: SearchRequest(
         query=a.query, user_id=a.user_id, project_id=a.project_id, categories=a.categories, limit=a.limit,
-        trace=a.trace)),
+        trace=a.trace, collapse=a.collapse)),
     write("remember", RememberArgs, SUBMIT_RAW, lambda a: RawMemoryRequest(
         content=a.content, user_id=a.user_id, category=a.category, scope=_scope(a.scope), project_id=a.project_id,
         agent_id=a.agent_id, kind=a.kind, applies_to=a.applies_to)),

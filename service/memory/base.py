@@ -13,9 +13,11 @@ from service.ai.embeddings import Embedder
 from service.outbox import Outbox
 from service.queue import TaskQueue
 from service.search.searcher import Searcher
+from service.search.usage import RetrievalCounts
 from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import VectorStore
+from service.tokens import token_counter
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +32,7 @@ class MemoryBase:
         embedder: Embedder,
         outbox: Outbox,
         query_embedder: Embedder | None = None,
+        usage: RetrievalCounts | None = None,
     ) -> None:
         self.settings = settings
         self.tasks = tasks
@@ -39,4 +42,6 @@ class MemoryBase:
         self.query_embedder = query_embedder or embedder  # a search's (in this process: no queue behind writes)
         self.outbox = outbox  # read here: its depth
         self.searcher = Searcher(settings, vectors, graph, self.query_embedder)
+        self.usage = usage  # how often search returned each memory (the context's order)
+        self.tokens = token_counter(self.query_embedder)  # the context's budget
         self.trace_writes: set[asyncio.Task[None]] = set()  # retrieval traces being written (curation.py)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from service.ai.extraction import ExtractedFact
 from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
 from service.jobs import ConversationJob, RawItem
-from service.memory.windows import Window, first_time, source_ids
+from service.memory.windows import Window, anchored_time, first_time, source_ids
 from service.stores.graph import MemoryLinks
 
 INTERACTION = "interaction"
@@ -86,10 +86,12 @@ def fact_memory(
     )
 
 def window_memory(
-    task_id: str, index: int, window: Window, messages: list[Message], job: ConversationJob
+    task_id: str, index: int, window: Window, messages: list[Message], job: ConversationJob,
+    anchored: bool = False,
 ) -> Memory:
     """An `interaction` memory of consecutive messages, verbatim (scope: the category's flexible rule); its
-    time is the first of its messages' timestamps that parses, as for a fact."""
+    time is the first of its messages' timestamps that parses, as for a fact (`anchored`: moved to the time a
+    message names relative to it, `anchored_time`)."""
     scope = resolve_scope(INTERACTION, None, job.project_id)
     return Memory(
         id=memory_id_for(task_id, index),
@@ -104,7 +106,7 @@ def window_memory(
         created_at=job.accepted_at,
         updated_at=job.accepted_at,
         task_id=task_id,
-        occurred_at=first_time(window.indexes, messages, job.accepted_at),
+        occurred_at=(anchored_time if anchored else first_time)(window.indexes, messages, job.accepted_at),
     )
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import structlog
 
@@ -14,7 +16,6 @@ from service.memory.mapping import fact_out
 from service.memory.rules import existing, list_filter
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
 from service.schemas import (
-    ContextGroup,
     ContextResponse,
     GraphSearchRequest,
     GraphSearchResponse,
@@ -25,11 +26,15 @@ from service.schemas import (
     TaskResponse,
     WritePathHealth,
 )
+from service.schemas.memories import ContextSection
+from service.search import context
 from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
 GRAPH_SEARCH_COMMUNITIES = 3  # communities a graph search returns at most
+
+CONTEXT_QUERY_HITS = 20  # with a query, the context lists its first search hits first
 
 
 class MemoryReads(MemoryCuration):
@@ -61,9 +66,12 @@ class MemoryReads(MemoryCuration):
         page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
         return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)
 
-    async def context(self, user_id: str, project_id: str | None, per_category: int = 200) -> ContextResponse:
-        """The user's global memories plus the project's, grouped by category (in the order of CATEGORIES),
-        oldest first within a category."""
+    async def context(self, user_id: str, project_id: str | None, per_category: int = 200, *,
+                      max_tokens: int | None = None, query: str | None = None,
+                      sections: Sequence[ContextSection] = ()) -> ContextResponse:
+        """The user's global memories plus the project's, most useful for the session first, restatements left
+        out, within `max_tokens` of the markdown form when given (service/search/context.py); with `query`, its
+        search hits first; `sections` (e.g. lessons from earlier sessions) share the budget."""
         flt = MemoryFilter(user_id=user_id, project_id=project_id, active_only=True)
         memories: list[Memory] = []
         cursor: str | None = None
@@ -72,28 +80,25 @@ class MemoryReads(MemoryCuration):
             memories += page
             if cursor is None:
                 break
-        groups: dict[str, list[Memory]] = {}
-        for m in memories:
-            groups.setdefault(m.category, []).append(m)
-        ordered = [
-            ContextGroup(
-                category=name,
-                group=CATEGORIES[name].group,
-                memories=[MemoryRecord.of(m) for m in sorted(groups[name], key=lambda m: (m.created_at, m.id))][
-                    :per_category
-                ],
-            )
-            for name in CATEGORIES
-            if name in groups
-        ]
-        return ContextResponse(user_id=user_id, project_id=project_id, categories=ordered, total=len(memories))
-
+        hits: list[str] = []
+        if query and memories:
+            found = await self.searcher.search(SearchRequest(query=query, project_id=project_id,
+                                                             limit=CONTEXT_QUERY_HITS), user_id)
+            hits = [mid for r in found.results for mid in (r.id, *(f.id for f in r.also))]
+        counts = await self.usage.counts(user_id) if self.usage is not None else {}
+        ranked = context.rank(memories, project_id, hits, counts, datetime.now(UTC),
+                              self.settings.context_recency_days)
+        return context.build(user_id, project_id, ranked, per_category=per_category, total=len(memories),
+                             max_tokens=max_tokens, counter=self.tokens,
+                             sections=list(sections))
 
     # ------------------------------------------------------------------ reads
 
     async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
         """Hybrid search (service/search/, docs/retrieval.md), with its retrieval trace when asked for."""
         response = await self.searcher.search(req, user_id)
+        if self.usage is not None:
+            self.usage.count(user_id, [r.id for r in response.results])
         if req.trace:
             response.trace_id = self.trace_search(req, user_id, response)
         return response
@@ -108,7 +113,7 @@ class MemoryReads(MemoryCuration):
         t0 = time.perf_counter()
         try:
             for query in ("What did Warm Up plan the week before the concert?", "the"):
-                await self.search(SearchRequest(query=query, limit=1), "_warm-up")
+                await self.searcher.search(SearchRequest(query=query, limit=1), "_warm-up")
         except Exception as exc:  # a warm-up only: the next search reports for real
             log.warning("search_warm_up_failed", error=str(exc) or type(exc).__name__)
             return

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import dateparser
 
 from service.domain import Message, iso
+from service.timephrases import anchor
 
 WINDOW_MESSAGES = 2  # at most this many messages in one interaction window (INTERACTION_WINDOW_MESSAGES)
 WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" lines (one message may exceed it)
@@ -99,6 +100,18 @@ def parse_timestamp(value: str | None, accepted_at: str) -> str | None:
         settings["RELATIVE_BASE"] = base.replace(tzinfo=None)
     parsed = dateparser.parse(text, languages=["en"], settings=settings)
     return iso(parsed) if isinstance(parsed, datetime) else None
+
+
+def anchored_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:
+    """When what these messages say happened: the day (a month's or year's start) that the first of them with a
+    timestamp and a relative time phrase names, resolved against that timestamp ("I went there yesterday" said
+    on 8 May: 7 May; TIME_ANCHORING, docs/retrieval.md); else `first_time`."""
+    for i in sorted(set(indexes)):
+        said = parse_timestamp(messages[i].timestamp, accepted_at)
+        if said is not None and (named := anchor(messages[i].content, datetime.fromisoformat(said))) is not None:
+            # a week is centred on the day named ("two weeks ago"); a month or a year starts the period
+            return iso(named.start + timedelta(days=3) if named.period == "week" else named.start)
+    return first_time(indexes, messages, accepted_at)
 
 
 def first_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:

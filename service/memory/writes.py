@@ -19,7 +19,7 @@ from service.ledger import Ledger
 from service.memory import preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.rules import existing, list_filter
-from service.memory.windows import first_time, interaction_windows, valid_indexes
+from service.memory.windows import anchored_time, first_time, interaction_windows, valid_indexes
 from service.metrics import STAGE, timed
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue, now_iso
@@ -65,10 +65,11 @@ class MemoryWriter:
                 extraction = await self.extractor.extract(messages, job.project_id)
             await self.kv.save_step(task_id, "extraction", extraction.model_dump_json())
         drafts = Drafts(messages)
+        anchored = self.settings.time_anchoring
+        when = anchored_time if anchored else first_time
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
-            memory = fact_memory(task_id, len(drafts.memories), fact, job,
-                                       first_time(sources, messages, job.accepted_at))
+            memory = fact_memory(task_id, len(drafts.memories), fact, job, when(sources, messages, job.accepted_at))
             drafts.add(memory, sources, MemoryLinks(
                 memory_id=memory.id,
                 entities=[EntityRef(e.name, e.type) for e in fact.entities],
@@ -82,7 +83,7 @@ class MemoryWriter:
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
         # "The conversation path").
         for window in interaction_windows(messages, (), self.settings.interaction_window_messages):
-            memory = window_memory(task_id, len(drafts.memories), window, messages, job)
+            memory = window_memory(task_id, len(drafts.memories), window, messages, job, anchored)
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}

@@ -4,8 +4,8 @@ task ended. The context endpoint (and so the Claude Code `session-start` hook) s
 `lessons()` reads the newest runs with a failed tool call (not of the current session; of the project and of no
 project), takes each run's last failed call and the successful calls that followed it, and keeps at most
 `cap` lessons: resolved ones first (the run succeeded, or a later call of the same tool went through), then the
-newest; one per (tool, error) so a repeated failure is shown once. `render_lessons()` writes them as a markdown
-part within a character bound. Everything shown was redacted when the run was written (docs/runs.md).
+newest; one per (tool, error) so a repeated failure is shown once. The context route passes them, one `lesson_line()` each, as a
+section that shares the context budget (service/search/context.py). Everything shown was redacted when the run was written (docs/runs.md).
 """
 
 from __future__ import annotations
@@ -139,19 +139,3 @@ def lesson_line(lesson: Lesson) -> str:
                                           if lesson.summary else ""))
     task = f" (task: {_cut(' '.join(lesson.task.split()), 100)})" if lesson.task else ""
     return "; ".join(parts) + task
-
-
-def render_lessons(found: list[Lesson], max_chars: int) -> str:
-    """The "from earlier sessions" markdown part, at most `max_chars` characters ("" when nothing fits)."""
-    if not found:
-        return ""
-    out = HEADING + "\n"
-    for lesson in found:
-        line = lesson_line(lesson) + "\n"
-        if len(out) + len(line) > max_chars:
-            room = max_chars - len(out) - 1
-            if room >= 60 and out == HEADING + "\n":  # at least one lesson, cut
-                out += _cut(line.rstrip("\n"), room) + "\n"
-            break
-        out += line
-    return out if out != HEADING + "\n" else ""

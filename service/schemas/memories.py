@@ -218,12 +218,32 @@ class ContextGroup(BaseModel):
     memories: list[MemoryRecord]
 
 
+class ContextSection(BaseModel):
+    """A part of the context beside the memories (e.g. lessons from earlier sessions), one line per item; it
+    shares the token budget with them (service/search/context.py)."""
+
+    title: str
+    lines: list[str]
+
+
 class ContextResponse(BaseModel):
     status: Literal["ok"] = "ok"
     user_id: str
     project_id: str | None
     categories: list[ContextGroup]
     total: int
+    order: list[str] = Field(default_factory=list, description=(
+        "The listed memories' ids, most useful first (query hits, facts before windows, the project's before "
+        "global ones, then recent and often retrieved); `categories` groups them for reading."))
+    restated: int = Field(default=0, description=(
+        "Memories not listed because a listed one says the same: a window a listed fact came from, or the "
+        "same text again."))
+    omitted: int = Field(default=0, description="Memories left out to fit `max_tokens` (or the per-category cap).")
+    max_tokens: int | None = None
+    tokens: int | None = Field(default=None, description=(
+        "With max_tokens: the tokens of the markdown form, counted by `tokenizer` (the embedder's)."))
+    tokenizer: str | None = None
+    sections: list[ContextSection] = Field(default_factory=list)
 
 
 class CategoryOut(BaseModel):

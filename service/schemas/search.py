@@ -36,13 +36,18 @@ class SearchRequest(BaseModel):
     trace: bool = Field(default=False, description=(
         "Record which memories this search returned and which entities the graph retriever used "
         "(GET /v1/traces/{trace_id}); kept TRACE_TTL_DAYS."))
-    include: list[Literal["traces", "messages", "entities"]] | None = Field(default=None, max_length=3, description=(
-        'With "traces": `reasoning` lists prior task runs that match the query or touched the returned '
-        "memories' entities; \"messages\": `messages`, hits among the conversation tier's messages (the "
-        "`session_id` session's first); \"entities\": `entities`, the entities the query names with their score "
-        "and related names (docs/runs.md)."))
+    include: list[Literal["traces", "messages", "entities", "facts"]] | None = Field(
+        default=None, max_length=4, description=(
+            'With "traces": `reasoning` lists prior task runs that match the query or touched the returned '
+            "memories' entities; \"messages\": `messages`, hits among the conversation tier's messages (the "
+            "`session_id` session's first); \"entities\": `entities`, the entities the query names with their "
+            "score and related names (docs/runs.md); \"facts\": `facts`, the graph facts that support the "
+            "returned memories, each with its entities and validity times, once each (docs/retrieval.md)."))
     session_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN, description=(
         'The current session: with include "messages" its messages come first.'))
+    collapse: bool = Field(default=True, description=(
+        "Fold a result whose source messages are covered by another result's (a fact and the window it came "
+        "from) into the one that keeps the slot, listed in its `also`; false returns every memory on its own."))
 
     @model_validator(mode="after")
     def _window(self) -> SearchRequest:
@@ -59,11 +64,20 @@ class Signal(BaseModel):
     score: float
 
 
+class Folded(BaseModel):
+    """A memory folded into a result that covers its source messages (collapse): its id and what it is."""
+
+    id: str
+    kind: Literal["fact", "window", "memory"]
+
+
 class SearchResult(BaseModel):
     id: str
     content: str
     score: float
-    source: Literal["vector", "graph"]
+    source: Literal["vector", "graph"] = Field(description=(
+        "The kind of retriever that found it: `graph` when only the graph retriever did, else `vector` (the "
+        "vector store's dense, lexical or time retrievers); `signals` is the detailed account."))
     category: str | None
     scope: Scope | None
     project_id: str | None
@@ -82,6 +96,9 @@ class SearchResult(BaseModel):
     signals: list[Signal] = Field(
         default_factory=list, description="Which retrievers returned it and at what rank; `score` is the fused "
                                           "score (reciprocal rank fusion, docs/retrieval.md).")
+    also: list[Folded] = Field(default_factory=list, description=(
+        "Memories folded into this one (collapse): their source messages are among this result's, so their "
+        "content is said here; they take no slot of `limit`."))
 
 
 class SearchWindow(BaseModel):
@@ -97,12 +114,27 @@ class SearchWindow(BaseModel):
         return cls(phrase=w.phrase, start=w.start.isoformat(), end=w.end.isoformat(), period=w.period)
 
 
+class SupportingFact(BaseModel):
+    """A graph fact (seed 001's graph result) supporting returned memories: its entities and validity times."""
+
+    id: str
+    fact: str
+    source_entity: str
+    predicate: str
+    target_entity: str
+    valid_at: str | None
+    invalid_at: str | None
+    memory_ids: list[str] = Field(description="The returned memories it was found in (of this answer).")
+
+
 class SearchResponse(BaseModel):
     status: Literal["ok"] = "ok"
     results: list[SearchResult]
     degraded: list[str] = Field(default_factory=list)
     time_window: SearchWindow | None = None
     trace_id: str | None = Field(default=None, description="With trace=true: GET /v1/traces/{trace_id}.")
+    facts: list[SupportingFact] | None = Field(default=None, description=(
+        'With include: ["facts"]: the valid graph facts that the returned memories support, once each.'))
 
 
 class GraphSearchRequest(BaseModel):

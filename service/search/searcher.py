@@ -12,6 +12,8 @@ from service.domain import check_category, iso
 from service.metrics import SEARCH_DURATION, timed
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
+from service.search.facts import supporting_facts
+from service.search.feedback import feedback
 from service.search.fusion import fuse
 from service.search.graph import GraphProposal
 from service.search.lexical import Lexical
@@ -35,10 +37,14 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
     )
 
 
+FEEDBACK = "feedback"
+
+
 class Searcher:
     def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphStore, embedder: Embedder) -> None:
         self.settings = settings
         self.vectors = vectors
+        self.graph = graph
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
         self.retrievers = retrievers(settings, vectors, graph)
         self.names = tuple(r.name for r in self.retrievers)
@@ -66,9 +72,23 @@ class Searcher:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
-            out = await results(self.vectors, fuse(lists, self.weights, self.settings.rrf_k), req.limit)
+            fused = fuse(lists, self.weights, self.settings.rrf_k)
+            prf = self.settings.search_feedback_weight
+            if prf > 0 and len(run) == len(self.retrievers):  # an experiment, off by default (feedback.py)
+                lists[FEEDBACK] = await feedback(self.vectors, fused, q)
+                fused = fuse(lists, {**self.weights, FEEDBACK: prf}, self.settings.rrf_k)
+                for f in fused:
+                    f.signals.pop(FEEDBACK, None)
+            out = await results(self.vectors, fused, req.limit, req.collapse)
         window = next((f.window for f in found if f.window is not None), None)
-        return SearchResponse(results=out, degraded=[r.name for r, f in zip(run, found, strict=True) if f.degraded],
+        degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
+        facts = None
+        if req.include and "facts" in req.include:
+            facts = await supporting_facts(self.graph, user_id, req.project_id, out, self.settings)
+            if facts is None:
+                facts = []
+                degraded += [] if "graph" in degraded else ["graph"]
+        return SearchResponse(results=out, degraded=degraded, facts=facts,
                               time_window=None if window is None else SearchWindow.of(window))
 
     async def query_vector(self, query: str) -> list[float]:

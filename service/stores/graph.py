@@ -270,6 +270,11 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
         best first, and the names and aliases of the entities matched. Ids of memories the vector store may no
         longer hold are possible: the caller checks."""
 
+    async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
+                                ) -> list[GraphFact]:
+        """The live facts (RELATES edges, not expired) that any of `memory_ids` supports, within `groups`,
+        each once, at most `limit`."""
+
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:

@@ -275,6 +275,13 @@ async def test_remember_conversation_then_task_status(api: str, transport: str) 
 
         found = await call(client, "recall_memories", query="dark mode editor", user_id=user, project_id="shop-api")
         assert any("dark mode" in r["content"] for r in found["results"])
+        # collapse by source: the dark-mode fact is folded into the window of messages 0-1, which keeps the slot
+        fact = next(m["id"] for m in memories if m["category"] != "interaction" and "dark mode" in m["content"])
+        slot = next(r for r in found["results"] if r["id"] == windows[0]["id"])
+        assert {"id": fact, "kind": "fact"} in slot["also"] and fact not in [r["id"] for r in found["results"]]
+        flat = await call(client, "recall_memories", query="dark mode editor", user_id=user, project_id="shop-api",
+                          collapse=False)
+        assert {fact, windows[0]["id"]} <= {r["id"] for r in flat["results"]}
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -300,6 +307,13 @@ async def test_project_context(api: str, transport: str) -> None:
         assert [g["category"] for g in glob["categories"]] == ["preference"]
         short = await client.call_tool("get_project_context", {"user_id": user, "project_id": "app", "max_chars": 200})
         assert len(text(short)) <= 200
+        budget = await client.call_tool("get_project_context", {"user_id": user, "project_id": "app", "max_tokens": 50})
+        ctx = budget.structured_content
+        assert isinstance(ctx, dict) and 0 < ctx["tokens"] <= 50 and ctx["omitted"] == 0
+        assert ctx["order"][0] != ctx["order"][-1] and "- Uses FastAPI [app]" in text(budget)
+        # the project's memory first
+        assert [m["content"] for g in ctx["categories"] for m in g["memories"] if m["id"] == ctx["order"][0]] == [
+            "Uses FastAPI"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

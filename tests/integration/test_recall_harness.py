@@ -19,7 +19,7 @@ from tests.conftest import unique
 from tests.integration.procs import ROOT, start_service, stop
 
 SAMPLE = ROOT / "tests/data/locomo_sample.json"
-VARIANTS = ("dense", "lexical", "graph", "fused", "fused-replay", "fused-no-graph", "interleave")
+VARIANTS = ("dense", "lexical", "graph", "fused", "collapsed", "fused-replay", "fused-no-graph", "interleave")
 # Floors over all 16 questions, the measured figures (docs/benchmarks.md) less a margin: turns dense R@1
 # 0.562, fused R@1 0.344 / R@5 0.938, lexical R@5 0.719; sessions fused R@5 0.719. Chance with ~20 turns
 # per user is ~0.05 at @1 and ~0.25 at @5; the hash embedder fails the dense @1 floor.
@@ -48,6 +48,10 @@ def check(report: Any, ingest: str, stdout: str) -> None:
         row = rows[("all", variant)]
         values = [row[f"recall@{k}"] for k in (1, 5, 10, 20)]
         assert all(0.0 <= v <= 1.0 for v in values) and values == sorted(values), row
+        within = [row["recall@512t"], row["recall@1024t"]]
+        assert all(0.0 <= v <= 1.0 for v in within) and within == sorted(within), row
+    # what an agent gets: collapsed, some evidence within the first 1,024 tokens
+    assert rows[("all", "collapsed")]["recall@1024t"] > 0.3, stdout
     # the harness recomputes the served fusion from the single-retriever lists: it must agree
     for k in (1, 5, 10, 20):
         assert rows[("all", "fused")][f"recall@{k}"] == rows[("all", "fused-replay")][f"recall@{k}"], stdout

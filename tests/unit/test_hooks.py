@@ -441,6 +441,9 @@ def test_settings_from_env() -> None:
                               env_file=None)
     assert (s.url, s.context_chars) == ("http://a:1", 4000)
     assert HookSettings.from_env({"MEMORY_CONTEXT_CHARS": "10"}, env_file=None).context_chars == 200
+    assert HookSettings.from_env({}, env_file=None).context_tokens == 1000
+    assert HookSettings.from_env({"MEMORY_CONTEXT_TOKENS": "9"}, env_file=None).context_tokens == 50
+    assert HookSettings.from_env({"MEMORY_CONTEXT_TOKENS": "0"}, env_file=None).context_tokens == 0
 
 
 def test_settings_read_the_checkouts_env_file_after_the_environment(tmp_path: Path) -> None:
@@ -689,12 +692,15 @@ def test_session_start_prints_the_documented_json(monkeypatch: pytest.MonkeyPatc
     assert json.loads(out.getvalue()) == {"hookSpecificOutput": {
         "hookEventName": "SessionStart", "additionalContext": "# Memory context (project shop-api)\n- Uses tabs"}}
     assert out.getvalue().count("\n") == 1
-    assert seen == [("/v1/context/shop-api", {"format": "markdown", "max_chars": 3000,
+    assert seen == [("/v1/context/shop-api", {"format": "markdown", "max_chars": 3000, "max_tokens": 1000,
                                               "session_id": event["session_id"]})]
 
     out = io.StringIO()
     commands.session_start(HookSettings(user_id="alice"), {"cwd": "/"}, {}, out)
-    assert seen[-1] == ("/v1/context/global", {"format": "markdown", "max_chars": 4000, "user_id": "alice"})
+    assert seen[-1] == ("/v1/context/global", {"format": "markdown", "max_chars": 4000, "max_tokens": 1000,
+                                               "user_id": "alice"})
+    commands.session_start(HookSettings(context_tokens=0), {"cwd": "/"}, {}, io.StringIO())
+    assert seen[-1] == ("/v1/context/global", {"format": "markdown", "max_chars": 4000})
 
 
 @pytest.mark.parametrize("answer", [None, client.Response(500, b"boom"), client.Response(401, b"{}"),
@@ -889,7 +895,8 @@ def test_session_start_through_the_plugin_wrapper(stub_server: str, hook_env: di
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
-    assert _Stub.requests[0][1] == "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice&session_id=s1"
+    assert _Stub.requests[0][1] == ("/v1/context/demo?format=markdown&max_chars=4000&max_tokens=1000&user_id=alice"
+                                    "&session_id=s1")
 
 
 def test_a_key_in_the_plugins_env_file_reaches_the_api(stub_server: str, hook_env: dict[str, str],
@@ -914,7 +921,8 @@ def test_a_key_in_the_plugins_env_file_reaches_the_api(stub_server: str, hook_en
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"] == _Stub.body.decode().strip()
     [(method, path, headers, _)] = _Stub.requests
-    assert (method, path) == ("GET", "/v1/context/demo?format=markdown&max_chars=4000&user_id=alice&session_id=s1")
+    assert (method, path) == ("GET", "/v1/context/demo?format=markdown&max_chars=4000&max_tokens=1000&user_id=alice"
+                                     "&session_id=s1")
     assert headers["Authorization"] == "Bearer msk_k1_from_dotenv"
 
 

@@ -433,6 +433,16 @@ RETURN r{.id, .fact, .predicate, .group_id, .valid_at, .invalid_at, .expired_at,
          .former_memory_ids, .created_at, .confidence, source_id: startNode(r).id, target_id: endNode(r).id} AS item
 """
 
+# The facts that returned memories support (search's include: ["facts"]): the live RELATES edges between entities
+# a memory mentions whose `memory_ids` name it, within the caller's groups; each once.
+FACTS_OF_MEMORIES: LiteralString = """
+MATCH (m:Memory {user_id: $user_id}) WHERE m.id IN $ids
+MATCH (m)-[:MENTIONS]->(:Entity)-[r:RELATES]-(:Entity)
+WHERE r.user_id = $user_id AND r.group_id IN $groups AND r.expired_at IS NULL AND m.id IN r.memory_ids
+WITH DISTINCT r LIMIT $limit
+RETURN """ + FACT_FIELDS + """
+
+"""
 MENTIONS_OF: LiteralString = """
 MATCH (m:Memory)-[r:MENTIONS]->(e:Entity)
 WHERE m.id IN $ids AND m.user_id = $user_id AND r.migrated_from IS NULL

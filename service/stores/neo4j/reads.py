@@ -182,6 +182,16 @@ class GraphReads:
         return self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
                             for r in rows], limit)
 
+    async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
+                                ) -> list[GraphFact]:
+        check_id(user_id, "user_id")
+        checked = check_groups(groups)
+        if not checked or not memory_ids:
+            return []
+        rows = await self._read_one(cypher.FACTS_OF_MEMORIES, user_id=user_id, groups=checked, ids=memory_ids,
+                                    limit=clamp(limit, MAX_SEARCH_LIMIT))
+        return [fact_of(dict(r[0])) for r in rows]
+
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
         check_id(user_id, "user_id")
 

@@ -1,0 +1,160 @@
+"""The session context (GET /v1/context/..., the MCP context tool, the session-start hook): the user's memories
+ranked for the session, restatements left out, fitted to a token budget (docs/retrieval.md "Context").
+
+Order, most useful first:
+1. the hits of the session's query, when one is given (a search's results, each with the memories folded into
+   it, in its order);
+2. facts and memories written as they are before interaction windows;
+3. with a project: the project's memories before global ones;
+4. then by usefulness: recency (half-life CONTEXT_RECENCY_DAYS of `occurred_at`) and how often search returned
+   the memory (service/search/usage.py), each half of the weight.
+
+Left out as restatements: a window a listed fact came from (the fact says it; its sources are the window's
+messages), and a memory whose text (whitespace and case aside) a better-ranked one already says.
+
+The budget: the markdown block (service/context_format.py) is counted with the embedder's tokenizer
+(service/tokens.py); memories are taken in order while they fit, a longer one skipped for shorter ones after it.
+Extra sections (`ContextSection`, e.g. lessons of earlier sessions) come from the caller, in their own function,
+and take their lines first, up to SECTION_SHARE of the budget; the memories have the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from service import context_format as fmt
+from service.domain import CATEGORIES, Memory
+from service.schemas import ContextGroup, ContextResponse, MemoryRecord
+from service.schemas.memories import ContextSection
+from service.search.results import INTERACTION, sources_of
+from service.tokens import TokenCounter
+
+SECTION_SHARE = 0.5  # at most this part of max_tokens goes to the extra sections
+RECENCY_DAYS = 30.0  # recency's half-life
+
+
+@dataclass(frozen=True)
+class Ranked:
+    memories: list[Memory]  # most useful first
+    restated: int  # left out: a listed memory says it
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _when(m: Memory) -> datetime:
+    raw = m.occurred_at or m.created_at
+    try:
+        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def rank(memories: Sequence[Memory], project_id: str | None, hits: Sequence[str], counts: dict[str, int],
+         now: datetime, recency_days: float = RECENCY_DAYS) -> Ranked:
+    """The memories most useful first, restatements left out (the module's docstring has the order)."""
+    hit_rank = {mid: i for i, mid in enumerate(hits)}
+    top = max((counts.get(m.id, 0) for m in memories), default=0)
+
+    def useful(m: Memory) -> float:
+        age_days = max(0.0, (now - _when(m)).total_seconds() / 86400)
+        recency: float = 0.5 ** (age_days / recency_days)
+        frequency = math.log1p(counts.get(m.id, 0)) / math.log1p(top) if top else 0.0
+        return 0.5 * recency + 0.5 * frequency
+
+    def key(m: Memory) -> tuple[int, int, int, int, float, str]:
+        return (0 if m.id in hit_rank else 1, hit_rank.get(m.id, 0), 1 if m.category == INTERACTION else 0,
+                0 if project_id is not None and m.project_id == project_id else 1, -useful(m), m.id)
+
+    ordered = sorted(memories, key=key)
+    facts_from: set[str] = set()
+    for m in ordered:
+        if m.category != INTERACTION:
+            facts_from |= sources_of(m)
+    out: list[Memory] = []
+    said: set[str] = set()
+    restated = 0
+    for m in ordered:
+        text = _plain(m.content)
+        if text in said or (m.category == INTERACTION and sources_of(m) & facts_from):
+            restated += 1
+            continue
+        said.add(text)
+        out.append(m)
+    return Ranked(out, restated)
+
+
+def _groups(records: list[MemoryRecord]) -> list[ContextGroup]:
+    by: dict[str, list[MemoryRecord]] = {}
+    for r in records:
+        by.setdefault(r.category, []).append(r)
+    return [ContextGroup(category=name, group=CATEGORIES[name].group, memories=by[name])
+            for name in CATEGORIES if name in by]
+
+
+def _fit_sections(sections: list[ContextSection], budget: int, counter: TokenCounter) -> tuple[
+        list[ContextSection], int]:
+    """The sections' lines in order while they fit `budget`; their tokens."""
+    out: list[ContextSection] = []
+    used = 0
+    for s in sections:
+        head = counter.count(fmt.heading(s.title))
+        lines: list[str] = []
+        for line in s.lines:
+            cost = counter.count(line) + (head if not lines else 0)
+            if used + cost > budget:
+                break
+            lines.append(line)
+            used += cost
+        if lines:
+            out.append(ContextSection(title=s.title, lines=lines))
+    return out, used
+
+
+def build(user_id: str, project_id: str | None, ranked: Ranked, *, per_category: int, total: int,
+          max_tokens: int | None = None, counter: TokenCounter | None = None,
+          sections: Sequence[ContextSection] = ()) -> ContextResponse:
+    """The context: the ranked memories (at most `per_category` of a category), with `max_tokens` those whose
+    markdown block fits it, counted by `counter`."""
+    taken: dict[str, int] = {}
+    records: list[MemoryRecord] = []
+    capped = 0
+    for m in ranked.memories:
+        if taken.get(m.category, 0) >= per_category:
+            capped += 1
+            continue
+        taken[m.category] = taken.get(m.category, 0) + 1
+        records.append(MemoryRecord.of(m))
+    extra = list(sections)
+    if max_tokens is None or counter is None:
+        return ContextResponse(user_id=user_id, project_id=project_id, categories=_groups(records), total=total,
+                               order=[r.id for r in records], restated=ranked.restated, omitted=capped,
+                               sections=[s for s in extra if s.lines])
+    extra, used = _fit_sections(extra, int(max_tokens * SECTION_SHARE), counter)
+    used += counter.count(fmt.title(project_id))
+    own = [counter.count(fmt.bullet(r)) for r in records]
+    head = {c: counter.count(fmt.heading(c)) for c in {r.category for r in records}}
+    if capped == 0 and used + sum(own) + sum(head.values()) <= max_tokens:
+        kept = records
+    else:  # the last line will say how many were left out: its tokens are kept free (+1: fewer digits may
+        # split differently)
+        used += counter.count(fmt.left_out(len(records) + capped, "max_tokens")) + 1
+        headings: set[str] = set()
+        kept = []
+        for r, tokens in zip(records, own, strict=True):
+            cost = tokens + (0 if r.category in headings else head[r.category])
+            if used + cost <= max_tokens:
+                kept.append(r)
+                headings.add(r.category)
+                used += cost
+    ctx = ContextResponse(user_id=user_id, project_id=project_id, categories=_groups(kept), total=total,
+                          order=[r.id for r in kept], restated=ranked.restated,
+                          omitted=capped + len(records) - len(kept), max_tokens=max_tokens, tokenizer=counter.name,
+                          sections=extra)
+    ctx.tokens = counter.count(fmt.render_markdown(ctx))
+    return ctx

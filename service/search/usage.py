@@ -1,0 +1,60 @@
+"""How often each memory was retrieved: a Redis hash per user (`<queue>:retrieved:<user_id>`, memory id ->
+count), raised by every search for the results it returned (not those folded into them), read by the context to
+put often-retrieved memories first. Counting never slows or fails a search: it runs in the background and a
+Redis failure is logged. Ids only, no content; a deleted memory's count is ignored (nothing lists it)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from arq.connections import ArqRedis
+
+from service.kv import aw, redis_guard
+from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+MAX_PENDING = 64  # counting writes in flight; past it a search is not counted (never queued behind Redis)
+
+
+class RetrievalCounts:
+    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+        self._redis = redis
+        self._settings = settings
+        self._prefix = f"{settings.arq_queue_name}:retrieved:"
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def count(self, user_id: str, memory_ids: list[str]) -> None:
+        """Add one to each memory's count, in the background."""
+        if not memory_ids or len(self._pending) >= MAX_PENDING:
+            return
+        task = asyncio.create_task(self._add(user_id, memory_ids))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _add(self, user_id: str, memory_ids: list[str]) -> None:
+        key = self._prefix + user_id
+        pipe = self._redis.pipeline(transaction=False)
+        for mid in dict.fromkeys(memory_ids):
+            pipe.hincrby(key, mid, 1)
+        try:
+            await redis_guard(self._settings, "count retrievals", pipe.execute())
+        except Exception as exc:  # a lost count must not fail anything; it is logged
+            log.warning("retrieval_count_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+
+    async def counts(self, user_id: str) -> dict[str, int]:
+        """Memory id -> times retrieved, for the user; {} when Redis does not answer in time (the context is
+        then ordered without it)."""
+        try:
+            raw = await redis_guard(self._settings, "read retrieval counts",
+                                    aw(self._redis.hgetall(self._prefix + user_id)))
+        except Exception as exc:
+            log.warning("retrieval_counts_unread", error=f"{type(exc).__name__}: {exc}"[:300])
+            return {}
+        return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+
+    async def drain(self) -> None:
+        """Wait for the counts in flight (tests, shutdown)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
