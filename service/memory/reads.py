@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from service.domain import CATEGORIES, Memory
+from service.domain import Memory
 from service.graph_api.reads import community_item
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out

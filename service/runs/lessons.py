@@ -4,8 +4,9 @@ task ended. The context endpoint (and so the Claude Code `session-start` hook) s
 `lessons()` reads the newest runs with a failed tool call (not of the current session; of the project and of no
 project), takes each run's last failed call and the successful calls that followed it, and keeps at most
 `cap` lessons: resolved ones first (the run succeeded, or a later call of the same tool went through), then the
-newest; one per (tool, error) so a repeated failure is shown once. The context route passes them, one `lesson_line()` each, as a
-section that shares the context budget (service/search/context.py). Everything shown was redacted when the run was written (docs/runs.md).
+newest; one per (tool, error) so a repeated failure is shown once. The context route passes them, one
+`lesson_line()` each, as a section that shares the context budget (service/search/context.py). Everything shown
+was redacted when the run was written (docs/runs.md).
 """
 
 from __future__ import annotations
