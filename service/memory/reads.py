@@ -9,11 +9,10 @@ from datetime import UTC, datetime
 
 import structlog
 
-from service.domain import Memory
 from service.graph_api.reads import community_item
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out
-from service.memory.rules import existing, list_filter
+from service.memory.rules import existing, list_filter, scroll_all
 from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
 from service.schemas import (
     ContextResponse,
@@ -73,13 +72,7 @@ class MemoryReads(MemoryCuration):
         out, within `max_tokens` of the markdown form when given (service/search/context.py); with `query`, its
         search hits first; `sections` (e.g. lessons from earlier sessions) share the budget."""
         flt = MemoryFilter(user_id=user_id, project_id=project_id, active_only=True)
-        memories: list[Memory] = []
-        cursor: str | None = None
-        for _ in range(100):  # bounded: 100 pages of 500
-            page, cursor = await self.vectors.scroll(flt, 500, cursor)
-            memories += page
-            if cursor is None:
-                break
+        memories = await scroll_all(self.vectors, flt)
         hits: list[str] = []
         if query and memories:
             found = await self.searcher.search(SearchRequest(query=query, project_id=project_id,

@@ -18,6 +18,18 @@ def check_content(settings: Settings, content: str) -> str:
     return content
 
 
+async def scroll_all(vectors: VectorStore, flt: MemoryFilter, pages: int = 100) -> list[Memory]:
+    """Every memory the filter selects, 500 a page, at most `pages` pages (bounded)."""
+    found: list[Memory] = []
+    cursor: str | None = None
+    for _ in range(pages):
+        page, cursor = await vectors.scroll(flt, 500, cursor)
+        found += page
+        if cursor is None:
+            break
+    return found
+
+
 async def existing(vectors: VectorStore, ids: list[str], user_id: str | None) -> list[Memory]:
     """The memories of `ids` in that order; NotFound names the first that is missing or (with `user_id`)
     belongs to another user."""

@@ -18,7 +18,7 @@ from service.kv import RedisKV
 from service.ledger import Ledger
 from service.memory import preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
-from service.memory.rules import existing, list_filter
+from service.memory.rules import existing, list_filter, scroll_all
 from service.memory.windows import anchored_time, first_time, interaction_windows, valid_indexes
 from service.metrics import STAGE, timed
 from service.outbox import MemoryLocks
@@ -276,7 +276,7 @@ class MemoryWriter:
                                                  key=lambda k: (k[0], k[1].value, k[2] or "")):
             flt = MemoryFilter(user_id=user_id, scope=scope, project_id=project_id,
                                categories=(preferences.PREFERENCE,), active_only=True)
-            active = [m for m in await self._all(flt) if m.project_id == project_id]
+            active = [m for m in await scroll_all(self.vectors, flt) if m.project_id == project_id]
             marked += await self._mark({m.id: by for m, by in preferences.to_supersede(active)
                                         if preferences.slot(m) in slots})
         return marked
@@ -295,16 +295,6 @@ class MemoryWriter:
             if older:
                 await self.ledger.supersede(older, self.embedder.embed)
         return [m.id for m in older]
-
-    async def _all(self, flt: MemoryFilter) -> list[Memory]:
-        found: list[Memory] = []
-        cursor: str | None = None
-        for _ in range(100):  # bounded: 100 pages of 500
-            page, cursor = await self.vectors.scroll(flt, 500, cursor)
-            found += page
-            if cursor is None:
-                break
-        return found
 
     async def _corrections(self, task_id: str, job: ConversationJob, messages: list[Message], drafts: Drafts
                            ) -> dict[str, str]:
@@ -325,7 +315,7 @@ class MemoryWriter:
             new_id = memory_id_for(task_id, len(drafts.memories))
             if earlier is None:
                 # active, or superseded by this very correction (a replay of this job: it chooses the same one)
-                stored = [m for m in await self._all(MemoryFilter(
+                stored = [m for m in await scroll_all(self.vectors, MemoryFilter(
                     user_id=job.user_id, project_id=job.project_id, categories=(preferences.PREFERENCE,)))
                     if m.task_id != task_id and m.superseded_by in (None, new_id)
                     and preferences.MONEY.search(m.content)]
