@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from service.errors import DomainError
+from service.sensitivity import Sensitivity
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$"
 MAX_METADATA_KEYS = 32
@@ -140,6 +141,8 @@ class Memory(BaseModel):
     occurred_at: str | None = None
     # The conversation messages it came from: their ids, or their indexes (as strings) without ids.
     source_message_ids: list[str] = Field(default_factory=list)
+    # Its tier (service/sensitivity.py): reads under a lower ceiling never return it.
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 

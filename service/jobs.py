@@ -32,6 +32,7 @@ class RawItem(BaseModel):
     agent_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
+    sensitivity: str | None = None  # None: the category's tier (service/sensitivity.py)
 
 
 class RawJob(JobModel, RawItem):

@@ -10,6 +10,7 @@ from service.ai.extraction import ExtractedFact
 from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
 from service.jobs import ConversationJob, RawItem
 from service.memory.windows import Window, first_time, source_ids
+from service.sensitivity import of_category
 from service.stores.graph import MemoryLinks
 
 INTERACTION = "interaction"
@@ -83,6 +84,7 @@ def fact_memory(
         updated_at=job.accepted_at,
         task_id=task_id,
         occurred_at=occurred_at,
+        sensitivity=of_category(fact.category),
     )
 
 def window_memory(
@@ -123,4 +125,5 @@ def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_a
         updated_at=accepted_at,
         task_id=task_id,
         occurred_at=item.occurred_at or accepted_at,
+        sensitivity=of_category(item.category, item.sensitivity),
     )

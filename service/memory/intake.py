@@ -80,8 +80,11 @@ class Intake:
         occurred_at = iso(req.occurred_at) if req.occurred_at is not None else None
         if occurred_at is not None:  # the same words at another time are another event
             identity["occurred_at"] = occurred_at
+        if req.sensitivity is not None:  # only when given, so a write without it hashes as before
+            identity["sensitivity"] = req.sensitivity.value
         item = RawItem(scope=scope.value, project_id=project_id, category=req.category, content=req.content,
-                       agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at)
+                       agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at,
+                       sensitivity=req.sensitivity.value if req.sensitivity is not None else None)
         return item, identity
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:

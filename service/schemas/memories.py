@@ -20,6 +20,7 @@ from service.domain import (
     Scope,
     TaskStatus,
 )
+from service.sensitivity import Sensitivity
 
 
 class MemoryOut(BaseModel):
@@ -105,6 +106,10 @@ class RawMemoryItem(BaseModel):
     metadata: RequestMetadata = Field(default_factory=dict, max_length=MAX_METADATA_KEYS)
     occurred_at: datetime | None = Field(
         default=None, description="When what it says happened (ISO 8601; without a zone, UTC). Default: now.")
+    sensitivity: Sensitivity | None = Field(
+        default=None, description="Its tier: public, internal, private or secret. Default: the category's "
+                                  "(private for personal_fact), else internal. A read whose ceiling is lower "
+                                  "never returns it.")
 
 
 class RawMemoryRequest(RawMemoryItem):
@@ -167,6 +172,7 @@ class MemoryRecord(BaseModel):
     updated_at: str
     occurred_at: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
     @classmethod
     def of(cls, m: Memory) -> MemoryRecord:
