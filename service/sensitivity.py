@@ -87,3 +87,19 @@ def visible(tier: Any, ceiling: Sensitivity | None = None) -> bool:
     """Whether a memory of `tier` may be shown under `ceiling` (default: the current one)."""
     ceiling = current() if ceiling is None else ceiling
     return ceiling is None or rank(tier) <= rank(ceiling)
+
+
+def redact(value: Any, ceiling: Sensitivity | None = None) -> Any:
+    """`value` (a task's result: JSON) without the objects whose `sensitivity` is above the ceiling (default: the
+    current one); lists lose them, a field holding one becomes None."""
+    ceiling = current() if ceiling is None else ceiling
+    if ceiling is None:
+        return value
+    if isinstance(value, dict):
+        if "sensitivity" in value and not visible(value["sensitivity"], ceiling):
+            return None
+        return {k: redact(v, ceiling) for k, v in value.items()}
+    if isinstance(value, list):
+        kept = (redact(v, ceiling) for v in value)
+        return [v for v, raw in zip(kept, value, strict=True) if v is not None or raw is None]
+    return value

@@ -24,6 +24,7 @@ from service.schemas import (
     TaskResponse,
     WritePathHealth,
 )
+from service.sensitivity import redact
 from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
@@ -39,7 +40,9 @@ class MemoryReads(MemoryCuration):
 
     async def task_status(self, task_id: str, owner: str | None) -> TaskResponse:
         """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
-        return await self.tasks.status(task_id, owner)
+        status = await self.tasks.status(task_id, owner)
+        # a write's result lists its memories: none above the caller's sensitivity ceiling
+        return status.model_copy(update={"result": redact(status.result)}) if status.result else status
 
 
     async def list_memories(

@@ -32,10 +32,12 @@ class MemoryOut(BaseModel):
     created_at: str
     occurred_at: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
         return cls(
+            sensitivity=m.sensitivity,
             id=m.id,
             content=m.content,
             category=m.category,
@@ -90,6 +92,12 @@ RequestMetadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
                  description="The user the request acts for. With a user API key it may be omitted (the key's "
                              "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
+
+
+MaxSensitivity = Field(
+    default=None, description="Lower this read's sensitivity ceiling (public < internal < private < secret): it "
+                              "returns no memory above it, nor a fact only such memories support. It never raises "
+                              "the API key's own ceiling (`max_sensitivity` of the key).")
 
 
 class RawMemoryItem(BaseModel):
