@@ -41,8 +41,13 @@ class MemoryReads(MemoryCuration):
     async def task_status(self, task_id: str, owner: str | None) -> TaskResponse:
         """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
         status = await self.tasks.status(task_id, owner)
-        # a write's result lists its memories: none above the caller's sensitivity ceiling
-        return status.model_copy(update={"result": redact(status.result)}) if status.result else status
+        # A write's result lists its memories and what the graph made of them: when one is above the caller's
+        # sensitivity ceiling, only the memories within it are told (the entities and facts may be its words).
+        kept = redact(status.result)
+        if kept == status.result:
+            return status
+        memories = (kept or {}).get("memories") or []
+        return status.model_copy(update={"result": {"memories": memories, "redacted": True}})
 
 
     async def list_memories(

@@ -43,6 +43,10 @@ class _Write(BaseModel):
     scope: Scope | None = Field(default=None, description="global (default) or project (with project_id)")
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
+    sensitivity: Sensitivity | None = Field(
+        default=None, description="The tier of the memory that states it: public, internal (default), private or "
+                                  "secret. A fact only such memories support is hidden from reads under a lower "
+                                  "ceiling.")
 
 
 class EntityWrite(_Write):

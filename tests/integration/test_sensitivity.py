@@ -21,9 +21,9 @@ from tests.integration.conftest import running_app
 
 WORD = "zorblax"  # only in the secret memory (and what the graph derives from it)
 SECRET = "Priya Zorblax works at Quuxcorp Clinic in Reykjavik and her locker code is zorblax-4711."
-PUBLIC = "Priya Zorblax-free fact: the team prefers green tea in the Reykjavik office."
+PUBLIC = "The team prefers green tea in the Reykjavik office."
 READ_BODIES: dict[str, dict[str, Any]] = {
-    "/v1/search": {"query": "Zorblax Quuxcorp Reykjavik locker code", "include": ["runs", "messages", "entities"]},
+    "/v1/search": {"query": "Zorblax Quuxcorp Reykjavik locker code", "include": ["traces", "messages", "entities"]},
     "/v1/graph/search": {"query": "Zorblax Quuxcorp Reykjavik"},
     "/v1/graph/query": {},
     "/v1/conversations/search": {"query": "Zorblax"},
@@ -70,6 +70,17 @@ async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tier
             assert done["status"] == "completed", done
             ids[f"{name}_memory"] = done["result"]["memories"][0]["id"]
             ids[f"{name}_task"] = resp.json()["task_id"]
+        # a fact only a secret memory supports, and one a secret and an internal memory both state
+        for body in ({"subject": "Priya Zorblax", "predicate": "works_at", "object": "Quuxcorp Clinic",
+                      "sensitivity": "secret"},
+                     {"subject": "Reykjavik office", "predicate": "located_in", "object": "Iceland",
+                      "sensitivity": "secret"},
+                     {"subject": "Reykjavik office", "predicate": "located_in", "object": "Iceland"}):
+            resp = await c.post("/v1/graph/facts", json=body, headers=full)
+            assert resp.status_code == 202, resp.text
+            done = await _wait(c, resp.json()["task_id"], full)
+            assert done["status"] == "completed", done
+        ids["fact_task"] = resp.json()["task_id"]
         traced = await c.post("/v1/search", json={"query": "Zorblax locker code", "trace": True}, headers=full)
         assert traced.status_code == 200 and WORD in traced.text.lower()
         ids["trace_id"] = traced.json()["trace_id"]
@@ -98,7 +109,10 @@ async def test_the_secret_memory_is_stored_with_its_tier_and_seen_by_a_key_witho
     # the graph derived entities from it: the walk below has something to miss
     assert tiered.ids["entity_id"] != "none"
     edges = (await c.get("/v1/graph/edges", params={"limit": 200}, headers=full)).text.lower()
-    assert WORD in edges or "quuxcorp" in edges
+    assert WORD in edges and "iceland" in edges
+    # a fact with one supporting memory within the ceiling stays visible to the low key
+    low = (await c.get("/v1/graph/edges", params={"limit": 200}, headers=tiered.h("low"))).text.lower()
+    assert "iceland" in low and WORD not in low
 
 
 async def test_a_low_ceiling_key_finds_the_secret_memory_on_no_read_route(tiered: Tiered) -> None:
@@ -106,6 +120,7 @@ async def test_a_low_ceiling_key_finds_the_secret_memory_on_no_read_route(tiered
     schema = c._transport.app.openapi()  # type: ignore[attr-defined]
     secret_id = tiered.ids["secret_memory"]
     walked: list[str] = []
+    answered: list[str] = []  # with 200
     for path, ops in schema["paths"].items():
         if path in PUBLIC_PATHS or path.startswith("/mcp"):
             continue
@@ -117,11 +132,19 @@ async def test_a_low_ceiling_key_finds_the_secret_memory_on_no_read_route(tiered
             resp = await c.request(method, url, params=params if method == "GET" else None,
                                    json=READ_BODIES.get(path), headers=low)
             assert resp.status_code < 500, (method, path, resp.text)
-            text = resp.text.lower()
-            assert WORD not in text, (method, path, resp.text[:2000])
-            assert secret_id not in text, (method, path, resp.text[:2000])
             walked.append(f"{method} {path}")
-    assert len(walked) >= 25, walked
+            if resp.status_code >= 400:  # an error repeats what it was asked (the name, the id), nothing more
+                assert resp.status_code in (404, 422), (method, path, resp.text)
+                continue
+            text = resp.text.lower()
+            at = max(text.find(WORD), text.find(secret_id))
+            assert at < 0, (method, path, resp.text[max(0, at - 700):at + 200])
+            answered.append(f"{method} {path}")
+    assert len(walked) >= 30 and len(answered) >= 20, sorted(set(walked) - set(answered))
+    # the secret write's task answers (without it); its trace and its entity are unknown to this key
+    assert {"GET /v1/memories/status/{task_id}", "POST /v1/search", "GET /v1/export", "GET /v1/graph/edges",
+            "POST /v1/graph/query", "GET /v1/traces"} <= set(answered), answered
+    assert "GET /v1/traces/{trace_id}" in set(walked) - set(answered)
     # the same key sees what is within its ceiling
     found = await c.post("/v1/search", json={"query": "green tea Reykjavik office"}, headers=low)
     assert tiered.ids["public_memory"] in found.text and tiered.ids["internal_memory"] in found.text

@@ -14,7 +14,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.sensitivity import allowed, current
+from service.sensitivity import Sensitivity, allowed, current, visible
 
 VISIBLE_MEMORIES: LiteralString = """
 MATCH (m:Memory) WHERE m.id IN $ids AND coalesce(m.sensitivity, 'internal') IN $tiers
@@ -28,6 +28,13 @@ MATCH (e:Entity) WHERE e.id IN $ids
 RETURN e.id AS id
 """
 
+VISIBLE_NAMES: LiteralString = """
+MATCH (e:Entity {user_id: $user_id}) WHERE e.name IN $ids
+  AND (EXISTS { MATCH (m:Memory)-[:MENTIONS]->(e) WHERE coalesce(m.sensitivity, 'internal') IN $tiers }
+       OR ('internal' IN $tiers AND NOT EXISTS { MATCH (:Memory)-[:MENTIONS]->(e) }))
+RETURN DISTINCT e.name AS id
+"""
+
 
 def _tiers() -> list[str] | None:
     tiers = allowed(current())
@@ -39,13 +46,13 @@ class CeilingReads:
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
 
-    async def _visible(self, stmt: LiteralString, ids: Iterable[str], tiers: list[str]) -> set[str]:
+    async def _visible(self, stmt: LiteralString, ids: Iterable[str], tiers: list[str], **params: Any) -> set[str]:
         wanted = sorted({str(i) for i in ids if i})
         if not wanted:
             return set()
 
         async def run(tx: AsyncManagedTransaction) -> set[str]:
-            return {str(r["id"]) for r in await (await tx.run(stmt, ids=wanted, tiers=tiers)).data()}
+            return {str(r["id"]) for r in await (await tx.run(stmt, ids=wanted, tiers=tiers, **params)).data()}
 
         found: set[str] = await self._read(run)
         return found
@@ -85,6 +92,16 @@ class CeilingReads:
         seen = await self.visible_entity_ids(ids) or set()
         return [r for r, i in zip(rows, ids, strict=True) if i in seen]
 
+    async def keep_entity_hits(self, user_id: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Entity hits (with the names of their `related` entities) without what the ceiling hides."""
+        tiers = _tiers()
+        if tiers is None or not rows:
+            return rows
+        kept = await self.keep_entities(rows)
+        names = await self._visible(VISIBLE_NAMES, (n for r in kept for n in r.get("related") or []), tiers,
+                                    user_id=user_id)
+        return [{**r, "related": [n for n in r.get("related") or [] if n in names]} for r in kept]
+
     async def keep_communities(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Communities (rows of `community` and `members`) with their hidden members left out."""
         if _tiers() is None or not rows:
@@ -104,3 +121,9 @@ class CeilingReads:
 
 def _field(row: Any, name: str) -> Any:
     return row.get(name) if isinstance(row, dict) else getattr(row, name, None)
+
+
+def trace_visible(trace: dict[str, Any]) -> bool:
+    """A retrieval trace keeps the ceiling it was searched under (none recorded: `secret`); a reader whose ceiling
+    is lower does not see it: its query and hits are what that search could see."""
+    return visible(trace.get("max_sensitivity") or Sensitivity.SECRET.value)
