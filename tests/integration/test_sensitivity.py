@@ -6,6 +6,7 @@ The walk reads the app's own route table, so a read route added later is walked 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -81,6 +82,13 @@ async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tier
             done = await _wait(c, resp.json()["task_id"], full)
             assert done["status"] == "completed", done
         ids["fact_task"] = resp.json()["task_id"]
+        # a conversation whose personal fact is private (the extractor's tier): its messages and its window too
+        resp = await c.post("/v1/memories", json={"session_id": "s1", "messages": [
+            {"role": "user", "content": "My middle name is Zorblax and I am allergic to penicillin."}]}, headers=full)
+        assert resp.status_code == 202, resp.text
+        done = await _wait(c, resp.json()["task_id"], full)
+        assert done["status"] == "completed", done
+        ids["conversation"] = json.dumps(done["result"]["memories"])
         traced = await c.post("/v1/search", json={"query": "Zorblax locker code", "trace": True}, headers=full)
         assert traced.status_code == 200 and WORD in traced.text.lower()
         ids["trace_id"] = traced.json()["trace_id"]
@@ -94,7 +102,7 @@ async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tier
 
 
 def _fill(path: str, ids: dict[str, str]) -> str:
-    names = {"memory_id": ids["secret_memory"], "task_id": ids["secret_task"], "trace_id": ids["trace_id"],
+    names = {"session_id": "s1", "memory_id": ids["secret_memory"], "task_id": ids["secret_task"], "trace_id": ids["trace_id"],
              "entity_id": ids["entity_id"], "project_id": "p1", "seq": "0"}
     return re.sub(r"\{(\w+)\}", lambda m: names.get(m.group(1), "none"), path)
 
@@ -108,6 +116,11 @@ async def test_the_secret_memory_is_stored_with_its_tier_and_seen_by_a_key_witho
         "internal"
     # the graph derived entities from it: the walk below has something to miss
     assert tiered.ids["entity_id"] != "none"
+    conversation = json.loads(tiered.ids["conversation"])
+    assert {m["category"] for m in conversation} >= {"personal_fact", "interaction"}, conversation
+    assert {m["sensitivity"] for m in conversation} == {"private"}, conversation
+    messages = await c.get("/v1/conversations/s1", headers=full)
+    assert WORD in messages.text.lower()
     edges = (await c.get("/v1/graph/edges", params={"limit": 200}, headers=full)).text.lower()
     assert WORD in edges and "iceland" in edges
     # a fact with one supporting memory within the ceiling stays visible to the low key

@@ -21,6 +21,11 @@ MATCH (m:Memory) WHERE m.id IN $ids AND coalesce(m.sensitivity, 'internal') IN $
 RETURN m.id AS id
 """
 
+HIDDEN_MEMORIES: LiteralString = """
+MATCH (m:Memory) WHERE m.id IN $ids AND NOT coalesce(m.sensitivity, 'internal') IN $tiers
+RETURN m.id AS id
+"""
+
 VISIBLE_ENTITIES: LiteralString = """
 MATCH (e:Entity) WHERE e.id IN $ids
   AND (EXISTS { MATCH (m:Memory)-[:MENTIONS]->(e) WHERE coalesce(m.sensitivity, 'internal') IN $tiers }
@@ -91,6 +96,18 @@ class CeilingReads:
         ids = [str(get(r) if get else _field(r, "id")) for r in rows]
         seen = await self.visible_entity_ids(ids) or set()
         return [r for r, i in zip(rows, ids, strict=True) if i in seen]
+
+    async def keep_messages(self, rows: list[Any], get: Any = None) -> list[Any]:
+        """Conversation messages (`get(row)` is the message's map) without those a memory above the ceiling was
+        drawn from: the message says what the memory says."""
+        tiers = _tiers()
+        if tiers is None or not rows:
+            return rows
+        messages = [get(r) if get else r for r in rows]
+        hidden = await self._visible(HIDDEN_MEMORIES, (str(i) for m in messages for i in m.get("memory_ids") or []),
+                                     tiers)
+        return [r for r, m in zip(rows, messages, strict=True)
+                if not any(str(i) in hidden for i in m.get("memory_ids") or [])]
 
     async def keep_entity_hits(self, user_id: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Entity hits (with the names of their `related` entities) without what the ceiling hides."""
