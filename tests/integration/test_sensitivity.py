@@ -102,8 +102,8 @@ async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tier
 
 
 def _fill(path: str, ids: dict[str, str]) -> str:
-    names = {"session_id": "s1", "memory_id": ids["secret_memory"], "task_id": ids["secret_task"], "trace_id": ids["trace_id"],
-             "entity_id": ids["entity_id"], "project_id": "p1", "seq": "0"}
+    names = {"session_id": "s1", "memory_id": ids["secret_memory"], "task_id": ids["secret_task"],
+             "trace_id": ids["trace_id"], "entity_id": ids["entity_id"], "project_id": "p1", "seq": "0"}
     return re.sub(r"\{(\w+)\}", lambda m: names.get(m.group(1), "none"), path)
 
 
