@@ -53,7 +53,7 @@ async def _wait(c: httpx.AsyncClient, task_id: str, headers: dict[str, str]) -> 
 @pytest.fixture(scope="module")
 async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tiered]:
     async with running_app(tmp_path_factory.mktemp("tiers"), auth_mode="keys", rate_limit_reads_per_minute=0,
-                           rate_limit_writes_per_minute=0) as (c, deps):
+                           rate_limit_writes_per_minute=0, mcp_transport="http") as (c, deps):
         store = ApiKeyStore(deps.redis, deps.settings)
         user = unique("ut")
         keys = {"full": (await store.create(user, "every tier"))[1],
@@ -196,3 +196,27 @@ async def test_personal_facts_are_private_by_default(tiered: Tiered) -> None:
     memory_id = done["result"]["memories"][0]["id"]
     assert (await c.get(f"/v1/memories/{memory_id}", headers=tiered.h("low"))).status_code == 404
     assert (await c.get(f"/v1/memories/{memory_id}", headers=full)).status_code == 200
+
+
+async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tiered: Tiered) -> None:
+    c = tiered.client
+    hdrs = {"Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    calls = {"recall_memories": {"query": "Zorblax locker code"}, "list_memories": {},
+             "search_knowledge_graph": {"query": "Zorblax Quuxcorp"}, "get_facts_about": {"name": "Quuxcorp Clinic"},
+             "query_graph": {"predicate": "works_at"}, "get_task_status": {"task_id": tiered.ids["secret_task"]}}
+    for who, sees in (("full", True), ("low", False)):
+        auth = {**hdrs, **tiered.h(who)}
+        assert (await c.post("/mcp/", json=init, headers=auth)).status_code == 200
+        texts = []
+        for n, (tool, arguments) in enumerate(calls.items()):
+            call = {"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments}}
+            answer = (await c.post("/mcp/", json=call, headers=auth)).json()
+            text = json.dumps(answer).lower()
+            if who == "low":
+                assert WORD not in text and tiered.ids["secret_memory"] not in text, (tool, text[:1500])
+            texts.append(text)
+        assert any(WORD in t for t in texts) is sees  # the full key's answers hold it: the tools did read it
