@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,7 +54,7 @@ async def _wait(c: httpx.AsyncClient, task_id: str, headers: dict[str, str]) -> 
 @pytest.fixture(scope="module")
 async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tiered]:
     async with running_app(tmp_path_factory.mktemp("tiers"), auth_mode="keys", rate_limit_reads_per_minute=0,
-                           rate_limit_writes_per_minute=0, mcp_transport="http") as (c, deps):
+                           rate_limit_writes_per_minute=0) as (c, deps):
         store = ApiKeyStore(deps.redis, deps.settings)
         user = unique("ut")
         keys = {"full": (await store.create(user, "every tier"))[1],
@@ -198,25 +199,44 @@ async def test_personal_facts_are_private_by_default(tiered: Tiered) -> None:
     assert (await c.get(f"/v1/memories/{memory_id}", headers=full)).status_code == 200
 
 
-async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tiered: Tiered) -> None:
-    c = tiered.client
-    hdrs = {"Accept": "application/json, text/event-stream"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
-    calls = {"recall_memories": {"query": "Zorblax locker code"}, "list_memories": {},
-             "search_knowledge_graph": {"query": "Zorblax Quuxcorp"}, "get_facts_about": {"name": "Quuxcorp Clinic"},
-             "query_graph": {"predicate": "works_at"}, "get_task_status": {"task_id": tiered.ids["secret_task"]}}
-    for who, sees in (("full", True), ("low", False)):
-        auth = {**hdrs, **tiered.h(who)}
-        assert (await c.post("/mcp/", json=init, headers=auth)).status_code == 200
-        texts = []
-        for n, (tool, arguments) in enumerate(calls.items()):
-            call = {"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments}}
-            answer = (await c.post("/mcp/", json=call, headers=auth)).json()
-            text = json.dumps(answer).lower()
-            if who == "low":
-                assert WORD not in text and tiered.ids["secret_memory"] not in text, (tool, text[:1500])
-            texts.append(text)
-        assert any(WORD in t for t in texts) is sees  # the full key's answers hold it: the tools did read it
+async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tmp_path: Path) -> None:
+    """The streamable HTTP transport on the API (its own app: the transport's task group lives in the test's task)."""
+    async with running_app(tmp_path, auth_mode="keys", mcp_transport="http") as (c, deps):
+        store = ApiKeyStore(deps.redis, deps.settings)
+        user = unique("um")
+        keys = {"full": (await store.create(user, "every tier"))[1],
+                "low": (await store.create(user, "internal", max_sensitivity="internal"))[1]}
+        full = {"Authorization": f"Bearer {keys['full']}"}
+        written = []
+        for path, body in (("/v1/memories/raw", {"content": SECRET, "category": "personal_fact",
+                                                 "sensitivity": "secret"}),
+                           ("/v1/graph/facts", {"subject": "Priya Zorblax", "predicate": "works_at",
+                                                "object": "Quuxcorp Clinic", "sensitivity": "secret"})):
+            resp = await c.post(path, json=body, headers=full)
+            done = await _wait(c, resp.json()["task_id"], full)
+            assert done["status"] == "completed", done
+            written.append((resp.json()["task_id"], done["result"]["memories"][0]["id"]))
+        hdrs = {"Accept": "application/json, text/event-stream", "Host": "127.0.0.1:8000"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "0"}}}
+        calls = {"recall_memories": {"query": "Zorblax locker code"}, "list_memories": {},
+                 "search_knowledge_graph": {"query": "Zorblax Quuxcorp"},
+                 "get_facts_about": {"name": "Quuxcorp Clinic"}, "query_graph": {"predicate": "works_at"},
+                 "get_task_status": {"task_id": written[0][0]}}
+        for who, sees in (("full", True), ("low", False)):
+            auth = {**hdrs, "Authorization": f"Bearer {keys[who]}"}
+            started = await c.post("/mcp/", json=init, headers=auth)
+            assert started.status_code == 200, started.text
+            texts = []
+            for n, (tool, arguments) in enumerate(calls.items()):
+                call = {"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
+                        "params": {"name": tool, "arguments": {**arguments, "user_id": user}}}
+                answer = await c.post("/mcp/", json=call, headers=auth)
+                assert answer.status_code == 200, answer.text
+                text = answer.text.lower()
+                assert not answer.json()["result"]["isError"] or tool == "get_facts_about", (tool, text[:1500])
+                if not sees:
+                    assert WORD not in text and written[0][1] not in text, (tool, text[:1500])
+                texts.append(text)
+            assert sum(WORD in t for t in texts) >= (4 if sees else 0), texts  # the full key's answers hold it
