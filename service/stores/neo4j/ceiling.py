@@ -73,14 +73,12 @@ class CeilingReads:
 
     async def keep_facts(self, rows: list[Any], get: Any = None) -> list[Any]:
         """The facts (or rows holding one: `get(row)` is the fact's map) with a supporting memory within the
-        ceiling."""
+        ceiling (a fact no live memory states any more: one that stated it, `former_memory_ids`)."""
         if _tiers() is None or not rows:
             return rows
-        facts = [get(r) if get else r for r in rows]
-        ids = {str(i) for f in facts for i in (_field(f, "memory_ids") or [])}
-        seen = await self.visible_memory_ids(ids) or set()
-        return [r for r, f in zip(rows, facts, strict=True)
-                if any(str(i) in seen for i in (_field(f, "memory_ids") or []))]
+        facts = [_support(get(r) if get else r) for r in rows]
+        seen = await self.visible_memory_ids(i for f in facts for i in f) or set()
+        return [r for r, f in zip(rows, facts, strict=True) if any(i in seen for i in f)]
 
     async def keep_memories(self, rows: list[Any], get: Any = None) -> list[Any]:
         """The rows whose memory id (`get(row)`, default the row's `id`) is within the ceiling."""
@@ -144,3 +142,8 @@ def trace_visible(trace: dict[str, Any]) -> bool:
     """A retrieval trace keeps the ceiling it was searched under (none recorded: `secret`); a reader whose ceiling
     is lower does not see it: its query and hits are what that search could see."""
     return visible(trace.get("max_sensitivity") or Sensitivity.SECRET.value)
+
+
+def _support(fact: Any) -> list[str]:
+    ids = _field(fact, "memory_ids") or _field(fact, "former_memory_ids") or []
+    return [str(i) for i in ids]
