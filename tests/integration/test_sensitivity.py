@@ -240,3 +240,18 @@ async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tmp_path: P
                     assert WORD not in text and written[0][1] not in text, (tool, text[:1500])
                 texts.append(text)
             assert sum(WORD in t for t in texts) >= (4 if sees else 0), texts  # the full key's answers hold it
+
+
+async def test_keys_create_takes_a_ceiling(tiered: Tiered, capsys: pytest.CaptureFixture[str]) -> None:
+    from service.__main__ import keys_command, parse_args
+
+    args = parse_args(["keys", "create", "--user", tiered.user, "--max-sensitivity", "public"])
+    assert await keys_command(tiered.deps.settings, args) == 0
+    out = capsys.readouterr().out
+    assert "reading up to public" in out
+    key = out.strip().splitlines()[-1]
+    listed = await tiered.client.get("/v1/memories", params={"limit": 200},
+                                     headers={"Authorization": f"Bearer {key}"})
+    assert [m["id"] for m in listed.json()["memories"]] == [tiered.ids["public_memory"]]
+    with pytest.raises(SystemExit):  # an unknown tier is refused by the command line
+        parse_args(["keys", "create", "--user", tiered.user, "--max-sensitivity", "top"])
