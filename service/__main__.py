@@ -1,7 +1,7 @@
 """`python -m service`: serve the API (and, in the embedded profile, the ARQ worker in-process).
 
-`python -m service keys create --user USER [--name NAME] [--admin]` prints a new API key once, as the
-last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
+`python -m service keys create --user USER [--name NAME] [--admin] [--max-sensitivity LEVEL]` prints a new API
+key once, as the last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
 `python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import`, `reembed` and `stats` drive the
 running API (service/cli.py).
 `python -m service add|search|list|get|delete|status` are the memory commands (service/cli_memory.py, with its exit
@@ -68,9 +68,11 @@ async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
     try:
         store = ApiKeyStore(redis, settings)
         if args.action == "create":
-            record, key = await store.create(args.user, args.name, args.admin)
+            record, key = await store.create(args.user, args.name, args.admin, args.max_sensitivity)
             kind = "admin key (may act for any user_id and run maintenance)" if record.admin else "user key"
-            print(f"created {kind} {record.key_id} for user {record.user_id}; it is shown once, store it now:")
+            ceiling = f" reading up to {record.max_sensitivity}" if record.max_sensitivity else ""
+            print(f"created {kind} {record.key_id} for user {record.user_id}{ceiling}; it is shown once, store it "
+                  "now:")
             print(key)
         elif args.action == "list":
             for record in await store.list(args.user):
@@ -143,6 +145,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     create.add_argument("--user", required=True, help="the user the key acts for (an admin key's own user)")
     create.add_argument("--name", default=None, help="a label, e.g. the machine or agent that uses it")
     create.add_argument("--admin", action="store_true", help="may act for any user_id and run maintenance")
+    create.add_argument("--max-sensitivity", default=None, choices=["public", "internal", "private", "secret"],
+                        help="the highest sensitivity tier its reads return (default: every tier)")
     listing = keys.add_parser("list", help="list keys (never their secrets)")
     listing.add_argument("--user", default=None)
     revoke = keys.add_parser("revoke", help="revoke a key: refused from the next request on")

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from service.errors import Forbidden, NotFound, SchemaError, Unauthorized
 from service.kv import aw, redis_guard
+from service.sensitivity import Sensitivity, lower
 from service.settings import Settings
 
 KEY_PREFIX = "msk"
@@ -39,6 +40,7 @@ class ApiKey(BaseModel):
     created_at: str
     revoked_at: str | None = None
     secret_sha256: str
+    max_sensitivity: Sensitivity | None = None  # the highest tier its reads return; None: every tier
 
 
 def _digest(secret: str) -> str:
@@ -59,12 +61,14 @@ class ApiKeyStore:
         self._settings = settings
         self._prefix = f"{settings.arq_queue_name}:apikey:"
 
-    async def create(self, user_id: str, name: str | None = None, admin: bool = False) -> tuple[ApiKey, str]:
+    async def create(self, user_id: str, name: str | None = None, admin: bool = False,
+                     max_sensitivity: Sensitivity | str | None = None) -> tuple[ApiKey, str]:
         """A new key: its record, and the full key (shown once, never stored)."""
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         record = ApiKey(key_id=key_id, user_id=user_id, name=name, admin=admin,
-                        created_at=datetime.now(UTC).isoformat(), secret_sha256=_digest(secret))
+                        created_at=datetime.now(UTC).isoformat(), secret_sha256=_digest(secret),
+                        max_sensitivity=Sensitivity(max_sensitivity) if max_sensitivity else None)
         await redis_guard(self._settings, "api keys", self._redis.set(self._prefix + key_id, record.model_dump_json()))
         return record, f"{KEY_PREFIX}_{key_id}_{secret}"
 
@@ -116,6 +120,11 @@ class Caller:
     key_user: str | None = None
     admin: bool = False
     default_user: str | None = None  # DEFAULT_USER_ID: the user of a request naming none under AUTH_MODE=none
+    max_sensitivity: Sensitivity | None = None  # the key's ceiling (service/sensitivity.py); None: every tier
+
+    def ceiling(self, requested: Sensitivity | str | None = None) -> Sensitivity | None:
+        """The ceiling of a read that asks for `requested`: it may lower the key's, never raise it."""
+        return lower(self.max_sensitivity, requested)
 
     @property
     def anonymous(self) -> bool:

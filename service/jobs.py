@@ -34,6 +34,7 @@ class RawItem(BaseModel):
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
     pref_kind: str | None = None  # a preference's `kind` (service/memory/preferences.py; `kind` names the job)
     applies_to: list[str] = Field(default_factory=list)
+    sensitivity: str | None = None  # None: the category's tier (service/sensitivity.py)
 
 
 class RawJob(JobModel, RawItem):

@@ -21,6 +21,7 @@ from service.schemas import (
     ReviewRequest,
     UnmergeRequest,
 )
+from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
@@ -28,7 +29,8 @@ router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
 @router.post("/search", response_model=GraphSearchResponse)
 async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: CallerDep) -> GraphSearchResponse:
-    return await service.graph_search(req, caller.user(req.user_id))
+    with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
+        return await service.graph_search(req, caller.user(req.user_id))
 
 
 @router.get("/nodes", response_model=GraphPage)

@@ -25,6 +25,7 @@ from service.schemas.graph_api import (
     GraphQuery,
     RelationWrite,
 )
+from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
@@ -95,7 +96,8 @@ async def entity_facts(
 @router.post("/query", response_model=FactPage)
 async def query(req: GraphQuery, graph: GraphFactsDep, caller: CallerDep) -> FactPage:
     """Typed relations: subject / subject_type / predicate / object / object_type, valid at as_of. Paged."""
-    return await graph.query(req, caller.user(req.user_id))
+    with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
+        return await graph.query(req, caller.user(req.user_id))
 
 
 @router.get("/communities", response_model=CommunityPage)

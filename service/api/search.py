@@ -10,6 +10,7 @@ from service.api.runs import RunsDep
 from service.api.security import CallerDep
 from service.schemas import SearchRequest, SearchResponse
 from service.search.turn import ChatTurn, chat_turn
+from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -18,6 +19,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 async def search(req: SearchRequest, service: ServiceDep, runs: RunsDep, conversations: ConversationsDep,
                  deps: DepsDep, caller: CallerDep) -> SearchResponse:
     user = caller.user(req.user_id)
-    found = await service.search(req, user)
-    # include: prior task runs, message hits, entities beside the memories (one chat-turn payload)
-    return await chat_turn(found, req, user, runs, conversations, deps.graph)
+    with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
+        found = await service.search(req, user)
+        # include: prior task runs, message hits, entities beside the memories (one chat-turn payload)
+        return await chat_turn(found, req, user, runs, conversations, deps.graph)

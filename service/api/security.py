@@ -18,8 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.api.errors import error_body
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
-from service.errors import DependencyUnavailable, RateLimited, Unauthorized
+from service.errors import DependencyUnavailable, RateLimited, SchemaError, Unauthorized
 from service.kv import redis_guard
+from service.sensitivity import Sensitivity, set_current
 
 log = structlog.get_logger(__name__)
 
@@ -51,12 +52,14 @@ async def caller_of(deps: Deps, headers: Any) -> Caller:
             raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
         return Caller(default_user=deps.settings.default_user_id or None)
     record = await ApiKeyStore(deps.redis, deps.settings).verify(token)
-    return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin)
+    return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin,
+                  max_sensitivity=record.max_sensitivity)
 
 
 async def get_caller(request: Request) -> Caller:
     cached = getattr(request.state, "caller", None)
     if isinstance(cached, Caller):
+        set_current(cached.ceiling(_ceiling_param(request)))
         return cached
     deps: Deps = request.app.state.deps
     if request.url.path.startswith(CONSOLE_PREFIX) or request.url.path == CONSOLE_PREFIX.rstrip("/"):
@@ -72,7 +75,21 @@ async def get_caller(request: Request) -> Caller:
         caller = await caller_of(deps, request.headers)
         await rate_limit(deps, request, caller)
     request.state.caller = caller
+    # Every read this request makes inherits the key's ceiling, lowered by a `max_sensitivity` query parameter
+    # (a body field lowers it again where the route reads its body: service/sensitivity.py `lowered`).
+    set_current(caller.ceiling(_ceiling_param(request)))
     return caller
+
+
+def _ceiling_param(request: Request) -> str | None:
+    value = request.query_params.get("max_sensitivity")
+    if value is None:
+        return None
+    try:
+        return Sensitivity(value).value
+    except ValueError as exc:
+        raise SchemaError(f"max_sensitivity must be one of {', '.join(t.value for t in Sensitivity)}",
+                          ("query", "max_sensitivity"), "enum") from exc
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

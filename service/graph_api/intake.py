@@ -17,6 +17,7 @@ from service.identity import GENERIC, type_family
 from service.queue import TaskQueue
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
+from service.sensitivity import Sensitivity
 from service.settings import Settings
 from service.stores.graph import GraphStore, group_id, groups_for, scope_of_group
 
@@ -50,7 +51,7 @@ class GraphIntake:
         return scope.value, project_id if scope is Scope.PROJECT else None
 
     def _job(self, op: Op, user_id: str, scope: str, project_id: str | None, agent_id: str | None, content: str,
-             graph: dict[str, Any], valid_at: str | None) -> GraphWriteJob:
+             graph: dict[str, Any], valid_at: str | None, sensitivity: str | None = None) -> GraphWriteJob:
         if len(content) > self.settings.max_content_chars:
             raise PayloadTooLarge(f"the statement has {len(content)} characters; the limit is "
                                   f"{self.settings.max_content_chars} (MAX_CONTENT_CHARS)")
@@ -58,7 +59,8 @@ class GraphIntake:
         if valid_at is not None:
             metadata["valid_at"] = valid_at
         return GraphWriteJob(user_id=user_id, op=op, scope=scope, project_id=project_id, category=CATEGORY,
-                             content=content, agent_id=agent_id, metadata=metadata, occurred_at=valid_at)
+                             content=content, agent_id=agent_id, metadata=metadata, occurred_at=valid_at,
+                             sensitivity=sensitivity)
 
     async def submit_entity(self, req: EntityWrite, user_id: str) -> AcceptedResponse:
         name = req.name.strip()
@@ -77,10 +79,12 @@ class GraphIntake:
         content += f": {req.description.strip()}" if req.description and req.description.strip() else "."
         entry = entity_entry(name, etype, aliases=aliases, description=req.description, attributes=attributes)
         job = self._job("entity", user_id, scope, project_id, req.agent_id, content, {"op": "entity",
-                        "entities": [entry], "relations": []}, None)
+                        "entities": [entry], "relations": []}, None, _tier(req.sensitivity))
         identity = {"user_id": user_id, "graph": "entity", "scope": scope, "project_id": project_id,
                     "name": normalise(name), "type": etype, "aliases": aliases, "description": req.description,
                     "attributes": attributes}
+        if req.sensitivity is not None:  # only when given, so a write without it hashes as before
+            identity["sensitivity"] = req.sensitivity.value
         return await self._enqueue(job, identity)
 
     async def submit_relation(self, req: RelationWrite | FactWrite, user_id: str) -> AcceptedResponse:
@@ -110,10 +114,12 @@ class GraphIntake:
             relation["confidence"] = req.confidence
         entries = [entity_entry(e["name"], e["type"], entity_id=e.get("id")) for e in ends]
         job = self._job(op, user_id, scope, project_id, req.agent_id, text,
-                        {"op": op, "entities": entries, "relations": [relation]}, valid_at)
+                        {"op": op, "entities": entries, "relations": [relation]}, valid_at, _tier(req.sensitivity))
         identity = {"user_id": user_id, "graph": op, "scope": scope, "project_id": project_id,
                     "ends": [[e.get("id"), normalise(e["name"]), e["type"]] for e in ends], "predicate": predicate,
                     "fact": normalise(text), "valid_at": valid_at, "confidence": relation.get("confidence")}
+        if req.sensitivity is not None:
+            identity["sensitivity"] = req.sensitivity.value
         return await self._enqueue(job, identity)
 
     async def _end(self, user_id: str, groups: list[str], group: str, end: End, what: str) -> dict[str, Any]:
@@ -138,3 +144,7 @@ class GraphIntake:
             by_id = True
         return {"id": str(found["id"]), "name": str(found["name"]), "type": str(found.get("type") or "thing"),
                 "group_id": str(found.get("group_id") or "global"), "by_id": by_id}
+
+
+def _tier(sensitivity: Sensitivity | None) -> str | None:
+    return sensitivity.value if sensitivity is not None else None

@@ -38,6 +38,7 @@ from service.schemas import (
     UpdateMemoryRequest,
 )
 from service.schemas.graph_api import EntityFactsPage, FactPage
+from service.sensitivity import reset_current, set_current
 
 if TYPE_CHECKING:
     from service.auth import Caller
@@ -227,7 +228,12 @@ class ServiceBackend:
         self._on = Local(service, intake, caller, runs)
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
-        return await op.local(self._on, req)
+        # the key's sensitivity ceiling (lowered by a tool's own max_sensitivity) for every read the tool makes
+        token = set_current(self._on.caller.ceiling(getattr(req, "max_sensitivity", None)))
+        try:
+            return await op.local(self._on, req)
+        finally:
+            reset_current(token)
 
 
 class ApiError(ServiceError):

@@ -10,6 +10,7 @@ from service.ai.extraction import ExtractedFact
 from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
 from service.jobs import ConversationJob, RawItem
 from service.memory.windows import Window, anchored_time, first_time, source_ids
+from service.sensitivity import Sensitivity, of_category, rank
 from service.stores.graph import MemoryLinks
 
 INTERACTION = "interaction"
@@ -45,10 +46,20 @@ class Drafts:
         self.sources.append(set(sources))
         self.links.append(links)
 
+    def _tier(self, i: int) -> Sensitivity:
+        """A memory's sensitivity; a window holds its messages verbatim, so it is as sensitive as the most
+        sensitive memory drawn from any of them (a personal fact's window is private too)."""
+        own = self.memories[i].sensitivity
+        if self.memories[i].category != INTERACTION:
+            return own
+        shared = [m.sensitivity for m, s in zip(self.memories, self.sources, strict=True) if s & self.sources[i]]
+        return max([own, *shared], key=rank)
+
     def finish(self, links_of: Callable[[Memory], MemoryLinks]) -> tuple[list[Memory], list[MemoryLinks]]:
         """The memories with their source message ids, and their graph links."""
-        memories = [m.model_copy(update={"source_message_ids": source_ids(s, self.messages)})
-                    for m, s in zip(self.memories, self.sources, strict=True)]
+        memories = [m.model_copy(update={"source_message_ids": source_ids(s, self.messages),
+                                          "sensitivity": self._tier(i)})
+                    for i, (m, s) in enumerate(zip(self.memories, self.sources, strict=True))]
         links = [found if found is not None else links_of(m) for m, found in zip(memories, self.links, strict=True)]
         return memories, links
 
@@ -83,6 +94,7 @@ def fact_memory(
         updated_at=job.accepted_at,
         task_id=task_id,
         occurred_at=occurred_at,
+        sensitivity=of_category(fact.category),
     )
 
 def window_memory(
@@ -127,4 +139,5 @@ def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_a
         occurred_at=item.occurred_at or accepted_at,
         kind=item.pref_kind,
         applies_to=list(item.applies_to),
+        sensitivity=of_category(item.category, item.sensitivity),
     )

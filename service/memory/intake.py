@@ -84,9 +84,12 @@ class Intake:
         kind, applies_to = preference_scope(req.category, req.kind, req.applies_to)
         if kind is not None or applies_to:  # the same words about another thing are another preference
             identity["preference"] = json.dumps([kind, applies_to])
+        if req.sensitivity is not None:  # only when given, so a write without it hashes as before
+            identity["sensitivity"] = req.sensitivity.value
         item = RawItem(scope=scope.value, project_id=project_id, category=req.category, content=req.content,
                        agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at,
-                       pref_kind=kind, applies_to=applies_to)
+                       pref_kind=kind, applies_to=applies_to,
+                       sensitivity=req.sensitivity.value if req.sensitivity is not None else None)
         return item, identity
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:

@@ -27,6 +27,7 @@ from service.schemas import (
 )
 from service.schemas.memories import ContextSection
 from service.search import context
+from service.sensitivity import redact
 from service.stores.graph import Page, groups_for
 from service.stores.vector import MemoryFilter
 
@@ -44,7 +45,14 @@ class MemoryReads(MemoryCuration):
 
     async def task_status(self, task_id: str, owner: str | None) -> TaskResponse:
         """A task's status; a task of another user than `owner` (when given) is unknown (404)."""
-        return await self.tasks.status(task_id, owner)
+        status = await self.tasks.status(task_id, owner)
+        # A write's result lists its memories and what the graph made of them: when one is above the caller's
+        # sensitivity ceiling, only the memories within it are told (the entities and facts may be its words).
+        kept = redact(status.result)
+        if kept == status.result:
+            return status
+        memories = (kept or {}).get("memories") or []
+        return status.model_copy(update={"result": {"memories": memories, "redacted": True}})
 
 
     async def list_memories(

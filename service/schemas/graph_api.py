@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.domain import Scope
-from service.schemas.memories import OptionalId, TenantId
+from service.schemas.memories import MaxSensitivity, OptionalId, TenantId
+from service.sensitivity import Sensitivity
 
 Name = Field(min_length=1, max_length=200)
 
@@ -42,6 +43,10 @@ class _Write(BaseModel):
     scope: Scope | None = Field(default=None, description="global (default) or project (with project_id)")
     project_id: str | None = OptionalId
     agent_id: str | None = OptionalId
+    sensitivity: Sensitivity | None = Field(
+        default=None, description="The tier of the memory that states it: public, internal (default), private or "
+                                  "secret. A fact only such memories support is hidden from reads under a lower "
+                                  "ceiling.")
 
 
 class EntityWrite(_Write):
@@ -110,6 +115,7 @@ class GraphQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: str | None = TenantId
+    max_sensitivity: Sensitivity | None = MaxSensitivity
     project_id: str | None = OptionalId
     subject: str | None = Field(default=None, min_length=1, max_length=200, description="a name (resolved)")
     subject_type: str | None = Field(default=None, min_length=1, max_length=64)

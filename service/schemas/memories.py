@@ -20,6 +20,7 @@ from service.domain import (
     Scope,
     TaskStatus,
 )
+from service.sensitivity import Sensitivity
 
 
 class MemoryOut(BaseModel):
@@ -31,10 +32,12 @@ class MemoryOut(BaseModel):
     created_at: str
     occurred_at: str | None = None
     source_message_ids: list[str] = Field(default_factory=list)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
         return cls(
+            sensitivity=m.sensitivity,
             id=m.id,
             content=m.content,
             category=m.category,
@@ -91,6 +94,12 @@ TenantId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
                              "user); naming another user is 403. Required with an admin key or AUTH_MODE=none.")
 
 
+MaxSensitivity = Field(
+    default=None, description="Lower this read's sensitivity ceiling (public < internal < private < secret): it "
+                              "returns no memory above it, nor a fact only such memories support. It never raises "
+                              "the API key's own ceiling (`max_sensitivity` of the key).")
+
+
 class RawMemoryItem(BaseModel):
     """One pre-categorised fact; a batch names its user once."""
 
@@ -112,6 +121,10 @@ class RawMemoryItem(BaseModel):
     applies_to: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list, max_length=20,
         description="Entity names the preference applies to (a project's tool, a person); part of its scope.")
+    sensitivity: Sensitivity | None = Field(
+        default=None, description="Its tier: public, internal, private or secret. Default: the category's "
+                                  "(private for personal_fact), else internal. A read whose ceiling is lower "
+                                  "never returns it.")
 
 
 class RawMemoryRequest(RawMemoryItem):
@@ -178,6 +191,7 @@ class MemoryRecord(BaseModel):
     applies_to: list[str] = Field(default_factory=list)
     superseded_by: str | None = None
     superseded_at: str | None = None
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
     @classmethod
     def of(cls, m: Memory) -> MemoryRecord:

@@ -13,7 +13,8 @@ from service.domain import (
     utc,
 )
 from service.schemas.graph_api import CommunityItem
-from service.schemas.memories import OptionalId, TenantId
+from service.schemas.memories import MaxSensitivity, OptionalId, TenantId
+from service.sensitivity import Sensitivity
 from service.timephrases import TimeWindow
 
 
@@ -22,6 +23,7 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=2000)
     user_id: str | None = TenantId
+    max_sensitivity: Sensitivity | None = MaxSensitivity
     project_id: str | None = OptionalId
     categories: list[str] | None = Field(default=None, max_length=13)
     limit: int = Field(default=10, ge=1, le=100)
@@ -142,6 +144,7 @@ class GraphSearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=2000)
     user_id: str | None = TenantId
+    max_sensitivity: Sensitivity | None = MaxSensitivity
     project_id: str | None = OptionalId
     limit: int = Field(default=10, ge=1, le=100)
     include_history: bool = False

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from service.domain import Memory, Scope
 from service.errors import DomainError, StoreConfigError
+from service.sensitivity import DEFAULT, allowed, visible
 from service.stores.lexical import Bm25Encoder
 from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest
 
@@ -26,6 +27,11 @@ def payload_of(m: Memory) -> dict[str, Any]:
 
 def memory_of(point_id: object, payload: dict[str, Any] | None) -> Memory:
     return Memory(id=str(point_id), **(payload or {}))
+
+
+def visible_memories(memories: Iterable[Memory]) -> list[Memory]:
+    """Those a read by id may return under the ceiling of the request being served (service/sensitivity.py)."""
+    return [m for m in memories if visible(m.sensitivity)]
 
 
 def plain_vector(vector: Any) -> list[float]:
@@ -141,6 +147,10 @@ class FilterBuilder(Generic[C, F]):
             must.append(self.time_range(TIME_FIELD, flt.after, flt.before))
         if flt.active_only:  # memories written before the field existed pass: no backfill
             must.append(self.is_empty("superseded_by"))
+        tiers = allowed(flt.max_sensitivity)
+        if tiers is not None:  # below the ceiling; a memory written before tiers has none and is `internal`
+            tier = self.any_of("sensitivity", [t.value for t in tiers])
+            must.append(cast(C, self.one_of([tier, self.is_empty("sensitivity")])) if DEFAULT in tiers else tier)
         return self.all_of(must)
 
 

@@ -58,6 +58,7 @@ from service.stores.qdrant_common import (
     plain_vector,
     ranked,
     valid_ids,
+    visible_memories,
 )
 from service.stores.vector import (
     LEXICAL_VECTOR,
@@ -259,7 +260,7 @@ class EdgeVectorStore(IndexBuild):
         if not valid:
             return []
         records = await self._run(lambda s: s.retrieve(valid, True, False))
-        return [memory_of(r.id, r.payload) for r in records]
+        return visible_memories(memory_of(r.id, r.payload) for r in records)
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
         offset = parse_cursor(cursor)

@@ -37,6 +37,7 @@ from service.stores.qdrant_common import (
     plain_vector,
     ranked,
     valid_ids,
+    visible_memories,
 )
 from service.stores.vector import (
     INDEXED_FIELDS,
@@ -225,7 +226,7 @@ class QdrantServerVectorStore:
         self._check_open()
         with self._errors("get"):
             records = await self._client.retrieve(self._collection, ids=valid, with_payload=True, with_vectors=False)
-        return [memory_of(r.id, r.payload) for r in records]
+        return visible_memories(memory_of(r.id, r.payload) for r in records)
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
         records, nxt = await self._scroll(flt, limit, cursor, with_vectors=False)

@@ -26,6 +26,7 @@ import structlog
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable
+from service.stores.qdrant_common import visible_memories
 from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorRecord, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -241,7 +242,7 @@ class RemoteVectorStore:
 
     async def get(self, ids: list[str]) -> list[Memory]:
         result: list[Memory] = await self._call("get", ids)
-        return result
+        return visible_memories(result)  # the serving process has no ceiling of this caller's
 
     async def delete(self, ids: list[str]) -> None:
         await self._call("delete", ids)

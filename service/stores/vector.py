@@ -5,14 +5,15 @@ The rest of the code sees only this Protocol. All Qdrant calls live in the backe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from service.domain import Memory, Scope, utc
+from service.sensitivity import Sensitivity, current, visible
 
 # Payload fields that get an index (docs/architecture.md, "Data model"). user_id is the tenant key.
-INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id")
+INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id", "sensitivity")
 TIME_FIELD = "occurred_at"  # datetime payload index
 LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
 
@@ -40,12 +41,15 @@ class MemoryFilter:
     # only memories nothing superseded (a newer preference of the same slot, service/memory/preferences.py):
     # listings, search and the context set it; reconcile, export, dedup and deletes see every memory
     active_only: bool = False
+    # The highest sensitivity tier it matches (None: every tier). Its default is the ceiling of the request
+    # being served (service/sensitivity.py), so every read made for a caller inherits the caller's ceiling.
+    max_sensitivity: Sensitivity | None = field(default_factory=current)
 
     def matches(self, m: Memory) -> bool:
         """The rules above applied to one memory in Python, as the stores apply them in their filters."""
         user_id, scope, project_id, category, agent_id, occurred_at = (
             m.user_id, m.scope, m.project_id, m.category, m.agent_id, m.occurred_at)
-        if user_id != self.user_id:
+        if user_id != self.user_id or not visible(m.sensitivity, self.max_sensitivity):
             return False
         if self.scope is None:
             ok = scope is Scope.GLOBAL or self.all_scopes or (

@@ -18,6 +18,7 @@ import pytest
 
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.sensitivity import Sensitivity, lowered
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer
@@ -321,6 +322,25 @@ async def test_agent_filter(store: VectorStore) -> None:
     assert [h.memory.id for h in await search(store, unit(1), flt, 10)] == [cli.id]
     assert await store.count(flt) == 1
     assert await store.count(MemoryFilter("alice")) == 3
+
+
+async def test_sensitivity_ceiling(store: VectorStore) -> None:
+    tiers = {t: mem(content=t.value).model_copy(update={"sensitivity": t}) for t in Sensitivity}
+    await store.upsert(list(tiers.values()), [unit(i) for i in range(len(tiers))])
+    ids = {t: m.id for t, m in tiers.items()}
+    assert await ids_of(store, MemoryFilter("alice")) == set(ids.values())  # no ceiling: every tier
+    for ceiling, seen in ((Sensitivity.PUBLIC, 1), (Sensitivity.INTERNAL, 2), (Sensitivity.PRIVATE, 3),
+                          (Sensitivity.SECRET, 4)):
+        flt = MemoryFilter("alice", max_sensitivity=ceiling)
+        want = {ids[t] for t in list(Sensitivity)[:seen]}
+        assert await ids_of(store, flt) == want
+        assert {h.memory.id for h in await search(store, unit(3), flt, 10)} == want
+        assert await store.count(flt) == seen
+        # the ceiling of the request being served is the filter's default, and reads by id keep to it
+        with lowered(ceiling):
+            assert await ids_of(store, MemoryFilter("alice")) == want
+            assert {m.id for m in await store.get(list(ids.values()))} == want
+    assert len(await store.get(list(ids.values()))) == 4
 
 
 # -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.errors import NotFound
+from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 
 COMMUNITY_SCHEMA: tuple[LiteralString, ...] = (
@@ -85,7 +86,7 @@ RETURN c{.id, .predicates, .summary, .summary_source, .updated_at} AS community,
 """
 
 
-class CommunityGraph:
+class CommunityGraph(CeilingReads):
     """Community reads and writes of Neo4jGraphStore (they use its `_read` / `_write`)."""
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
@@ -124,7 +125,7 @@ class CommunityGraph:
             return await (await tx.run(_LIST, user_id=user_id, offset=offset, limit=limit + 1)).data()
 
         rows: list[dict[str, Any]] = await self._read(run)
-        return rows[:limit], str(offset + limit) if len(rows) > limit else None
+        return await self.keep_communities(rows[:limit]), str(offset + limit) if len(rows) > limit else None
 
     async def communities_of(self, user_id: str, entity_ids: list[str], limit: int) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")
@@ -134,4 +135,4 @@ class CommunityGraph:
             return await (await tx.run(_OF_ENTITIES, user_id=user_id, ids=ids, limit=clamp(limit, 50))).data()
 
         rows: list[dict[str, Any]] = await self._read(run) if ids else []
-        return rows
+        return await self.keep_communities(rows)

@@ -14,6 +14,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
+from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_query, lucene_terms
 
@@ -131,7 +132,7 @@ def message_uid(user_id: str, session_id: str, message_id: str | None, task_id: 
     return uuid.uuid5(ID_NAMESPACE, key).hex
 
 
-class ConversationGraph:
+class ConversationGraph(CeilingReads):
     """Conversation methods of Neo4jGraphStore."""
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
@@ -197,7 +198,7 @@ class ConversationGraph:
         rows: list[dict[str, Any]] = await self._read(run)
         more = len(rows) > n
         rows = rows[:n]
-        return rows, (str(rows[-1]["ord"]) if more and rows else None)
+        return await self.keep_messages(rows), (str(rows[-1]["ord"]) if more and rows else None)
 
     async def search_messages(self, user_id: str, query: str, project_id: str | None, k: int
                               ) -> list[tuple[dict[str, Any], float]]:
@@ -212,7 +213,7 @@ class ConversationGraph:
             return [(dict(r["message"]), float(r["score"])) for r in await result.data()]
 
         hits: list[tuple[dict[str, Any], float]] = await self._read(run)
-        return hits
+        return list(await self.keep_messages(hits, lambda h: h[0]))
 
     async def delete_session(self, user_id: str, session_id: str, before: str) -> int:
         check_id(user_id, "user_id")

@@ -15,7 +15,9 @@ from typing import Any, LiteralString, TypeVar
 from neo4j import AsyncManagedTransaction
 
 from service.errors import Conflict, DomainError, NotFound
+from service.sensitivity import Sensitivity, current
 from service.stores.graph import NameRules
+from service.stores.neo4j.ceiling import CeilingReads, trace_visible
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
 
 _T = TypeVar("_T")
@@ -176,7 +178,7 @@ RETURN memories, entities, merged, live, expired, pending, confirmed, rejected, 
 
 WRITE_TRACE: LiteralString = """
 CREATE (t:Trace {id: $id, user_id: $user_id, query: $text, at: $at, expires_at: $expires_at,
-                 project_id: $project_id})
+                 project_id: $project_id, max_sensitivity: $max_sensitivity})
 WITH t
 CALL (t) {
     UNWIND $returned AS hit
@@ -203,20 +205,20 @@ CALL (t) {
     WITH e ORDER BY e.name
     RETURN collect(CASE WHEN e IS NULL THEN null ELSE {entity_id: e.id, name: e.name} END) AS touched
 }
-RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace, returned, touched
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id, .max_sensitivity} AS trace, returned, touched
 """
 
 TRACES_OF_ENTITY: LiteralString = """
 MATCH (e:Entity {id: $entity_id}) WHERE e.user_id = $user_id
 MATCH (t:Trace)-[:TOUCHED]->(e) WHERE t.expires_at > $now AND (t.at < $cursor OR $cursor = '')
 WITH DISTINCT t ORDER BY t.at DESC, t.id LIMIT $limit
-RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id, .max_sensitivity} AS trace
 """
 
 TRACES_OF_USER: LiteralString = """
 MATCH (t:Trace {user_id: $user_id}) WHERE t.expires_at > $now AND (t.at < $cursor OR $cursor = '')
 WITH t ORDER BY t.at DESC, t.id LIMIT $limit
-RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id} AS trace
+RETURN t{.id, .user_id, .query, .at, .expires_at, .project_id, .max_sensitivity} AS trace
 """
 
 PURGE_TRACES: LiteralString = """
@@ -229,7 +231,7 @@ RETURN count(*) AS n
 PURGE_BATCH = 1000
 
 
-class GraphCuration:
+class GraphCuration(CeilingReads):
     """Curation methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
 
     _names: NameRules  # provided by Neo4jGraphStore
@@ -263,6 +265,9 @@ class GraphCuration:
         rows = rows[:n]
         last = rows[-1] if more and rows else None
         next_cursor = f"{last['pair']['score']}|{last['source']['id']}|{last['target']['id']}" if last else None
+        seen = await self.visible_entity_ids(str(r[end]["id"]) for r in rows for end in ("source", "target"))
+        if seen is not None:  # a pair of which one entity is above the sensitivity ceiling is not shown
+            rows = [r for r in rows if str(r["source"]["id"]) in seen and str(r["target"]["id"]) in seen]
         return rows, next_cursor
 
     async def entity(self, user_id: str, entity_id: str) -> dict[str, Any]:
@@ -375,6 +380,8 @@ class GraphCuration:
     async def write_trace(self, trace: dict[str, Any]) -> None:
         async def run(tx: AsyncManagedTransaction) -> None:
             params = {k: v for k, v in trace.items() if k != "query"}  # `query` is tx.run's own argument
+            # the ceiling it was searched under: a reader with a lower one does not see it (its query, its hits)
+            params.setdefault("max_sensitivity", (current() or Sensitivity.SECRET).value)
             await (await tx.run(WRITE_TRACE, text=trace["query"], **params)).consume()
 
         await self._write(run)
@@ -389,7 +396,7 @@ class GraphCuration:
             return {**dict(rec["trace"]), "returned": list(rec["returned"]), "touched": list(rec["touched"])}
 
         found: dict[str, Any] | None = await self._read(run)
-        if found is None:
+        if found is None or not trace_visible(found):
             raise NotFound(f"trace {trace_id} not found (or expired)")
         return found
 
@@ -409,7 +416,7 @@ class GraphCuration:
         rows: list[dict[str, Any]] = await self._read(run)
         more = len(rows) > n
         rows = rows[:n]
-        return rows, (str(rows[-1]["at"]) if more and rows else None)
+        return [r for r in rows if trace_visible(r)], (str(rows[-1]["at"]) if more and rows else None)
 
     async def purge_traces(self, now: str) -> int:
         """Remove expired traces (batches of PURGE_BATCH, bounded). Returns how many."""

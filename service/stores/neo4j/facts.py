@@ -10,6 +10,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.errors import NotFound
 from service.stores.graph import EntityDecision, GraphReport, NameRules
+from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, entity_name, ft_key
 
@@ -165,7 +166,7 @@ def _offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-class FactGraph:
+class FactGraph(CeilingReads):
     """Entity lookups, facts about an entity and structural queries (use Neo4jGraphStore's `_read`)."""
 
     _names: NameRules  # provided by Neo4jGraphStore
@@ -208,6 +209,8 @@ class FactGraph:
         if entity_id is None and not clean:
             return None
         result: dict[str, Any] | None = await self._read(run)
+        if result is not None and not await self.keep_entities([result]):
+            return None  # only memories above the sensitivity ceiling mention it
         return result
 
     async def entity_facts(self, entity_id: str, include_history: bool, limit: int, cursor: str | None
@@ -224,7 +227,7 @@ class FactGraph:
 
         rows: list[dict[str, Any]] = await self._read(run)
         more = len(rows) > limit
-        return rows[:limit], str(offset + limit) if more else None
+        return await self.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None
 
     async def query_facts(self, user_id: str, groups: list[str], *, subjects: list[str] | None,
                           objects: list[str] | None, predicates: list[str] | None, subject_types: list[str] | None,
@@ -245,4 +248,4 @@ class FactGraph:
 
         rows: list[dict[str, Any]] = await self._read(run)
         more = len(rows) > limit
-        return rows[:limit], str(offset + limit) if more else None
+        return await self.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None

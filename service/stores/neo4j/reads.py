@@ -9,6 +9,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.stores.graph import GraphFact, GraphProposal, Page
 from service.stores.neo4j import cypher
+from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import (
     MAX_NAME_CHARS,
     MAX_PAGE_LIMIT,
@@ -39,7 +40,7 @@ from service.stores.neo4j.search import (
 )
 
 
-class GraphReads:
+class GraphReads(CeilingReads):
     """Read methods of Neo4jGraphStore."""
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
@@ -94,7 +95,7 @@ class GraphReads:
             for fid, row in rows.items()
         ]
         scored.sort(key=lambda f: (-f.score, f.id))
-        return [f for f in scored if f.score > 0][:limit]
+        return (await self.keep_facts([f for f in scored if f.score > 0]))[:limit]
 
     async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
         """The graph retriever (`cypher.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
@@ -120,6 +121,7 @@ class GraphReads:
             return GraphProposal([], [])
         names, mids, scores = answer[0]
         rows = [(str(mid), round(float(score), 6)) for mid, score in zip(mids, scores, strict=True)]
+        rows = await self.keep_memories(rows, lambda ms: ms[0])
         return GraphProposal(sorted(rows, key=lambda ms: (-ms[1], ms[0])),
                              list(dict.fromkeys(str(n) for n in names or [] if n)))
 
@@ -134,7 +136,7 @@ class GraphReads:
             return sorted(await _entity_hits(tx, query, terms, keys, common))
 
         found: list[str] = await self._read(run)
-        return found
+        return list(await self.keep_entities(found, str))
 
     @staticmethod
     def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
@@ -166,21 +168,25 @@ class GraphReads:
         items = items[:limit]
         return Page(items=items, next_cursor=str(items[-1]["id"]) if more and items else None)
 
+    async def _kept(self, page: Page, keep: Any) -> Page:
+        """A page without what the sensitivity ceiling hides (its cursor unchanged: a page may come out short)."""
+        return Page(items=await keep(page.items), next_cursor=page.next_cursor)
+
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.LIST_NODES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
     ) -> Page:
         rows = await self._page(cypher.LIST_EDGES, user_id, groups, limit, cursor, include_history)
-        return self._paged([edge_item(r["fact"]) for r in rows], limit)
+        return await self._kept(self._paged([edge_item(r["fact"]) for r in rows], limit), self.keep_facts)
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
         # `confidence` only where a structured write set it (docs/graph.md)
-        return self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
-                            for r in rows], limit)
+        return await self._kept(self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
+                                             for r in rows], limit), self.keep_facts)
 
     async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
                                 ) -> list[GraphFact]:
@@ -200,15 +206,16 @@ class GraphReads:
             return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
 
         found: dict[str, list[str]] = await self._read(run)
-        return found
+        seen = await self.visible_memory_ids(found)
+        return found if seen is None else {k: v for k, v in found.items() if k in seen}
 
     async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
         rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)
-        return self._paged([dict(r["item"]) for r in rows], limit)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_memories)
 
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
         """The user's (:Memory) nodes with these ids (deleted ones too, with `deleted_at`)."""
@@ -220,7 +227,7 @@ class GraphReads:
             return [dict(r["item"]) for r in await result.data()]
 
         rows: list[dict[str, Any]] = await self._read(run)
-        return rows
+        return list(await self.keep_memories(rows))
 
     async def memory_users(self, limit: int = 100_000) -> list[str]:
         async def run(tx: AsyncManagedTransaction) -> list[str]:

@@ -93,6 +93,7 @@ def memory_row(m: Memory) -> dict[str, Any]:
         "created_at": m.created_at,
         "updated_at": m.updated_at,
         "task_id": m.task_id,
+        "sensitivity": m.sensitivity.value,
     }
 
 

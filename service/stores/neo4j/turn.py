@@ -9,6 +9,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
+from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.reads import _entity_hits
 from service.stores.neo4j.rows import check_groups, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_terms
@@ -27,7 +28,7 @@ RETURN e.id AS id, e.name AS name, e.type AS type, e.group_id AS group_id, coale
 """
 
 
-class TurnGraph:
+class TurnGraph(CeilingReads):
     """Entity search methods of Neo4jGraphStore."""
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
@@ -53,4 +54,4 @@ class TurnGraph:
             return [{**rows[h], "score": round(hits[h], 6)} for h in best if h in rows]
 
         found: list[dict[str, Any]] = await self._read(run)
-        return found
+        return await self.keep_entity_hits(user_id, found)
