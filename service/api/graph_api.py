@@ -72,7 +72,7 @@ async def write_fact(req: FactWrite, graph: GraphIntakeDep, intake: IntakeDep, c
     return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_relation(req, user))
 
 
-@router.get("/facts", response_model=EntityFactsPage)
+@router.get("/facts", response_model=EntityFactsPage, responses=responses(404))
 async def facts_by_name(
     graph: GraphFactsDep, caller: CallerDep, name: NameQuery = None, entity_id: EntityIdQuery = None,
     user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None, include_history: bool = True,
