@@ -10,7 +10,7 @@ Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart)
 - `<queue>:idem:<req_hash>`  the task id that answers identical requests; lives while the task is
   pending, then IDEMPOTENCY_WINDOW_SECONDS after it finished (so retries share a task, history
   does not). Its lifetime is independent of both the status record and ARQ's job/result keys.
-- `<queue>:utasks:<user_id>` sorted set of the user's task ids (score = acceptance time, ms), the newest
+- `<queue>:utasks:<user_id>` sorted set of the user's task ids (score = acceptance time, µs), the newest
   USER_TASKS_KEPT, written by the accept script itself (so it cannot drift from the records), expiring with
   TASK_TTL_SECONDS after the user's last write; `recent()` reads it (the console's Activity page).
 
@@ -57,7 +57,8 @@ USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:uta
 # ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
 # written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue (the user's shard's), the set of
 # shard counts, the user's task index. ARGV: record JSON, pending score, task id, TTL s, serialised job, job expiry
-# ms, queue score, the records' key prefix, WORKER_SHARDS, the index's bound (0: no user, no index).
+# ms, queue score, the records' key prefix, WORKER_SHARDS, the index's bound (0: no user, no index), the acceptance
+# time in microseconds (the index's score: tasks accepted in the same millisecond keep their order).
 _ACCEPT = """
 local existing = redis.call('GET', KEYS[3])
 if existing and redis.call('EXISTS', ARGV[8] .. existing) == 1 then
@@ -73,8 +74,9 @@ end
 redis.call('SADD', KEYS[7], ARGV[9])
 local kept = tonumber(ARGV[10])
 if kept > 0 then
-    redis.call('ZADD', KEYS[8], ARGV[2], ARGV[3])
-    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', '(' .. (tonumber(ARGV[2]) - tonumber(ARGV[4]) * 1000))
+    local oldest = string.format('%.0f', tonumber(ARGV[11]) - tonumber(ARGV[4]) * 1000000)
+    redis.call('ZADD', KEYS[8], ARGV[11], ARGV[3])
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', '(' .. oldest)
     redis.call('ZREMRANGEBYRANK', KEYS[8], 0, -kept - 1)
     redis.call('EXPIRE', KEYS[8], ARGV[4])
 end
@@ -243,7 +245,7 @@ class TaskQueue:
                 result_key_prefix + task_id, self.queue_of(owner), counts_key(self._settings.arq_queue_name),
                 self.user_tasks_key(owner or "")]
         args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
-                self._settings.worker_shards, USER_TASKS_KEPT if owner else 0]
+                self._settings.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
         replicas = self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
         if replicas:
             existing = await self._accept_replicated(keys, args, replicas)
