@@ -117,7 +117,8 @@ def shoot(url: str, key: str, memory_id: str, out: Path) -> None:
             time.sleep(2.5 if name in ("graph", "docs") else 0.6)
             target = out / f"{name}.png"
             target.write_bytes(driver.get_screenshot_as_png())
-            print(f"{target.relative_to(ROOT)}: {target.stat().st_size // 1024} KB", file=sys.stderr)
+            shown = target.resolve().relative_to(ROOT) if target.resolve().is_relative_to(ROOT) else target
+            print(f"{shown}: {target.stat().st_size // 1024} KB", file=sys.stderr)
     finally:
         driver.quit()
 
