@@ -46,7 +46,8 @@ DEMO = [
 ]
 PAGES = [("memories", "/ui/memories", 1440), ("memories-360", "/ui/memories", 360),
          ("search", "/ui/search?q=which+database+does+billing+use", 1440), ("memory", None, 1440),
-         ("graph", "/ui/graph", 1440), ("review", "/ui/review", 1440), ("activity", "/ui/activity", 1440),
+         ("graph", "/ui/graph", 1440), ("communities", "/ui/communities", 1440), ("review", "/ui/review", 1440),
+         ("activity", "/ui/activity", 1440),
          ("health", "/ui/health", 1440), ("keys", "/ui/keys", 1440), ("docs", "/docs", 1440),
          ("login", "/ui/login", 1440)]
 
@@ -71,22 +72,27 @@ def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 180) -> N
     raise SystemExit("the service did not start")
 
 
+def ended(c: httpx.Client, task: str) -> dict[str, object]:
+    for _ in range(300):
+        status: dict[str, object] = c.get(f"/v1/memories/status/{task}").json()
+        if status["status"] in ("completed", "failed"):
+            break
+        time.sleep(0.1)
+    return status
+
+
 def seed(url: str, key: str) -> str:
-    """The demo memories; returns one memory id (for the memory page)."""
+    """The demo memories, then a rebuild of the user's communities; returns one memory id (for the memory page)."""
     first = ""
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
         for content, category, project in DEMO:
             body = {"user_id": USER, "content": content, "category": category}
             if project:
                 body["project_id"] = project
-            task = c.post("/v1/memories/raw", json=body).json()["task_id"]
-            for _ in range(300):
-                status = c.get(f"/v1/memories/status/{task}").json()
-                if status["status"] in ("completed", "failed"):
-                    break
-                time.sleep(0.1)
+            status = ended(c, c.post("/v1/memories/raw", json=body).json()["task_id"])
             if "Postgres" in content:
-                first = status["result"]["memories"][0]["id"]
+                first = status["result"]["memories"][0]["id"]  # type: ignore[index]
+        ended(c, c.post("/v1/graph/communities/rebuild", json={"user_id": USER}).json()["task_id"])
     return first
 
 
@@ -111,7 +117,8 @@ def shoot(url: str, key: str, memory_id: str, out: Path) -> None:
             time.sleep(2.5 if name in ("graph", "docs") else 0.6)
             target = out / f"{name}.png"
             target.write_bytes(driver.get_screenshot_as_png())
-            print(f"{target.relative_to(ROOT)}: {target.stat().st_size // 1024} KB", file=sys.stderr)
+            shown = target.resolve().relative_to(ROOT) if target.resolve().is_relative_to(ROOT) else target
+            print(f"{shown}: {target.stat().st_size // 1024} KB", file=sys.stderr)
     finally:
         driver.quit()
 

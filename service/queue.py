@@ -10,6 +10,9 @@ Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart)
 - `<queue>:idem:<req_hash>`  the task id that answers identical requests; lives while the task is
   pending, then IDEMPOTENCY_WINDOW_SECONDS after it finished (so retries share a task, history
   does not). Its lifetime is independent of both the status record and ARQ's job/result keys.
+- `<queue>:utasks:<user_id>` sorted set of the user's task ids (score = acceptance time, µs), the newest
+  USER_TASKS_KEPT, written by the accept script itself (so it cannot drift from the records), expiring with
+  TASK_TTL_SECONDS after the user's last write; `recent()` reads it (the console's Activity page).
 
 ARQ's own queue (the sorted set workers poll) is ARQ_QUEUE_NAME with WORKER_SHARDS=1, else the queue of the
 user's shard (service/shards.py); every key above stays under ARQ_QUEUE_NAME, so a task reads the same whatever
@@ -47,13 +50,15 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
+USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
 
 # Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
 # answers a retried request; otherwise the status record, the pending entry, the pointer and the ARQ job (what
 # ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
 # written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue (the user's shard's), the set of
-# shard counts. ARGV: record JSON, pending score, task id, TTL s, serialised job, job expiry ms, queue score, the
-# records' key prefix, WORKER_SHARDS.
+# shard counts, the user's task index. ARGV: record JSON, pending score, task id, TTL s, serialised job, job expiry
+# ms, queue score, the records' key prefix, WORKER_SHARDS, the index's bound (0: no user, no index), the acceptance
+# time in microseconds (the index's score: tasks accepted in the same millisecond keep their order).
 _ACCEPT = """
 local existing = redis.call('GET', KEYS[3])
 if existing and redis.call('EXISTS', ARGV[8] .. existing) == 1 then
@@ -67,6 +72,14 @@ if redis.call('EXISTS', KEYS[4], KEYS[5]) == 0 then
     redis.call('ZADD', KEYS[6], ARGV[7], ARGV[3])
 end
 redis.call('SADD', KEYS[7], ARGV[9])
+local kept = tonumber(ARGV[10])
+if kept > 0 then
+    local oldest = string.format('%.0f', tonumber(ARGV[11]) - tonumber(ARGV[4]) * 1000000)
+    redis.call('ZADD', KEYS[8], ARGV[11], ARGV[3])
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', '(' .. oldest)
+    redis.call('ZREMRANGEBYRANK', KEYS[8], 0, -kept - 1)
+    redis.call('EXPIRE', KEYS[8], ARGV[4])
+end
 return false
 """
 
@@ -227,11 +240,12 @@ class TaskQueue:
         now_ms = int(time.time() * 1000)
         serialized = serialize_job(self._functions[job.kind], (task_id, payload), {}, None, now_ms,
                                    serializer=job_serializer)
+        owner = str(record["user_id"] or "") or None
         keys = [self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
-                result_key_prefix + task_id, self.queue_of(str(record["user_id"] or "") or None),
-                counts_key(self._settings.arq_queue_name)]
+                result_key_prefix + task_id, self.queue_of(owner), counts_key(self._settings.arq_queue_name),
+                self.user_tasks_key(owner or "")]
         args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
-                self._settings.worker_shards]
+                self._settings.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
         replicas = self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
         if replicas:
             existing = await self._accept_replicated(keys, args, replicas)
@@ -277,6 +291,29 @@ class TaskQueue:
             raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
         return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"],
                             progress=rec.get("progress"))
+
+    def user_tasks_key(self, user_id: str) -> str:
+        """The user's task index: their newest task ids by acceptance time (written by the accept script)."""
+        return self.key(f"utasks:{user_id}")
+
+    async def recent(self, user_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The user's newest tasks, newest first (at most `limit`, at most USER_TASKS_KEPT): each task's status
+        record without its job and result (kind, status, error, progress, times). Tasks whose record expired are
+        left out; a record of another user (never written so) is too."""
+        async def run() -> list[dict[str, Any]]:
+            ids = [raw.decode() for raw in await self._redis.zrevrange(self.user_tasks_key(user_id), 0, limit - 1)]
+            raws = await self._redis.mget([self._task_prefix + tid for tid in ids]) if ids else []
+            out = []
+            for tid, raw in zip(ids, raws, strict=True):
+                rec = json.loads(raw) if raw is not None else None
+                if rec is None or rec.get("user_id") != user_id:
+                    continue
+                out.append({"task_id": tid, "kind": rec.get("kind"), "status": rec.get("status"),
+                            "error": rec.get("error"), "progress": rec.get("progress"),
+                            "created_at": rec.get("created_at"), "updated_at": rec.get("updated_at")})
+            return out
+
+        return await self._guard("recent tasks", run())
 
     async def record(self, task_id: str) -> dict[str, Any] | None:
         raw = await self._guard("status", self._redis.get(self._task_prefix + task_id))

@@ -22,6 +22,7 @@ from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
 from service.domain import CATEGORIES, ID_PATTERN, Scope
 from service.errors import NotFound, ServiceError, Unauthorized
+from service.graph_api.reads import GraphFacts
 from service.maintenance.runs import make_runs, submit_dedup
 from service.schemas import (
     BulkDeleteRequest,
@@ -51,6 +52,7 @@ templates.env.filters["signal"] = describe_signal
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 PAGE = 25
+RECENT_TASKS = 50
 
 
 class ConsoleRoute(APIRoute):
@@ -384,10 +386,12 @@ async def review(request: Request, console: ConsoleDep) -> Response:
 
 @router.get("/activity", response_class=HTMLResponse)
 async def activity(request: Request, console: ConsoleDep) -> Response:
-    """Maintenance runs (dedup, reconcile) with their reports: all of them for an admin, the user's otherwise."""
+    """The user's recent tasks (status, error, a link to each task's page); maintenance runs (dedup, reconcile)
+    with their reports: all of them for an admin, the user's otherwise."""
     owner = None if console.admin else console.acting()
+    tasks = await call(console.deps.tasks.recent(console.acting(), RECENT_TASKS))
     runs = await call(make_runs(console.deps).recent(50, only_user=owner))
-    return render(request, "activity.html", console, runs=runs)
+    return render(request, "activity.html", console, tasks=tasks, runs=runs)
 
 
 @router.get("/activity/{run_id}", response_class=HTMLResponse)
@@ -490,6 +494,15 @@ async def runs(request: Request, console: ConsoleDep) -> Response:
 async def run(request: Request, run_id: str, console: ConsoleDep) -> Response:
     found = await call(console.deps.jobs.runs.get_run(run_id, console.acting()))
     return render(request, "task_run.html", console, r=found.model_dump(mode="json"))
+
+
+@router.get("/communities", response_class=HTMLResponse)
+async def communities(request: Request, console: ConsoleDep,
+                      cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
+    """The user's entity communities as GET /v1/graph/communities lists them (biggest first), members linked."""
+    page = await call(GraphFacts(console.deps.graph).communities(console.acting(), PAGE, cursor or None))
+    more = f"/ui/communities?{urlencode({'cursor': page.next_cursor})}" if page.next_cursor else None
+    return render(request, "communities.html", console, items=page.items, more=more)
 
 
 @router.get("/graph/search", response_class=HTMLResponse)

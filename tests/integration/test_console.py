@@ -28,7 +28,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from service.app import create_app
 from service.auth import ApiKeyStore
-from service.queue import connect_redis
+from service.jobs import RawJob
+from service.queue import TaskQueue, connect_redis
+from service.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
 from tests.integration.procs import stack_env, start_service, stop
 
@@ -41,6 +43,8 @@ class Console:
     url: str
     keys: dict[str, str]
     users: dict[str, str]
+    queue: str
+    tmp: Path
 
     def api(self, who: str) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.keys[who]}"}, timeout=30)
@@ -91,7 +95,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     keys = asyncio.run(make_keys())
     proc, port = start_service(env, tmp / "service.log")
     try:
-        yield Console(f"http://127.0.0.1:{port}", keys, users)
+        yield Console(f"http://127.0.0.1:{port}", keys, users, queue, tmp)
     finally:
         stop(proc)
 
@@ -372,8 +376,8 @@ def test_every_ui_route_needs_a_session(console: Console, tmp_path: Path) -> Non
         assert "api_key" in c.get("/ui/login").text
 
 
-PAGES = ["/ui/memories", "/ui/search?q=tea", "/ui/graph", "/ui/review", "/ui/activity", "/ui/health", "/ui/keys",
-         "/ui/conversations", "/ui/runs", "/ui/user"]
+PAGES = ["/ui/memories", "/ui/search?q=tea", "/ui/graph", "/ui/communities", "/ui/review", "/ui/activity", "/ui/health",
+         "/ui/keys", "/ui/conversations", "/ui/runs", "/ui/user"]
 UNLABELLED = """return [...document.querySelectorAll('input, select, textarea')]
   .filter(e => e.type !== 'hidden' && e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.outerHTML)"""
 
@@ -464,3 +468,80 @@ def test_admin_starts_a_dedup_dry_run_and_follows_it(console: Console) -> None:
         page = c.get(report.group(1))
         assert page.status_code == 200 and "&#34;dry_run&#34;: true" in page.text and console.users["a"] in page.text
         assert report.group(1).rsplit("/", 1)[1] in c.get("/ui/activity").text
+
+
+def test_activity_lists_the_users_recent_tasks_with_status_and_error(console: Console, browser: WebDriver) -> None:
+    """The Activity page's recent tasks (the per-user task index): a completed write and a failed one, newest first,
+    the error shown, each linked to its task page; another user's session lists neither."""
+    with console.api("b") as c:
+        ok = c.post("/v1/memories/raw", json={"content": "I brew green tea at 80 degrees", "category": "preference"})
+        assert ok.status_code == 202, ok.text
+        ok_id = ok.json()["task_id"]
+        assert wait(lambda: _finished(c.get(f"/v1/memories/status/{ok_id}").json()))["status"] == "completed"
+
+    async def enqueue_unstorable() -> str:  # a job the worker cannot store (no such scope): it ends failed
+        settings = make_settings(console.tmp, arq_queue_name=console.queue)
+        redis = await connect_redis(settings)
+        try:
+            job = RawJob(user_id=console.users["b"], scope="galactic", category="preference", content="x")
+            return await TaskQueue(redis, settings, FUNCTIONS).enqueue(job, {"probe": unique("p")})
+        finally:
+            await redis.aclose()
+
+    bad_id = asyncio.run(enqueue_unstorable())
+    with console.api("b") as c:
+        failed = wait(lambda: _finished(c.get(f"/v1/memories/status/{bad_id}").json()))
+    assert failed["status"] == "failed" and "galactic" in failed["error"]
+
+    sign_in(browser, console, "b")
+    browser.get(console.url + "/ui/activity")
+    rows = {r.get_attribute("data-task"): r for r in browser.find_elements(By.CSS_SELECTOR, "#tasks tbody tr")}
+    order = list(rows)
+    assert order.index(bad_id) < order.index(ok_id)  # newest first
+    bad_cells = [td.text for td in rows[bad_id].find_elements(By.TAG_NAME, "td")]
+    assert bad_cells[1] == "raw" and bad_cells[2] == "failed" and "galactic" in bad_cells[3]
+    ok_cells = [td.text for td in rows[ok_id].find_elements(By.TAG_NAME, "td")]
+    assert ok_cells[1] == "raw" and ok_cells[2] == "completed" and ok_cells[3] == ""
+    rows[bad_id].find_element(By.TAG_NAME, "a").click()  # the task's own page: its error
+    wait(lambda: f"/ui/tasks/{bad_id}" in browser.current_url, what="the task page")
+    assert "galactic" in wait(lambda: text_of(browser, "task-error"), what="the task page's error")
+    c, _ = _session(console, "a")
+    with contextlib.closing(c):
+        page = c.get("/ui/activity").text
+        assert ok_id not in page and bad_id not in page
+
+
+def test_communities_page_lists_the_users_communities_with_their_members(
+        console: Console, browser: WebDriver) -> None:
+    """The communities GET /v1/graph/communities lists, with their summaries; a member links to its entity page."""
+    user = unique("cc")
+
+    def ended(c: httpx.Client, resp: httpx.Response) -> dict[str, Any]:
+        assert resp.status_code == 202, resp.text
+        task = resp.json()["task_id"]
+        return wait(lambda: _finished(c.get(f"/v1/memories/status/{task}").json()))
+
+    with console.api("admin") as c:
+        pairs = [("Ann", "Bob"), ("Bob", "Cid"), ("Ann", "Cid"), ("Dan", "Eve")]  # a triangle and a pair
+        for subject, obj in pairs:
+            fact = {"user_id": user, "subject": subject, "predicate": "knows", "object": obj}
+            assert ended(c, c.post("/v1/graph/facts", json=fact))["status"] == "completed"
+        assert ended(c, c.post("/v1/graph/communities/rebuild", json={"user_id": user}))["status"] == "completed"
+        listed = c.get("/v1/graph/communities", params={"user_id": user}).json()["items"]
+    assert sorted(len(x["members"]) for x in listed) == [2, 3]
+
+    sign_in(browser, console, "admin", user)
+    browser.get(console.url + "/ui/communities")
+    sections = browser.find_elements(By.CSS_SELECTOR, "#communities section")
+    assert [s.get_attribute("data-community") for s in sections] == [x["id"] for x in listed]
+    for section, item in zip(sections, listed, strict=True):
+        links = section.find_elements(By.CSS_SELECTOR, ".members a")
+        assert [a.text for a in links] == [m["name"] for m in item["members"]]
+        assert [a.get_attribute("href").rsplit("/", 1)[1] for a in links] == [m["id"] for m in item["members"]]
+        assert section.find_element(By.CLASS_NAME, "summary").text.startswith(item["summary"])
+    browser.find_element(By.LINK_TEXT, "Ann").click()
+    assert browser.find_element(By.ID, "entity-name").text == "Ann"
+    c2, _ = _session(console, "b")  # another user's session: none of them
+    with contextlib.closing(c2):
+        page = c2.get("/ui/communities").text
+        assert all(x["id"] not in page for x in listed) and "Ann" not in page

@@ -18,13 +18,17 @@ ENTITIES_BY_ID: LiteralString = """
 MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
 RETURN e{""" + ENTITY_KEYS + "} AS item"
 
+# `e.id IS NOT NULL` lets the planner seek the (user_id, id) index: the user's entities, not every user's (a label
+# scan otherwise).
 FIND_ENTITIES: LiteralString = """
-MATCH (e:Entity) WHERE e.user_id = $user_id AND e.merged_into IS NULL
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IS NOT NULL AND e.merged_into IS NULL
   AND ($q = '' OR toLower(e.name) CONTAINS $q OR any(a IN coalesce(e.aliases, []) WHERE toLower(a) CONTAINS $q))
 WITH e, COUNT { (e)-[:RELATES]-() } AS degree
 ORDER BY degree DESC, e.id LIMIT $limit
 RETURN e{""" + ENTITY_KEYS + ", degree: degree} AS item"
 
+# One record holding the list of facts: the driver's per-record cost (a message read and decoded apiece) was most of
+# the graph page's time for 240 rows (docs/benchmarks.md, "Web console pages").
 ENTITY_FACTS: LiteralString = """
 MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
 CALL (e) {
@@ -34,7 +38,7 @@ CALL (e) {
   RETURN r LIMIT $per_entity
 }
 WITH DISTINCT r LIMIT $limit
-RETURN """ + FACT_FIELDS
+RETURN collect(""" + FACT_FIELDS.replace(" AS fact", "").strip() + ") AS facts"
 
 MEMORY_FACTS: LiteralString = """
 MATCH (m:Memory) WHERE m.user_id = $user_id AND m.id = $memory_id
@@ -79,8 +83,13 @@ class ConsoleGraph:
         ids = entity_ids[:MAX_CONSOLE_LIMIT]
         limit = clamp(limit, MAX_CONSOLE_LIMIT)
         # each entity brings at most its share (a hub does not crowd out the others, nor is read whole)
-        rows = await self._rows(ENTITY_FACTS, "fact", user_id=user_id, ids=ids, history=history,
-                                live_ends=live_ends, limit=limit, per_entity=max(10, limit // len(ids)))
+        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(ENTITY_FACTS, user_id=user_id, ids=ids, history=history, live_ends=live_ends,
+                                  limit=limit, per_entity=max(10, limit // len(ids)))
+            record = await result.single(strict=True)
+            return list(record["facts"])
+
+        rows: list[dict[str, Any]] = await self._read(run)
         return [dict(edge_item(r)) for r in rows]
 
     async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
