@@ -11,8 +11,8 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.errors import NotFound
 from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.facts import offset_of
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 
 COMMUNITY_SCHEMA: tuple[LiteralString, ...] = (
@@ -117,9 +117,7 @@ class CommunityGraph(CeilingReads):
                                ) -> tuple[list[dict[str, Any]], str | None]:
         check_id(user_id, "user_id")
         limit = clamp(limit, MAX_PAGE_LIMIT)
-        if cursor and (not cursor.isdigit() or len(cursor) > 9):
-            raise NotFound("unknown cursor")
-        offset = int(cursor or 0)
+        offset = offset_of(cursor)
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return await (await tx.run(_LIST, user_id=user_id, offset=offset, limit=limit + 1)).data()

@@ -8,7 +8,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.errors import NotFound
+from service.errors import DomainError
 from service.stores.graph import EntityDecision, GraphReport, NameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
@@ -158,11 +158,12 @@ MATCH (s:Entity)-[r:RELATES]->(o:Entity)
 """ + _QUERY_WHERE
 
 
-def _offset(cursor: str | None) -> int:
+def offset_of(cursor: str | None) -> int:
+    """An offset cursor of these listings; a malformed one is bad input (400), as in every other listing."""
     if not cursor:
         return 0
     if not cursor.isdigit() or len(cursor) > 9:
-        raise NotFound("unknown cursor")
+        raise DomainError("cursor is not one this listing returned")
     return int(cursor)
 
 
@@ -218,7 +219,7 @@ class FactGraph(CeilingReads):
         """The facts about a live entity, both directions, current first then history (newest first)."""
         check_id(entity_id, "entity id")
         limit = clamp(limit, MAX_PAGE_LIMIT)
-        offset = _offset(cursor)
+        offset = offset_of(cursor)
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             result = await tx.run(_ENTITY_FACTS, id=entity_id, history=include_history, offset=offset,
@@ -237,7 +238,7 @@ class FactGraph(CeilingReads):
         check_id(user_id, "user_id")
         checked = check_groups(groups) or []
         limit = clamp(limit, MAX_PAGE_LIMIT)
-        offset = _offset(cursor)
+        offset = offset_of(cursor)
         stmt = _QUERY_BY_OBJECT if objects is not None else _QUERY_BY_SUBJECT if subjects is not None else _QUERY_ALL
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
