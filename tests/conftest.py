@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from service.ai.local import LocalEmbedder, ModelFiles
+from service.identity import NameVectors, ResolutionGate
 from service.settings import Settings
+from service.stores.neo4j import Neo4jGraphStore
 
 # The local embedder's built graph, shared by every test run on this machine (built once, checked by sha256).
 MODEL_CACHE = Path(__file__).resolve().parents[1] / ".test-stack" / "models"
@@ -27,6 +30,19 @@ def unique(prefix: str) -> str:
 def local_embedder(batch_size: int = 64) -> LocalEmbedder:
     """The default local embedder (all-MiniLM-L6-v2 on ONNX Runtime), as the service builds it."""
     return LocalEmbedder(ModelFiles.default(MODEL_CACHE), batch_size=batch_size)
+
+
+@contextlib.asynccontextmanager
+async def gated_graph_store() -> AsyncIterator[Neo4jGraphStore]:
+    """A Neo4j graph store on the test database with the resolution gate on (auto-merge 0.95, pending 0.85)."""
+    store = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None,
+                            os.environ.get("TEST_NEO4J_DATABASE", "memory"), 10,
+                            NameVectors(local_embedder(), ResolutionGate(0.95, 0.85)))
+    await store.ensure_schema()
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:

@@ -3,7 +3,6 @@ merges, and resolution in reads. Real Neo4j, the real gate, all-MiniLM-L6-v2 for
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,12 +10,11 @@ from typing import Any
 import pytest
 
 from service.domain import Memory, Scope, content_hash
-from service.identity import NameVectors, ResolutionGate
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
 from tests import graph_probe as probe
-from tests.conftest import local_embedder
+from tests.conftest import gated_graph_store
 
 T0 = "2026-01-01T00:00:00+00:00"
 NOW = "2026-06-01T12:00:00+00:00"
@@ -24,11 +22,8 @@ NOW = "2026-06-01T12:00:00+00:00"
 
 @pytest.fixture(scope="module")
 async def store() -> AsyncIterator[Neo4jGraphStore]:
-    s = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None, os.environ.get("TEST_NEO4J_DATABASE", "memory"),
-                        10, NameVectors(local_embedder(), ResolutionGate(0.95, 0.85)))
-    await s.ensure_schema()
-    yield s
-    await s.close()
+    async with gated_graph_store() as s:
+        yield s
 
 
 def user() -> str:

@@ -4,30 +4,25 @@ under a specific type is not merged with a generic mention of it, the pair is pr
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from service.domain import Memory, Scope, content_hash
-from service.identity import NameVectors, ResolutionGate
 from service.stores.graph import EntityRef, MemoryLinks
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
 from tests import graph_probe as probe
-from tests.conftest import local_embedder
+from tests.conftest import gated_graph_store
 
 T0 = "2026-01-01T00:00:00+00:00"
 
 
 @pytest.fixture(scope="module")
 async def store() -> AsyncIterator[Neo4jGraphStore]:
-    s = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None, os.environ.get("TEST_NEO4J_DATABASE", "memory"),
-                        10, NameVectors(local_embedder(), ResolutionGate(0.95, 0.85)))
-    await s.ensure_schema()
-    yield s
-    await s.close()
+    async with gated_graph_store() as s:
+        yield s
 
 
 async def say(store: Neo4jGraphStore, user_id: str, *entities: tuple[str, str]) -> Memory:
