@@ -17,6 +17,9 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
    (TASK_TTL_SECONDS; the warm-up then lasts at least 11 minutes), so the stored data stays what the writes of
    step 5 left and any growth is the processes' own;
 7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
+With `--soak-ab VAR=VALUE`, a second stack of the same clone (own ports and data) runs with that environment
+variable (for example `MALLOC_ARENA_MAX=2`), and the soak rounds run in both stacks at the same time, so the two
+RSS curves see the same machine.
 With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
 after the other, and the figures are printed side by side.
 """
@@ -33,6 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -80,19 +84,20 @@ class Stack:
 
     def __init__(self, label: str, src: Path, base_port: int, env_extra: dict[str, str]) -> None:
         self.label, self.src = label, src
+        self.data = src / f"data-footprint-{base_port}"
         self.port = base_port
         self.env = {**{k: v for k, v in os.environ.items()
                        if not k.startswith(("REDIS_", "NEO4J_", "QDRANT_", "ARQ_", "PORT", "DATA_DIR", "TEST_"))},
                     "PORT": str(base_port), "REDIS_URL": f"redis://127.0.0.1:{base_port + 1}",
-                    "NEO4J_URI": f"bolt://127.0.0.1:{base_port + 2}", "DATA_DIR": str(src / "data-footprint"),
+                    "NEO4J_URI": f"bolt://127.0.0.1:{base_port + 2}", "DATA_DIR": str(self.data),
                     "DEDUP_CRON_ENABLED": "false", "LOG_LEVEL": "WARNING",
                     "RATE_LIMIT_WRITES_PER_MINUTE": "0", "RATE_LIMIT_READS_PER_MINUTE": "0", **env_extra}
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{base_port}"
 
     def start(self, timeout: float = 1200) -> float:
-        shutil.rmtree(self.src / "data-footprint", ignore_errors=True)
-        log = (self.src / "footprint-dev.log").open("wb")
+        shutil.rmtree(self.data, ignore_errors=True)
+        log = (self.src / f"footprint-dev-{self.port}.log").open("wb")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(["./scripts/dev.sh"], cwd=self.src, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -147,7 +152,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
-        shutil.rmtree(self.src / "data-footprint", ignore_errors=True)
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
@@ -266,6 +271,8 @@ def main() -> None:
     p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
+    p.add_argument("--soak-ab", default=None, metavar="VAR=VALUE",
+                   help="a second stack of the same clone with this environment variable, soaked side by side")
     p.add_argument("--base-port", type=int, default=18300)
     p.add_argument("--json", default=None)
     args = p.parse_args()
@@ -288,20 +295,31 @@ def main() -> None:
             extra["TASK_TTL_SECONDS"] = str(SOAK_TASK_TTL_S)
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
-        stack = Stack(label, clone, args.base_port, extra)
+        stacks = [Stack(label, clone, args.base_port, extra)]
+        if args.soak_ab:  # the same clone once more, on its own ports and data, with the variable set
+            key, _, value = args.soak_ab.partition("=")
+            blabel = f"this ({head}) {key}={value}"
+            results[blabel] = {"install": {}}
+            stacks.append(Stack(blabel, clone, args.base_port + 20, {**extra, key: value}))
         try:
-            print(f"[{label}] dev.sh on a fresh clone, writes ...", flush=True)
-            results[label]["stack"] = measure_stack(stack, args.writes)
+            for stack in stacks:  # one after the other: the first dev.sh installs the clone's venv
+                print(f"[{stack.label}] dev.sh on a fresh clone, writes ...", flush=True)
+                results[stack.label]["stack"] = measure_stack(stack, args.writes)
             if args.soak_minutes > 0:
-                print(f"[{label}] soak {args.soak_minutes} min ...", flush=True)
                 warmup = args.warmup_minutes
                 if args.soak_constant:
                     warmup = max(warmup, SOAK_TASK_TTL_S / 60 + 1)
-                results[label]["soak"] = soak(stack, args.soak_minutes, args.soak_constant, warmup,
-                                              args.soak_clients, Path(args.soak_logs))
-                note(label, "soak", {k: v for k, v in results[label]["soak"].items() if k != "samples_list"})
+                print(f"[{label}] soak {args.soak_minutes} min, {len(stacks)} stack(s) side by side ...", flush=True)
+                with ThreadPoolExecutor(len(stacks)) as pool:
+                    runs = {s.label: pool.submit(soak, s, args.soak_minutes, args.soak_constant, warmup,
+                                                 args.soak_clients, Path(args.soak_logs) / str(s.port))
+                            for s in stacks}
+                for slabel, future in runs.items():
+                    results[slabel]["soak"] = future.result()
+                    note(slabel, "soak", results[slabel]["soak"])
         finally:
-            stack.stop()
+            for stack in stacks:
+                stack.stop()
         if args.compare:
             other = Path(args.compare).resolve()
             head = run(["git", "-C", str(other), "rev-parse", "--short", "HEAD"], 30)[1].stdout.strip()
