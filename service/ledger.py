@@ -58,8 +58,20 @@ class Ledger:
             vectors = await embed([m.content for m in memories])
         with timed(STAGE, stage="vector"):
             await self._vectors.upsert(memories, vectors)
+            await self._drop_deleted(user_id, [m.id for m in memories])
         with timed(STAGE, stage="graph"):
             return await self._graph_step(intent, self.graph_writer.upsert(user_id, memories, links))
+
+    async def _drop_deleted(self, user_id: str, ids: list[str]) -> None:
+        """A late run of a write job (its lease lapsed while it ran, so the job ran twice) must not bring back a
+        memory deleted meanwhile. New memories take no lock, so the order does it: this run upserts, then reads
+        the tombstones; a delete records its tombstone (in its intent), then drops the vectors. Whichever comes
+        second sees the other's step, so the vector is gone either way. The graph half checks its own
+        tombstone nodes (`deleted_at`)."""
+        deleted = await self.outbox.tombstoned(user_id, ids)
+        if deleted:
+            log.warning("late_write_of_deleted_memories", count=len(deleted))
+            await self.drop_vectors(sorted(deleted))
 
     async def replace(self, task_id: str, memory: Memory, links: MemoryLinks, now: str, embed: Embed
                       ) -> list[str] | None:

@@ -326,3 +326,26 @@ async def _graph_holds(deps: Deps, marker: str) -> list[str]:
         return [str(r["id"]) for r in nodes + rels]
 
     return list(await graph._read(run))
+
+
+async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_meanwhile(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    """A job whose lease lapsed while it ran (a stalled worker) is released and runs a second time. If that
+    second run reaches its vector upsert after the memory was deleted, the memory must stay deleted."""
+    user = unique("late-rerun")
+    done = await write_raw(client, content="I keep my notes in Obsidian", user_id=user, category="technical_skill")
+    [mem] = done["result"]["memories"]
+    resp = await client.delete(f"/v1/memories/{mem['id']}", params={"user_id": user})
+    assert resp.status_code == 202
+    assert (await wait_task(client, resp.json()["task_id"]))["status"] == "completed"
+
+    job = RawJob(user_id=user, scope=mem["scope"], category=mem["category"], content=mem["content"],
+                 accepted_at=mem["created_at"])
+    rerun = await deps.jobs.writer.store_raw(str(done["task_id"]), job)
+    assert [m["id"] for m in rerun["memories"]] == [mem["id"]]  # the very same memory, written again
+    assert await deps.vectors.get([mem["id"]]) == []
+    [node] = await deps.graph.memory_nodes(user, [mem["id"]])
+    assert node.get("deleted_at")
+    listed = await client.get("/v1/memories", params={"user_id": user})
+    assert listed.status_code == 200 and listed.json()["memories"] == []
