@@ -97,6 +97,14 @@ prebuild_neo4j() {
 
 # start_neo4j PORT DIR DATABASE [PASSWORD]: Neo4j 5.26 through scripts/neo4j, unless one listens.
 start_neo4j() {
+    launch_neo4j "$@"
+    await_neo4j "$1" "$2"
+}
+
+# launch_neo4j PORT DIR DATABASE [PASSWORD]: start_neo4j's first half (several can start at once);
+# await_neo4j PORT DIR waits for one to serve.
+declare -A NEO4J_PIDS=()
+launch_neo4j() {
     local port="$1" dir="$2" db="$3" password="${4:-}"
     if port_open 127.0.0.1 "$port"; then
         say "neo4j already listening on 127.0.0.1:$port - using it"
@@ -107,8 +115,12 @@ start_neo4j() {
     local args=(--home "$dir" --host 127.0.0.1 --port "$port" --database "$db")
     [ -n "$password" ] && args+=(--password "$password")
     "$ROOT/scripts/neo4j/run.sh" "${args[@]}" > "$dir/launcher.log" 2>&1 &
-    local pid=$!
-    STARTED_PIDS+=("$pid")
+    NEO4J_PIDS[$port]=$!
+    STARTED_PIDS+=("$!")
+}
+await_neo4j() {
+    local port="$1" dir="$2" pid="${NEO4J_PIDS[$1]:-}"
+    [ -n "$pid" ] || return 0  # one was listening already
     wait_port 127.0.0.1 "$port" 180 "$pid" neo4j
     say "neo4j started on 127.0.0.1:$port (pid $pid, store $dir)"
 }

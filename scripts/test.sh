@@ -9,6 +9,9 @@ cd "$ROOT"
 TEST_REDIS_PORT="${TEST_REDIS_PORT:-16379}"
 TEST_NEO4J_PORT="${TEST_NEO4J_PORT:-17687}"
 STACK_DIR="${TEST_STACK_DIR:-$ROOT/.test-stack}"
+# Test processes (pytest-xdist, whole files per process); each gets its own Redis and Neo4j on the next ports
+# (tests/conftest.py picks its pair from TEST_REDIS_URLS / TEST_NEO4J_URIS). TEST_WORKERS=1: one process.
+TEST_WORKERS="${TEST_WORKERS:-2}"
 
 trap stop_started EXIT
 trap 'exit 130' INT
@@ -18,18 +21,33 @@ ensure_venv dev
 ensure_chromium
 
 # Fresh test data each run when we start the services ourselves.
-port_open 127.0.0.1 "$TEST_REDIS_PORT" || rm -rf "$STACK_DIR/redis"
-port_open 127.0.0.1 "$TEST_NEO4J_PORT" || rm -rf "$STACK_DIR/neo4j"
-start_redis "$TEST_REDIS_PORT" "$STACK_DIR/redis"
-start_neo4j "$TEST_NEO4J_PORT" "$STACK_DIR/neo4j" memory
+redis_urls=() neo4j_uris=()
+for ((i = 0; i < TEST_WORKERS; i++)); do
+    suffix="${i/#0/}"  # worker 0 keeps the plain names: .test-stack/redis, .test-stack/neo4j
+    rport=$((TEST_REDIS_PORT + i)) nport=$((TEST_NEO4J_PORT + i))
+    port_open 127.0.0.1 "$rport" || rm -rf "$STACK_DIR/redis$suffix"
+    port_open 127.0.0.1 "$nport" || rm -rf "$STACK_DIR/neo4j$suffix"
+    start_redis "$rport" "$STACK_DIR/redis$suffix"
+    launch_neo4j "$nport" "$STACK_DIR/neo4j$suffix" memory  # the Neo4j servers start together
+    redis_urls+=("redis://127.0.0.1:$rport/0") neo4j_uris+=("bolt://127.0.0.1:$nport")
+done
+for ((i = 0; i < TEST_WORKERS; i++)); do
+    suffix="${i/#0/}"
+    await_neo4j $((TEST_NEO4J_PORT + i)) "$STACK_DIR/neo4j$suffix"
+done
 
-export TEST_REDIS_URL="redis://127.0.0.1:$TEST_REDIS_PORT/0"
-export TEST_NEO4J_URI="bolt://127.0.0.1:$TEST_NEO4J_PORT"
+export TEST_REDIS_URL="${redis_urls[0]}"
+export TEST_NEO4J_URI="${neo4j_uris[0]}"
 export TEST_NEO4J_DATABASE=memory
+TEST_REDIS_URLS="$(IFS=,; echo "${redis_urls[*]}")"
+TEST_NEO4J_URIS="$(IFS=,; echo "${neo4j_uris[*]}")"
+export TEST_REDIS_URLS TEST_NEO4J_URIS
+parallel=()
+[ "$TEST_WORKERS" -gt 1 ] && parallel=(-n "$TEST_WORKERS" --dist loadfile)
 
 say "ruff"
 "$VENV/bin/ruff" check service worker tests scripts
 say "mypy"
 "$VENV/bin/mypy"
 say "pytest"
-"$PY" -m pytest -q "$@"
+"$PY" -m pytest -q ${parallel[@]+"${parallel[@]}"} "$@"

@@ -23,6 +23,19 @@ from service.stores.neo4j import Neo4jGraphStore
 MODEL_CACHE = Path(__file__).resolve().parents[1] / ".test-stack" / "models"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (scripts/test.sh, TEST_WORKERS > 1) each test process uses its own Redis and Neo4j:
+    TEST_REDIS_URLS and TEST_NEO4J_URIS list one per process, in worker order (gw0, gw1, ...)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    index = int(worker[2:])
+    for many, one in (("TEST_REDIS_URLS", "TEST_REDIS_URL"), ("TEST_NEO4J_URIS", "TEST_NEO4J_URI")):
+        urls = [u for u in os.environ.get(many, "").split(",") if u]
+        if urls:
+            os.environ[one] = urls[index % len(urls)]
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
