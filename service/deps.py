@@ -212,11 +212,12 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     outbox = Outbox(redis, settings)
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
+    usage = RetrievalCounts(redis, settings)
     service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder,
-                            usage=RetrievalCounts(redis, settings))
+                            usage=usage)
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
-                          RuleLinkFinder())
+                          RuleLinkFinder(), usage)
     jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger, graph),
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),

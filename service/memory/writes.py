@@ -24,6 +24,7 @@ from service.metrics import STAGE, timed
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue, now_iso
 from service.schemas import MemoryOut
+from service.search.usage import RetrievalCounts
 from service.settings import Settings
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
 from service.stores.vector import MemoryFilter, VectorStore
@@ -37,7 +38,7 @@ class MemoryWriter:
 
     def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore, graph: GraphStore,
                  ledger: Ledger, locks: MemoryLocks, embedder: Embedder, extractor: Extractor,
-                 links: LinkFinder) -> None:
+                 links: LinkFinder, usage: RetrievalCounts) -> None:
         self.settings = settings
         self.tasks = tasks  # a delete erases the content from the task records
         self.kv = kv  # step caches and fold pointers, so a replayed job writes the same
@@ -49,6 +50,7 @@ class MemoryWriter:
         self.embedder = embedder
         self.extractor = extractor
         self.links = links
+        self.usage = usage  # a delete forgets the deleted memories' retrieval counts
 
     async def store_conversation(self, task_id: str, job: ConversationJob) -> dict[str, Any]:
         """Extract facts and store each as a raw write would, plus its entities and relations; store every
@@ -212,10 +214,12 @@ class MemoryWriter:
         if not ids:
             if everything:
                 await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
+                await self.usage.forget(job.user_id, [], everything=True)
             return {"deleted": [], "expired_edges": [], "graph": "stored"}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
+            await self.usage.forget(job.user_id, ids, everything)
         # the messages these memories came from (and with everything, the user's runs and sessions): now, or
         # when the graph is back if its half of the delete is pending (service/conversations/service.py)
         await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,

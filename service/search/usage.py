@@ -1,7 +1,9 @@
 """How often each memory was retrieved: a Redis hash per user (`<queue>:retrieved:<user_id>`, memory id ->
 count), raised by every search for the results it returned (not those folded into them), read by the context to
 put often-retrieved memories first. Counting never slows or fails a search: it runs in the background and a
-Redis failure is logged. Ids only, no content; a deleted memory's count is ignored (nothing lists it)."""
+Redis failure is logged. Ids only, no content. A delete forgets the deleted memories' counts (`forget`), and a
+delete of everything the user's hash, so the hashes hold only what is stored (a count raised by a search that
+returned a memory just before its delete may land after it: one field, ignored, since nothing lists it)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,17 @@ class RetrievalCounts:
             log.warning("retrieval_counts_unread", error=f"{type(exc).__name__}: {exc}"[:300])
             return {}
         return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+
+    async def forget(self, user_id: str, memory_ids: list[str], everything: bool = False) -> None:
+        """Drop the counts of deleted memories (all of the user's with `everything`). Part of the delete: a Redis
+        failure raises (the delete job is retried), so no count outlives its memory for good."""
+        key = self._prefix + user_id
+        if everything:
+            await redis_guard(self._settings, "forget retrieval counts", aw(self._redis.delete(key)))
+            return
+        for start in range(0, len(memory_ids), 500):
+            await redis_guard(self._settings, "forget retrieval counts",
+                              aw(self._redis.hdel(key, *memory_ids[start:start + 500])))
 
     async def drain(self) -> None:
         """Wait for the counts in flight (tests, shutdown)."""

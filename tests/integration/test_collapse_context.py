@@ -228,3 +228,26 @@ async def test_feedback_finds_a_memory_sharing_words_with_the_first_hit_only(cli
     expanded = await feedback(deps.vectors, fuse({"lexical": plain}, {"lexical": 1.0}, 5.0), q)
     assert second_id in dict(expanded)
     assert await feedback(deps.vectors, [], q) == []
+
+
+async def test_a_delete_forgets_the_retrieval_counts_of_what_it_deleted(client: httpx.AsyncClient,
+                                                                        deps: Deps) -> None:
+    user = unique("forget-counts")
+    done = [await write_raw(client, content=text, user_id=user, category="domain_knowledge")
+            for text in ("The harbour office opens at seven", "The ferry to the island leaves at nine")]
+    ids = [d["result"]["memories"][0]["id"] for d in done]
+    hits = await search(client, user_id=user, query="harbour office hours and the island ferry", limit=5)
+    assert {r["id"] for r in hits["results"]} == set(ids)
+    usage = deps.service.usage
+    assert usage is not None
+    await usage.drain()
+    assert set(await usage.counts(user)) == set(ids)
+
+    one = await client.delete(f"/v1/memories/{ids[0]}", params={"user_id": user})
+    assert (await wait_task(client, one.json()["task_id"]))["status"] == "completed"
+    assert set(await usage.counts(user)) == {ids[1]}  # the deleted memory's count went with it
+
+    everything = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    assert everything.status_code == 202, everything.text
+    assert (await wait_task(client, everything.json()["task_id"]))["status"] == "completed"
+    assert not await deps.redis.exists(f"{deps.settings.arq_queue_name}:retrieved:{user}")
