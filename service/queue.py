@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
+ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)
 USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
 
 # Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
@@ -333,18 +334,26 @@ class TaskQueue:
         rec.update(changes, updated_at=now_iso())
         return rec
 
-    async def mark_processing(self, task_id: str, attempt: int, lease_token: str | None = None) -> None:
-        """The record's status, and the job's lease when a token is given (hold_lease): two round trips."""
-        async def run() -> None:
+    async def mark_processing(self, task_id: str, attempt: int, lease_token: str | None = None) -> bool:
+        """The record's status, and the job's lease when a token is given (hold_lease): two round trips.
+        False, and nothing written, when the record has ended already: this is a second run of a job whose end
+        was recorded (its worker stalled past its lease and the reaper released the job, or the final write
+        reached Redis but its answer did not reach the worker), and a completed task must not go back to
+        `processing` nor its work run again."""
+        async def run() -> bool:
+            raw = await self._redis.get(self._task_prefix + task_id)
+            if raw is not None and json.loads(raw).get("status") in ENDED:
+                return False
+            rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
                 pipe.set(self.lease_key(task_id), lease_token, ex=LEASE_TTL_S)
-            pipe.get(self._task_prefix + task_id)
-            raw = (await pipe.execute())[-1]
-            rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
-            await self._redis.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+            pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+            await pipe.execute()
+            return True
 
-        await self._guard("status update", run())
+        started: bool = await self._guard("status update", run())
+        return started
 
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
         # The job's copy (for the reaper) and its step caches go: a delete must find the content only in
@@ -466,7 +475,7 @@ class TaskQueue:
     async def _reap_one(self, task_id: str) -> str | None:
         raw = await self._redis.get(self._task_prefix + task_id)
         rec: dict[str, Any] | None = json.loads(raw) if raw else None
-        if rec is None or rec.get("status") in (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value):
+        if rec is None or rec.get("status") in ENDED:
             await self._redis.zrem(self.pending_key, task_id)
             return "ended"
         if await self._redis.exists(job_key_prefix + task_id):

@@ -83,7 +83,10 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         try:
             job = spec.model.model_validate(raw)
             token = uuid.uuid4().hex
-            await deps.tasks.mark_processing(task_id, attempt, token)  # and takes the lease
+            if not await deps.tasks.mark_processing(task_id, attempt, token):  # and takes the lease
+                log.warning("job_already_ended", attempt=attempt)  # a second run of an ended task: nothing to do
+                outcome, ended = "skipped", True
+                return
             lease = asyncio.create_task(_keep_lease(deps, task_id, token), name=f"lease-{task_id}")
             async with asyncio.timeout(deadline(settings.arq_job_timeout)):
                 result = await spec.handler(deps.jobs)(task_id, job)

@@ -21,12 +21,14 @@ from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
 from service.identity import type_family
 from service.jobs import RawJob
+from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
 from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from tests.integration.procs import SlowProxy
 from worker.embedded import EmbeddedWorker
+from worker.jobs import run_job
 
 NAMES = ("Alice", "Bob", "Carol", "Dave")
 PLACES = ("Lisbon", "Berlin")
@@ -349,3 +351,26 @@ async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_mean
     assert node.get("deleted_at")
     listed = await client.get("/v1/memories", params={"user_id": user})
     assert listed.status_code == 200 and listed.json()["memories"] == []
+
+
+async def test_a_second_run_of_a_job_whose_end_was_recorded_does_nothing(client: httpx.AsyncClient,
+                                                                         deps: Deps) -> None:
+    """The final write reached Redis but its answer did not reach the worker (a timeout under load), so the job
+    was retried; or the reaper released a job whose worker stalled. The task stays completed and its work does
+    not run again (the memory deleted meanwhile is not written back either)."""
+    user = unique("second-run")
+    done = await write_raw(client, content="I water the plants on Sundays", user_id=user, category="personal_fact")
+    task_id = str(done["task_id"])
+    [mem] = done["result"]["memories"]
+    resp = await client.delete(f"/v1/memories/{mem['id']}", params={"user_id": user})
+    assert (await wait_task(client, resp.json()["task_id"]))["status"] == "completed"
+    before = await deps.tasks.record(task_id)
+    assert before is not None and before["status"] == "completed"
+
+    [spec] = [k for k in JOB_KINDS if k.model is RawJob]
+    job = RawJob(user_id=user, scope=mem["scope"], category=mem["category"], content=mem["content"],
+                 accepted_at=mem["created_at"])
+    await run_job({"deps": deps, "job_try": 2}, task_id, job.model_dump(mode="json"), spec)
+
+    assert await deps.tasks.record(task_id) == before  # not back to processing, not rewritten
+    assert await deps.vectors.get([mem["id"]]) == []
