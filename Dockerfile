@@ -31,7 +31,9 @@ COPY worker ./worker
 RUN pip install --no-deps .
 
 FROM ${PYTHON_IMAGE} AS runtime
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 \
+# MALLOC_ARENA_MAX=2: glibc's malloc keeps at most two arenas instead of one per thread (docs/decisions.md,
+# "Two malloc arenas"): about 100 MB less for the worker process in a side-by-side soak.
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 PORT=8199 DATA_DIR=/data LOG_FORMAT=json
 RUN groupadd --system app && useradd --system --gid app --home /app app \
     && mkdir -p /data /app && chown app:app /data /app

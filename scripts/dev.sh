@@ -11,6 +11,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 prebuild_neo4j
 ensure_venv ""
+# glibc's malloc: two arenas, not one per thread, for the API and its worker child (docs/decisions.md, "Two malloc
+# arenas"); an explicit value in the environment wins.
+export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 
 # Read the effective configuration (.env + environment) through the one Settings object; an invalid setting
 # stops here with one line naming it (load_settings).
