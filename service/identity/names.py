@@ -19,10 +19,13 @@ from service.ai.offline.lexicon import lookup
 FAMILIES = ("person", "organization", "place", "technology", "thing")
 GENERIC = "thing"
 GENERIC_TYPES = frozenset({"", "thing", "concept", "none", "unknown", "entity", "other", "misc"})
-_FAMILIES: dict[str, str] = {
-    "person": "person", "user": "person", "people": "person",
-    "organisation": "organization", "organization": "organization", "company": "organization", "team": "organization",
-    "place": "place", "location": "place", "city": "place", "country": "place",
+_FAMILIES: dict[str, str] = {  # the graph vocabulary's synonyms (service/graph_api/vocabulary.py) and common subtypes
+    **dict.fromkeys(("person", "user", "people", "human"), "person"),
+    **dict.fromkeys(("organisation", "organization", "company", "team", "org", "institution", "university",
+                     "school", "agency", "nonprofit", "ngo", "government", "band", "club", "bank", "firm",
+                     "corporation", "department"), "organization"),
+    **dict.fromkeys(("place", "location", "city", "country", "region", "state", "province", "county", "town",
+                     "village", "continent", "neighborhood", "neighbourhood", "district", "address"), "place"),
 }
 TITLES = frozenset(CONSTANTS.titles)  # nameparser's list: Dr, Ms, Sra, Herr, Prof, ...
 STOP_WORDS = frozenset({"of", "the", "and", "for", "de", "du", "der", "la", "le", "von", "van"})
@@ -117,8 +120,14 @@ def forms(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=65536)
+def plain(name: str) -> str:
+    """`fold` with the letters NFKD leaves whole written in ASCII ("Małgorzata" -> "malgorzata")."""
+    return fold(name).translate(_LETTERS)
+
+
+@lru_cache(maxsize=65536)
 def words(name: str, person: bool = False) -> list[str]:
-    found = WORD.findall(fold(name))
+    found = WORD.findall(plain(name))
     if person:  # "Dr. Rao" is Rao
         found = [w for w in found if w not in TITLES] or found
     return found

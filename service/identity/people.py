@@ -13,7 +13,7 @@ from nameparser import HumanName
 from nicknames import NickNamer
 from rapidfuzz.distance import OSA
 
-from service.identity.names import WORD, fold, name_key, words
+from service.identity.names import WORD, name_key, plain, words
 
 _NICKNAMES = NickNamer()
 _DIMINUTIVE_ENDINGS = ("y", "ie", "i", "e")
@@ -27,8 +27,8 @@ def _load_diminutives() -> dict[str, frozenset[str]]:
         if line.startswith("#") or not sep:
             continue
         for short in shorts.split(","):
-            if key := name_key(short):
-                out.setdefault(key, set()).add(name_key(full))
+            if key := name_key(plain(short)):
+                out.setdefault(key, set()).add(name_key(plain(full)))
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -89,11 +89,11 @@ def person_parts(name: str) -> Parts | None:
     """Given name, middle names, surname and suffix of a full name (titles left out), folded; None unless the
     name has both a given name and a surname."""
     h = HumanName(name)
-    given, surname = name_key(h.first), name_key(h.last)
+    given, surname = name_key(plain(h.first)), name_key(plain(h.last))
     if not given or not surname or not given.isalpha():
         return None
-    middle = tuple(k for w in WORD.findall(fold(h.middle)) if (k := name_key(w)))
-    return Parts(given, middle, surname, name_key(h.suffix), frozenset(WORD.findall(fold(h.last))))
+    middle = tuple(k for w in WORD.findall(plain(h.middle)) if (k := name_key(w)))
+    return Parts(given, middle, surname, name_key(h.suffix), frozenset(WORD.findall(plain(h.last))))
 
 
 def _distinct_names(a: str, b: str) -> bool:

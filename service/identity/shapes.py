@@ -16,8 +16,15 @@ from service.identity.products import (
     release_name,
     symbol_acronym,
     version_relation,
+    versioned,
     word_prefixes,
 )
+
+
+def _contained(sw: list[str], lw: list[str]) -> bool:
+    """`lw` is `sw` with one or two words more before or after."""
+    extra = len(lw) - len(sw)
+    return bool(sw) and 1 <= extra <= 2 and (lw[: len(sw)] == sw or lw[extra:] == sw)
 
 
 @lru_cache(maxsize=65536)
@@ -53,6 +60,10 @@ def variant(a: str, b: str, person: bool) -> str | None:
             return shape
         if release_name(a, b):
             return "release_name"
+        for x, y in ((a, b), (b, a)):  # a version and a brand word at once: "Office 365" / "Microsoft Office"
+            (bx, vx), vy = versioned(x), versioned(y)[1]
+            if any(ch.isdigit() for ch in vx) and not vy and _contained(words(bx), words(y)):
+                return "version"
         if abbreviation(a, b):
             return "abbreviation"
     for short, long in ((a, b), (b, a)):
@@ -61,8 +72,7 @@ def variant(a: str, b: str, person: bool) -> str | None:
         sw, lw = words(short, person), words(long, person)
         if len(sw) == 1 and len(lw) >= 2 and len(sw[0]) >= 2 and sw[0] in (initials(lw), initials(lw[1:])):
             return "acronym"
-        extra = len(lw) - len(sw)
-        if sw and 1 <= extra <= 2 and (lw[: len(sw)] == sw or lw[extra:] == sw):
+        if _contained(sw, lw):
             return "contained_words"
         if person and len(sw) == 1:
             if len(lw) >= 2 and sw[0] in lw:
