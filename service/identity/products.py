@@ -113,7 +113,8 @@ def _compound_words(name: str) -> list[str]:
 def symbol_acronym(short: str, long: str) -> bool:
     """A short form written with symbols or in mixed case whose letters, or whose capitals, are the initials of
     the longer name's words, a camel-case word taken apart ("P&G" / "Procter & Gamble", "AT&T" / "American
-    Telephone & Telegraph", "PwC" / "PricewaterhouseCoopers")."""
+    Telephone & Telegraph", "PwC" / "PricewaterhouseCoopers"), or in capitals against one camel-case word ("GSK" /
+    "GlaxoSmithKline")."""
     raw = short.strip()
     if not 2 <= len(raw) <= 8 or " " in raw:
         return False
@@ -121,13 +122,14 @@ def symbol_acronym(short: str, long: str) -> bool:
     capitals = fold("".join(ch for ch in raw if ch.isupper()))
     mixed = raw[0].isupper() and raw != raw.upper() and len(capitals) >= 2
     symbols = any(ch in "&+." for ch in raw) and len(letters) >= 2
-    if not (mixed or symbols):
+    compound = raw.isalpha() and raw.isupper() and len(words(long)) == 1  # "GSK" / "GlaxoSmithKline"
+    if not (mixed or symbols or compound):
         return False
     lw = [w for w in _compound_words(long) if w not in STOP_WORDS]
     if len(lw) < 2:
         return False
     wanted = "".join(w[0] for w in lw)
-    return (symbols and letters == wanted) or (mixed and capitals == wanted)
+    return ((symbols or compound) and letters == wanted) or (mixed and capitals == wanted)
 
 
 def expand_abbreviations(name: str) -> str:
