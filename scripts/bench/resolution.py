@@ -1,6 +1,6 @@
 """Entity resolution gate against a labelled set of entity pairs (tests/data/resolution_gold.jsonl).
 
-For each pair, through the product's own graph store (real Neo4j, the gate of service/identity.py, the
+For each pair, through the product's own graph store (real Neo4j, the gate of service/identity/, the
 configured embedder for the names): a fresh user writes a memory that mentions entity `a`, then a memory that
 mentions entity `b`; the outcome for `b` is read back from the graph: *merge* (no node of its own, its mention
 points at `a`'s node), *pending* (a node with a pending SAME_AS edge to `a`) or *create*. Printed per band:

@@ -1,4 +1,4 @@
-"""The gate's classes of issue 32, each with its positive and its hard negative (service/identity.py): people by
+"""The gate's classes of issue 32, each with its positive and its hard negative (service/identity/): people by
 parsed name parts, product and organisation short forms, generic types, per-family thresholds and the fuzzy
 switch, ambiguity. Identical name vectors are given where the point is that similarity alone does not decide."""
 
