@@ -91,12 +91,14 @@ def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: C
     fuzzy = fuzz.ratio(key, name_key(cand.name)) / 100.0
     fa, fb = type_family(entity_type), type_family(cand.type)
     person = "person" in (fa, fb)
+    place = "place" in (fa, fb)
     generic = GENERIC in (fa, fb)
     variant = conflict = None
     if exact < 1.0:  # evidence of two things outweighs a shape ("GitHub" / "GitHub Actions": two lexicon terms)
         conflict = find_conflict(name, cand.name, person)
         ours, theirs = forms((name,)), forms(names)
-        variant = None if conflict else next((v for a in ours for n in theirs if (v := find_variant(a, n, person))
+        variant = None if conflict else next((v for a in ours for n in theirs
+                                              if (v := find_variant(a, n, person, place))
                                               and (use_fuzzy or v != "typo")), None)
     return Signals(exact, fuzzy, cosine(vector, cand.vector), variant, conflict, generic, person, use_fuzzy)
 

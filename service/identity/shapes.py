@@ -9,6 +9,7 @@ from rapidfuzz.distance import OSA
 
 from service.identity.names import STOP_WORDS, canonical, initials, name_key, words
 from service.identity.people import nicknames, person_pair
+from service.identity.places import other_name
 from service.identity.products import (
     abbreviation,
     numeronym,
@@ -28,7 +29,7 @@ def _contained(sw: list[str], lw: list[str]) -> bool:
 
 
 @lru_cache(maxsize=65536)
-def variant(a: str, b: str, person: bool) -> str | None:
+def variant(a: str, b: str, person: bool, place: bool = False) -> str | None:
     """The known shape relating two names, if any (checked both ways round):
     - "typo": keys one edit apart (a transposition counts one) when both have at least 5 characters, or two
       edits apart when both have at least 7, with the same digits ("Kuberentes" / "Kubernetes");
@@ -38,6 +39,7 @@ def variant(a: str, b: str, person: bool) -> str | None:
       form written with symbols or in mixed case ("P&G" / "Procter & Gamble", "PwC" / "PricewaterhouseCoopers");
     - "contained_words": the other name is this one's words with one or two more before or after ("Stripe" /
       "Stripe, Inc.", "Excel" / "Microsoft Excel", "Melanie" / "Melanie Smith");
+    - places: "place_name", another name of one city (`places.other_name`: "Bombay" / "Mumbai");
     - not people: "version" (`version_relation`), "release_name" (`release_name`), "abbreviation"
       (`abbreviation`), "prefix" (`prefix`), "word_prefixes" (`word_prefixes`);
     - people only (titles such as Dr. or Ms. left out): two full names by parts (`person_pair`: "nickname",
@@ -55,6 +57,8 @@ def variant(a: str, b: str, person: bool) -> str | None:
     digits_differ = sorted(c for c in ka if c.isdigit()) != sorted(c for c in kb if c.isdigit())
     if not digits_differ and ((edits <= 1 and shortest >= 5) or (edits <= 2 and shortest >= 7)):
         return "typo"  # (a different number is another version: "Python 2" / "Python 3")
+    if place and other_name(a, b):
+        return "place_name"
     if not person:
         if shape := version_relation(a, b)[0]:
             return shape

@@ -266,3 +266,18 @@ def test_common_subtypes_join_their_family() -> None:
                   vectors=False) == (PENDING, "acronym")
     # the hard negative: a place subtype is still no organisation
     assert decide("Georgia", "state", "Georgia", "company", vectors=False)[0] == CREATE
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("Beijing", "Peking"),  # a former name (GeoNames, city_names.txt)
+    ("Kolkata", "Calcutta"),
+    ("Wien", "Vienna"),  # an exonym
+])
+def test_other_names_of_one_city_are_proposed(a: str, b: str) -> None:
+    assert decide(b, "city", a, "place", vectors=False) == (PENDING, "place_name")
+
+
+def test_names_of_two_cities_are_not_proposed() -> None:  # the hard negative
+    assert decide("Venice", "city", "Vienna", "city", vectors=False)[0] == CREATE
+    # the list is read for places only: a company called "Peking" is not Beijing
+    assert decide("Peking", "company", "Beijing", "company", vectors=False)[0] == CREATE
