@@ -25,6 +25,7 @@ Modules, by responsibility:
 - `names`: type families, keys, words, the lexicon's canonical names;
 - `people`: people's names by parts, nicknames and diminutives (`diminutives.txt`), transliterations;
 - `products`: versions and editions, release names, prefixes, short forms, acronyms with symbols, abbreviations;
+- `places`: other names of one city (GeoNames, `city_names.txt`);
 - `shapes`: the candidate rules per family (`variant`, `conflict`);
 - `gate`: the signals, the score and the decision per family (`Signals`, `Band`, `ResolutionGate`);
 - `rules`: what the graph store is handed (`NameRules`, `NameVectors`).
