@@ -3,7 +3,7 @@
 `GraphStore` is what reads, listings, curation and traces use. `MemoryGraphWrites` writes memories into the
 graph; only the dual-store write owner (`service/ledger.py`, through `service/graph_writer.py`) holds it, so
 no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
-`NameRules` is how the backend compares entity names (implemented by `service/identity.py`): the store
+`NameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
 never imports the identity rules or an embedder, and never embeds inside a transaction.
 """
 

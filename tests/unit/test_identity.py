@@ -1,4 +1,4 @@
-"""The resolution gate's scoring (service/identity.py), without embeddings: keys, variants, type families and
+"""The resolution gate's scoring (service/identity/), without embeddings: keys, variants, type families and
 the decision bands."""
 
 from __future__ import annotations

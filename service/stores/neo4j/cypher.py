@@ -61,7 +61,7 @@ WHERE m.deleted_at IS NULL AND (m.updated_at IS NULL OR m.updated_at <= row.upda
 SET m += row
 """
 
-# A new entity carries the resolution gate's decision (service/identity.py); `keys` (every name's and alias's
+# A new entity carries the resolution gate's decision (service/identity/); `keys` (every name's and alias's
 # normalised key) is what the gate finds it by; `name_vec_<dim>` is the embedding of its name.
 UPSERT_ENTITIES: LiteralString = """
 UNWIND $rows AS row
