@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     graph_candidates: int = Field(default=1000, ge=1, le=5000)
     graph_entity_weight: float = Field(default=0.15, ge=0)
     graph_lexical_weight: float = Field(default=0.5, ge=0)
+    # a query naming several entities ranks each one's memories apart, fused (service/search/graph.py: per_entity);
+    # an experiment, off by default (measured: docs/retrieval.md)
+    graph_decompose: bool = False
     rrf_k: float = Field(default=5.0, gt=0)
     search_weight_dense: float = Field(default=1.0, ge=0)
     search_weight_lexical: float = Field(default=1.5, ge=0)
@@ -79,6 +82,8 @@ class Settings(BaseSettings):
     time_anchoring: bool = True
     # pseudo-relevance feedback's list weight (service/search/feedback.py); 0 = off (measured: docs/retrieval.md)
     search_feedback_weight: float = Field(default=0.0, ge=0)
+    # entity-linked expansion's list weight (service/search/expansion.py); 0 = off (measured: docs/retrieval.md)
+    search_expansion_weight: float = Field(default=0.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
     # The session context's order (service/search/context.py): recency's half-life in days
     context_recency_days: float = Field(default=30.0, gt=0)

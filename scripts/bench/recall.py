@@ -25,7 +25,8 @@
    (the same without the graph retriever: what the second store adds) and `interleave` (seed 001's
    order: dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
    the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
-   reports the odd ones, so the printed figure is not the one it was chosen on).
+   reports the odd ones, so the printed figure is not the one it was chosen on). `--variants collapsed` (or any
+   comma-separated subset) asks only those lists: a quicker run while iterating on a query-side setting.
 3. Score: recall@k = evidence turns covered by the top k / evidence turns, mean per category (1
    multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall. R@512t and R@1024t: the evidence covered by
    the results whose contents, in order, fit in the first 512 / 1,024 tokens (all-MiniLM-L6-v2's tokenizer,
@@ -65,6 +66,7 @@ KS = (1, 5, 10, 20)
 TOKEN_BUDGETS = (512, 1024)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 RETRIEVERS = ("dense", "lexical", "graph", "time")
+VARIANTS = (*RETRIEVERS, "fused", "collapsed")
 LIST_LIMIT = 50
 POLL_INTERVAL = 0.2
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -317,9 +319,10 @@ def questions_of(samples: list[Sample]) -> tuple[list[Question], dict[str, int]]
     return out, stats
 
 
-async def run_queries(client: httpx.AsyncClient, questions: list[Question], concurrency: int) -> list[str]:
+async def run_queries(client: httpx.AsyncClient, questions: list[Question], concurrency: int,
+                      variants: tuple[str, ...] = VARIANTS) -> list[str]:
     """Fill every question's lists: one request per retriever (limit 50), the fusion without collapse (limit 20)
-    and the served search, collapsed (limit 50)."""
+    and the served search, collapsed (limit 50); `variants` (--variants) only those."""
     sem = asyncio.Semaphore(concurrency)
     problems: list[str] = []
     counter = token_counter(None)
@@ -348,7 +351,7 @@ async def run_queries(client: httpx.AsyncClient, questions: list[Question], conc
             if r["id"] not in q.sample.tokens:
                 q.sample.tokens[r["id"]] = counter.count(r["content"])
 
-    await asyncio.gather(*(one(q, v) for q in questions for v in (*RETRIEVERS, "fused", "collapsed")))
+    await asyncio.gather(*(one(q, v) for q in questions for v in variants))
     return problems
 
 
@@ -421,9 +424,13 @@ def retriever_lists(q: Question) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------------------------
 
 
-def rankings(questions: list[Question], weights: dict[str, float], k: float) -> dict[str, dict[int, list[str]]]:
+def rankings(questions: list[Question], weights: dict[str, float], k: float,
+             variants: tuple[str, ...] = VARIANTS) -> dict[str, dict[int, list[str]]]:
     out: dict[str, dict[int, list[str]]] = {v: {q.index: q.lists.get(v, []) for q in questions}
-                                            for v in ("dense", "lexical", "graph", "fused", "collapsed")}
+                                            for v in ("dense", "lexical", "graph", "fused", "collapsed")
+                                            if v in variants}
+    if not set(RETRIEVERS) <= set(variants):
+        return out  # the offline fusions need every retriever's list
     out["fused-replay"] = {q.index: rrf(retriever_lists(q), weights, k) for q in questions}
     # the same fusion without the graph: what the second store adds
     out["fused-no-graph"] = {q.index: rrf(retriever_lists(q), {**weights, "graph": 0.0}, k) for q in questions}
@@ -487,18 +494,18 @@ async def main(args: argparse.Namespace) -> int:
             return 1
         questions, stats = questions_of(samples)
         t0 = time.perf_counter()
-        query_problems = await run_queries(client, questions, args.concurrency)
-        print(f"searched {len(questions)} questions x {len(RETRIEVERS) + 2} variants in {time.perf_counter() - t0:.1f}s"
+        query_problems = await run_queries(client, questions, args.concurrency, args.variants)
+        print(f"searched {len(questions)} questions x {len(args.variants)} variants in {time.perf_counter() - t0:.1f}s"
               f"  (skipped: {stats['skipped_no_evidence']} without evidence or adversarial; evidence ids naming no "
               f"turn: {stats['dropped_evidence_ids']})")
     served = {r: float(args.weights.get(r, 0.0)) for r in RETRIEVERS}
-    ranked = rankings(questions, served, float(args.weights.get("k", 60.0)))
+    ranked = rankings(questions, served, float(args.weights.get("k", 60.0)), args.variants)
     text, rows = table(questions, ranked)
     print()
     print(text)
     report: dict[str, Any] = {"ingest": args.ingest, "questions": len(questions), "stats": stats, "rows": rows,
                               "problems": query_problems, "memories": mapped}
-    if args.fit:
+    if args.fit and set(RETRIEVERS) <= set(args.variants):
         report["fit"] = fit(questions, args.fit_split)
         print(f"\nfit ({args.fit_split} questions) -> {json.dumps(report['fit'])}")
     if args.json_out:
@@ -510,6 +517,14 @@ async def main(args: argparse.Namespace) -> int:
 
 def write_json(path: str, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def parse_variants(text: str) -> tuple[str, ...]:
+    chosen = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown variant(s) {unknown}; choose from {','.join(VARIANTS)}")
+    return chosen
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -530,6 +545,9 @@ def parse_args() -> argparse.Namespace:
                    help="write nothing: query the users of an earlier run (needs --user-prefix, same --ingest)")
     p.add_argument("--weights", type=parse_weights, default=parse_weights(
         "dense=1,lexical=1.5,graph=3,time=1,k=5"), help="the service's RRF weights and k, for fused-replay")
+    p.add_argument("--variants", type=parse_variants, default=VARIANTS,
+                   help=f"comma-separated subset of {','.join(VARIANTS)} to query (default: all; the offline "
+                        "fusions and --fit need every retriever)")
     p.add_argument("--fit", action="store_true", help="grid-search RRF weights on half of the questions")
     p.add_argument("--fit-split", choices=("even", "odd"), default="even")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")

@@ -33,6 +33,20 @@ def without_names(query: str, names: list[str]) -> str:
     return " ".join(rest.split())
 
 
+def named_in(query: str, names: list[str]) -> list[str]:
+    """The matched names the query writes as names (a whole word with a capital, a possessive with its name), each
+    once (case aside), a name inside a longer one of them left out ("Jon" in "Jon Smith")."""
+    found: list[str] = []
+    for name in sorted({n.strip() for n in names if n.strip()}, key=lambda n: (-len(n), n)):
+        pattern = rf"(?<!\w){re.escape(name)}(?:['\u2019]s?)?(?!\w)"
+        written = any(m.group(0)[:1].isupper() for m in re.finditer(pattern, query, flags=re.IGNORECASE))
+        inside = any(name.casefold() in longer.casefold().split() or name.casefold() == longer.casefold()
+                     for longer in found)
+        if written and not inside:
+            found.append(name)
+    return found
+
+
 class GraphProposal:
     """Bounded by GRAPH_TIMEOUT_SECONDS: past it, or with the graph store down, the search answers without it and
     says so (degraded)."""
@@ -58,7 +72,28 @@ class GraphProposal:
             return Retrieved()
         rest = without_names(q.text, proposal.names)
         vector = await (q.vector() if rest == q.text or not rest else q.embed(rest))
+        named = named_in(q.text, proposal.names) if self.settings.graph_decompose else []
+        if len(named) > 1:
+            try:
+                return Retrieved(await self.per_entity(named, vector, rest or q.text, q))
+            except (DependencyUnavailable, TimeoutError) as exc:
+                log.warning("graph_decompose_skipped", error=str(exc) or "timeout")
         return Retrieved(await self.rank_proposed(proposal.memories, vector, rest or q.text, q.flt, q.limit))
+
+    async def per_entity(self, named: list[str], vector: list[float], text: str, q: Query) -> Ranked:
+        """Query decomposition on entities (GRAPH_DECOMPOSE, an experiment, off by default): a query that names
+        several entities ("How do Jon and Gina both like to destress?") is one sub-query per entity, each
+        entity's own memories ranked by the rest of the query, and the sub-lists fused by RRF (k = RRF_K, equal
+        weights), so that one entity's memories do not crowd out the other's."""
+        groups = groups_for(q.project_id)
+        async with asyncio.timeout(self.settings.graph_timeout_seconds):
+            proposals = await asyncio.gather(*(self.graph.propose_memories(
+                q.user_id, groups, name, self.settings.graph_candidates) for name in named))
+        ranked = await asyncio.gather(*(self.rank_proposed(p.memories, vector, text, q.flt, q.limit)
+                                        for p in proposals if p.memories))
+        lists = {str(i): hits for i, hits in enumerate(ranked)}
+        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.settings.rrf_k)
+        return [(f.id, round(f.score, 6)) for f in mixed[:q.limit]]
 
     async def rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
                             n: int) -> Ranked:

@@ -12,13 +12,14 @@ from service.domain import check_category, iso
 from service.metrics import SEARCH_DURATION, timed
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
+from service.search.expansion import expansion
 from service.search.facts import supporting_facts
 from service.search.feedback import feedback
-from service.search.fusion import fuse
+from service.search.fusion import Fused, fuse
 from service.search.graph import GraphProposal
 from service.search.lexical import Lexical
 from service.search.results import results
-from service.search.retriever import Query, Retrieved, Retriever
+from service.search.retriever import Query, Ranked, Retrieved, Retriever
 from service.search.time_window import TimeWindows
 from service.settings import Settings
 from service.stores.graph import GraphStore
@@ -38,6 +39,7 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
 
 
 FEEDBACK = "feedback"
+EXPANSION = "expansion"
 
 
 class Searcher:
@@ -47,6 +49,7 @@ class Searcher:
         self.graph = graph
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
         self.retrievers = retrievers(settings, vectors, graph)
+        self.graph_ranker = next(r for r in self.retrievers if isinstance(r, GraphProposal))
         self.names = tuple(r.name for r in self.retrievers)
         self.weights = {r.name: r.weight for r in self.retrievers}
         self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # query-embedding LRU
@@ -73,12 +76,8 @@ class Searcher:
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
             fused = fuse(lists, self.weights, self.settings.rrf_k)
-            prf = self.settings.search_feedback_weight
-            if prf > 0 and len(run) == len(self.retrievers):  # an experiment, off by default (feedback.py)
-                lists[FEEDBACK] = await feedback(self.vectors, fused, q)
-                fused = fuse(lists, {**self.weights, FEEDBACK: prf}, self.settings.rrf_k)
-                for f in fused:
-                    f.signals.pop(FEEDBACK, None)
+            if len(run) == len(self.retrievers):
+                fused = await self._second_pass(lists, fused, q)
             out = await results(self.vectors, fused, req.limit, req.collapse)
         window = next((f.window for f in found if f.window is not None), None)
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
@@ -90,6 +89,25 @@ class Searcher:
                 degraded += [] if "graph" in degraded else ["graph"]
         return SearchResponse(results=out, degraded=degraded, facts=facts,
                               time_window=None if window is None else SearchWindow.of(window))
+
+    async def _second_pass(self, lists: dict[str, Ranked], fused: list[Fused], q: Query) -> list[Fused]:
+        """The lists that start from the first fusion's best memories (experiments, off by default:
+        pseudo-relevance feedback, feedback.py; entity-linked expansion, expansion.py), fused again beside the
+        retrievers' lists; their own signals are left out of the results."""
+        extra = {FEEDBACK: self.settings.search_feedback_weight, EXPANSION: self.settings.search_expansion_weight}
+        on = [name for name, weight in extra.items() if weight > 0]
+        if not on:
+            return fused
+        started = {FEEDBACK: lambda: feedback(self.vectors, fused, q),
+                   EXPANSION: lambda: expansion(self.graph, self.graph_ranker, fused, q,
+                                                self.settings.graph_timeout_seconds)}
+        found = await asyncio.gather(*(started[name]() for name in on))
+        lists = {**lists, **dict(zip(on, found, strict=True))}
+        fused = fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
+        for f in fused:
+            for name in on:
+                f.signals.pop(name, None)
+        return fused
 
     async def query_vector(self, query: str) -> list[float]:
         """The query's embedding, from the per-process LRU cache when it was asked before."""
