@@ -212,7 +212,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     outbox = Outbox(redis, settings)
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder,
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, kv, query_embedder=embedder,
                             usage=RetrievalCounts(redis, settings))
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,

@@ -41,7 +41,7 @@ from redis.exceptions import RedisError
 from service.domain import ID_NAMESPACE, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.jobs import JobModel
-from service.kv import STEPS, RedisKV, aw, redis_guard, step_key
+from service.kv import STEPS, aw, redis_guard, step_key
 from service.schemas import TaskResponse
 from service.settings import Settings
 from service.shards import counts_key, queue_name, queue_names, shard_of
@@ -187,7 +187,6 @@ class TaskQueue:
         self._redis = redis
         self._settings = settings
         self._functions = functions
-        self._kv = RedisKV(redis, settings)
         self._accept = redis.register_script(_ACCEPT)
         self._finish_script = redis.register_script(_FINISH)
         self._prefix = f"{settings.arq_queue_name}:"
@@ -496,10 +495,6 @@ class TaskQueue:
         log.error("reaper_failed_task", task_id=task_id, attempt=attempt)
         await self.mark_failed(task_id, reason)
         return "failed"
-
-    async def stats(self) -> dict[str, int]:
-        """The write-path counters (service/kv.py `RedisKV.add_stats`), for the write path's health report."""
-        return await self._kv.stats()
 
     async def _discard(self, task_id: str) -> None:
         pipe = self._redis.pipeline(transaction=True)
