@@ -22,7 +22,6 @@ from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
 from service.domain import CATEGORIES, ID_PATTERN, Scope
 from service.errors import NotFound, ServiceError, Unauthorized
-from service.graph_api.reads import GraphFacts
 from service.maintenance.runs import make_runs, submit_dedup
 from service.schemas import (
     BulkDeleteRequest,
@@ -474,25 +473,25 @@ def _admin(caller: Caller) -> None:
 
 @router.get("/conversations", response_class=HTMLResponse)
 async def conversations(request: Request, console: ConsoleDep) -> Response:
-    page = await call(console.deps.jobs.conversations.list_sessions(console.acting(), None, PAGE, None))
+    page = await call(console.deps.conversations.list_sessions(console.acting(), None, PAGE, None))
     return render(request, "conversations.html", console, page=page.model_dump(mode="json"))
 
 
 @router.get("/conversations/{session_id}", response_class=HTMLResponse)
 async def conversation(request: Request, session_id: str, console: ConsoleDep) -> Response:
-    found = await call(console.deps.jobs.conversations.messages(console.acting(), session_id, 100, None))
+    found = await call(console.deps.conversations.messages(console.acting(), session_id, 100, None))
     return render(request, "conversation.html", console, session_id=session_id, page=found.model_dump(mode="json"))
 
 
 @router.get("/runs", response_class=HTMLResponse)
 async def runs(request: Request, console: ConsoleDep) -> Response:
-    page = await call(console.deps.jobs.runs.list_runs(console.acting(), None, None, PAGE, None))
+    page = await call(console.deps.runs.list_runs(console.acting(), None, None, PAGE, None))
     return render(request, "runs.html", console, page=page.model_dump(mode="json"))
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run(request: Request, run_id: str, console: ConsoleDep) -> Response:
-    found = await call(console.deps.jobs.runs.get_run(run_id, console.acting()))
+    found = await call(console.deps.runs.get_run(run_id, console.acting()))
     return render(request, "task_run.html", console, r=found.model_dump(mode="json"))
 
 
@@ -500,7 +499,7 @@ async def run(request: Request, run_id: str, console: ConsoleDep) -> Response:
 async def communities(request: Request, console: ConsoleDep,
                       cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
     """The user's entity communities as GET /v1/graph/communities lists them (biggest first), members linked."""
-    page = await call(GraphFacts(console.deps.graph).communities(console.acting(), PAGE, cursor or None))
+    page = await call(console.deps.graph_facts.communities(console.acting(), PAGE, cursor or None))
     more = f"/ui/communities?{urlencode({'cursor': page.next_cursor})}" if page.next_cursor else None
     return render(request, "communities.html", console, items=page.items, more=more)
 
