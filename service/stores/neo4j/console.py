@@ -6,7 +6,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j.cypher import FACT_FIELDS
+from service.stores.neo4j.cypher_reads import FACT_FIELDS
 from service.stores.neo4j.rows import check_id, clamp, edge_item
 
 MAX_CONSOLE_LIMIT = 1000

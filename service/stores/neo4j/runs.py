@@ -15,7 +15,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
 from service.stores.graph import GraphReport, NameRules, group_id
-from service.stores.neo4j import cypher, facts, resolution
+from service.stores.neo4j import cypher_writes, facts, resolution
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -525,7 +525,7 @@ async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, n
         await resolve(tx, names, graph, now, vectors)  # rewrites the rows ("mentions" = touches) in place
     else:
         graph["decided"] = await facts.decided_without_gate(tx, list(origin))
-    await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
+    await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
     if graph.get("same_as"):
         await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:
