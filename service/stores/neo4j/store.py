@@ -40,8 +40,10 @@ from service.stores.neo4j.rows import (
     memory_row,
     utc_now,
 )
+from service.stores.neo4j.run_reads import RunReads
 from service.stores.neo4j.runs import RunGraph
 from service.stores.neo4j.schema import GraphSchema
+from service.stores.neo4j.traces import TraceGraph
 from service.stores.neo4j.turn import TurnGraph
 
 log = structlog.get_logger(__name__)
@@ -96,8 +98,8 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
-class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph, FactGraph,
-                      CommunityGraph, ConsoleGraph):
+class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGraph, RunReads, ConversationGraph,
+                      TurnGraph, FactGraph, CommunityGraph, ConsoleGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
