@@ -38,8 +38,9 @@ from service.memory.intake import Intake
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.outbox import MemoryLocks, Outbox
-from service.queue import TaskQueue, connect_redis
+from service.queue import TaskQueue
 from service.reconcile import Reconciler
+from service.redis_client import connect_redis
 from service.registry import FUNCTIONS, JobHandlers
 from service.runs.intake import RunIntake
 from service.runs.service import RunService

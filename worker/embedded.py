@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from service.deps import Deps
 from service.errors import DependencyUnavailable
-from service.queue import connect_redis
+from service.redis_client import connect_redis
 from service.shards import queue_name
 from worker.claiming import ClaimingWorker
 from worker.settings import worker_options
