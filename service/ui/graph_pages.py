@@ -52,8 +52,8 @@ async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
     if not found:
         raise HTTPException(status_code=404, detail=f"unknown entity '{entity_id}'")
     entity = found[0]
-    facts = sorted(await call(graph.facts_of_entities(user, [entity_id], True, 500, live_ends=False)),
-                   key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
+    rows, _ = await call(graph.entity_facts(user, [entity_id], include_history=True, limit=500, live_ends=False))
+    facts = sorted((r["fact"] for r in rows), key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
     merged_here = await call(graph.merged_entities(user, entity_id, 100))
     target = await call(graph.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
     candidates = [e for e in await call(graph.find_entities(user, into, 20)) if e["id"] != entity_id] if into else []
