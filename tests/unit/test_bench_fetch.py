@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from scripts.bench.common import fetch_retrying
+from tests.unit.conftest import serving
 
 
 @pytest.fixture
@@ -34,15 +35,8 @@ async def server() -> AsyncIterator[tuple[str, dict[str, int]]]:
 
     app = web.Application()
     app.add_routes([web.post("/busy", busy), web.post("/down", down), web.get("/bad", bad)])
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}", hits
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url, hits
 
 
 async def test_a_status_to_retry_is_sent_again_until_another_answer(server: tuple[str, dict[str, int]]) -> None:
