@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from service.auth import ApiKeyStore  # noqa: E402
-from service.queue import connect_redis  # noqa: E402
+from service.redis_client import connect_redis  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
 USER = "demo-user"

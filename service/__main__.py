@@ -58,7 +58,7 @@ def serve(settings: Settings) -> None:
 async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
     from service.auth import ApiKeyStore, describe
     from service.errors import ServiceError
-    from service.queue import connect_redis
+    from service.redis_client import connect_redis
 
     try:
         redis = await connect_redis(settings)

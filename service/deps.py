@@ -18,10 +18,14 @@ from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
+from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
 from service.conversations.summary import Summarizer
+from service.conversations.writes import ConversationWriter
 from service.graph_api.communities import Communities
 from service.graph_api.communities import Summarizer as CommunitySummarizer
+from service.graph_api.intake import GraphIntake
+from service.graph_api.reads import GraphFacts
 from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
@@ -34,10 +38,13 @@ from service.memory.intake import Intake
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.outbox import MemoryLocks, Outbox
-from service.queue import TaskQueue, connect_redis
+from service.queue import TaskQueue
 from service.reconcile import Reconciler
+from service.redis_client import connect_redis
 from service.registry import FUNCTIONS, JobHandlers
+from service.runs.intake import RunIntake
 from service.runs.service import RunService
+from service.runs.writes import RunWriter
 from service.search.usage import RetrievalCounts
 from service.settings import Settings
 from service.stores.graph import GraphBackend, GraphStore
@@ -60,6 +67,12 @@ class Deps:
     service: MemoryService  # the read side
     intake: Intake  # the API side of writes: validate, enqueue
     jobs: JobHandlers  # the worker side: what each job kind runs (service/registry.py)
+    runs: RunService  # task traces: the reads
+    run_intake: RunIntake  # task traces: the API side of writes
+    conversations: ConversationService  # conversations: the reads
+    conversation_intake: ConversationIntake  # conversations: the API side of deletes
+    graph_intake: GraphIntake  # the graph API: the API side of structured writes
+    graph_facts: GraphFacts  # the graph API: facts about an entity, structural queries
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
 
@@ -213,7 +226,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
     usage = RetrievalCounts(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, query_embedder=embedder,
+    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, kv, query_embedder=embedder,
                             usage=usage)
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
@@ -222,8 +235,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        indexer=IndexBuilder(vectors),
-                       runs=RunService(settings, tasks, kv, graph, write_embedder, embedder),
-                       conversations=ConversationService(settings, tasks, graph, summarizer(settings, genai_client)),
+                       runs=RunWriter(settings, tasks, kv, graph, write_embedder),
+                       conversations=ConversationWriter(graph),
                        graph=GraphWrites(writer),
                        communities=Communities(graph, community_summarizer(settings, genai_client)))
     log.info(
@@ -238,4 +251,6 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         write_embedder="child process" if child is not None else "in process",
     )
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, service, intake, jobs,
-                genai_client, child)
+                RunService(graph, write_embedder, embedder), RunIntake(tasks, kv, graph),
+                ConversationService(graph, summarizer(settings, genai_client)), ConversationIntake(tasks, graph),
+                GraphIntake(settings, tasks, graph), GraphFacts(graph), genai_client, child)

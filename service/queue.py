@@ -21,7 +21,6 @@ shard runs it.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -30,21 +29,20 @@ from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-import msgpack
 import structlog
-from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
-from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import RedisError
 
 from service.domain import ID_NAMESPACE, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.jobs import JobModel
-from service.kv import STEPS, RedisKV, aw, redis_guard, step_key
+from service.kv import STEPS, aw, redis_guard, step_key
+from service.redis_client import job_serializer
 from service.schemas import TaskResponse
 from service.settings import Settings
 from service.shards import counts_key, queue_name, queue_names, shard_of
+from service.task_scripts import ACCEPT, FINISH
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -52,124 +50,6 @@ _T = TypeVar("_T")
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)
 USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
-
-# Accepting a write is this one script (one round trip, all or nothing): the idempotency pointer of a live task
-# answers a retried request; otherwise the status record, the pending entry, the pointer and the ARQ job (what
-# ArqRedis.enqueue_job writes: the serialised job under arq:job:<id> and its id in the queue's sorted set) are
-# written together. KEYS: record, pending, pointer, ARQ job, ARQ result, ARQ queue (the user's shard's), the set of
-# shard counts, the user's task index. ARGV: record JSON, pending score, task id, TTL s, serialised job, job expiry
-# ms, queue score, the records' key prefix, WORKER_SHARDS, the index's bound (0: no user, no index), the acceptance
-# time in microseconds (the index's score: tasks accepted in the same millisecond keep their order).
-_ACCEPT = """
-local existing = redis.call('GET', KEYS[3])
-if existing and redis.call('EXISTS', ARGV[8] .. existing) == 1 then
-    return existing
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[4])
-if redis.call('EXISTS', KEYS[4], KEYS[5]) == 0 then
-    redis.call('PSETEX', KEYS[4], ARGV[6], ARGV[5])
-    redis.call('ZADD', KEYS[6], ARGV[7], ARGV[3])
-end
-redis.call('SADD', KEYS[7], ARGV[9])
-local kept = tonumber(ARGV[10])
-if kept > 0 then
-    local oldest = string.format('%.0f', tonumber(ARGV[11]) - tonumber(ARGV[4]) * 1000000)
-    redis.call('ZADD', KEYS[8], ARGV[11], ARGV[3])
-    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', '(' .. oldest)
-    redis.call('ZREMRANGEBYRANK', KEYS[8], 0, -kept - 1)
-    redis.call('EXPIRE', KEYS[8], ARGV[4])
-end
-return false
-"""
-
-# A task ends in one script: its final record, out of the pending set, its idempotency pointer shrunk to the
-# window (or dropped) only if it still names this task, its job's lease dropped, its step caches dropped, and
-# (completed) the memory -> task index that lets a delete erase the content from the result. KEYS: record,
-# pending, pointer, lease, then ARGV[5] step keys to delete, then the index sets. ARGV: record JSON, TTL s,
-# task id, window s, step count, "1" when the record has a pointer.
-_FINISH = """
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('ZREM', KEYS[2], ARGV[3])
-if ARGV[6] == '1' and redis.call('GET', KEYS[3]) == ARGV[3] then
-    if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) else redis.call('DEL', KEYS[3]) end
-end
-redis.call('DEL', KEYS[4])
-local steps = tonumber(ARGV[5])
-for i = 5, 4 + steps do redis.call('DEL', KEYS[i]) end
-for i = 5 + steps, #KEYS do
-    redis.call('SADD', KEYS[i], ARGV[3])
-    redis.call('EXPIRE', KEYS[i], ARGV[2])
-end
-return 1
-"""
-
-
-def job_serializer(obj: Any) -> bytes:
-    # default=repr: ARQ also serialises results, and a failed job's result is an exception object.
-    data: bytes = msgpack.packb(obj, use_bin_type=True, default=repr)
-    return data
-
-
-def job_deserializer(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False)
-
-
-def redis_settings(settings: Settings) -> RedisSettings:
-    """ARQ's connection settings: REDIS_URL, or the primary REDIS_SENTINELS name for REDIS_SENTINEL_MASTER (what
-    `arq worker.WorkerSettings` connects with; this service's own clients come from `connect_redis`)."""
-    rs = RedisSettings.from_dsn(settings.redis_url)
-    if settings.redis_sentinels:
-        rs.host = settings.sentinel_addresses
-        rs.sentinel = True
-        rs.sentinel_master = settings.redis_sentinel_master
-    rs.conn_timeout = max(1, int(settings.redis_timeout_seconds))
-    rs.conn_retries = 2
-    return rs
-
-
-def _sentinel_client(settings: Settings, queue: str) -> ArqRedis:
-    """A client of the primary that REDIS_SENTINELS name: each new connection asks them where it is, so after a
-    failover the next connection reaches the new primary (ARQ's own Sentinel path has no Sentinel password and no
-    timeouts, hence this)."""
-    conf = RedisSettings.from_dsn(settings.redis_url)
-    timeout = settings.redis_timeout_seconds
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    if settings.redis_sentinel_password is not None:
-        sentinel_kwargs["password"] = settings.redis_sentinel_password.get_secret_value()
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        settings.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, socket_connect_timeout=timeout, ssl=conf.ssl,
-        db=conf.database, username=conf.username, password=conf.password)
-    client = cast(ArqRedis, sentinel.master_for(settings.redis_sentinel_master, redis_class=ArqRedis))
-    client.job_serializer = job_serializer
-    client.job_deserializer = job_deserializer
-    client.default_queue_name = queue
-    return client
-
-
-async def connect_redis(settings: Settings, queue: str | None = None) -> ArqRedis:
-    """The service's Redis client (API, worker, key store, rate limits, idempotency all share it); `queue`: the
-    ARQ queue `enqueue_job` defaults to (ARQ_QUEUE_NAME)."""
-    queue = queue or settings.arq_queue_name
-    try:
-        if not settings.redis_sentinels:
-            return await create_pool(redis_settings(settings), job_serializer=job_serializer,
-                                     job_deserializer=job_deserializer, default_queue_name=queue)
-        client = _sentinel_client(settings, queue)
-        for attempt in range(3):  # bounded, as create_pool's conn_retries
-            try:
-                await asyncio.wait_for(client.ping(), settings.redis_timeout_seconds * 2)
-                return client
-            except (RedisError, OSError, TimeoutError):
-                if attempt == 2:
-                    await client.aclose()
-                    raise
-                await asyncio.sleep(1)
-        raise AssertionError("unreachable")
-    except (RedisError, OSError, TimeoutError) as exc:
-        raise DependencyUnavailable(f"redis unreachable at {settings.safe_redis_url}: {exc}") from exc
-
 
 def request_hash(kind: str, fields: dict[str, Any]) -> str:
     canonical = json.dumps({"kind": kind, **fields}, sort_keys=True, separators=(",", ":"), default=str)
@@ -188,9 +68,8 @@ class TaskQueue:
         self._redis = redis
         self._settings = settings
         self._functions = functions
-        self._kv = RedisKV(redis, settings)
-        self._accept = redis.register_script(_ACCEPT)
-        self._finish_script = redis.register_script(_FINISH)
+        self._accept = redis.register_script(ACCEPT)
+        self._finish_script = redis.register_script(FINISH)
         self._prefix = f"{settings.arq_queue_name}:"
         self._task_prefix = f"{settings.arq_queue_name}:task:"
         self._idem_prefix = f"{settings.arq_queue_name}:idem:"
@@ -505,10 +384,6 @@ class TaskQueue:
         log.error("reaper_failed_task", task_id=task_id, attempt=attempt)
         await self.mark_failed(task_id, reason)
         return "failed"
-
-    async def stats(self) -> dict[str, int]:
-        """The write-path counters (service/kv.py `RedisKV.add_stats`), for the write path's health report."""
-        return await self._kv.stats()
 
     async def _discard(self, task_id: str) -> None:
         pipe = self._redis.pipeline(transaction=True)

@@ -3,7 +3,8 @@ retry policy. The ARQ functions (worker/jobs.py), the function a job is enqueued
 TaskQueue) come from `JOB_KINDS`.
 
 A handler is a method of one of the worker-side objects `JobHandlers` holds; the API side of the same kinds
-(validation, idempotency, enqueue) is service/memory/intake.py and service/maintenance/runs.py.
+(validation, idempotency, enqueue) is service/memory/intake.py, service/runs/intake.py,
+service/conversations/intake.py, service/graph_api/intake.py and service/maintenance/runs.py.
 
 To add a kind: its model in service/jobs.py, its handler on one of these objects, one line in `JOB_KINDS`.
 """
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from service.conversations.service import ConversationService
+from service.conversations.writes import ConversationWriter
 from service.graph_api.communities import Communities
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.writes import GraphWrites
@@ -38,7 +39,7 @@ from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.reconcile import Reconciler
 from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
-from service.runs.service import RunService
+from service.runs.writes import RunWriter
 
 J = TypeVar("J", bound=JobModel)
 JobResult = dict[str, Any]  # what the task's status record shows as `result`
@@ -55,8 +56,8 @@ class JobHandlers:
     reconciler: Reconciler
     reembedder: Reembedder
     indexer: IndexBuilder  # optimize
-    runs: RunService  # task traces: run (any part of one), run_delete
-    conversations: ConversationService  # conversation_delete
+    runs: RunWriter  # task traces: run (any part of one), run_delete
+    conversations: ConversationWriter  # conversation_delete
     graph: GraphWrites  # graph_write: structured entities, relations, facts (service/graph_api/)
     communities: Communities  # communities: entity communities of a user or of all
 

@@ -19,7 +19,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.jobs import DeserializationError, deserialize_job
 
 from service.kv import aw, redis_guard
-from service.queue import job_deserializer
+from service.redis_client import job_deserializer
 from service.settings import Settings
 from service.shards import counts_key, queue_name, queue_names, shard_of
 

@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ from service.logging import configure_logging
 from service.settings import Settings
 from service.shards import parse_shards, shards_of_process
 from service.stores.remote import RemoteVectorStore, VectorServer
-from worker.embedded import EmbeddedWorker
+from worker.embedded import EmbeddedWorker, serve
 
 log = structlog.get_logger(__name__)
 
@@ -143,30 +142,18 @@ class ChildWorker:
 
 async def run_child(settings: Settings, socket: Path, token: bytes, shards: list[int] | None = None) -> int:
     """The child: the ARQ worker on the parent's vector store, until SIGTERM or the parent's death."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     parent = os.getppid()
-    deps = await build_deps(settings, vectors=RemoteVectorStore(socket, token))
-    if settings.worker_metrics_port:
-        from prometheus_client import start_http_server
 
-        start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
-    worker = EmbeddedWorker(deps, shards)
-    worker.start()
-    track_gc_pauses()
-    freeze_startup_heap()
-    try:
-        for _ in range(10**9):  # bounded; one turn a second
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
-            if stop.is_set() or os.getppid() != parent:
-                break
-    finally:
-        await worker.stop()
-        await deps.close()
-    return 0
+    def started(worker: EmbeddedWorker) -> None:
+        if settings.worker_metrics_port:
+            from prometheus_client import start_http_server
+
+            start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
+        track_gc_pauses()
+        freeze_startup_heap()
+
+    return await serve(lambda: build_deps(settings, vectors=RemoteVectorStore(socket, token)), shards,
+                       started=started, orphaned=lambda: os.getppid() != parent)
 
 
 def main(argv: list[str] | None = None) -> int:

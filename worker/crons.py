@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from arq.cron import CronJob, cron
 
-from service.conversations.service import drain_pending_erasures
+from service.conversations.writes import drain_pending_erasures
 from service.deps import Deps
 from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+from collections.abc import Awaitable, Callable
 
 import structlog
 from redis.exceptions import RedisError
 
 from service.deps import Deps
 from service.errors import DependencyUnavailable
-from service.queue import connect_redis
+from service.redis_client import connect_redis
 from service.shards import queue_name
 from worker.claiming import ClaimingWorker
 from worker.settings import worker_options
@@ -78,3 +80,29 @@ class EmbeddedWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         log.info("embedded_worker_stopped")
+
+
+async def serve(open_deps: Callable[[], Awaitable[Deps]], shards: list[int] | None, *,
+                started: Callable[[EmbeddedWorker], None] = lambda worker: None,
+                orphaned: Callable[[], bool] = lambda: False) -> int:
+    """A worker process's life (worker/standalone.py, worker/child.py): SIGTERM and SIGINT handled from the start,
+    the clients, the shards' workers, then one turn a second until a signal or `orphaned()`; running jobs are
+    cancelled and stay queued, and the clients are closed."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    deps = await open_deps()
+    worker = EmbeddedWorker(deps, shards)
+    worker.start()
+    started(worker)
+    try:
+        for _ in range(10**9):  # bounded; one turn a second
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if stop.is_set() or orphaned():
+                break
+    finally:
+        await worker.stop()
+        await deps.close()
+    return 0

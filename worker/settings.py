@@ -6,7 +6,7 @@ from typing import Any
 
 from arq.worker import func
 
-from service.queue import job_deserializer, job_serializer, redis_settings
+from service.redis_client import job_deserializer, job_serializer, redis_settings
 from service.registry import JOB_KINDS
 from service.settings import Settings
 from service.shards import queue_name

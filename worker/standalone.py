@@ -14,38 +14,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 
 import structlog
 
 from service.settings import Settings, load_settings
 from service.shards import parse_shards
 from worker import open_deps
-from worker.embedded import EmbeddedWorker
+from worker.embedded import serve
 
 log = structlog.get_logger(__name__)
 
 
 async def run(settings: Settings, shards: list[int]) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    deps = await open_deps(settings)
-    worker = EmbeddedWorker(deps, shards)
-    worker.start()
-    log.info("worker_started", shards=shards, worker_shards=settings.worker_shards)
-    try:
-        for _ in range(10**9):  # bounded; one turn a second until a signal
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
-            if stop.is_set():
-                break
-    finally:
-        await worker.stop()
-        await deps.close()
-    return 0
+    return await serve(lambda: open_deps(settings), shards, started=lambda worker: log.info(
+        "worker_started", shards=shards, worker_shards=settings.worker_shards))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 
 import structlog
 
-from service.conversations.service import expire_tiers
+from service.conversations.writes import expire_tiers
 from service.deps import Deps
 from service.errors import DependencyUnavailable
 

@@ -4,11 +4,13 @@ tests/integration/procs.py, shared by the tests and the benchmarks that start th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,29 @@ async def fetch(client: aiohttp.ClientSession, method: str, path: str, **kw: Any
     HTTP_ERRORS."""
     async with client.request(method, path, **kw) as resp:
         return Answer(resp.status, await resp.text())
+
+
+async def fetch_retrying(
+    client: aiohttp.ClientSession, method: str, path: str, *, tries: int, pause_s: Callable[[int], float],
+    retry_statuses: tuple[int, ...] = (), retry_errors: tuple[type[Exception], ...] = (),
+    on_retry: Callable[[], None] = lambda: None, **kw: Any,
+) -> Answer:
+    """The load client's request, sent again (at most `tries` times in all, `pause_s(attempt)` apart) while it
+    answers one of `retry_statuses` or raises one of `retry_errors`: the last answer, or the last error raised.
+    `on_retry` counts each resend."""
+    for attempt in range(tries):
+        last = attempt + 1 == tries
+        try:
+            answer = await fetch(client, method, path, **kw)
+        except retry_errors:
+            if last:
+                raise
+        else:
+            if answer.status_code not in retry_statuses or last:
+                return answer
+        on_retry()
+        await asyncio.sleep(pause_s(attempt))
+    raise AssertionError("unreachable")  # the last try returns or raises
 
 
 def pct(values: list[float], q: float) -> float:

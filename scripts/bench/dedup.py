@@ -54,7 +54,7 @@ from service.domain import Memory, Scope  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
-from service.queue import connect_redis  # noqa: E402
+from service.redis_client import connect_redis  # noqa: E402
 from service.schemas import DedupRunReport  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402

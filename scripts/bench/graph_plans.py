@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore, cypher  # noqa: E402
+from service.stores.neo4j import Neo4jGraphStore, cypher_writes  # noqa: E402
 from service.stores.neo4j import store as store_module  # noqa: E402
 from service.stores.neo4j.rows import MAX_ALIASES, link_rows, memory_row  # noqa: E402
 
@@ -95,11 +95,11 @@ async def main() -> int:
             {"source_id": r["source_id"], "id": r["id"], "valid_at": str(r["valid_at"])} for r in graph["relations"]
             if r["predicate"] == "deploys_to"]
         steps: list[tuple[str, str, dict[str, Any]]] = [
-            ("UPSERT_MEMORIES", cypher.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
-            ("UPSERT_ENTITIES", cypher.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
-            ("UPSERT_MENTIONS", cypher.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
-            ("UPSERT_RELATIONS", cypher.UPSERT_RELATIONS, {"rows": graph["relations"]}),
-            ("SUPERSEDE", cypher.SUPERSEDE, {"rows": single, "now": "2026-01-01T00:00:00+00:00"}),
+            ("UPSERT_MEMORIES", cypher_writes.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
+            ("UPSERT_ENTITIES", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
+            ("UPSERT_MENTIONS", cypher_writes.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
+            ("UPSERT_RELATIONS", cypher_writes.UPSERT_RELATIONS, {"rows": graph["relations"]}),
+            ("SUPERSEDE", cypher_writes.SUPERSEDE, {"rows": single, "now": "2026-01-01T00:00:00+00:00"}),
         ]
         async with store._driver.session(database=args.neo4j_database) as session:
             tx = await session.begin_transaction()

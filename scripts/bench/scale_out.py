@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.bench.common import PEOPLE, PLACES, TOOLS, fetch  # noqa: E402
+from scripts.bench.common import PEOPLE, PLACES, TOOLS, fetch, fetch_retrying  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
@@ -100,15 +100,14 @@ async def one_run(args: argparse.Namespace, workers: int, sharded: bool) -> Run:
             await wait_all(http, warm, 180)
             sem = asyncio.Semaphore(args.concurrency)
 
+            def refused() -> None:
+                run.refused += 1
+
             async def write(i: int) -> str:
                 body = {"content": content(rng, i), "user_id": users[i], "category": "personal_fact"}
-                async with sem:
-                    for _ in range(40):  # a client retrying a 503 (Redis slower than REDIS_TIMEOUT_SECONDS)
-                        ans = await fetch(http, "POST", "/v1/memories/raw", json=body)
-                        if ans.status_code != 503:
-                            break
-                        run.refused += 1
-                        await asyncio.sleep(0.5)
+                async with sem:  # a client retrying a 503 (Redis slower than REDIS_TIMEOUT_SECONDS)
+                    ans = await fetch_retrying(http, "POST", "/v1/memories/raw", json=body, tries=40,
+                                               pause_s=lambda _: 0.5, retry_statuses=(503,), on_retry=refused)
                     assert ans.status_code == 202, ans.text
                     return str(ans.json()["task_id"])
 

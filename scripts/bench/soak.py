@@ -78,7 +78,7 @@ from scripts.bench.common import (  # noqa: E402
     TOOLS,
     Answer,
     embedder_rate,
-    fetch,
+    fetch_retrying,
     pct,
 )
 
@@ -307,23 +307,18 @@ class State:
 async def call(
     state: State, client: aiohttp.ClientSession, route: str, method: str, path: str, **kw: Any
 ) -> Answer | None:
-    resp: Answer | None = None
-    for attempt in range(TRANSPORT_ATTEMPTS):
-        try:
-            resp = await fetch(client, method, path, **kw)
-            break
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
-            # A pooled keep-alive connection the server closed meanwhile: resent (every call here is idempotent:
-            # writes by content, reads).
-            if attempt + 1 == TRANSPORT_ATTEMPTS:
-                state.transport(route, exc)
-                return None
-            state.transport_retries[route] += 1
-            await asyncio.sleep(0.1 * (attempt + 1))
-        except HTTP_ERRORS as exc:
-            state.transport(route, exc)
-            return None
-    if resp is None:
+    def resent() -> None:
+        state.transport_retries[route] += 1
+
+    try:
+        # A pooled keep-alive connection the server closed meanwhile: resent (every call here is idempotent:
+        # writes by content, reads).
+        resp = await fetch_retrying(
+            client, method, path, tries=TRANSPORT_ATTEMPTS, pause_s=lambda attempt: 0.1 * (attempt + 1),
+            retry_errors=(aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError),
+            on_retry=resent, **kw)
+    except HTTP_ERRORS as exc:
+        state.transport(route, exc)
         return None
     state.count(route, resp.status_code)
     if resp.status_code >= 300 and route != ROUTE_HEALTH and len(state.rejected) < 5:

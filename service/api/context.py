@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from service.api.deps import ServiceDep
+from service.api.deps import RunsDep, ServiceDep
 from service.api.params import OptionalUserQuery, ProjectPath
-from service.api.runs import RunsDep, SessionQuery
+from service.api.runs import SessionQuery
 from service.api.security import CallerDep
 from service.context_format import render_markdown
 from service.runs.lessons import HEADING, ContextWithLessons, lesson_line

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
-from service.api.deps import DepsDep, get_deps
+from service.api.deps import ConversationIntakeDep, ConversationsDep, DepsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor
@@ -19,19 +19,12 @@ from service.conversations.schemas import (
     SessionPage,
     SessionSummary,
 )
-from service.conversations.service import ConversationService
 from service.domain import ID_PATTERN
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 
-async def get_conversations(request: Request) -> ConversationService:
-    deps = await get_deps(request)
-    return deps.jobs.conversations
-
-
-ConversationsDep = Annotated[ConversationService, Depends(get_conversations)]
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
@@ -67,7 +60,7 @@ async def session_summary(session_id: SessionId, conversations: ConversationsDep
 
 
 @router.delete("/{session_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
-async def delete_session(session_id: SessionId, conversations: ConversationsDep, deps: DepsDep, caller: CallerDep,
+async def delete_session(session_id: SessionId, conversations: ConversationIntakeDep, deps: DepsDep, caller: CallerDep,
                          user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None
                          ) -> AcceptedResponse:
     """Erase the session's messages (the memories extracted from them stay: delete those through

@@ -1,14 +1,23 @@
-"""Typed FastAPI dependencies."""
+"""Typed FastAPI dependencies: each object a route is handed, taken from the app's `Deps` (service/deps.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
+from service.conversations.intake import ConversationIntake
+from service.conversations.service import ConversationService
 from service.deps import Deps
+from service.graph_api.intake import GraphIntake
+from service.graph_api.reads import GraphFacts
 from service.memory import MemoryService
 from service.memory.intake import Intake
+from service.runs.intake import RunIntake
+from service.runs.service import RunService
+
+T = TypeVar("T")
 
 
 async def get_deps(request: Request) -> Deps:  # async: a plain def runs in the threadpool
@@ -16,14 +25,21 @@ async def get_deps(request: Request) -> Deps:  # async: a plain def runs in the 
     return deps
 
 
-async def get_service(request: Request) -> MemoryService:
-    return (await get_deps(request)).service
+def provided(pick: Callable[[Deps], T]) -> Callable[[Request], Awaitable[T]]:
+    """A dependency that hands a route one of the app's objects."""
 
+    async def dependency(request: Request) -> T:
+        return pick(await get_deps(request))
 
-async def get_intake(request: Request) -> Intake:
-    return (await get_deps(request)).intake
+    return dependency
 
 
 DepsDep = Annotated[Deps, Depends(get_deps)]
-IntakeDep = Annotated[Intake, Depends(get_intake)]
-ServiceDep = Annotated[MemoryService, Depends(get_service)]
+IntakeDep = Annotated[Intake, Depends(provided(lambda d: d.intake))]
+ServiceDep = Annotated[MemoryService, Depends(provided(lambda d: d.service))]
+RunsDep = Annotated[RunService, Depends(provided(lambda d: d.runs))]
+RunIntakeDep = Annotated[RunIntake, Depends(provided(lambda d: d.run_intake))]
+ConversationsDep = Annotated[ConversationService, Depends(provided(lambda d: d.conversations))]
+ConversationIntakeDep = Annotated[ConversationIntake, Depends(provided(lambda d: d.conversation_intake))]
+GraphIntakeDep = Annotated[GraphIntake, Depends(provided(lambda d: d.graph_intake))]
+GraphFactsDep = Annotated[GraphFacts, Depends(provided(lambda d: d.graph_facts))]

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from service.api.deps import DepsDep, IntakeDep
+from service.api.deps import GraphFactsDep, GraphIntakeDep, IntakeDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
 from service.api.security import CallerDep
-from service.graph_api.intake import GraphIntake
-from service.graph_api.reads import GraphFacts
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import (
     CommunityPage,
@@ -30,16 +28,6 @@ from service.sensitivity import lowered
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
 
-async def _intake(deps: DepsDep) -> GraphIntake:
-    return GraphIntake(deps.settings, deps.tasks, deps.graph)
-
-
-async def _facts(deps: DepsDep) -> GraphFacts:
-    return GraphFacts(deps.graph)
-
-
-GraphIntakeDep = Annotated[GraphIntake, Depends(_intake)]
-GraphFactsDep = Annotated[GraphFacts, Depends(_facts)]
 NameQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
 EntityIdQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 

@@ -14,7 +14,7 @@ from service.api.params import PAGE, PageLimit, RunId
 from service.api.security import CallerDep
 from service.errors import NotFound
 from service.maintenance.optimize import submit_optimize
-from service.maintenance.reembed import Reembedder
+from service.maintenance.reembed import submit_reembed
 from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
 from service.schemas import (
     AcceptedResponse,
@@ -72,8 +72,7 @@ async def start_reembed(
     body = req or ReembedRequest()
 
     async def submit() -> AcceptedResponse:
-        task_id = await Reembedder(deps.settings, deps.tasks, deps.vectors, deps.service.query_embedder,
-                                   deps.jobs.reembedder.locks, deps.jobs.reembedder.ledger).submit(body.user_id)
+        task_id = await submit_reembed(deps.tasks, deps.kv, deps.service.query_embedder, body.user_id)
         return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
 
     fp = fingerprint("POST", "/v1/maintenance/reembed", body.model_dump(mode="json"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
-from service.api.deps import DepsDep, get_deps
+from service.api.deps import DepsDep, RunIntakeDep, RunsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
@@ -26,24 +26,17 @@ from service.runs.schemas import (
     StepRequest,
     ToolCallRequest,
 )
-from service.runs.service import RunService
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
-async def get_runs(request: Request) -> RunService:
-    deps = await get_deps(request)
-    return deps.jobs.runs
-
-
-RunsDep = Annotated[RunService, Depends(get_runs)]
 StepSeq = Annotated[int, Path(ge=0, le=MAX_SEQ)]
 SessionQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
 @router.post("", status_code=202, response_model=RunAccepted)
-async def start_run(req: RunRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+async def start_run(req: RunRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                     idempotency_key: IdempotencyKey = None) -> RunAccepted:
     """Start a run (`task`); with `steps` and `outcome` this is the one-shot write of a whole trace. The answer
     names the run: `run_id` as given, else the task id of this write."""
@@ -84,7 +77,7 @@ async def get_run(run_id: RunId, runs: RunsDep, caller: CallerDep, user_id: Opti
 
 
 @router.delete("/{run_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
-async def delete_run(run_id: RunId, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+async def delete_run(run_id: RunId, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                      user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Erase the run, its steps and tool calls."""
     user = caller.user(user_id)
@@ -93,7 +86,7 @@ async def delete_run(run_id: RunId, runs: RunsDep, deps: DepsDep, caller: Caller
 
 
 @router.post("/{run_id}/steps", status_code=202, response_model=AcceptedResponse, responses=responses(404))
-async def add_step(run_id: RunId, req: StepRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+async def add_step(run_id: RunId, req: StepRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                    idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """One step (`seq`, `action`, `thought`, optionally its tool calls)."""
     user = caller.user(req.user_id)
@@ -103,7 +96,7 @@ async def add_step(run_id: RunId, req: StepRequest, runs: RunsDep, deps: DepsDep
 
 @router.post("/{run_id}/steps/{seq}/tool-calls", status_code=202, response_model=AcceptedResponse,
              responses=responses(404))
-async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs: RunsDep, deps: DepsDep,
+async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs: RunIntakeDep, deps: DepsDep,
                         caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """A tool call of step `seq`: arguments and result are redacted and bounded before they are queued. Two
     identical calls within IDEMPOTENCY_WINDOW_SECONDS are one write unless they carry different `seq`."""
@@ -114,7 +107,7 @@ async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs:
 
 
 @router.post("/{run_id}/complete", status_code=202, response_model=AcceptedResponse, responses=responses(404))
-async def complete_run(run_id: RunId, req: CompleteRequest, runs: RunsDep, deps: DepsDep, caller: CallerDep,
+async def complete_run(run_id: RunId, req: CompleteRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                        idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """The run's outcome: `success`, `summary`, `error_kind`."""
     user = caller.user(req.user_id)

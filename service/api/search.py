@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.conversations import ConversationsDep
-from service.api.deps import DepsDep, ServiceDep
-from service.api.runs import RunsDep
+from service.api.deps import ConversationsDep, DepsDep, RunsDep, ServiceDep
 from service.api.security import CallerDep
 from service.schemas import SearchRequest, SearchResponse
 from service.search.turn import ChatTurn, chat_turn

@@ -1,15 +1,8 @@
-"""Conversations: the worker keeps each conversation write's messages under its session (`keep_messages`, called
-by the conversation job), the API lists sessions, reads a session's messages in order, summarises and deletes.
-
-Deleting erases: a session's delete removes its messages; a memory's delete removes the messages it came from
-(their words are the memory's); a delete of everything of a user removes every session
-(service/memory/writes.py `apply_delete`)."""
+"""The reads of conversations: a user's sessions, a session's messages in order, its summary (Gemini with a key,
+else extractive), message search. The API side of their writes is intake.py, the worker side writes.py."""
 
 from __future__ import annotations
 
-import json
-import re
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -26,121 +19,25 @@ from service.conversations.schemas import (
     SummarySentence,
 )
 from service.conversations.summary import Summarizer, summarise
-from service.domain import ID_PATTERN, Memory, Message
-from service.errors import DependencyUnavailable, NotFound, ServiceError
-from service.kv import aw, redis_guard
-from service.queue import TaskQueue
-from service.runs.jobs import ConversationDeleteJob
-from service.schemas import AcceptedResponse
-from service.settings import Settings
-from service.stores.graph import GraphStore
+from service.errors import NotFound, ServiceError
+from service.stores.tiers import ConversationStore
 
 log = structlog.get_logger(__name__)
 SUMMARY_MESSAGES = 2000  # the most messages a summary reads (the first ones)
-PENDING_ERASE = "tiers:pending-erase"
-PENDING_MESSAGES = "tiers:pending-messages"
 
 
-def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:
-    """The session a conversation write names: `session_id`, else `metadata.session_id` (the hooks' field) when
-    it is an id (a session must be addressable as /v1/conversations/{session_id})."""
-    if session_id:
-        return session_id
-    named = metadata.get("session_id")
-    return named if isinstance(named, str) and re.fullmatch(ID_PATTERN, named) else None
-
-
-async def keep_messages(settings: Settings, tasks: TaskQueue, graph: GraphStore, task_id: str, user_id: str,
-                        session_id: str | None, project_id: str | None, accepted_at: str, messages: list[Message],
-                        memories: list[Memory]) -> str:
-    """Store the write's messages under its session (one per write, named by the task id, when none is given),
-    each with the memories that came from it. Returns the session id. With the graph down or slow the write does
-    not fail (its memories are stored, their graph half waits in the outbox): the messages wait in Redis
-    (`<queue>:tiers:pending-messages`) for the reconcile tick (`drain_pending_erasures`)."""
-    session = session_id or task_id
-    derived: dict[str, list[str]] = {}
-    for memory in memories:
-        for sid in memory.source_message_ids or []:
-            derived.setdefault(sid, []).append(memory.id)
-    # a memory names a message by its id, else by its 0-based position (service/memory/windows.py source_id)
-    rows = [{"id": m.id, "position": i, "ord": f"{accepted_at}|{i:06d}",
-             "role": m.role, "content": m.content, "timestamp": m.timestamp, "task_id": task_id,
-             "memory_ids": derived.get(m.id if m.id is not None else str(i), [])} for i, m in enumerate(messages)]
-    try:
-        stored = await graph.store_messages(user_id, session, project_id, accepted_at, rows)
-    except DependencyUnavailable as exc:
-        entry = json.dumps({"user_id": user_id, "session": session, "project_id": project_id,
-                            "accepted_at": accepted_at, "rows": rows}, sort_keys=True)
-        await redis_guard(settings, "pending messages", aw(tasks.redis.sadd(tasks.key(PENDING_MESSAGES), entry)))
-        log.warning("messages_pending", session_id=session, error=str(exc)[:300])
-        return session
-    log.info("messages_kept", session_id=session, messages=stored)
-    return session
-
-
-async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: GraphStore, user_id: str,
-                             memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
-    """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
-    and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
-    it), so is this: it waits in Redis (`<queue>:tiers:pending-erase`) for `drain_pending_erasures`."""
-    if graph_done:
-        await graph.erase_messages_of(user_id, memory_ids)
-        if everything:
-            await graph.erase_tiers(user_id, before)
-        return
-    entry = json.dumps({"user_id": user_id, "ids": memory_ids, "everything": everything, "before": before},
-                       sort_keys=True)
-    await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
-
-
-async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: GraphStore) -> int:
-    """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
-    tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
-    key = tasks.key(PENDING_MESSAGES)
-    for raw in await redis_guard(settings, "pending messages", aw(tasks.redis.srandmember(key, 100))) or []:
-        m = json.loads(raw)
-        try:
-            await graph.store_messages(m["user_id"], m["session"], m["project_id"], m["accepted_at"], m["rows"])
-        except DependencyUnavailable as exc:
-            log.warning("pending_messages_wait", error=str(exc)[:300])
-            return 0
-        await redis_guard(settings, "pending messages", aw(tasks.redis.srem(key, raw)))
-    key = tasks.key(PENDING_ERASE)
-    entries = await redis_guard(settings, "pending erase", aw(tasks.redis.srandmember(key, 100)))
-    done = 0
-    for raw in entries or []:
-        entry = json.loads(raw)
-        try:
-            await erase_after_delete(settings, tasks, graph, entry["user_id"], list(entry["ids"]),
-                                     bool(entry["everything"]), str(entry["before"]), graph_done=True)
-        except DependencyUnavailable as exc:
-            log.warning("pending_erase_waits", error=str(exc)[:300])
-            break
-        await redis_guard(settings, "pending erase", aw(tasks.redis.srem(key, raw)))
-        done += 1
-    return done
-
-
-async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | None = None) -> dict[str, int]:
-    """Retention: erase messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS (by
-    when they were written); a setting of 0 keeps them. `user_id`: only that user's (every user's without)."""
-    now = datetime.now(UTC)
-    out = {"messages": 0, "runs": 0}
-    if settings.message_retention_days > 0:
-        before = (now - timedelta(days=settings.message_retention_days)).isoformat()
-        out["messages"] = await graph.expire_messages(before, user_id)
-    if settings.run_retention_days > 0:
-        before = (now - timedelta(days=settings.run_retention_days)).isoformat()
-        out["runs"] = await graph.expire_runs(before, user_id)
-    log.info("tier_retention", **out)
-    return out
+async def known_session(graph: ConversationStore, user_id: str, session_id: str) -> dict[str, Any]:
+    """The session, or NotFound (a read's and a delete's 404)."""
+    found = await graph.session(user_id, session_id)
+    if found is None:
+        raise NotFound(f"unknown session id '{session_id}'")
+    return found
 
 
 class ConversationService:
-    def __init__(self, settings: Settings, tasks: TaskQueue, graph: GraphStore,
-                 summarizer: Summarizer | None = None) -> None:
-        self.settings = settings
-        self.tasks = tasks
+    """The reads of conversations: sessions, a session's messages in order, its summary, message search."""
+
+    def __init__(self, graph: ConversationStore, summarizer: Summarizer | None = None) -> None:
         self.graph = graph
         self.summarizer = summarizer  # Gemini with GOOGLE_API_KEY; else the extractive summary only
 
@@ -148,21 +45,15 @@ class ConversationService:
         rows, next_cursor = await self.graph.list_sessions(user_id, project_id, limit, cursor)
         return SessionPage(items=[SessionOut(**r) for r in rows], next_cursor=next_cursor)
 
-    async def _session(self, user_id: str, session_id: str) -> dict[str, Any]:
-        found = await self.graph.session(user_id, session_id)
-        if found is None:
-            raise NotFound(f"unknown session id '{session_id}'")
-        return found
-
     async def messages(self, user_id: str, session_id: str, limit: int, cursor: str | None) -> MessagePage:
-        await self._session(user_id, session_id)
+        await known_session(self.graph, user_id, session_id)
         rows, next_cursor = await self.graph.session_messages(user_id, session_id, limit, cursor)
         return MessagePage(session_id=session_id, next_cursor=next_cursor,
                            items=[MessageOut(**{k: v for k, v in r.items() if k not in ("ord", "position")})
                                   for r in rows])
 
     async def summary(self, user_id: str, session_id: str, max_sentences: int) -> SessionSummary:
-        session = await self._session(user_id, session_id)
+        session = await known_session(self.graph, user_id, session_id)
         rows: list[dict[str, Any]] = []
         cursor: str | None = None
         while len(rows) < SUMMARY_MESSAGES:
@@ -196,12 +87,3 @@ class ConversationService:
         return MessageSearchResponse(results=[MessageHit(score=round(score, 6), **row)
                                               for row, score in ranked[: req.limit]])
 
-    async def submit_delete(self, session_id: str, user_id: str) -> AcceptedResponse:
-        await self._session(user_id, session_id)
-        job = ConversationDeleteJob(user_id=user_id, session_id=session_id)
-        task_id = await self.tasks.enqueue(job, job.model_dump(mode="json", exclude={"accepted_at"}))
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
-
-    async def delete_session(self, task_id: str, job: ConversationDeleteJob) -> dict[str, Any]:
-        deleted = await self.graph.delete_session(job.user_id, job.session_id, job.accepted_at)
-        return {"session_id": job.session_id, "deleted": deleted > 0, "graph": "stored"}

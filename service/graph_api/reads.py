@@ -56,7 +56,8 @@ class GraphFacts:
         found = await self.graph.find_entity(user_id, groups_for(project_id), entity_id=entity_id, name=name)
         if found is None:
             raise NotFound(f"no entity '{entity_id or name}'")
-        rows, next_cursor = await self.graph.entity_facts(str(found["id"]), include_history, limit, cursor)
+        rows, next_cursor = await self.graph.entity_facts(user_id, [str(found["id"])], include_history=include_history,
+                                                           limit=limit, cursor=cursor)
         me = {"id": found["id"], "name": found.get("name"), "type": found.get("type")}
         items = [_item(r["fact"], me, r["other"]) if r["out"] else _item(r["fact"], r["other"], me) for r in rows]
         entity = EntityInfo(id=str(found["id"]), name=str(found.get("name") or ""),

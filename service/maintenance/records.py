@@ -243,11 +243,6 @@ def extend_capped(target: list[str], items: list[str], phase: DedupPhaseReport) 
 
 
 def summary(report: DedupRunReport) -> dict[str, Any]:
-    return {
-        "run_id": report.run_id,
-        "status": report.status,
-        "dry_run": report.dry_run,
-        "detail": report.detail,
-        "totals": report.totals.model_dump(),
-        "run_url": f"/v1/maintenance/runs/{report.run_id}",
-    }
+    """What a maintenance task's result shows: the run's outcome and where its full report is."""
+    return {**report.model_dump(include={"run_id", "status", "dry_run", "detail", "totals"}),
+            "run_url": f"/v1/maintenance/runs/{report.run_id}"}

@@ -33,7 +33,34 @@ PAGE = 64
 STATE_TTL_S = 30 * 24 * 3600
 
 
+def state_name(embedder: Embedder, user_id: str | None) -> str:
+    """One resumable run per target embedder and user (or every user)."""
+    variant = f"@{embedder.variant}" if embedder.variant else ""
+    return f"reembed:{embedder.name}{variant}:{user_id or '*'}"
+
+
+async def submit_reembed(tasks: TaskQueue, kv: RedisKV, embedder: Embedder, user_id: str | None) -> str:
+    """The API side: queue a run to `embedder`, or answer the task of the unfinished run to it that is queued or
+    running now (two parts of one run never run at once)."""
+    name = state_name(embedder, user_id)
+    state: dict[str, Any] = await kv.get_json(name) or {}
+    active = state.get("task_id")
+    if active and not state.get("finished"):
+        task = await tasks.record(str(active))
+        if task is not None and task.get("status") in ("queued", "processing"):
+            return str(active)
+    task_id = await tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
+    if state.get("finished") or "users" not in state:
+        state = {"task_id": task_id}  # a new run: its first part is this task
+    else:
+        state["task_id"] = task_id  # an unfinished run goes on from its cursor
+    await kv.set_json(name, state, STATE_TTL_S)
+    return task_id
+
+
 class Reembedder:
+    """The worker side of a run: one part of it (`run`, the job `maintenance_reembed`)."""
+
     def __init__(self, settings: Settings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
                  locks: MemoryLocks, ledger: Ledger, page: int = PAGE, budget_s: float | None = None) -> None:
         """`vectors` is read (users, pages, the memories as they are now); the new vectors are written through
@@ -49,32 +76,9 @@ class Reembedder:
         self.page = page
         self.budget_s = max(1.0, settings.arq_job_timeout * 0.4) if budget_s is None else budget_s
 
-    def state_name(self, user_id: str | None) -> str:
-        """One resumable run per target embedder and user (or every user)."""
-        variant = f"@{self.embedder.variant}" if self.embedder.variant else ""
-        return f"reembed:{self.embedder.name}{variant}:{user_id or '*'}"
-
-    async def submit(self, user_id: str | None) -> str:
-        """Queue a run, or answer the task of the unfinished run to this embedder that is queued or running now
-        (two parts of one run never run at once)."""
-        name = self.state_name(user_id)
-        state: dict[str, Any] = await self.kv.get_json(name) or {}
-        active = state.get("task_id")
-        if active and not state.get("finished"):
-            task = await self.tasks.record(str(active))
-            if task is not None and task.get("status") in ("queued", "processing"):
-                return str(active)
-        task_id = await self.tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
-        if state.get("finished") or "users" not in state:
-            state = {"task_id": task_id}  # a new run: its first part is this task
-        else:
-            state["task_id"] = task_id  # an unfinished run goes on from its cursor
-        await self.kv.set_json(name, state, STATE_TTL_S)
-        return task_id
-
     async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
         """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""
-        name = self.state_name(job.user_id)
+        name = state_name(self.embedder, job.user_id)
         state: dict[str, Any] | None = await self.kv.get_json(name)
         if state is None or state.get("finished") or "users" not in state:
             everyone = [job.user_id] if job.user_id else sorted({b.user_id for b in await self.vectors.boundaries()})

@@ -42,10 +42,12 @@ from service.sensitivity import reset_current, set_current
 
 if TYPE_CHECKING:
     from service.auth import Caller
+    from service.deps import Deps
     from service.graph_api.intake import GraphIntake
     from service.graph_api.reads import GraphFacts
     from service.memory import MemoryService
     from service.memory.intake import Intake
+    from service.runs.intake import RunIntake
     from service.runs.service import RunService
 
 Req = TypeVar("Req", bound=BaseModel)
@@ -104,6 +106,9 @@ class Local:
     intake: Intake
     caller: Caller
     runs: RunService
+    run_intake: RunIntake
+    graph_intake: GraphIntake
+    graph_facts: GraphFacts
 
 
 @dataclass(frozen=True)
@@ -169,13 +174,13 @@ LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
     "GET", "/v1/graph/duplicates")
 
 
-START_RUN = Operation(RunAccepted, for_user(lambda on: on.runs.submit_run), "POST", "/v1/runs")
+START_RUN = Operation(RunAccepted, for_user(lambda on: on.run_intake.submit_run), "POST", "/v1/runs")
 RECORD_STEP = Operation[RunStepQuery, AcceptedResponse](
-    AcceptedResponse, lambda on, r: on.runs.submit_step(
+    AcceptedResponse, lambda on, r: on.run_intake.submit_step(
         r.run_id, StepRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
     "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/steps")
 COMPLETE_RUN = Operation[RunCompleteQuery, AcceptedResponse](
-    AcceptedResponse, lambda on, r: on.runs.submit_complete(
+    AcceptedResponse, lambda on, r: on.run_intake.submit_complete(
         r.run_id, CompleteRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
     "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/complete")
 SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), "POST", "/v1/runs/search")
@@ -190,30 +195,18 @@ class FactsQuery(BaseModel):
     limit: int = 50
 
 
-def _graph_intake(on: Local) -> GraphIntake:
-    from service.graph_api.intake import GraphIntake  # the API process only (the stdio server asks the API)
-
-    return GraphIntake(on.intake.settings, on.intake.tasks, on.intake.graph)
-
-
-def _graph_facts(on: Local) -> GraphFacts:
-    from service.graph_api.reads import GraphFacts
-
-    return GraphFacts(on.service.graph)
-
-
-ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_entity), "POST",
+ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_entity), "POST",
                        "/v1/graph/entities")
-ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_relation), "POST",
+ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
                          "/v1/graph/relations")
-ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: _graph_intake(on).submit_relation), "POST",
+ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
                      "/v1/graph/facts")
 FACTS_ABOUT = Operation[FactsQuery, EntityFactsPage](
-    EntityFactsPage, lambda on, r: _graph_facts(on).entity_facts(
+    EntityFactsPage, lambda on, r: on.graph_facts.entity_facts(
         on.caller.user(r.user_id), entity_id=None, name=r.name, project_id=r.project_id,
         include_history=r.include_history, limit=r.limit, cursor=None),
     "GET", "/v1/graph/facts")
-QUERY_GRAPH = Operation(FactPage, for_user(lambda on: _graph_facts(on).query), "POST", "/v1/graph/query")
+QUERY_GRAPH = Operation(FactPage, for_user(lambda on: on.graph_facts.query), "POST", "/v1/graph/query")
 
 
 class MemoryBackend(Protocol):
@@ -224,8 +217,9 @@ class ServiceBackend:
     """In the API process: the very objects the REST routes use, for the caller that the MCP request's API key
     authenticated (the same tenant rules as the REST routes)."""
 
-    def __init__(self, service: MemoryService, intake: Intake, caller: Caller, runs: RunService) -> None:
-        self._on = Local(service, intake, caller, runs)
+    def __init__(self, deps: Deps, caller: Caller) -> None:
+        self._on = Local(deps.service, deps.intake, caller, deps.runs, deps.run_intake, deps.graph_intake,
+                         deps.graph_facts)
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
         # the key's sensitivity ceiling (lowered by a tool's own max_sensitivity) for every read the tool makes

@@ -109,7 +109,7 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
 
     def backend() -> MemoryBackend:
         deps = app.state.deps
-        return ServiceBackend(deps.service, deps.intake, current_caller.get(), deps.jobs.runs)
+        return ServiceBackend(deps, current_caller.get())
 
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.

@@ -10,6 +10,7 @@ import asyncio
 import structlog
 
 from service.ai.embeddings import Embedder
+from service.kv import RedisKV
 from service.outbox import Outbox
 from service.queue import TaskQueue
 from service.search.searcher import Searcher
@@ -31,6 +32,7 @@ class MemoryBase:
         graph: GraphStore,
         embedder: Embedder,
         outbox: Outbox,
+        kv: RedisKV,
         query_embedder: Embedder | None = None,
         usage: RetrievalCounts | None = None,
     ) -> None:
@@ -41,6 +43,7 @@ class MemoryBase:
         self.embedder = embedder  # the write path's (what an export names)
         self.query_embedder = query_embedder or embedder  # a search's (in this process: no queue behind writes)
         self.outbox = outbox  # read here: its depth
+        self.kv = kv  # read here: the write-path counters
         self.searcher = Searcher(settings, vectors, graph, self.query_embedder)
         self.usage = usage  # how often search returned each memory (the context's order)
         self.tokens = token_counter(self.query_embedder)  # the context's budget

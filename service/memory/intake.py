@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from service.conversations.service import session_of
+from service.conversations.intake import session_of
 from service.domain import Scope, check_category, iso, normalise, resolve_scope
 from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob

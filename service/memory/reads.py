@@ -153,7 +153,7 @@ class MemoryReads(MemoryCuration):
     async def write_path_stats(self) -> WritePathHealth:
         """The write path's backlog for /health (Redis must be up)."""
         depth, oldest = await self.outbox.stats()
-        stats = await self.tasks.stats()
+        stats = await self.kv.stats()
         return WritePathHealth(
             outbox_depth=depth, outbox_oldest_age_s=oldest, pending_tasks=await self.tasks.pending_count(),
             graph_transient_retries=stats.get("graph_transient_retries", 0),

@@ -10,7 +10,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
-from service.conversations.service import erase_after_delete, keep_messages
+from service.conversations.writes import erase_after_delete, keep_messages
 from service.domain import Memory, Message, content_hash, memory_id_for
 from service.graph_api.links import structured_links
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
@@ -221,7 +221,7 @@ class MemoryWriter:
             await self.tasks.erase(ids)
             await self.usage.forget(job.user_id, ids, everything)
         # the messages these memories came from (and with everything, the user's runs and sessions): now, or
-        # when the graph is back if its half of the delete is pending (service/conversations/service.py)
+        # when the graph is back if its half of the delete is pending (service/conversations/writes.py)
         await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,
                                  job.accepted_at, graph_done=expired is not None)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))

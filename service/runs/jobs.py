@@ -1,6 +1,6 @@
 """The job kinds of the runs and conversations tiers (registered in service/registry.py).
 
-Arguments, results and errors arrive here already redacted and bounded (service/runs/service.py).
+Arguments, results and errors arrive here already redacted and bounded (service/runs/intake.py).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.ai.embeddings import Embedder
 from service.jobs import JobModel
 
 
@@ -74,3 +75,13 @@ class ConversationDeleteJob(JobModel):
     kind: Literal["conversation_delete"] = "conversation_delete"
     user_id: str
     session_id: str
+
+
+def accepted_marker(user_id: str, run_id: str) -> str:
+    """The RedisKV key of a run accepted and not yet stored: set and read by the intake, dropped by a delete."""
+    return f"run:{user_id}:{run_id}"
+
+
+def vector_model(embedder: Embedder) -> str:
+    """What a run's task and summary vectors are tagged with: a search compares only vectors of the same model."""
+    return f"{embedder.name}|{embedder.variant}|{embedder.dim}"

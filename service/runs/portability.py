@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service.ai.embeddings import Embedder
+from service.runs.intake import MAX_ERROR_CHARS, bounded
+from service.runs.jobs import vector_model
 from service.runs.schemas import MAX_SEQ, MAX_TOUCHED, RUN_ID_PATTERN
-from service.runs.service import MAX_ERROR_CHARS, bounded
 from service.stores.graph import GraphStore
 from service.stores.tiers import RunWrite
 
@@ -170,7 +171,7 @@ class TierImport:
         }
 
     async def flush(self) -> dict[str, int]:
-        model = f"{self.embedder.name}|{self.embedder.variant}|{self.embedder.dim}"
+        model = vector_model(self.embedder)
         for run in self.runs:
             task = run["start"]["task"] if run["start"] else ""
             summary = run["outcome"]["summary"] if run["outcome"] else ""

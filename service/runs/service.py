@@ -1,89 +1,40 @@
-"""Task traces: the API side (validate, redact, bound, enqueue a RunJob) and the worker side (embed the task and
-the summary, write the graph), plus the reads (one run in order, listings, search, stats).
-
-Parts of a run are separate writes whose jobs may run in any order; each MERGEs what it carries
-(service/stores/neo4j/runs.py), and a read orders steps by `seq` and a step's tool calls by their `seq`, else by
-the order the API accepted them in. The API answers 404 for a part of a run it never accepted (nor stored).
-"""
+"""The reads of task traces: one run in order, listings, search, stats, lessons, and the runs beside a memory
+search. The API side of their writes is intake.py, the worker side writes.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
 from typing import Any
 
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable, NotFound
-from service.hooks.redact import redact
-from service.kv import RedisKV, redis_guard
-from service.queue import TaskQueue
 from service.runs import lessons as lesson_rules
-from service.runs.jobs import RunDeleteJob, RunJob, RunOutcome, RunStart, StepItem, ToolCallItem
+from service.runs.jobs import vector_model
 from service.runs.schemas import (
-    CompleteRequest,
-    OutcomeIn,
     ReasoningHit,
-    RunAccepted,
     RunHit,
     RunOut,
     RunPage,
-    RunRequest,
     RunSearchRequest,
     RunSearchResponse,
     RunStats,
     RunSummary,
     SearchWithReasoning,
-    StepIn,
     StepOut,
-    StepRequest,
-    ToolCallIn,
     ToolCallOut,
-    ToolCallRequest,
 )
-from service.schemas import AcceptedResponse, SearchResponse
-from service.settings import Settings
+from service.schemas import SearchResponse
 from service.stores.graph import GraphStore
-from service.stores.tiers import RunFilter, RunWrite
+from service.stores.tiers import RunFilter
 
 log = structlog.get_logger(__name__)
 
-MAX_TEXT_CHARS = 4000  # arguments (as JSON), a result, a thought, a summary: redacted, then cut to this
-MAX_ERROR_CHARS = 2000
 RRF_K = 60
 DENSE_MIN = 0.6  # Neo4j's cosine is (1 + cos) / 2: below cos 0.2 a run is not a semantic match
 MATCHED_CALLS = 5  # tool calls shown per search hit
 REASONING_RUNS = 5  # prior runs beside a memory search (include: ["traces"])
-
-
-def bounded(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
-    """Redacted (service/hooks/redact.py, as hook observations) and cut to `limit` characters, with a marker."""
-    if text is None:
-        return None
-    clean = redact(text[: limit * 2])  # the rules are linear, but only what can be kept is scanned
-    if len(text) <= limit and len(clean) <= limit:
-        return clean
-    return clean[:limit] + f" [+{max(len(text), len(clean)) - limit} chars]"
-
-
-def _tool_call(call: ToolCallIn) -> ToolCallItem:
-    arguments = json.dumps(call.arguments, sort_keys=True, default=str, ensure_ascii=False) if call.arguments else None
-    return ToolCallItem(
-        tool=bounded(call.tool, 128) or call.tool, arguments=bounded(arguments), result=bounded(call.result),
-        status=call.status, error=bounded(call.error, MAX_ERROR_CHARS), error_kind=call.error_kind,
-        duration_ms=call.duration_ms, touched=[(t.name, t.type) for t in call.touched], seq=call.seq)
-
-
-def _step(step: StepIn) -> StepItem:
-    return StepItem(seq=step.seq, action=bounded(step.action), thought=bounded(step.thought),
-                    tool_calls=[_tool_call(c) for c in step.tool_calls])
-
-
-def _outcome(outcome: OutcomeIn) -> RunOutcome:
-    return RunOutcome(success=outcome.success, summary=bounded(outcome.summary) or "", error_kind=outcome.error_kind)
 
 
 def _summary(row: dict[str, Any]) -> dict[str, Any]:
@@ -112,102 +63,12 @@ def _call_order(row: dict[str, Any]) -> tuple[bool, int, str, int, str]:
 
 
 class RunService:
-    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, graph: GraphStore, embedder: Embedder,
-                 query_embedder: Embedder | None = None) -> None:
-        self.settings = settings
-        self.tasks = tasks
-        self.kv = kv  # markers of runs accepted and not yet stored
+    """The reads of task traces: one run in order, listings, search, stats, lessons, the reasoning beside a search."""
+
+    def __init__(self, graph: GraphStore, embedder: Embedder, query_embedder: Embedder | None = None) -> None:
         self.graph = graph
-        self.embedder = embedder
+        self.embedder = embedder  # the write path's: the model the stored vectors are of
         self.query_embedder = query_embedder or embedder
-
-    # ------------------------------------------------------------------ writes (API side)
-
-    @staticmethod
-    def _accepted(task_id: str) -> AcceptedResponse:
-        return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
-
-    def _marker(self, user_id: str, run_id: str) -> str:
-        return f"run:{user_id}:{run_id}"
-
-    async def _enqueue(self, job: RunJob | RunDeleteJob) -> str:
-        return await self.tasks.enqueue(job, job.model_dump(mode="json", exclude={"accepted_at"}))
-
-    async def submit_run(self, req: RunRequest, user_id: str) -> RunAccepted:
-        start = RunStart(task=bounded(req.task, 2000) or req.task, project_id=req.project_id,
-                         session_id=req.session_id, agent_id=req.agent_id)
-        job = RunJob(user_id=user_id, run_id=req.run_id, start=start, steps=[_step(s) for s in req.steps],
-                     outcome=_outcome(req.outcome) if req.outcome is not None else None)
-        task_id = await self._enqueue(job)
-        run_id = req.run_id or task_id
-        await self.kv.set_json(self._marker(user_id, run_id), {"task_id": task_id})
-        return RunAccepted(task_id=task_id, poll_url=f"/v1/tasks/{task_id}", run_id=run_id)
-
-    async def _known(self, user_id: str, run_id: str) -> None:
-        """404 for a run this user never started: accepted recently (a marker in Redis), or stored."""
-        if await self.kv.get_json(self._marker(user_id, run_id)) is not None:
-            return
-        if await self.graph.get_run(user_id, run_id) is None:
-            raise NotFound(f"unknown run id '{run_id}'")
-
-    async def submit_step(self, run_id: str, req: StepRequest, user_id: str) -> AcceptedResponse:
-        await self._known(user_id, run_id)
-        step = StepIn.model_validate(req.model_dump(exclude={"user_id"}))
-        return self._accepted(await self._enqueue(RunJob(user_id=user_id, run_id=run_id, steps=[_step(step)])))
-
-    async def submit_tool_call(self, run_id: str, seq: int, req: ToolCallRequest, user_id: str) -> AcceptedResponse:
-        await self._known(user_id, run_id)
-        call = ToolCallIn.model_validate(req.model_dump(exclude={"user_id"}))
-        job = RunJob(user_id=user_id, run_id=run_id, steps=[StepItem(seq=seq, tool_calls=[_tool_call(call)])])
-        return self._accepted(await self._enqueue(job))
-
-    async def submit_complete(self, run_id: str, req: CompleteRequest, user_id: str) -> AcceptedResponse:
-        await self._known(user_id, run_id)
-        outcome = OutcomeIn.model_validate(req.model_dump(exclude={"user_id"}))
-        return self._accepted(await self._enqueue(RunJob(user_id=user_id, run_id=run_id, outcome=_outcome(outcome))))
-
-    async def submit_delete(self, run_id: str, user_id: str) -> AcceptedResponse:
-        await self._known(user_id, run_id)
-        return self._accepted(await self._enqueue(RunDeleteJob(user_id=user_id, run_id=run_id)))
-
-    # ------------------------------------------------------------------ writes (worker side)
-
-    async def store_run(self, task_id: str, job: RunJob) -> dict[str, Any]:
-        run_id = job.run_id or task_id
-        task = job.start.task if job.start else ""
-        summary = job.outcome.summary if job.outcome else ""
-        wanted = [t for t in (task, summary) if t]  # embedded here, never inside the graph transaction
-        vectors = iter(await self.embedder.embed(wanted)) if wanted else iter(())
-        task_vec = next(vectors) if task else None
-        summary_vec = next(vectors) if summary else None
-        steps = []
-        for step in job.steps:
-            calls = []
-            for n, call in enumerate(step.tool_calls):
-                call_id = uuid.uuid5(ID_NAMESPACE, f"call|{task_id}|{step.seq}|{n}").hex
-                calls.append({**call.model_dump(mode="json"), "id": call_id, "n": n, "accepted_at": job.accepted_at})
-            steps.append({"seq": step.seq, "action": step.action, "thought": step.thought, "tool_calls": calls})
-        written = await self.graph.write_run(RunWrite(
-            user_id=job.user_id, run_id=run_id, accepted_at=job.accepted_at,
-            start=job.start.model_dump(mode="json") if job.start else None, steps=steps,
-            outcome=job.outcome.model_dump(mode="json") if job.outcome else None,
-            task_vec=task_vec, summary_vec=summary_vec, vec_model=self._model))
-        log.info("run_written", run_id=run_id, steps=len(steps), written=written is not None)
-        return {"run_id": run_id, "run_url": f"/v1/runs/{run_id}", "graph": "stored" if written else "skipped",
-                **(written.summary() if written is not None
-                   else {"reason": "the run was deleted after this write was accepted"})}
-
-    async def delete_run(self, task_id: str, job: RunDeleteJob) -> dict[str, Any]:
-        deleted = await self.graph.delete_run(job.user_id, job.run_id, job.accepted_at)
-        marker = self.kv.key(self._marker(job.user_id, job.run_id))
-        await redis_guard(self.settings, "run marker", self.tasks.redis.delete(marker))
-        return {"run_id": job.run_id, "deleted": deleted, "graph": "stored"}
-
-    @property
-    def _model(self) -> str:
-        return f"{self.embedder.name}|{self.embedder.variant}|{self.embedder.dim}"
-
-    # ------------------------------------------------------------------ reads
 
     async def get_run(self, run_id: str, user_id: str) -> RunOut:
         row = await self.graph.get_run(user_id, run_id)
@@ -235,7 +96,8 @@ class RunService:
         k = min(500, max(50, req.limit * 5))
         vector = await self.query_embedder.embed_query(req.query)
         dense, (lex_runs, lex_calls) = await asyncio.gather(
-            self.graph.dense_runs(flt, vector, self._model, k), self.graph.lexical_runs(flt, req.query, k))
+            self.graph.dense_runs(flt, vector, vector_model(self.embedder), k),
+            self.graph.lexical_runs(flt, req.query, k))
         scores: dict[str, float] = {}
         signals: dict[str, dict[str, int]] = {}
         matched: dict[str, list[dict[str, Any]]] = {}

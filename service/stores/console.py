@@ -1,6 +1,7 @@
 """The graph reads the web console needs beyond the API's listings (part of `GraphStore`): entities by id or by
-name, the facts around entities or supported by a memory, merges. Each is bounded by its `limit` and starts from an
-index (a user's entities, an entity's relationships, a memory's mentions), so a page costs what it shows."""
+name, the facts a memory supports, merges (the facts around entities: `FactStore.entity_facts`, the API's). Each
+is bounded by its `limit` and starts from an index (a user's entities, a memory's mentions), so a page costs what
+it shows."""
 
 from __future__ import annotations
 
@@ -14,11 +15,6 @@ class ConsoleReads(Protocol):
     async def find_entities(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]:
         """Live entities whose name or an alias contains `query` (case-insensitive; "" = any), the most connected
         first, each with its `degree`."""
-
-    async def facts_of_entities(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
-                           live_ends: bool) -> list[dict[str, Any]]:
-        """Facts with one end among these entities (with `source_id`/`target_id`, as the edge listing shows them);
-        `history`: superseded ones too; `live_ends`: only facts between entities not merged away."""
 
     async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
         """The facts this memory supports, superseded ones included."""

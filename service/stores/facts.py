@@ -12,10 +12,15 @@ class FactStore(Protocol):
         """The live entity (id, name, type, aliases, group_id, description, attributes) an id or a name stands
         for: its own name, a spelling's key or an alias, and a merged entity's target. None if none."""
 
-    async def entity_facts(self, entity_id: str, include_history: bool, limit: int, cursor: str | None
+    async def entity_facts(self, user_id: str, entity_ids: list[str], *, include_history: bool, limit: int,
+                           cursor: str | None = None, live_ends: bool = True
                            ) -> tuple[list[dict[str, Any]], str | None]:
-        """Rows {fact, out, current, other} of the facts about a live entity, both directions, current first
-        then history (newest first), and the next cursor."""
+        """Rows {fact, out, current, other} of the facts with one end among these entities (the API: one live
+        entity; the console: the entities it draws), each once, current first then history (newest first), and the
+        next cursor. `fact` has the source's and the target's names and ids; `out`: the entity is its source (the
+        first one's, for several); `live_ends`: only facts between entities not merged away; `include_history`:
+        superseded ones too. Several entities each bring at most their share of `limit` (a hub does not crowd out
+        the others, nor is read whole)."""
 
     async def query_facts(self, user_id: str, groups: list[str], *, subjects: list[str] | None,
                           objects: list[str] | None, predicates: list[str] | None, subject_types: list[str] | None,

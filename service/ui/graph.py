@@ -1,6 +1,7 @@
 """The graph as the console draws it: a few entities (the ones a search names, else the most connected) and the
-facts around them, read through the graph store's console reads (service/stores/console.py); a click on a node
-asks for that node's neighbourhood. Every read is bounded, so a page costs what it shows, not the user's graph."""
+facts around them (the graph API's `entity_facts`, service/stores/facts.py; entities: the console reads of
+service/stores/console.py); a click on a node asks for that node's neighbourhood. Every read is bounded, so a page
+costs what it shows, not the user's graph."""
 
 from __future__ import annotations
 
@@ -30,12 +31,14 @@ def elements(seeds: list[dict[str, Any]], facts: list[dict[str, Any]], selected:
 async def view(deps: Deps, user_id: str, query: str, history: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The entities a search names (else the most connected ones) and the graph drawn around them."""
     seeds = await deps.graph.find_entities(user_id, query, SEEDS)
-    facts = await deps.graph.facts_of_entities(user_id, [str(e["id"]) for e in seeds], history, FACTS, live_ends=True)
-    return seeds, elements(seeds, facts, selected=bool(query))
+    rows, _ = await deps.graph.entity_facts(user_id, [str(e["id"]) for e in seeds], include_history=history,
+                                            limit=FACTS)
+    return seeds, elements(seeds, [r["fact"] for r in rows], selected=bool(query))
 
 
 async def neighbourhood(deps: Deps, user_id: str, entity_id: str, history: bool) -> dict[str, Any]:
     """One entity's facts and neighbours (a click on a node); empty for an entity of another user."""
     entity = await deps.graph.entities(user_id, [entity_id])
-    facts = await deps.graph.facts_of_entities(user_id, [entity_id], history, FACTS, live_ends=True) if entity else []
-    return elements(entity, facts, selected=False)
+    rows, _ = await deps.graph.entity_facts(user_id, [entity_id], include_history=history, limit=FACTS) if entity \
+        else ([], None)
+    return elements(entity, [r["fact"] for r in rows], selected=False)

@@ -78,12 +78,14 @@ REDOC_PAGE = """<!doctype html>
 
 def install_console(app: FastAPI, settings: Settings) -> None:
     """Called by the app factory; the app must be built with docs_url=None and redoc_url=None."""
-    from service.ui.pages import router  # the pages import Jinja2; the app factory's import stays light
+    # the pages import Jinja2; the app factory's import stays light
+    from service.ui import admin_pages, graph_pages, pages
 
     secret = settings.ui_session_secret.get_secret_value().encode() if settings.ui_session_secret else (
         secrets.token_bytes(32))  # unset: sessions last as long as this process
     app.state.console_codec = SessionCodec(secret, settings.ui_session_hours * 3600)
-    app.include_router(router)
+    for module in (pages, graph_pages, admin_pages):
+        app.include_router(module.router)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC), name="ui-static")
     app.add_middleware(SecurityHeaders)
     openapi_url = app.openapi_url or "/openapi.json"

@@ -1,4 +1,4 @@
-"""The typed client (service/client.py), the memory commands of the CLI and the entry points, against a real
+"""The typed client (service/client/), the memory commands of the CLI and the entry points, against a real
 `python -m service` (started with `serve --port`), plus the 413 a stdlib client must read.
 
 - the sync client sends every route of the OpenAPI once; the async client writes and waits;

@@ -29,7 +29,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from service.app import create_app
 from service.auth import ApiKeyStore
 from service.jobs import RawJob
-from service.queue import TaskQueue, connect_redis
+from service.queue import TaskQueue
+from service.redis_client import connect_redis
 from service.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
 from tests.integration.procs import stack_env, start_service, stop

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from service.conversations.service import drain_pending_erasures, erase_after_delete, expire_tiers
+from service.conversations.writes import drain_pending_erasures, erase_after_delete, expire_tiers
 from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task

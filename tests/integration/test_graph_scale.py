@@ -25,7 +25,7 @@ from service.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import Neo4jGraphStore, cypher
+from service.stores.neo4j import Neo4jGraphStore, cypher_writes
 from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row, relation_id
 from service.stores.neo4j.store import supersede_rows
 from tests import graph_probe as probe
@@ -119,11 +119,12 @@ async def test_writes_on_a_dense_entity_use_indexes(store: Neo4jGraphStore, dens
     ])
     graph = link_rows([m], [link], NameRules())
     steps = [
-        ("memories", cypher.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
-        ("entities", cypher.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
-        ("mentions", cypher.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
-        ("relations", cypher.UPSERT_RELATIONS, {"rows": graph["relations"]}),
-        ("supersede", cypher.SUPERSEDE, {"rows": supersede_rows(graph["relations"]), "now": "2026-01-01T00:00:00Z"}),
+        ("memories", cypher_writes.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
+        ("entities", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
+        ("mentions", cypher_writes.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
+        ("relations", cypher_writes.UPSERT_RELATIONS, {"rows": graph["relations"]}),
+        ("supersede", cypher_writes.SUPERSEDE,
+         {"rows": supersede_rows(graph["relations"]), "now": "2026-01-01T00:00:00Z"}),
     ]
     explained = {name: operators(plan) for name, plan in (await plans(store, "EXPLAIN", steps)).items()}
     walks = ("Expand(All)", "OptionalExpand(All)", "VarLengthExpand(All)")

@@ -13,7 +13,7 @@ import pytest
 
 from service.errors import StoreConfigError
 from service.jobs import ReembedJob
-from service.maintenance.reembed import Reembedder
+from service.maintenance.reembed import Reembedder, submit_reembed
 from service.stores.vector import MemoryFilter
 from tests.conftest import MODEL_CACHE, local_embedder, unique
 from tests.integration.conftest import running_app, wait_task
@@ -100,15 +100,18 @@ async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Pat
     async with running_app(tmp_path, embedded_worker=False) as (_, deps):
         parts = Reembedder(deps.settings, deps.tasks, deps.vectors, deps.embedder, deps.jobs.writer.locks,
                            deps.jobs.writer.ledger, page=2, budget_s=0)
-        task_id = await parts.submit(user)
-        assert await parts.submit(user) == task_id  # asked again before it started: the same task
+        async def submit() -> str:
+            return await submit_reembed(deps.tasks, deps.kv, deps.embedder, user)
+
+        task_id = await submit()
+        assert await submit() == task_id  # asked again before it started: the same task
         results = []
         for _ in range(len(ids) + 2):  # bounded: one page of 2 per part
             result = await parts.run(task_id, ReembedJob(user_id=user))
             results.append(result)
             if result["finished"]:
                 break
-            assert await parts.submit(user) == result["next_task_id"]  # the queued part, not a new run
+            assert await submit() == result["next_task_id"]  # the queued part, not a new run
             task_id = result["next_task_id"]
         assert results[-1]["finished"] and results[-1]["reembedded"] == len(ids) == results[-1]["total"]
         assert [r["reembedded"] for r in results] == sorted(r["reembedded"] for r in results)

@@ -12,7 +12,8 @@ import pytest
 import service.queue as queue_module
 from service.graph_api.jobs import CommunityJob
 from service.jobs import RawJob
-from service.queue import TaskQueue, connect_redis
+from service.queue import TaskQueue
+from service.redis_client import connect_redis
 from service.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
 

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from scripts.bench.write_path import Run, accept_all
+from tests.unit.conftest import serving
 
 SERVICE_S = 0.04  # each accept takes at least this long, one at a time (one connection)
 
@@ -23,15 +24,8 @@ async def slow_api() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_post("/v1/memories/raw", accept)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def _latencies(url: str, rate: float | None) -> Run:

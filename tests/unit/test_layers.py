@@ -78,7 +78,7 @@ def test_only_the_ledger_writes_memories_to_the_vector_store() -> None:
     those names (Redis, a router, the ledger's GraphWriter): a receiver this test does not know is reported, so a
     new caller is looked at, and named below only if it is not a vector store."""
     not_vector_stores = {"_redis", "redis", "pipe", "router", "graph_writer", "ledger",
-                         "client", "Routes"}  # the HTTP client (service/client.py) and its route table
+                         "client", "Routes"}  # the HTTP client (service/client/) and its route table
     callers = set()
     for rel, tree in _sources():
         for node in ast.walk(tree):
@@ -103,3 +103,17 @@ def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
     assert holders <= {"service/ledger.py", "service/graph_writer.py", "service/maintenance/sweep.py"}, sorted(holders)
     assert "service/ledger.py" in holders
     assert builders == {"service/deps.py"}, sorted(builders)
+
+
+def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
+    """Routes, the console and the MCP server take the API-side objects (the intakes, the reads) from `Deps`; the
+    worker-side handlers (`Deps.jobs`, service/registry.py `JobHandlers`) are the worker's only."""
+    offenders = []
+    for rel, tree in _sources():
+        if rel.startswith(("service/api/", "service/ui/", "service/mcp/")) or rel == "service/app.py":
+            offenders += [f"{rel}:{node.lineno}" for node in ast.walk(tree)
+                          if isinstance(node, ast.Attribute) and node.attr == "jobs"]
+    assert offenders == []
+    # the rule is live: the worker's own modules do reach them
+    assert any(isinstance(node, ast.Attribute) and node.attr == "jobs"
+               for rel, tree in _sources() if rel.startswith("worker/") for node in ast.walk(tree))

@@ -104,7 +104,7 @@ def test_sentinel_settings() -> None:
     assert s.sentinel_addresses == [("10.0.0.1", 26379), ("sentinel-b", 26380), ("::1", 26381)]
     assert "pw" not in s.safe_redis_url and "s3cret" not in s.safe_redis_url
     assert "primary" in s.safe_redis_url
-    from service.queue import redis_settings
+    from service.redis_client import redis_settings
 
     rs = redis_settings(s)
     assert rs.sentinel and rs.host == s.sentinel_addresses and rs.sentinel_master == "primary" and rs.database == 2

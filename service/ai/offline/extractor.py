@@ -21,9 +21,9 @@ from service.ai.extraction import (
     Message,
     TokenUsage,
 )
+from service.ai.offline.classify import GLOBAL_SCOPE, classify
 from service.ai.offline.mentions import NON_TECH_TYPES, Mention, find_mentions
 from service.ai.offline.relations import find_date, find_relations
-from service.ai.offline.rules import GLOBAL_SCOPE, classify
 from service.ai.offline.speakers import as_speaker, speaker_lines
 from service.ai.offline.text import (
     MAX_ENTITIES,

@@ -1,5 +1,5 @@
-"""The category rules of the offline extractor (ordered; the first that fires classifies a clause), a data
-table, and the classifier over them (see docs/offline-extractor.md)."""
+"""The category rules of the offline extractor (ordered; the first that fires classifies a clause): a data table
+(see docs/offline-extractor.md). The classifier over them is classify.py."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from service.ai.offline.text import rx
 
 # convention when a project is given and a personal preference otherwise; "I use X" likewise.
-_RULE_OR_PREFERENCE = "@rule_or_preference"
-_TOOL_CHOICE = "@tool_choice"
+RULE_OR_PREFERENCE = "@rule_or_preference"
+TOOL_CHOICE = "@tool_choice"
 
 
 @dataclass(frozen=True)
@@ -287,8 +287,8 @@ RULES: tuple[Rule, ...] = (
         r"get|gets|go|goes|use|uses|"
         r"return|returns|live|lives|start|starts|end|ends|follow|follows|have|has)\b",
     ),
-    _rule(_RULE_OR_PREFERENCE, r"^(?:never|always|don't|do not|avoid|make sure) \w+"),
-    _rule(_RULE_OR_PREFERENCE, r"^(?:prefer|use|keep|stick to) \w+", tier=2),
+    _rule(RULE_OR_PREFERENCE, r"^(?:never|always|don't|do not|avoid|make sure) \w+"),
+    _rule(RULE_OR_PREFERENCE, r"^(?:prefer|use|keep|stick to) \w+", tier=2),
     _rule(
         "convention",
         r"\b(?:snake_case|camelcase|pascalcase|kebab-case|commit messages?|branch names?|file names?|"
@@ -298,7 +298,7 @@ RULES: tuple[Rule, ...] = (
         tier=2,
     ),
     _rule(
-        _RULE_OR_PREFERENCE,
+        RULE_OR_PREFERENCE,
         r"\b(?:indentation|indent|tabs|spaces|line length|trailing commas|semicolons|single quotes|double quotes|"
         r"dark mode|light mode|theme)\b",
         tier=2,
@@ -356,55 +356,6 @@ RULES: tuple[Rule, ...] = (
         needs_tech=True,
     ),
     _rule("tech_stack", r"\b(?:we|i) test (?:[\w-]+ ){0,2}(?:with|using|in)\b", needs_tech=True),
-    _rule(_TOOL_CHOICE, r"\bi (?:mainly |mostly |also |now |still )?(?:use|am using|'m using)\b", needs_tech=True),
+    _rule(TOOL_CHOICE, r"\bi (?:mainly |mostly |also |now |still )?(?:use|am using|'m using)\b", needs_tech=True),
     _rule("tech_stack", r"\b(?:we|we're|we are|our|this project)\b", tier=2, needs_tech=True),
 )
-
-_FIRST_PERSON = rx(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b")
-_MODAL = rx(r"\b(?:always|never|must|mustn't|should|shouldn't|shall|only ever|at all times)\b")
-_DEICTIC_START = rx(r"^(?:the|this|that|these|those|it|it's|there|here|they|he|she|his|her|its|their|you)\b")
-GLOBAL_SCOPE = rx(
-    r"\b(?:in|across|for) (?:all|every|any) (?:of )?(?:my |our )?(?:projects?|repos?|repositories|codebases?|work)\b|"
-    r"\beverywhere\b(?! in (?:the|this|our)\b)|\bregardless of (?:the )?project\b|\bno matter (?:the|which) project\b"
-)
-
-
-def _impersonal(text: str, has_tech: bool, project_id: str | None) -> str | None:
-    """A statement no cue claims: in a project, a rule or a stack fact; else general knowledge."""
-    if _FIRST_PERSON.search(text) or len(text.split()) < 5:
-        return None
-    if project_id and _MODAL.search(text):
-        return "convention"
-    if project_id and has_tech:
-        return "tech_stack"
-    if not _DEICTIC_START.match(text) and len(text.split()) >= 7:
-        return "domain_knowledge"  # "In the EU, VAT is charged at the customer's country rate."
-    return None
-
-
-def classify(text: str, has_tech: bool, project_id: str | None) -> str | None:
-    """The category of one clean clause, or None when no rule fires (the clause is not kept)."""
-    best: tuple[int, int, int, str] | None = None  # (tier, position, order, category)
-    for order, rule in enumerate(RULES):
-        if rule.needs_tech and not has_tech:
-            continue
-        match = rule.pattern.search(text)
-        if match is None:
-            continue
-        key = (rule.tier, match.start(), order, rule.category)
-        if best is None or key < best:
-            best = key
-    if best is None:
-        return _impersonal(text, has_tech, project_id)
-    category = best[3]
-    if category == _RULE_OR_PREFERENCE:
-        return "convention" if project_id else "preference"
-    if category == _TOOL_CHOICE:
-        return "tech_stack" if project_id else "preference"
-    return category
-
-
-# --------------------------------------------------------------------------------------------
-# Entities
-# --------------------------------------------------------------------------------------------
-

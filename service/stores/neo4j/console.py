@@ -6,7 +6,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j.cypher import FACT_FIELDS
+from service.stores.neo4j.cypher_reads import FACT_FIELDS
 from service.stores.neo4j.rows import check_id, clamp, edge_item
 
 MAX_CONSOLE_LIMIT = 1000
@@ -26,19 +26,6 @@ MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IS NOT NULL AND e.merged_in
 WITH e, COUNT { (e)-[:RELATES]-() } AS degree
 ORDER BY degree DESC, e.id LIMIT $limit
 RETURN e{""" + ENTITY_KEYS + ", degree: degree} AS item"
-
-# One record holding the list of facts: the driver's per-record cost (a message read and decoded apiece) was most of
-# the graph page's time for 240 rows (docs/benchmarks.md, "Web console pages").
-ENTITY_FACTS: LiteralString = """
-MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
-CALL (e) {
-  MATCH (e)-[r:RELATES]-()
-  WHERE ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
-    AND (NOT $live_ends OR (startNode(r).merged_into IS NULL AND endNode(r).merged_into IS NULL))
-  RETURN r LIMIT $per_entity
-}
-WITH DISTINCT r LIMIT $limit
-RETURN collect(""" + FACT_FIELDS.replace(" AS fact", "").strip() + ") AS facts"
 
 MEMORY_FACTS: LiteralString = """
 MATCH (m:Memory) WHERE m.user_id = $user_id AND m.id = $memory_id
@@ -74,23 +61,6 @@ class ConsoleGraph:
         check_id(user_id, "user_id")
         return await self._rows(FIND_ENTITIES, "item", user_id=user_id, q=query.casefold().strip()[:200],
                                 limit=clamp(limit, MAX_CONSOLE_LIMIT))
-
-    async def facts_of_entities(self, user_id: str, entity_ids: list[str], history: bool, limit: int,
-                           live_ends: bool) -> list[dict[str, Any]]:
-        check_id(user_id, "user_id")
-        if not entity_ids:
-            return []
-        ids = entity_ids[:MAX_CONSOLE_LIMIT]
-        limit = clamp(limit, MAX_CONSOLE_LIMIT)
-        # each entity brings at most its share (a hub does not crowd out the others, nor is read whole)
-        async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(ENTITY_FACTS, user_id=user_id, ids=ids, history=history, live_ends=live_ends,
-                                  limit=limit, per_entity=max(10, limit // len(ids)))
-            record = await result.single(strict=True)
-            return list(record["facts"])
-
-        rows: list[dict[str, Any]] = await self._read(run)
-        return [dict(edge_item(r)) for r in rows]
 
     async def memory_facts(self, user_id: str, memory_id: str, limit: int) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")

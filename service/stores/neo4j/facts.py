@@ -12,9 +12,11 @@ from service.errors import DomainError
 from service.stores.graph import EntityDecision, GraphReport, NameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, entity_name, ft_key
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, edge_item, entity_name, ft_key
 
 MAX_MERGE_HOPS = 5
+MAX_FACTS_LIMIT = 1000  # entities and facts of one `entity_facts` read (the console's graph page)
+ALL_FACTS = 2**62  # one entity's facts are not cut before they are ordered (the API pages through all of them)
 
 # ---- writes (inside the write's transaction: store.apply_links) ------------------------------------------------
 
@@ -110,18 +112,26 @@ WITH e""" + _BY_NAME_ORDER
 
 # Both directions; a merge's copies share the original's id (one row per id); the far end is a live entity
 # (the edge of a merged entity lives on as its target's copy). Current facts first, then history, newest first.
+# The facts with one end among the entities, each once (a merge's copy shares its edge's id), current first. Each
+# entity brings at most $per_entity (a hub does not crowd out the others, nor is read whole). One record holding
+# the list: the driver's per-record cost (a message read and decoded apiece) was most of the console's graph page's
+# time for 240 rows (docs/benchmarks.md, "Web console pages").
 _ENTITY_FACTS: LiteralString = """
-MATCH (e:Entity {id: $id})-[r:RELATES]-(o:Entity)
-WHERE o.merged_into IS NULL AND o <> e AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
-  AND r.fact IS NOT NULL
-WITH r, startNode(r) = e AS out, o,
-     CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN true ELSE false END AS current
-WITH r.id AS id, collect({r: r, out: out, o: o, current: current})[0] AS x
-WITH x.r AS r, x.out AS out, x.o AS o, x.current AS current
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id IN $ids
+CALL (e) {
+  MATCH (e)-[r:RELATES]-(o:Entity)
+  WHERE o <> e AND r.fact IS NOT NULL AND ($history OR (r.invalid_at IS NULL AND r.expired_at IS NULL))
+    AND (NOT $live_ends OR (e.merged_into IS NULL AND o.merged_into IS NULL))
+  RETURN r, o, startNode(r) = e AS out LIMIT $per_entity
+}
+WITH r.id AS id, collect({r: r, out: out, o: o})[0] AS x
+WITH x.r AS r, x.out AS out, x.o AS o, x.r.invalid_at IS NULL AND x.r.expired_at IS NULL AS current
 ORDER BY CASE WHEN current THEN 0 ELSE 1 END, r.valid_at DESC, r.id
 SKIP $offset LIMIT $limit
-RETURN r{.id, .predicate, .fact, .valid_at, .invalid_at, .expired_at, .memory_ids, .group_id, .confidence,
-         .migrated_from} AS fact, out, current, o{.id, .name, .type} AS other
+RETURN collect({fact: r{.id, .predicate, .fact, .valid_at, .invalid_at, .expired_at, .memory_ids, .group_id,
+                        .created_at, .confidence, .migrated_from, source: startNode(r).name,
+                        target: endNode(r).name, source_id: startNode(r).id, target_id: endNode(r).id},
+                out: out, current: current, other: o{.id, .name, .type}}) AS facts
 """
 
 # Structural query: typed relations with optional ends. The validity at `as_of` (a fact stated by a live memory,
@@ -214,17 +224,24 @@ class FactGraph(CeilingReads):
             return None  # only memories above the sensitivity ceiling mention it
         return result
 
-    async def entity_facts(self, entity_id: str, include_history: bool, limit: int, cursor: str | None
+    async def entity_facts(self, user_id: str, entity_ids: list[str], *, include_history: bool, limit: int,
+                           cursor: str | None = None, live_ends: bool = True
                            ) -> tuple[list[dict[str, Any]], str | None]:
-        """The facts about a live entity, both directions, current first then history (newest first)."""
-        check_id(entity_id, "entity id")
-        limit = clamp(limit, MAX_PAGE_LIMIT)
+        """The facts with one end among these entities, each once, current first then history (newest first)."""
+        check_id(user_id, "user_id")
+        ids = [check_id(i, "entity id") for i in entity_ids[:MAX_FACTS_LIMIT]]
+        if not ids:
+            return [], None
+        limit = clamp(limit, MAX_FACTS_LIMIT)
         offset = offset_of(cursor)
+        per_entity = max(10, limit // len(ids)) if len(ids) > 1 else ALL_FACTS
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(_ENTITY_FACTS, id=entity_id, history=include_history, offset=offset,
-                                  limit=limit + 1)
-            return await result.data()
+            result = await tx.run(_ENTITY_FACTS, user_id=user_id, ids=ids, history=include_history,
+                                  live_ends=live_ends, per_entity=per_entity, offset=offset, limit=limit + 1)
+            record = await result.single(strict=True)
+            return [{**r, "fact": {**edge_item(r["fact"]), "confidence": r["fact"].get("confidence")}}
+                    for r in record["facts"]]
 
         rows: list[dict[str, Any]] = await self._read(run)
         more = len(rows) > limit

@@ -8,7 +8,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.stores.graph import GraphFact, GraphProposal, Page
-from service.stores.neo4j import cypher
+from service.stores.neo4j import cypher_portability, cypher_reads, schema
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import (
     MAX_NAME_CHARS,
@@ -62,12 +62,12 @@ class GraphReads(CeilingReads):
             hits = await _entity_hits(tx, query, terms, keys, common)
             edges: list[dict[str, Any]] = []
             if hits:
-                result = await tx.run(cypher.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
+                result = await tx.run(cypher_reads.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
                                       neighbours=NEIGHBOURS, per_neighbour=NEIGHBOUR_EDGES, hub=HUB_DEGREE, **common)
                 edges = await result.data()
             facts: list[dict[str, Any]] = []
             if fact_q:
-                result = await tx.run(cypher.FACT_TEXT_HITS, index=cypher.FACT_TEXT_INDEX, lucene=fact_q,
+                result = await tx.run(cypher_reads.FACT_TEXT_HITS, index=schema.FACT_TEXT_INDEX, lucene=fact_q,
                                       k=max(2 * limit, 20), **common)
                 facts = await result.data()
             return hits, edges, facts
@@ -98,7 +98,7 @@ class GraphReads(CeilingReads):
         return (await self.keep_facts([f for f in scored if f.score > 0]))[:limit]
 
     async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
-        """The graph retriever (`cypher.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
+        """The graph retriever (`cypher_reads.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
         round trip; Neo4j sums the scores, so only the ranked memories cross the wire."""
         checked, terms, keys = self._search_scope(user_id, groups, query)
         if not checked:
@@ -111,10 +111,10 @@ class GraphReads(CeilingReads):
             "one_hop": ONE_HOP_WEIGHT, "limit": clamp(limit, MAX_CANDIDATES),
         }
         if terms:
-            stmt = cypher.MEMORY_RETRIEVER
-            params.update(index=cypher.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
+            stmt = cypher_reads.MEMORY_RETRIEVER
+            params.update(index=schema.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
         else:
-            stmt = cypher.MEMORY_RETRIEVER_EXACT
+            stmt = cypher_reads.MEMORY_RETRIEVER_EXACT
 
         answer = await self._read_one(stmt, **params)
         if not answer:
@@ -173,17 +173,17 @@ class GraphReads(CeilingReads):
         return Page(items=await keep(page.items), next_cursor=page.next_cursor)
 
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.LIST_NODES, user_id, groups, limit, cursor)
+        rows = await self._page(cypher_reads.LIST_NODES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
     ) -> Page:
-        rows = await self._page(cypher.LIST_EDGES, user_id, groups, limit, cursor, include_history)
+        rows = await self._page(cypher_reads.LIST_EDGES, user_id, groups, limit, cursor, include_history)
         return await self._kept(self._paged([edge_item(r["fact"]) for r in rows], limit), self.keep_facts)
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.EXPORT_FACTS, user_id, groups, limit, cursor)
+        rows = await self._page(cypher_portability.EXPORT_FACTS, user_id, groups, limit, cursor)
         # `confidence` only where a structured write set it (docs/graph.md)
         return await self._kept(self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
                                              for r in rows], limit), self.keep_facts)
@@ -194,7 +194,7 @@ class GraphReads(CeilingReads):
         checked = check_groups(groups)
         if not checked or not seeds:
             return []
-        answer = await self._read_one(cypher.LINKED_MEMORIES, user_id=user_id, groups=checked, seeds=seeds,
+        answer = await self._read_one(cypher_reads.LINKED_MEMORIES, user_id=user_id, groups=checked, seeds=seeds,
                                       max_share=max_share, per_entity=MEMORIES_PER_NEIGHBOUR * 10,
                                       limit=clamp(limit, MAX_CANDIDATES))
         if not answer:
@@ -209,7 +209,7 @@ class GraphReads(CeilingReads):
         checked = check_groups(groups)
         if not checked or not memory_ids:
             return []
-        rows = await self._read_one(cypher.FACTS_OF_MEMORIES, user_id=user_id, groups=checked, ids=memory_ids,
+        rows = await self._read_one(cypher_reads.FACTS_OF_MEMORIES, user_id=user_id, groups=checked, ids=memory_ids,
                                     limit=clamp(limit, MAX_SEARCH_LIMIT))
         return [fact_of(dict(r[0])) for r in rows]
 
@@ -217,7 +217,7 @@ class GraphReads(CeilingReads):
         check_id(user_id, "user_id")
 
         async def run(tx: AsyncManagedTransaction) -> dict[str, list[str]]:
-            result = await tx.run(cypher.MENTIONS_OF, ids=memory_ids, user_id=user_id)
+            result = await tx.run(cypher_portability.MENTIONS_OF, ids=memory_ids, user_id=user_id)
             return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
 
         found: dict[str, list[str]] = await self._read(run)
@@ -225,11 +225,11 @@ class GraphReads(CeilingReads):
         return found if seen is None else {k: v for k, v in found.items() if k in seen}
 
     async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.EXPORT_ENTITIES, user_id, groups, limit, cursor)
+        rows = await self._page(cypher_portability.EXPORT_ENTITIES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
-        rows = await self._page(cypher.LIST_EPISODES, user_id, groups, limit, cursor)
+        rows = await self._page(cypher_reads.LIST_EPISODES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_memories)
 
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
@@ -238,7 +238,7 @@ class GraphReads(CeilingReads):
         ids = [check_id(i, "memory id") for i in memory_ids]
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(cypher.MEMORY_NODES, user_id=user_id, ids=ids)
+            result = await tx.run(cypher_reads.MEMORY_NODES, user_id=user_id, ids=ids)
             return [dict(r["item"]) for r in await result.data()]
 
         rows: list[dict[str, Any]] = await self._read(run)
@@ -261,7 +261,7 @@ async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str]
     an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
     hits: dict[str, float] = {}
     if terms:
-        result = await tx.run(cypher.ENTITY_TEXT_HITS, index=cypher.ENTITY_TEXT_INDEX,
+        result = await tx.run(cypher_reads.ENTITY_TEXT_HITS, index=schema.ENTITY_TEXT_INDEX,
                               lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
         raw: dict[str, float] = {}
         for r in await result.data():  # a merged entity's hit counts for its target
@@ -270,7 +270,7 @@ async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str]
         hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
     name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
     if name_lc:
-        for r in await (await tx.run(cypher.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
+        for r in await (await tx.run(cypher_reads.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
             hits[str(r["id"])] = 1.0
     best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
     return {h: hits[h] for h in best}

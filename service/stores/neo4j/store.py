@@ -1,10 +1,9 @@
 """Neo4j backend of the GraphStore Protocol (async driver, `execute_write`/`execute_read`). The statements are
-in cypher.py, rows and ids in rows.py, full-text search helpers in search.py."""
+in cypher_writes.py, rows and ids in rows.py, full-text search helpers in search.py."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, LiteralString, TypeVar
 
@@ -22,11 +21,11 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 from service.domain import Memory
 from service.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphReport, MemoryLinks, NameRules
-from service.stores.neo4j import cypher, facts, resolution
+from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
-from service.stores.neo4j.communities import COMMUNITY_SCHEMA, CommunityGraph
+from service.stores.neo4j.communities import CommunityGraph
 from service.stores.neo4j.console import ConsoleGraph
-from service.stores.neo4j.conversations import CONVERSATION_SCHEMA, ConversationGraph
+from service.stores.neo4j.conversations import ConversationGraph
 from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.facts import FactGraph
 from service.stores.neo4j.reads import GraphReads
@@ -41,7 +40,10 @@ from service.stores.neo4j.rows import (
     memory_row,
     utc_now,
 )
-from service.stores.neo4j.runs import RUN_SCHEMA, RunGraph
+from service.stores.neo4j.run_reads import RunReads
+from service.stores.neo4j.runs import RunGraph
+from service.stores.neo4j.schema import GraphSchema
+from service.stores.neo4j.traces import TraceGraph
 from service.stores.neo4j.turn import TurnGraph
 
 log = structlog.get_logger(__name__)
@@ -52,8 +54,6 @@ _QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
 # Bulk writes: where each kind of chunk starts (memories, rows, ids per transaction); sizes then follow
 # the measured rate so that a chunk takes about a tenth of the write deadline (chunks.py).
 FIRST_CHUNK = {"upsert": 64, "remove": 100, "import": 500, "identity": 50}
-MIGRATION_BATCH = 2000  # relationships per transaction of the start-up migration
-MIGRATION_SECONDS = 3600  # the start-up migration's deadline (a no-op pass reads each relationship once)
 
 
 def _server_slow(exc: Neo4jError) -> bool:
@@ -84,22 +84,22 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
     elif graph["entities"]:
         graph["decided"] = await facts.decided_without_gate(tx, list(origin))
     if graph["entities"]:
-        await (await tx.run(cypher.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
+        await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
     if graph.get("same_as"):
         await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:
-        await (await tx.run(cypher.UPSERT_MENTIONS, rows=graph["mentions"])).consume()
+        await (await tx.run(cypher_writes.UPSERT_MENTIONS, rows=graph["mentions"])).consume()
     if graph["relations"]:
-        await (await tx.run(cypher.UPSERT_RELATIONS, rows=graph["relations"])).consume()
+        await (await tx.run(cypher_writes.UPSERT_RELATIONS, rows=graph["relations"])).consume()
     single = supersede_rows(graph["relations"])
     if single:  # oldest first, one round trip
-        await (await tx.run(cypher.SUPERSEDE, rows=single, now=now)).consume()
+        await (await tx.run(cypher_writes.SUPERSEDE, rows=single, now=now)).consume()
     return await facts.finish_links(tx, graph, origin, named)
 
 
 
-class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, TurnGraph, FactGraph, CommunityGraph,
-                      ConsoleGraph):
+class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGraph, RunReads, ConversationGraph,
+                      TurnGraph, FactGraph, CommunityGraph, ConsoleGraph):
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
@@ -200,113 +200,6 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
         except TransientError as exc:
             raise DependencyUnavailable(f"neo4j transient error: {exc.code}") from exc
 
-    async def ensure_schema(self) -> None:
-        async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
-            await (await tx.run(stmt)).consume()
-
-        for stmt in cypher.SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
-                + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA:
-            try:
-                await self._write(run, stmt=stmt)
-            except Neo4jError as exc:  # an equivalent index under another name is fine
-                if "EquivalentSchemaRule" not in (exc.code or ""):
-                    raise
-        await self._backfill()
-        await self._migrate_relation_keys()
-
-        async def wait(tx: AsyncManagedTransaction, seconds: int) -> None:
-            await (await tx.run("CALL db.awaitIndexes($seconds)", seconds=seconds)).consume()
-
-        # full-text indexes populate asynchronously; reads right after start need them online
-        try:
-            await self._write(wait, seconds=int(self._timeout * 5))
-        except Neo4jError as exc:  # a big store may take longer: searches fail until it is online
-            log.warning("graph_indexes_not_online_yet", error=str(exc))
-        log.info("graph_schema_ready", statements=len(cypher.SCHEMA))
-
-    async def _backfill(self) -> None:
-        """Entities and edges written before `ft_key` existed get it, memories before `edge_ids`
-        existed get theirs (no-op once done)."""
-        select: tuple[tuple[LiteralString, LiteralString], ...] = (
-            ("MATCH (e:Entity) WHERE e.ft_key IS NULL "
-             "RETURN e.id AS id, coalesce(e.user_id, '') AS user_id, coalesce(e.group_id, '') AS group_id LIMIT 5000",
-             "UNWIND $rows AS row MATCH (e:Entity {id: row.id}) SET e.ft_key = row.key"),
-            ("MATCH ()-[r:RELATES]->() WHERE r.ft_key IS NULL "
-             "RETURN r.id AS id, coalesce(r.user_id, '') AS user_id, coalesce(r.group_id, '') AS group_id LIMIT 5000",
-             "UNWIND $rows AS row MATCH ()-[r:RELATES {id: row.id}]->() WHERE r.ft_key IS NULL SET r.ft_key = row.key"),
-        )
-
-        async def batch(tx: AsyncManagedTransaction, find: LiteralString, fill: LiteralString) -> int:
-            rows = await (await tx.run(find)).data()
-            keyed = [{"id": r["id"], "key": ft_key(r["user_id"], r["group_id"])} for r in rows]
-            if keyed:
-                await (await tx.run(fill, rows=keyed)).consume()
-            return len(keyed)
-
-        for find, fill in select:
-            for _ in range(10_000):
-                if await self._write(batch, find=find, fill=fill) == 0:
-                    break
-
-        async def keys(tx: AsyncManagedTransaction) -> int:  # entities written before the resolution gate
-            rows = await (await tx.run("MATCH (e:Entity) WHERE e.keys IS NULL "
-                                       "RETURN e.id AS id, e.name AS name, e.aliases AS aliases LIMIT 5000")).data()
-            keyed = [{"id": r["id"], "keys": self._names.keys_of([r["name"] or "", *(r["aliases"] or [])])}
-                     for r in rows]
-            if keyed:
-                await (await tx.run("UNWIND $rows AS row MATCH (e:Entity {id: row.id}) SET e.keys = row.keys",
-                                    rows=keyed)).consume()
-            return len(keyed)
-
-        for _ in range(10_000):
-            if await self._write(keys) == 0:
-                break
-
-        async def legacy_users(tx: AsyncManagedTransaction) -> list[str | None]:
-            return [r["user_id"] for r in await (await tx.run(cypher.LEGACY_MEMORY_USERS)).data()]
-
-        async def edge_ids(tx: AsyncManagedTransaction, user_id: str | None) -> None:
-            await (await tx.run(cypher.BACKFILL_EDGE_IDS, user_id=user_id)).consume()
-
-        for _ in range(10_000):
-            users: list[str | None] = await self._write(legacy_users)
-            if not users:
-                break
-            for u in users:
-                if u is None:  # no user: nothing can reference it; mark it done
-                    await self._write(self._mark_orphans)
-                else:
-                    await self._write(edge_ids, user_id=u)
-
-    async def _migrate_relation_keys(self) -> None:
-        """Relations written before keys and slots get them (cypher.MIGRATE_RELATION_KEYS; docs/decisions.md,
-        "Relation keys"). Idempotent; an auto-commit statement, since it commits in batches itself."""
-        started = time.perf_counter()
-        record = None
-        for attempt in range(3):  # two processes starting together may both key a legacy duplicate: run again
-            try:
-                async with asyncio.timeout(MIGRATION_SECONDS):
-                    async with self._driver.session(database=self._db) as session:
-                        result = await session.run(cypher.MIGRATE_RELATION_KEYS, batch=MIGRATION_BATCH)
-                        record = await result.single()
-                break
-            except (ServiceUnavailable, DriverError, OSError, TimeoutError) as exc:
-                raise DependencyUnavailable(f"neo4j unavailable: {exc}") from exc
-            except Neo4jError as exc:
-                if attempt == 2:
-                    raise
-                log.warning("graph_relation_keys_migration_retry", error=f"{exc.code}: {exc.message}"[:300])
-                await asyncio.sleep(1 + attempt)
-        migrated = int(record["migrated"]) if record else 0
-        if migrated:
-            log.info("graph_relation_keys_migrated", relations=migrated,
-                     seconds=round(time.perf_counter() - started, 1))
-
-    @staticmethod
-    async def _mark_orphans(tx: AsyncManagedTransaction) -> None:
-        await (await tx.run("MATCH (m:Memory) WHERE m.user_id IS NULL AND m.edge_ids IS NULL "
-                            "SET m.edge_ids = []")).consume()
-
     # ---- writes ---------------------------------------------------------------------------
 
     async def _link_write(self, links_of: Any, body: Any, *, slow: bool = False) -> Any:
@@ -344,7 +237,7 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
 
             async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
                            ) -> GraphReport:
-                await (await tx.run(cypher.UPSERT_MEMORIES, rows=rows)).consume()
+                await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=rows)).consume()
                 return await apply_links(tx, graph, now, self._names, vectors)
 
             done: GraphReport = await self._link_write(lambda: link_rows(part, part_links, self._names), body,
@@ -371,11 +264,11 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
 
         async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
                        ) -> list[str]:
-            await (await tx.run(cypher.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
-            await (await tx.run(cypher.DROP_SUPPORT, memory_ids=[memory.id], memory_id=memory.id, keep=keep,
+            await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
+            await (await tx.run(cypher_writes.DROP_SUPPORT, memory_ids=[memory.id], memory_id=memory.id, keep=keep,
                                 now=now)).consume()
             await apply_links(tx, graph, now, self._names, vectors)
-            result = await tx.run(cypher.INVALIDATED_BY, memory_ids=[memory.id], memory_id=memory.id, now=now,
+            result = await tx.run(cypher_writes.INVALIDATED_BY, memory_ids=[memory.id], memory_id=memory.id, now=now,
                                   keys=[list(k) for k in keys])
             return [str(r["id"]) for r in await result.data()]
 
@@ -393,15 +286,15 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
         async def run(tx: AsyncManagedTransaction, chunk: list[str]) -> list[str]:
             rows = [{"id": i, "duplicate_of": dups.get(i), "user_id": user_id} for i in chunk]
             chunk_dups = {i: dups[i] for i in chunk if i in dups}
-            await (await tx.run(cypher.MARK_REMOVED, rows=rows, now=now)).consume()
-            await (await tx.run(cypher.DROP_REMOVED, memory_ids=chunk, dups=chunk_dups, now=now)).consume()
+            await (await tx.run(cypher_writes.MARK_REMOVED, rows=rows, now=now)).consume()
+            await (await tx.run(cypher_writes.DROP_REMOVED, memory_ids=chunk, dups=chunk_dups, now=now)).consume()
             if chunk_dups:
-                await (await tx.run(cypher.ADOPT_EDGES, dups=chunk_dups)).consume()
-            result = await tx.run(cypher.EXPIRED_BY, memory_ids=chunk, now=now)
+                await (await tx.run(cypher_writes.ADOPT_EDGES, dups=chunk_dups)).consume()
+            result = await tx.run(cypher_writes.EXPIRED_BY, memory_ids=chunk, now=now)
             expired = [str(r["id"]) for r in await result.data()]
             if erase:
-                await (await tx.run(cypher.ERASE_FACTS, memory_ids=chunk)).consume()
-                await (await tx.run(cypher.ERASE_REMOVED, memory_ids=chunk)).consume()
+                await (await tx.run(cypher_writes.ERASE_FACTS, memory_ids=chunk)).consume()
+                await (await tx.run(cypher_writes.ERASE_REMOVED, memory_ids=chunk)).consume()
             return expired
 
         async def remove(chunk: list[str]) -> list[str]:
@@ -426,10 +319,10 @@ class Neo4jGraphStore(GraphReads, GraphCuration, RunGraph, ConversationGraph, Tu
 
         # entities, then memories, then mentions and facts (which need both), each in chunks sized by time
         steps: tuple[tuple[str, LiteralString, list[dict[str, Any]]], ...] = (
-            ("import:entities", cypher.IMPORT_ENTITIES, ent_rows),
-            ("import:memories", cypher.IMPORT_MEMORIES, memory_rows),
-            ("import:mentions", cypher.UPSERT_MENTIONS, [dict(m) for m in mentions]),
-            ("import:facts", cypher.IMPORT_FACTS, fact_rows),
+            ("import:entities", cypher_portability.IMPORT_ENTITIES, ent_rows),
+            ("import:memories", cypher_portability.IMPORT_MEMORIES, memory_rows),
+            ("import:mentions", cypher_writes.UPSERT_MENTIONS, [dict(m) for m in mentions]),
+            ("import:facts", cypher_portability.IMPORT_FACTS, fact_rows),
         )
         for kind, stmt, rows in steps:
             async def write(part: list[dict[str, Any]], stmt: LiteralString = stmt) -> None:

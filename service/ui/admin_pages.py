@@ -1,0 +1,112 @@
+"""The console's operator pages: activity (recent tasks, maintenance runs and their reports, a dedup dry run),
+health (with a few of /metrics' counters), API keys (admin only)."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from service.api import meta
+from service.auth import ApiKeyStore, Caller
+from service.deps import Deps
+from service.maintenance.runs import make_runs, submit_dedup
+from service.schemas import (
+    DedupRequest,
+)
+from service.ui.render import RECENT_TASKS, call, console_router, follow, render, valid_user
+from service.ui.session import (
+    ConsoleDep,
+    form_of,
+)
+
+router = console_router()
+
+
+# --- activity, health, keys ---------------------------------------------------------------------------------------
+
+@router.get("/activity", response_class=HTMLResponse)
+async def activity(request: Request, console: ConsoleDep) -> Response:
+    """The user's recent tasks (status, error, a link to each task's page); maintenance runs (dedup, reconcile)
+    with their reports: all of them for an admin, the user's otherwise."""
+    owner = None if console.admin else console.acting()
+    tasks = await call(console.deps.tasks.recent(console.acting(), RECENT_TASKS))
+    runs = await call(make_runs(console.deps).recent(50, only_user=owner))
+    return render(request, "activity.html", console, tasks=tasks, runs=runs)
+
+
+@router.get("/activity/{run_id}", response_class=HTMLResponse)
+async def run_report(request: Request, run_id: str, console: ConsoleDep) -> Response:
+    report = await call(make_runs(console.deps).get(run_id))
+    if not console.admin and report.user_id != console.acting():
+        raise HTTPException(status_code=404, detail=f"unknown maintenance run '{run_id}'")
+    return render(request, "run.html", console, report=report,
+                  body=json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
+
+
+@router.post("/activity/dedup")
+async def start_dedup(request: Request, console: ConsoleDep) -> Response:
+    """Admin only: a dedup dry run for the session's user; the task page follows its progress."""
+    if not console.admin:
+        raise HTTPException(status_code=403, detail="a dedup run needs an admin key")
+    accepted = await call(submit_dedup(console.deps, DedupRequest(user_id=console.acting(), dry_run=True)))
+    return follow(accepted.task_id, f"/ui/activity/{accepted.run_id}")
+
+
+@router.get("/health", response_class=HTMLResponse)
+async def health(request: Request, console: ConsoleDep) -> Response:
+    """/health's own answer (the route's function, called as it is), the user's graph figures, key counters."""
+    await console.deps.service.refresh_gauges()  # as /metrics does before it answers
+    answer = await meta.health(console.deps, Caller(admin=True) if console.admin else console.caller)
+    body = json.loads(bytes(answer.body))
+    stats = await call(console.deps.service.graph_stats(console.acting(), None))
+    return render(request, "health.html", console, health=body, ok=answer.status_code == 200, stats=stats,
+                  counters=_counters(console.deps))
+
+
+def _counters(deps: Deps) -> list[tuple[str, float]]:
+    """A few of /metrics' counters, read from the same registry /metrics exposes."""
+    from prometheus_client import REGISTRY
+
+    wanted = ("memory_jobs", "memory_search", "memory_dedup", "memory_reconcile", "memory_outbox", "memory_queue")
+    out: list[tuple[str, float]] = []
+    for family in REGISTRY.collect():
+        if family.name.startswith(wanted):
+            for sample in family.samples:
+                if sample.name.endswith(("_total", "_depth", "_age_seconds", "_count")):
+                    labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                    out.append((sample.name + (f"{{{labels}}}" if labels else ""), sample.value))
+    return out[:60]
+
+
+@router.get("/keys", response_class=HTMLResponse)
+async def keys(request: Request, console: ConsoleDep) -> Response:
+    _admin(console.caller)
+    listed = await call(ApiKeyStore(console.deps.redis, console.deps.settings).list())
+    return render(request, "keys.html", console, keys=listed, secret=None)
+
+
+@router.post("/keys", response_class=HTMLResponse)
+async def create_key(request: Request, console: ConsoleDep) -> Response:
+    """The new key's secret is shown once, in this answer only."""
+    _admin(console.caller)
+    form = await form_of(request)
+    user = valid_user(form.get("user_id", "").strip())
+    store = ApiKeyStore(console.deps.redis, console.deps.settings)
+    record, secret = await call(store.create(user, (form.get("name") or "")[:128] or None, form.get("admin") == "on"))
+    response = render(request, "keys.html", console, keys=await call(store.list()), secret=secret, created=record)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.post("/keys/{key_id}/revoke")
+async def revoke_key(key_id: str, console: ConsoleDep) -> Response:
+    _admin(console.caller)
+    await call(ApiKeyStore(console.deps.redis, console.deps.settings).revoke(key_id))
+    return RedirectResponse("/ui/keys", status_code=303)
+
+
+def _admin(caller: Caller) -> None:
+    if caller.key_id is None or not caller.admin:
+        raise HTTPException(status_code=403, detail="managing keys needs an admin key")

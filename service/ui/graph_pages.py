@@ -1,0 +1,116 @@
+"""The console's graph pages: the graph view and a node's neighbours, an entity with its facts and traces,
+merges, the duplicate review queue, communities, fact search."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+
+from fastapi import HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from service.schemas import (
+    GraphSearchRequest,
+    MergeRequest,
+    ReviewRequest,
+)
+from service.ui.graph import neighbourhood
+from service.ui.graph import view as graph_view
+from service.ui.render import PAGE, build, call, console_router, render
+from service.ui.session import (
+    ConsoleDep,
+    form_of,
+)
+
+router = console_router()
+
+
+# --- graph --------------------------------------------------------------------------------------------------------
+
+@router.get("/graph", response_class=HTMLResponse)
+async def graph(request: Request, console: ConsoleDep,
+                q: Annotated[str | None, Query(max_length=200)] = None,
+                history: bool = False) -> Response:
+    """Entities and facts drawn with cytoscape (static/graph.js reads the page's JSON data): the entities whose name
+    or alias contains `q` (else the most connected ones) and their neighbours; a click expands a node."""
+    seeds, data = await call(graph_view(console.deps, console.acting(), q or "", history))
+    return render(request, "graph.html", console, q=q or "", history=history, data=data, matches=seeds)
+
+
+@router.get("/graph/neighbours/{entity_id}")
+async def graph_neighbours(entity_id: str, console: ConsoleDep, history: bool = False) -> JSONResponse:
+    """A node's facts and neighbours, for the graph page's click (JSON: the page's own data format)."""
+    return JSONResponse(await call(neighbourhood(console.deps, console.acting(), entity_id, history)))
+
+
+@router.get("/entities/{entity_id}", response_class=HTMLResponse)
+async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
+                      into: Annotated[str | None, Query(max_length=200)] = None) -> Response:
+    """An entity: its facts over time, its merges; `into` finds the entities it could be merged into."""
+    user, graph = console.acting(), console.deps.graph
+    found = await call(graph.entities(user, [entity_id]))
+    if not found:
+        raise HTTPException(status_code=404, detail=f"unknown entity '{entity_id}'")
+    entity = found[0]
+    rows, _ = await call(graph.entity_facts(user, [entity_id], include_history=True, limit=500, live_ends=False))
+    facts = sorted((r["fact"] for r in rows), key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
+    merged_here = await call(graph.merged_entities(user, entity_id, 100))
+    target = await call(graph.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
+    candidates = [e for e in await call(graph.find_entities(user, into, 20)) if e["id"] != entity_id] if into else []
+    return render(request, "entity.html", console, e=entity, facts=facts, merged_here=merged_here,
+                  target=target[0] if target else None, into=into or "", candidates=candidates)
+
+
+@router.post("/entities/merge")
+async def merge(request: Request, console: ConsoleDep) -> Response:
+    form = await form_of(request)
+    req = build(MergeRequest, source_id=form.get("source_id"), target_id=form.get("target_id"))
+    await call(console.deps.service.merge_entities(req, console.acting()))
+    return RedirectResponse(f"/ui/entities/{req.source_id}", status_code=303)
+
+
+@router.post("/entities/{entity_id}/unmerge")
+async def unmerge(request: Request, entity_id: str, console: ConsoleDep) -> Response:
+    await call(console.deps.service.unmerge_entity(entity_id, console.acting()))
+    back = (await form_of(request)).get("back", "")
+    return RedirectResponse(back if back == "/ui/review" else f"/ui/entities/{entity_id}", status_code=303)
+
+
+# --- review queue ---------------------------------------------------------------------------------------------------
+
+@router.get("/review", response_class=HTMLResponse)
+async def review_queue(request: Request, console: ConsoleDep,
+                       cursor: Annotated[str | None, Query(max_length=512)] = None) -> Response:
+    user = console.acting()
+    page = await call(console.deps.service.list_duplicates(user, None, PAGE, cursor))
+    merged = await call(console.deps.graph.merged_entities(user, None, 100))
+    targets = await call(console.deps.graph.entities(user, sorted({str(e["merged_into"]) for e in merged})))
+    return render(request, "review.html", console, pairs=page.items, next_cursor=page.next_cursor, merged=merged,
+                  names={str(e["id"]): str(e.get("name")) for e in targets})
+
+
+@router.post("/review")
+async def review(request: Request, console: ConsoleDep) -> Response:
+    form = await form_of(request)
+    req = build(ReviewRequest, source_id=form.get("source_id"), target_id=form.get("target_id"),
+                confirm=form.get("decision") == "confirm", reviewer="console")
+    await call(console.deps.service.review_duplicate(req, console.acting()))
+    return RedirectResponse("/ui/review", status_code=303)
+
+
+@router.get("/communities", response_class=HTMLResponse)
+async def communities(request: Request, console: ConsoleDep,
+                      cursor: Annotated[str | None, Query(max_length=64)] = None) -> Response:
+    """The user's entity communities as GET /v1/graph/communities lists them (biggest first), members linked."""
+    page = await call(console.deps.graph_facts.communities(console.acting(), PAGE, cursor or None))
+    more = f"/ui/communities?{urlencode({'cursor': page.next_cursor})}" if page.next_cursor else None
+    return render(request, "communities.html", console, items=page.items, more=more)
+
+
+@router.get("/graph/search", response_class=HTMLResponse)
+async def graph_facts(request: Request, console: ConsoleDep, q: Annotated[str, Query(min_length=1, max_length=2000)]
+                      ) -> Response:
+    """Facts as POST /v1/graph/search finds them, history included."""
+    req = build(GraphSearchRequest, query=q, include_history=True, limit=50)
+    found = await call(console.deps.service.graph_search(req, console.acting()))
+    return render(request, "graph_facts.html", console, q=q, facts=found.results)
