@@ -152,3 +152,37 @@ async def test_a_sidecar_from_before_deletes_were_counted_gives_the_points_outsi
     await again.ensure_collection(DIM, "test")
     assert await again.index_backlog() == 20
     await again.close()
+
+
+
+async def test_every_field_a_search_filter_tests_has_a_payload_index(tmp_path: Path) -> None:
+    """A condition on a field without a payload index reads every candidate's payload: `active_only` (every
+    search) tests `superseded_by` with is_empty, which made the fused search several times slower."""
+    import qdrant_edge as qe
+
+    from service.sensitivity import Sensitivity
+    from service.stores.edge_layout import config
+    from service.stores.qdrant_common import FilterBuilder
+    from service.stores.vector import TIME_FIELD
+
+    def keys(*parts: object) -> set[str]:  # the field names a filter's conditions name
+        out: set[str] = set()
+        for part in parts:
+            out |= keys(*part) if isinstance(part, (list, tuple, set)) else {str(part)}
+        return out
+
+    names: FilterBuilder[object, object] = FilterBuilder(
+        eq=lambda k, v: k, any_of=lambda k, vs: k, all_of=keys, one_of=keys,
+        time_range=lambda k, gte, lt: k, is_empty=lambda k: k)
+    flt = MemoryFilter(user_id="alice", project_id="p", categories=("preference",), agent_id="a",
+                       after="2025-01-01T00:00:00+00:00", active_only=True, max_sensitivity=Sensitivity.INTERNAL)
+    tested = names.build(flt)
+    assert isinstance(tested, set) and "superseded_by" in tested
+
+    store = EdgeVectorStore(tmp_path, "memories")
+    await store.ensure_collection(DIM, "test")
+    await store.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "memories"), config(DIM))
+    indexed = set(shard.info().payload_schema)
+    shard.close()
+    assert tested <= indexed and TIME_FIELD in indexed, tested - indexed
