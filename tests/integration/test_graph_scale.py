@@ -291,15 +291,18 @@ def seeks(ops: list[tuple[str, str]], index: str) -> int:
 
 async def test_erase_finds_a_live_mention_of_a_dense_entity_by_index(
         store: Neo4jGraphStore, dense: tuple[str, list[Memory]]) -> None:
-    """The newest 2,000 of the 5,000 memories mentioning "user" are removed, then the newest is erased: whether a
-    live memory still mentions "user" is one seek of MENTIONS(live_of), not a walk of its mentions past the 2,000
-    removed ones (rolled back: the dense user is shared)."""
-    _, memories = dense
-    removed = memories[-2000:]
+    """Every memory mentioning "user" but one in the middle is removed, then one is erased: whether a live memory
+    still mentions "user" is one seek of MENTIONS(live_of), not a walk of its mentions past thousands of removed
+    ones, from either end (rolled back: the dense user is shared)."""
+    u, memories = dense
+    keep = memories[DEGREE // 2].id
+    rows = await probe._rows(store, "MATCH (m:Memory)-[:MENTIONS]->(:Entity {id: $e}) WHERE m.id <> $keep "
+                                    "RETURN m.id AS id", e=entity_id(u, "global", "user"), keep=keep)
+    assert len(rows) >= DEGREE - 1
     steps: list[tuple[str, str, dict[str, Any]]] = [
-        ("mark", cypher.MARK_REMOVED, {"rows": [{"id": m.id, "duplicate_of": None, "user_id": m.user_id}
-                                                for m in removed], "now": "2026-01-01T00:00:00+00:00"}),
-        ("erase", cypher.ERASE_REMOVED, {"memory_ids": [removed[-1].id]}),
+        ("mark", cypher.MARK_REMOVED, {"rows": [{"id": r["id"], "duplicate_of": None, "user_id": u} for r in rows],
+                                       "now": "2026-01-01T00:00:00+00:00"}),
+        ("erase", cypher.ERASE_REMOVED, {"memory_ids": [memories[0].id]}),
     ]
     explained = {name: operators(plan) for name, plan in (await plans(store, "EXPLAIN", steps)).items()}
     assert seeks(explained["erase"], "MENTIONS(live_of)") == 1, explained["erase"]
