@@ -4,7 +4,8 @@ Two modes:
 
 - `--mode growth` (default, issue 27): one user, the search bench's memories (fact templates over its skewed
   entity pool, one relation each), the resolution gate on, written in chunks of --chunk. Prints the chunk rate
-  against the size already loaded (buckets of --bucket memories), the slowest chunk beside the write deadline,
+  against the size already loaded (buckets of --bucket memories: min-max, the median chunk rate, which a shared
+  machine's bursts move less than the mean, and the load average), the slowest chunk beside the write deadline,
   and the latency of single-memory writes (p50/p99 of --singles writes, one memory each) when the user's graph
   reaches each of --sizes. The question: does a write cost the same at any size of the user's graph?
 
