@@ -1,6 +1,8 @@
 """The plans of one graph write's statements on a dense node: PROFILE of each statement of
 `Neo4jGraphStore.upsert_memories` (rolled back), for a write naming entities that already have --degree
-relations (the subject "user" and the object "hot tool") and 2 x --degree mentions ("user"). Prints each
+relations (the subject "user" and the object "hot tool") and 2 x --degree mentions ("user"); then, in the same
+rolled-back transaction, a delete of every memory mentioning "user" but one and the erase of one (`MARK_REMOVED`,
+`ERASE_REMOVED`), and a small entity merged into "user" and unmerged (`MERGE_ENTITIES`, `UNMERGE`). Prints each
 operator with its rows and db hits, and the statement's total db hits. Runs on an older checkout too (the
 before/after in docs/benchmarks.md).
 
@@ -26,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore, cypher_writes  # noqa: E402
+from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noqa: E402
 from service.stores.neo4j import store as store_module  # noqa: E402
-from service.stores.neo4j.rows import MAX_ALIASES, link_rows, memory_row  # noqa: E402
+from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row  # noqa: E402
 
 supersede_rows = getattr(store_module, "supersede_rows", None)  # absent before issue 27 (for a before/after run)
 
@@ -42,7 +44,8 @@ def memory(user_id: str, i: int, at: str) -> Memory:
 def tree(plan: dict[str, Any], depth: int = 0) -> list[str]:
     args = plan.get("args", {})
     details = " ".join(str(args.get("Details", "")).split())[:110]
-    line = (f"{'  ' * depth}{plan['operatorType'].split('@')[0]:<{44 - 2 * depth}} rows {plan.get('rows', 0):>6} "
+    width = max(1, 44 - 2 * depth)
+    line = (f"{'  ' * depth}{plan['operatorType'].split('@')[0]:<{width}} rows {plan.get('rows', 0):>6} "
             f"db hits {plan.get('dbHits', 0):>7}  {details}")
     return [line] + [x for child in plan.get("children", []) for x in tree(child, depth + 1)]
 
@@ -59,7 +62,7 @@ def relation(i: int) -> RelationRef:
     return RelationRef("user", "deploys_to" if i % 8 == 1 else "uses", f"tool {i}", f"fact {i}")
 
 
-async def load(store: Neo4jGraphStore, user_id: str, degree: int) -> None:
+async def load(store: Neo4jGraphStore, user_id: str, degree: int) -> list[Memory]:
     """2 x `degree` memories, each mentioning the hot entity "user"; "user" gets `degree` relations (subject), and
     "hot tool" `degree` relations (object)."""
     memories = [memory(user_id, i, f"2024-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00")
@@ -68,6 +71,11 @@ async def load(store: Neo4jGraphStore, user_id: str, degree: int) -> None:
              for i, m in enumerate(memories)]
     for start in range(0, 2 * degree, 500):
         await store.upsert_memories(memories[start : start + 500], links[start : start + 500])
+    # a small entity to merge into "user": it uses the hot tool (a merge asks whether "user" has that edge already)
+    op = memory(user_id, 10**8, "2024-06-01T00:00:00+00:00")
+    await store.upsert_memories([op], [MemoryLinks(memory_id=op.id, entities=[EntityRef("the operator", "person")],
+                                                   relations=[RelationRef("the operator", "uses", "hot tool", "op")])])
+    return memories
 
 
 async def main() -> int:
@@ -81,7 +89,7 @@ async def main() -> int:
         await store.ensure_schema()
         user_id = f"plan-{uuid.uuid4().hex[:10]}"
         started = time.perf_counter()
-        await load(store, user_id, args.degree)
+        loaded = await load(store, user_id, args.degree)
         print(f"loaded {args.degree} relations of subject 'user' and of object 'hot tool' and {2 * args.degree} "
               f"mentions of 'user' in {time.perf_counter() - started:.1f} s")
         m = memory(user_id, 10**9, "2025-06-01T00:00:00+00:00")
@@ -100,6 +108,20 @@ async def main() -> int:
             ("UPSERT_MENTIONS", cypher_writes.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
             ("UPSERT_RELATIONS", cypher_writes.UPSERT_RELATIONS, {"rows": graph["relations"]}),
             ("SUPERSEDE", cypher_writes.SUPERSEDE, {"rows": single, "now": "2026-01-01T00:00:00+00:00"}),
+            # a delete of every memory mentioning "user" but one in the middle (a walk of its mentions, from
+            # either end, passes --degree removed ones), then the erase of one: does a live memory still mention it?
+            ("MARK_REMOVED", cypher_writes.MARK_REMOVED, {
+                "rows": [{"id": x.id, "duplicate_of": None, "user_id": user_id}
+                         for x in loaded[: args.degree] + loaded[args.degree + 1:]]
+                + [{"id": m.id, "duplicate_of": None, "user_id": user_id}],
+                "now": "2026-01-02"}),
+            ("ERASE_REMOVED", cypher_writes.ERASE_REMOVED, {"memory_ids": [loaded[0].id]}),
+            # "the operator" merged into "user", then unmerged
+            ("MERGE_ENTITIES", curation.MERGE_ENTITIES, {"source_id": entity_id(user_id, "global", "the operator"),
+                                                         "target_id": entity_id(user_id, "global", "user"),
+                                                         "user_id": user_id, "now": "2026-01-03"}),
+            ("UNMERGE", curation.UNMERGE, {"id": entity_id(user_id, "global", "the operator"), "user_id": user_id,
+                                           "now": "2026-01-04"}),
         ]
         async with store._driver.session(database=args.neo4j_database) as session:
             tx = await session.begin_transaction()

@@ -4,7 +4,8 @@ Two modes:
 
 - `--mode growth` (default, issue 27): one user, the search bench's memories (fact templates over its skewed
   entity pool, one relation each), the resolution gate on, written in chunks of --chunk. Prints the chunk rate
-  against the size already loaded (buckets of --bucket memories), the slowest chunk beside the write deadline,
+  against the size already loaded (buckets of --bucket memories: min-max, the median chunk rate, which a shared
+  machine's bursts move less than the mean, and the load average), the slowest chunk beside the write deadline,
   and the latency of single-memory writes (p50/p99 of --singles writes, one memory each) when the user's graph
   reaches each of --sizes. The question: does a write cost the same at any size of the user's graph?
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -99,7 +101,9 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
     memories, links, _ = make_memories(user, n + singles * len(sizes), 1)
     extra = list(zip(memories[n:], links[n:], strict=True))  # the single writes: later memories of the same pool
     chunks: list[tuple[int, int, float]] = []  # (loaded before, memories, seconds)
+    load1s: dict[int, float] = {}  # the machine's 1-minute load average after each chunk (a shared machine)
     latency: dict[int, list[float]] = {}
+    latency_load: dict[int, float] = {}
     pending = sorted(s for s in sizes if s <= n)
     loaded = 0
     started = time.perf_counter()
@@ -108,6 +112,7 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
         await store.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
         seconds = time.perf_counter() - t
         chunks.append((loaded, len(memories[i : i + chunk]), seconds))
+        load1s[loaded] = os.getloadavg()[0]
         loaded += len(memories[i : i + chunk])
         if len(chunks) % 10 == 0:
             print(f"  {loaded:>8} loaded, last chunk {chunks[-1][1] / seconds:7.0f}/s, "
@@ -121,6 +126,7 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
                 lat.append(time.perf_counter() - t)
             extra = extra[singles:]
             latency[size] = lat
+            latency_load[size] = os.getloadavg()[0]
             loaded += len(lat)
         if time.perf_counter() - started > limit:
             print(f"graph_write bench: over {limit:.0f} s, stopped at {loaded} memories")
@@ -128,28 +134,35 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
     total = time.perf_counter() - started
     print(f"\ngraph writes, one user, {loaded} memories (search bench pool, resolution gate on) in chunks of {chunk},"
           f" {total:.0f} s; write deadline {store._timeout * 6:.0f} s, a tenth of it {store._timeout * 0.6:.1f} s\n")
-    print("| memories already in the user's graph | chunks | chunk rate /s min-max | mean | slowest chunk s |")
-    print("|---|---:|---:|---:|---:|")
+    print("| memories already in the user's graph | chunks | chunk rate /s min-max | median | mean | slowest chunk s |"
+          " | load1 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     by_bucket: dict[int, list[tuple[int, int, float]]] = {}
     for row in chunks:
         by_bucket.setdefault(row[0] // bucket, []).append(row)
     means: dict[int, float] = {}
+    medians: dict[int, float] = {}
     for b, rows in sorted(by_bucket.items()):
         rates = [k / sec for _, k, sec in rows]
         means[b] = sum(k for _, k, _ in rows) / sum(sec for _, _, sec in rows)
+        medians[b] = pct(rates, 0.5)
+        loads = [load1s[r[0]] for r in rows if r[0] in load1s]
         print(f"| {b * bucket // 1000}k-{(b + 1) * bucket // 1000}k | {len(rows)} | {min(rates):.0f}-{max(rates):.0f}"
-              f" | {means[b]:.0f} | {max(sec for _, _, sec in rows):.2f} |")
+              f" | {medians[b]:.0f} | {means[b]:.0f} | {max(sec for _, _, sec in rows):.2f} | "
+              f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f} |")
     first = min((b for b in means if b * bucket >= 20_000), default=min(means))
     last = max(means)
+    # the median chunk rate of a bucket damps a shared machine's bursts (one slow chunk moves a mean, not a median)
     print(f"\nrate at {last * bucket // 1000}k-{(last + 1) * bucket // 1000}k / rate at "
-          f"{first * bucket // 1000}k-{(first + 1) * bucket // 1000}k: {means[last] / means[first]:.2f}")
+          f"{first * bucket // 1000}k-{(first + 1) * bucket // 1000}k: median of chunk rates "
+          f"{medians[last] / medians[first]:.2f}, mean {means[last] / means[first]:.2f}")
     print(f"slowest chunk {max(sec for _, _, sec in chunks):.2f} s; the store's chunks: {store.chunk_stats}")
     if latency:
-        print("\n| user's graph size | single writes | p50 ms | p99 ms | max ms |")
-        print("|---:|---:|---:|---:|---:|")
+        print("\n| user's graph size | single writes | p50 ms | p99 ms | max ms | load1 |")
+        print("|---:|---:|---:|---:|---:|---:|")
         for size, lat in sorted(latency.items()):
             print(f"| {size} | {len(lat)} | {pct(lat, 0.5) * 1000:.1f} | {pct(lat, 0.99) * 1000:.1f} | "
-                  f"{max(lat) * 1000:.1f} |")
+                  f"{max(lat) * 1000:.1f} | {latency_load[size]:.1f} |")
 
 
 async def main() -> int:

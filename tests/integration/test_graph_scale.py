@@ -25,7 +25,7 @@ from service.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import Neo4jGraphStore, cypher_writes
+from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
 from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row, relation_id
 from service.stores.neo4j.store import supersede_rows
 from tests import graph_probe as probe
@@ -146,7 +146,7 @@ async def test_writes_on_a_dense_entity_use_indexes(store: Neo4jGraphStore, dens
     # which starts from the node with fewer relationships (the new memory), never a walk of the entity
     mention_ops = explained["mentions"]
     assert [op for op, _ in mention_ops if op.startswith("NodeUniqueIndexSeek")] == ["NodeUniqueIndexSeek(Locking)"] * 2
-    assert ("Expand(Into)", "(m)-[anon_0:MENTIONS]->(e)") in mention_ops
+    assert ("Expand(Into)", "(m)-[x:MENTIONS]->(e)") in mention_ops
 
     # PROFILE counts store accesses: a handful per row, not the entity's 5,000 relations and mentions
     profiled = await plans(store, "PROFILE", steps)
@@ -282,3 +282,99 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
         finally:
             proxy.upload_rate = None
             await erase_user(direct, user)
+
+
+def seeks(ops: list[tuple[str, str]], index: str) -> int:
+    """How many operators of a plan seek the relationship index `index` (e.g. "MENTIONS(live_of)")."""
+    return sum(op in ("DirectedRelationshipIndexSeek", "UndirectedRelationshipIndexSeek") and index in d
+               for op, d in ops)
+
+
+async def test_erase_finds_a_live_mention_of_a_dense_entity_by_index(
+        store: Neo4jGraphStore, dense: tuple[str, list[Memory]]) -> None:
+    """Every memory mentioning "user" but one in the middle is removed, then one is erased: whether a live memory
+    still mentions "user" is one seek of MENTIONS(live_of), not a walk of its mentions past thousands of removed
+    ones, from either end (rolled back: the dense user is shared)."""
+    u, memories = dense
+    keep = memories[DEGREE // 2].id
+    rows = await probe._rows(store, "MATCH (m:Memory)-[:MENTIONS]->(:Entity {id: $e}) WHERE m.id <> $keep "
+                                    "RETURN m.id AS id", e=entity_id(u, "global", "user"), keep=keep)
+    assert len(rows) >= DEGREE - 1
+    steps: list[tuple[str, str, dict[str, Any]]] = [
+        ("mark", cypher_writes.MARK_REMOVED, {
+            "rows": [{"id": r["id"], "duplicate_of": None, "user_id": u} for r in rows],
+            "now": "2026-01-01T00:00:00+00:00"}),
+        ("erase", cypher_writes.ERASE_REMOVED, {"memory_ids": [memories[0].id]}),
+    ]
+    explained = {name: operators(plan) for name, plan in (await plans(store, "EXPLAIN", steps)).items()}
+    assert seeks(explained["erase"], "MENTIONS(live_of)") == 1, explained["erase"]
+    assert not [op for op, _ in explained["erase"] if "Scan" in op], explained["erase"]
+    # the removed memory's own mentions lose their mark: a walk from the memory (a few relationships), no index scan
+    assert any(op == "Expand(All)" and d.startswith("(m)-[x:MENTIONS]->") for op, d in explained["mark"])
+    assert not [op for op, _ in explained["mark"] if "Scan" in op], explained["mark"]
+
+    profiled = await plans(store, "PROFILE", steps)
+    assert db_hits(profiled["erase"]) < 300, db_hits(profiled["erase"])
+
+
+async def test_erase_keeps_an_entity_a_live_memory_mentions(store: Neo4jGraphStore) -> None:
+    """An erase removes exactly the entities no live memory mentions, whether the live mention carries `live_of`
+    or was written before it existed (the walk then decides)."""
+    u = f"erase-{uuid.uuid4().hex[:10]}"
+    a, b, c = (memory(u, i, at(i)) for i in range(3))
+    ents = {a.id: ["Oslo", "Bergen"], b.id: ["Oslo"], c.id: ["Bergen"]}
+    await store.upsert_memories([a, b, c], [MemoryLinks(memory_id=m.id, entities=[EntityRef(n, "place") for n in
+                                                                                   ents[m.id]], relations=[])
+                                            for m in (a, b, c)])
+    marked = await probe._rows(store, "MATCH (m:Memory {user_id: $u})-[x:MENTIONS]->(e) "
+                                      "RETURN count(x) AS n, count(x.live_of) AS live", u=u)
+    assert marked == [{"n": 4, "live": 4}]
+    # b's mention as written before `live_of`
+    await store._driver.execute_query("MATCH (:Memory {id: $b})-[x:MENTIONS]->() REMOVE x.live_of", b=b.id,
+                                      database_=store._db)
+    names = "MATCH (e:Entity {user_id: $u}) RETURN e.name AS name ORDER BY name"
+
+    await store.remove_memories([a.id], "2026-01-01T00:00:00+00:00", user_id=u, erase=True)
+    assert [r["name"] for r in await probe._rows(store, names, u=u)] == ["Bergen", "Oslo"]
+    gone = await probe._rows(store, "MATCH (:Memory {id: $a})-[x:MENTIONS]->() RETURN count(x.live_of) AS live",
+                             a=a.id)
+    assert gone == [{"live": 0}]  # a removed memory's mentions keep no entity alive
+
+    await store.remove_memories([b.id, c.id], "2026-01-01T00:00:01+00:00", user_id=u, erase=True)
+    assert await probe._rows(store, names, u=u) == []
+    await erase_user(store, u)
+
+
+async def test_merge_and_unmerge_into_a_dense_entity_use_indexes(
+        store: Neo4jGraphStore, dense: tuple[str, list[Memory]]) -> None:
+    """A small entity merged into "user" (5,000 relations, 5,000 mentions) and unmerged: the merge's "is this edge
+    copied already" is a seek of RELATES(id), the unmerge finds the copies by their migrated_from indexes (no walk of
+    the target's relationships), and the unmerge removes exactly the copies."""
+    u, _ = dense
+    m = memory(u, 10**7, "2025-07-01T00:00:00+00:00")
+    await store.upsert_memories([m], [MemoryLinks(memory_id=m.id, entities=[EntityRef("the operator", "person")],
+                                                  relations=[RelationRef("the operator", "uses", "tool 1", "op uses 1"),
+                                                             RelationRef("tool 2", "owned_by", "the operator",
+                                                                         "2 owned by op")])])
+    source, target = entity_id(u, "global", "the operator"), entity_id(u, "global", "user")
+    before = await probe._rows(store, "MATCH (t:Entity {id: $t}) RETURN COUNT { (t)--() } AS degree", t=target)
+    merge = ("merge", curation.MERGE_ENTITIES, {"source_id": source, "target_id": target, "user_id": u,
+                                                "now": "2026-01-01T00:00:00+00:00"})
+    unmerge = ("unmerge", curation.UNMERGE, {"id": source, "user_id": u, "now": "2026-01-02T00:00:00+00:00"})
+    explained = {name: operators(plan) for name, plan in (await plans(store, "EXPLAIN", [merge, unmerge])).items()}
+    assert seeks(explained["merge"], "RELATES(id)") == 2, explained["merge"]  # outgoing and incoming copies
+    assert not any(op.startswith("Expand(Into)") and "RELATES" in d for op, d in explained["merge"])
+    for index in ("RELATES(migrated_from)", "MENTIONS(migrated_from)", "SAME_AS(migrated_from)",
+                  "TOUCHED(migrated_from)"):
+        assert seeks(explained["unmerge"], index) == 1, (index, explained["unmerge"])
+    assert not [op for op, _ in explained["unmerge"] if "Scan" in op or op == "Expand(All)"], explained["unmerge"]
+
+    await store.merge_entities(u, source, target, "2026-01-01T00:00:00+00:00")
+    copies = await probe.merge_copies(store, u, source)
+    assert copies == {"RELATES": 2, "MENTIONS": 1}, copies
+    profiled = await plans(store, "PROFILE", [unmerge])  # rolled back
+    assert db_hits(profiled["unmerge"]) < 300, db_hits(profiled["unmerge"])
+    await store.unmerge_entity(u, source, "2026-01-02T00:00:00+00:00")
+    assert await probe._rows(store, "MATCH ()-[c {migrated_from: $s}]->() RETURN count(c) AS n", s=source) == [{"n": 0}]
+    after = await probe._rows(store, "MATCH (t:Entity {id: $t}) RETURN COUNT { (t)--() } AS degree", t=target)
+    assert after == before

@@ -76,18 +76,20 @@ SET s.merged_aliases = CASE WHEN s.merged_into = t.id THEN s.merged_aliases ELSE
 WITH s, t
 CALL (s, t) {
     MATCH (m:Memory)-[:MENTIONS]->(s) WHERE NOT (m)-[:MENTIONS]->(t)
-    CREATE (m)-[:MENTIONS {migrated_from: s.id}]->(t)
+    CREATE (m)-[:MENTIONS {migrated_from: s.id, live_of: CASE WHEN m.deleted_at IS NULL THEN t.id END}]->(t)
 }
-CALL (s, t) {
+CALL (s, t) {  // "is it copied already": a seek of the id index (a walk between t and o cost either one's degree)
     MATCH (s)-[r:RELATES]->(o:Entity) WHERE o <> t
-      AND NOT EXISTS { MATCH (t)-[c:RELATES]->(o) WHERE c.id = r.id }
+      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
+                       WHERE startNode(c) = t AND endNode(c) = o }
     CREATE (t)-[c:RELATES]->(o)
     SET c = r{.*, key: null, migrated_from: s.id,  // a copy has no key: writes find the original by it
               slot: CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN t.id + '|' + r.predicate END}
 }
 CALL (s, t) {
     MATCH (o:Entity)-[r:RELATES]->(s) WHERE o <> t
-      AND NOT EXISTS { MATCH (o)-[c:RELATES]->(t) WHERE c.id = r.id }
+      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
+                       WHERE startNode(c) = o AND endNode(c) = t }
     CREATE (o)-[c:RELATES]->(t) SET c = r{.*, key: null, migrated_from: s.id}
 }
 CALL (s, t) {
@@ -107,7 +109,7 @@ CALL (s, t) {  // the pair itself, if the gate had proposed it
     SET r.status = 'confirmed', r.reviewed_at = coalesce(r.reviewed_at, $now)
 }
 CALL (s, t) {  // entities merged into the source before follow it to the target
-    MATCH (a:Entity {merged_into: s.id}) WHERE a.user_id = $user_id
+    MATCH (a:Entity {merged_into: s.id}) USING INDEX SEEK a:Entity(merged_into) WHERE a.user_id = $user_id
     SET a.merged_into = t.id, a.merged_via = s.id
 }
 RETURN t.id AS id
@@ -121,11 +123,29 @@ MERGE (s)-[r:SAME_AS]->(t)
 SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
 """
 
+# The hints: with few merged entities in the store the planner scanned the merged_into / merged_via indexes
+# (every user's merged entities) instead of seeking, or walked the target's relationships of a type.
 UNMERGE: LiteralString = """
-MATCH (s:Entity {id: $id}) WHERE s.user_id = $user_id AND s.merged_into IS NOT NULL
+MATCH (s:Entity {id: $id}) USING INDEX s:Entity(id) WHERE s.user_id = $user_id AND s.merged_into IS NOT NULL
 MATCH (t:Entity {id: s.merged_into})
+CALL (s, t) {  // the copies by the migrated_from indexes: the target may be a hub, its relationships are not walked
+    MATCH ()-[c:RELATES {migrated_from: s.id}]->() USING INDEX SEEK c:RELATES(migrated_from)
+    WHERE startNode(c) = t OR endNode(c) = t
+    DELETE c
+}
 CALL (s, t) {
-    MATCH (t)-[c]-() WHERE c.migrated_from = s.id
+    MATCH ()-[c:MENTIONS {migrated_from: s.id}]->() USING INDEX SEEK c:MENTIONS(migrated_from)
+    WHERE endNode(c) = t
+    DELETE c
+}
+CALL (s, t) {
+    MATCH ()-[c:SAME_AS {migrated_from: s.id}]->() USING INDEX SEEK c:SAME_AS(migrated_from)
+    WHERE startNode(c) = t OR endNode(c) = t
+    DELETE c
+}
+CALL (s, t) {
+    MATCH ()-[c:TOUCHED {migrated_from: s.id}]->() USING INDEX SEEK c:TOUCHED(migrated_from)
+    WHERE endNode(c) = t
     DELETE c
 }
 CALL (s, t) {  // undone: the pair is for review again
@@ -133,7 +153,7 @@ CALL (s, t) {  // undone: the pair is for review again
     SET r.status = 'pending', r.reviewed_at = null, r.reviewer = null
 }
 CALL (s, t) {
-    MATCH (a:Entity {merged_via: s.id}) WHERE a.merged_into = t.id
+    MATCH (a:Entity {merged_via: s.id}) USING INDEX SEEK a:Entity(merged_via) WHERE a.merged_into = t.id
     SET a.merged_into = s.id, a.merged_via = null
 }
 SET t.aliases = [n IN t.aliases WHERE NOT n IN coalesce(s.merged_aliases, [])],

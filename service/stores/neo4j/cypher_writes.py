@@ -41,11 +41,14 @@ WITH e, row WHERE row.vector IS NOT NULL AND coalesce(e.name_vector_model, '') <
 SET e += row.vector_props, e.name_vector_model = row.vector_model
 """
 
+# `live_of` (the entity's id, indexed) marks the mention of a live memory: an erase asks "does a live memory still
+# mention e?" with one index seek instead of walking e's mentions past the removed ones (MARK_REMOVED clears it).
 UPSERT_MENTIONS: LiteralString = """
 UNWIND $rows AS row
 MATCH (m:Memory {id: row.memory_id})
 MATCH (e:Entity {id: row.entity_id})
-MERGE (m)-[:MENTIONS]->(e)
+MERGE (m)-[x:MENTIONS]->(e)
+SET x.live_of = CASE WHEN m.deleted_at IS NULL THEN e.id END
 """
 
 # A deleted memory, or a stale replay of an updated one, supports nothing.
@@ -147,10 +150,18 @@ MERGE (m:Memory {id: row.id})
 ON CREATE SET m.user_id = row.user_id, m.edge_ids = []
 SET m.deleted_at = coalesce(m.deleted_at, $now),
     m.duplicate_of = coalesce(m.duplicate_of, row.duplicate_of)
+WITH m
+CALL (m) {  // its mentions no longer keep an entity alive (the memory's own few relationships)
+    MATCH (m)-[x:MENTIONS]->()
+    SET x.live_of = null
+}
 """
 
 # A delete erases: the removed nodes keep ids and times only; edges no memory states any more
 # lose their text; entities no live memory mentions go, with their edges.
+# A live mention is found by `live_of` (an index seek, whatever e's degree; the hint: on a store with few marked
+# mentions the planner would scan the index); only an entity without one is walked, for mentions written before
+# `live_of` existed: that walk reads e's mentions, as its DETACH DELETE then does.
 ERASE_REMOVED: LiteralString = """
 MATCH (m:Memory) WHERE m.id IN $memory_ids
 SET m.content = null, m.metadata = null, m.hash = null
@@ -158,7 +169,8 @@ WITH collect(m) AS gone
 UNWIND gone AS m
 OPTIONAL MATCH (m)-[:MENTIONS]->(e:Entity)
 WITH DISTINCT e WHERE e IS NOT NULL
-  AND NOT EXISTS { MATCH (live:Memory)-[:MENTIONS]->(e) WHERE live.deleted_at IS NULL }
+WITH e WHERE NOT EXISTS { MATCH ()-[x:MENTIONS {live_of: e.id}]->() USING INDEX SEEK x:MENTIONS(live_of) }
+WITH e WHERE NOT EXISTS { MATCH (live:Memory)-[:MENTIONS]->(e) WHERE live.deleted_at IS NULL }
 DETACH DELETE e
 """
 

@@ -51,6 +51,12 @@ SCHEMA: tuple[LiteralString, ...] = (
     # entity curation and traces (curation.py)
     "CREATE INDEX entity_merged IF NOT EXISTS FOR (e:Entity) ON (e.merged_into)",
     "CREATE INDEX entity_merged_via IF NOT EXISTS FOR (e:Entity) ON (e.merged_via)",
+    # an unmerge finds a merge's copies by these (only copies carry the property), not by walking the target
+    "CREATE INDEX mentions_live IF NOT EXISTS FOR ()-[r:MENTIONS]-() ON (r.live_of)",
+    "CREATE INDEX relates_migrated IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.migrated_from)",
+    "CREATE INDEX mentions_migrated IF NOT EXISTS FOR ()-[r:MENTIONS]-() ON (r.migrated_from)",
+    "CREATE INDEX same_as_migrated IF NOT EXISTS FOR ()-[r:SAME_AS]-() ON (r.migrated_from)",
+    "CREATE INDEX touched_migrated IF NOT EXISTS FOR ()-[r:TOUCHED]-() ON (r.migrated_from)",
     "CREATE CONSTRAINT trace_id IF NOT EXISTS FOR (t:Trace) REQUIRE t.id IS UNIQUE",
     "CREATE INDEX trace_user IF NOT EXISTS FOR (t:Trace) ON (t.user_id, t.at)",
     "CREATE INDEX trace_expiry IF NOT EXISTS FOR (t:Trace) ON (t.expires_at)",
