@@ -366,7 +366,8 @@ async def test_merge_and_unmerge_into_a_dense_entity_use_indexes(
     assert not any(op.startswith("Expand(Into)") and "RELATES" in d for op, d in explained["merge"])
     for index in ("RELATES(migrated_from)", "MENTIONS(migrated_from)", "SAME_AS(migrated_from)",
                   "TOUCHED(migrated_from)"):
-        assert seeks(explained["unmerge"], index) == 1, (index, explained["unmerge"])
+        # at least one seek each (the planner may seek an index twice, e.g. once per side of an OR), never a scan
+        assert seeks(explained["unmerge"], index) >= 1, (index, explained["unmerge"])
     assert not [op for op, _ in explained["unmerge"] if "Scan" in op or op == "Expand(All)"], explained["unmerge"]
 
     await store.merge_entities(u, source, target, "2026-01-01T00:00:00+00:00")
