@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -140,9 +141,23 @@ class ChildWorker:
             await proc.wait()
 
 
+def _term_with_parent() -> None:
+    """Linux: the kernel sends this process SIGTERM the moment its parent dies (PR_SET_PDEATHSIG), so an orphan stops
+    taking jobs at once instead of failing them on the dead parent's socket until the next one-second check."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+
+
 async def run_child(settings: Settings, socket: Path, token: bytes, shards: list[int] | None = None) -> int:
     """The child: the ARQ worker on the parent's vector store, until SIGTERM or the parent's death."""
     parent = os.getppid()
+    _term_with_parent()
+    if os.getppid() != parent:  # it died before the request took effect
+        return 0
 
     def started(worker: EmbeddedWorker) -> None:
         if settings.worker_metrics_port:
