@@ -134,14 +134,18 @@ class Stack:
                 found["api"] = p
         return found
 
-    def rss_mb(self) -> dict[str, float]:
+    def rss_mb(self, split: bool = False) -> dict[str, float]:
+        """RSS per role; `split` adds each role's anonymous part ("ROLE anon": heap, arenas, the JVM's heap) apart
+        from file-backed pages (mapped files and libraries, which the kernel can reclaim)."""
         out: dict[str, float] = {}
         for role, p in self.processes().items():
             try:
                 out[role] = p.memory_info().rss / 2**20
-            except psutil.Error:
+                if split:
+                    out[f"{role} anon"] = rss_anon_mb(p.pid)
+            except (psutil.Error, OSError):
                 continue
-        out["total"] = sum(out.values())
+        out["total"] = sum(v for k, v in out.items() if not k.endswith(" anon"))
         return out
 
     def stop(self) -> None:
@@ -153,6 +157,14 @@ class Stack:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+def rss_anon_mb(pid: int) -> float:
+    """RssAnon of /proc/PID/status (Linux), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    raise OSError(f"no RssAnon for {pid}")
 
 
 def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
@@ -179,7 +191,7 @@ def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, cl
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         while proc.poll() is None:
             if not warm:
-                samples.append({"t": time.time(), **stack.rss_mb()})
+                samples.append({"t": time.time(), **stack.rss_mb(split=True)})
             for _ in range(int(every_s * 10)):
                 if proc.poll() is not None:
                     break
@@ -190,10 +202,10 @@ def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, cl
         failures += proc.returncode != 0
         verdict = next((x for x in reversed(out.splitlines()) if x.startswith("result:")), "no verdict")
         note(stack.label, f"{'warm-up ' if warm else ''}round {rounds} exit {proc.returncode} {verdict}",
-             stack.rss_mb())
+             stack.rss_mb(split=True))
         if warm and time.monotonic() >= warm_end:
             warm, end = False, time.monotonic() + minutes * 60
-    samples.append({"t": time.time(), **stack.rss_mb()})
+    samples.append({"t": time.time(), **stack.rss_mb(split=True)})
     first, last = samples[0], samples[-1]
     growth = {k: (last[k] - first[k]) / first[k] * 100 for k in first if k != "t" and k in last and first[k]}
     return {"rounds": rounds, "failed_rounds": failures, "samples": len(samples),
