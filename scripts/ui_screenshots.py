@@ -1,6 +1,6 @@
 """Regenerate the console's screenshots in docs/ui/ (shown in the README).
 
-Starts `python -m service` on a free port (AUTH_MODE=keys, its own queue and data directory, the hash embedder) on the
+Starts `python -m service` on a free port (AUTH_MODE=keys, its own queue and data directory, the default local embedder) on the
 Redis and Neo4j of REDIS_URL / NEO4J_URI (start them with scripts/dev.sh or scripts/lib.sh), writes a small demo
 user's memories through the API, and photographs each page with headless chromium (Debian's chromium and
 chromium-driver: `source scripts/lib.sh; ensure_chromium`). PNGs are kept under ~200 KB each.
@@ -45,7 +45,7 @@ DEMO = [
     ('A note with markup stays text: <script>alert(1)</script> "><img src=x onerror=alert(1)>', "interaction", None),
 ]
 PAGES = [("memories", "/ui/memories", 1440), ("memories-360", "/ui/memories", 360),
-         ("search", "/ui/search?q=which+database+does+billing+use", 1440), ("memory", None, 1440),
+         ("search", "/ui/search?q=which+database+does+billing+use&project_id=billing", 1440), ("memory", None, 1440),
          ("graph", "/ui/graph", 1440), ("communities", "/ui/communities", 1440), ("review", "/ui/review", 1440),
          ("activity", "/ui/activity", 1440),
          ("health", "/ui/health", 1440), ("keys", "/ui/keys", 1440), ("docs", "/docs", 1440),
@@ -141,7 +141,7 @@ def main() -> int:
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "AUTH_MODE": "keys", "ARQ_QUEUE_NAME": queue,
-               "DATA_DIR": data, "EMBEDDER": "hash", "LOG_LEVEL": "WARNING"}
+               "DATA_DIR": data, "LOG_LEVEL": "WARNING"}
         proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env)
         try:
             url = f"http://127.0.0.1:{port}"
