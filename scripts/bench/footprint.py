@@ -176,12 +176,13 @@ def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
 
 
 def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, clients: int, logs: Path,
-         every_s: float = 30.0) -> dict[str, Any]:
+         max_pending: int, every_s: float = 30.0) -> dict[str, Any]:
     """Rounds of soak.py; RSS sampled every `every_s` after the warm-up rounds (at least one, and until
     `warmup_minutes` passed: caches, the JVM heap and the first index build reach their working size). A round
     that fails is counted and its output kept in `logs` (the RSS figures stay meaningful)."""
     cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", str(clients), "-u", "3",
-           "--embedder", "none", "--timeout", "600", *(["--cleanup"] if constant else [])]
+           "--embedder", "none", "--timeout", "600", "--max-pending", str(max_pending),
+           *(["--cleanup"] if constant else [])]
     logs.mkdir(parents=True, exist_ok=True)
     samples: list[dict[str, float]] = []
     rounds, failures, warm = 0, 0, True
@@ -277,6 +278,9 @@ def main() -> None:
     p.add_argument("--soak-constant", action="store_true", help="soak rounds delete what they wrote")
     p.add_argument("--warmup-minutes", type=float, default=5.0, help="soak rounds before RSS is sampled")
     p.add_argument("--soak-clients", type=int, default=32, help="soak.py -c")
+    p.add_argument("--soak-max-pending", type=int, default=200,
+                   help="soak.py --max-pending: writes wait while this many tasks are pending, so a slow round "
+                        "does not queue its tasks past TASK_TTL_SECONDS (0: no limit)")
     p.add_argument("--warm-install", action="store_true",
                    help="skip the cold pip install (step 2); dev.sh installs with the pip cache")
     p.add_argument("--soak-logs", default="/tmp/footprint-soak-logs", help="each soak round's output")
@@ -324,7 +328,8 @@ def main() -> None:
                 print(f"[{label}] soak {args.soak_minutes} min, {len(stacks)} stack(s) side by side ...", flush=True)
                 with ThreadPoolExecutor(len(stacks)) as pool:
                     runs = {s.label: pool.submit(soak, s, args.soak_minutes, args.soak_constant, warmup,
-                                                 args.soak_clients, Path(args.soak_logs) / str(s.port))
+                                                 args.soak_clients, Path(args.soak_logs) / str(s.port),
+                                                 args.soak_max_pending)
                             for s in stacks}
                 for slabel, future in runs.items():
                     results[slabel]["soak"] = future.result()

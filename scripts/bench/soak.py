@@ -11,8 +11,9 @@ What it does (every loop is bounded in count and in time):
    takes half of the writes, the others split the rest evenly). ~75% are `POST /v1/memories/raw`
    (categories preference, personal_fact, technical_skill, domain_knowledge, decision, interaction),
    ~10% `POST /v1/memories/raw/batch` with 2-5 of those facts, ~15% `POST /v1/memories` conversations of
-   2-4 user sentences. Every text is built from templates
-   over a small shared pool (10 people, 5 places, 8 tools), so concurrent jobs contend on the same
+   2-4 user sentences. With `--max-pending N`, a client holds its next write while N tasks are pending (a
+   closed loop: on a slow machine the queue stays short instead of outliving TASK_TTL_SECONDS). Every text is
+   built from templates over a small shared pool (10 people, 5 places, 8 tools), so concurrent jobs contend on the same
    graph entities; a counter makes each request unique, so idempotency never merges two of them.
 2. Mixed in: when a write task completes, each of its memories is, with probability 3%, updated
    (`PUT /v1/memories/{id}`) and, with another 3%, deleted (`DELETE /v1/memories/{id}?user_id=`);
@@ -388,11 +389,12 @@ async def do_search(state: State, client: aiohttp.ClientSession, user: str, rng:
 
 
 async def client_loop(
-    state: State, client: aiohttp.ClientSession, rng: random.Random, users: list[str], deadline: float, max_iter: int
+    state: State, client: aiohttp.ClientSession, rng: random.Random, users: list[str], deadline: float, max_iter: int,
+    max_pending: int = 0,
 ) -> None:
-    """Takes a pending update/delete first, else the next write; after each request, a search with
-    probability SEARCH_SHARE/(1-SEARCH_SHARE). Returns when the writes are exhausted and no write
-    task can still produce an update or delete (or at the deadline)."""
+    """Takes a pending update/delete first, else the next write (held back while `max_pending` tasks, if set, are
+    pending); after each request, a search with probability SEARCH_SHARE/(1-SEARCH_SHARE). Returns when the
+    writes are exhausted and no write task can still produce an update or delete (or at the deadline)."""
     search_p = SEARCH_SHARE / (1 - SEARCH_SHARE)
     for _ in range(max_iter):
         if time.monotonic() >= deadline or state.polling_done:
@@ -402,6 +404,9 @@ async def client_loop(
             await do_mutation(state, client, mutation)
             user = mutation.user
         else:
+            if max_pending and len(state.pending) >= max_pending:
+                await asyncio.sleep(0.05)
+                continue
             op = None if state.writes_exhausted else next(state.writes, None)
             if op is None:
                 state.writes_exhausted = True
@@ -756,11 +761,14 @@ async def main(args: argparse.Namespace) -> int:
         poll_task_ = asyncio.create_task(poll_loop(state, client, args, random.Random(args.seed + 1), tag,
                                                    hard_deadline))
         max_iter = 20 * args.n + int(3 * args.timeout / 0.05) + 100
+        if args.max_pending:  # a held-back client spins every 0.05 s while tasks drain
+            max_iter += int((hard_deadline - time.monotonic()) / 0.05)
 
         async def clients() -> None:
             try:
                 await asyncio.gather(*(
-                    client_loop(state, client, random.Random(args.seed * 1000 + i), users, hard_deadline, max_iter)
+                    client_loop(state, client, random.Random(args.seed * 1000 + i), users, hard_deadline, max_iter,
+                                args.max_pending)
                     for i in range(args.c)
                 ))
             finally:
@@ -819,6 +827,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("-u", type=int, default=3, help="users (user 0 takes half of the writes)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds to wait for the tasks to end after the last write was accepted")
+    p.add_argument("--max-pending", type=int, default=0,
+                   help="hold new writes while this many tasks are pending (0: no limit): a closed loop that keeps "
+                        "the queue short on a slow or shared machine")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--cleanup", action="store_true",
                    help="delete every memory of the run's users at the end (constant data over rounds)")
