@@ -1,6 +1,7 @@
 """Redis helpers shared by every part of the service that keeps something in Redis.
 
-- `redis_guard`: the one guard around a Redis call (a timeout, and any Redis failure as DependencyUnavailable).
+- `redis_guard`: the one guard around a Redis call (a timeout, and any Redis failure as DependencyUnavailable);
+  `redis_settle` the same, tried in place a few times, for a job's idempotent bookkeeping after its writes.
 - `RedisKV`: small values under the deployment's namespace (`<ARQ_QUEUE_NAME>:<name>`): JSON values (fold
   pointers, re-embed positions, idempotency keys), blobs (uploads a job reads later), a job's step caches (what a
   replay reuses) and the write-path counters /health shows.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
@@ -40,6 +41,22 @@ async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T], *, sca
             return await coro
     except (RedisError, OSError, TimeoutError) as exc:
         raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_redis_url}: {exc}") from exc
+
+
+SETTLE_TRIES = 3
+
+
+async def redis_settle(settings: Settings, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    """`redis_guard` for an idempotent step a job takes after its writes landed (clearing its outbox entry, its
+    final record), tried SETTLE_TRIES times in place, 0.5 s and 1 s apart. A slow moment of Redis then costs a
+    second, not a trip through ARQ's retries: those would run the writes again and, at the last try, mark the task
+    failed with its memories stored."""
+    for attempt in range(SETTLE_TRIES - 1):
+        try:
+            return await redis_guard(settings, what, call())
+        except DependencyUnavailable:
+            await asyncio.sleep(0.5 * 2**attempt)
+    return await redis_guard(settings, what, call())
 
 
 def step_key(queue_name: str, task_id: str, step: str) -> str:

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from service.domain import Memory
 from service.errors import ServiceError
-from service.kv import aw, redis_guard
+from service.kv import aw, redis_guard, redis_settle
 from service.settings import Settings
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 
@@ -126,7 +126,7 @@ class Outbox:
             pipe.zrem(self._at, entry_id)
             await pipe.execute()
 
-        await redis_guard(self._settings, "outbox clear", run())
+        await redis_settle(self._settings, "outbox clear", run)
 
     async def due(self, older_than_s: float, limit: int, offset: int = 0) -> list[Intent]:
         """The oldest entries recorded at least `older_than_s` ago (after the first `offset` of them)."""

@@ -37,7 +37,7 @@ from arq.jobs import serialize_job
 from service.domain import ID_NAMESPACE, TaskStatus
 from service.errors import DependencyUnavailable, NotFound
 from service.jobs import JobModel
-from service.kv import STEPS, aw, redis_guard, step_key
+from service.kv import STEPS, aw, redis_guard, redis_settle, step_key
 from service.redis_client import job_serializer
 from service.schemas import TaskResponse
 from service.settings import Settings
@@ -286,7 +286,7 @@ class TaskQueue:
                 args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
                       "1" if idem_key else "0"])
 
-        await self._guard("finish", run())
+        await redis_settle(self._settings, "finish", run)  # idempotent: the same record and script again
 
     async def set_graph_state(self, task_id: str, state: str) -> bool:
         """The reconciler landed (or gave up on) a completed task's graph half: `result.graph` says so."""
