@@ -7,8 +7,7 @@
 # No --password: auth disabled. With --password: auth enabled, user "neo4j" gets PW (also on an
 # existing store). The password reaches java via the env var NEO4J_LAUNCHER_PASSWORD, not argv;
 # a caller may set that variable itself instead of passing --password.
-# NEO4J_INITIAL_HEAP is the JVM's initial heap (-Xms); it defaults to the --heap cap, as Neo4j's operations
-# manual advises: a heap that grows from a small start to its cap under load is RSS growth that looks like a leak.
+# NEO4J_INITIAL_HEAP (default 64m) is the JVM's initial heap (-Xms).
 # Prints "neo4j ready bolt://HOST:PORT db=NAME" on stdout once Bolt serves queries; Neo4j's logs
 # go to DIR/logs; errors are one "error: ..." line on stderr and a non-zero exit.
 # The java process replaces this script (exec): SIGTERM/SIGINT to its pid stops Neo4j cleanly.
@@ -39,6 +38,6 @@ mapfile -t OPTS < <(grep -v -e '^\s*#' -e '^\s*$' "$DIR/jvm.options")
 if [ -f "$DIR/target/neo4j-launcher.jsa" ]; then
   OPTS+=("-XX:SharedArchiveFile=$DIR/target/neo4j-launcher.jsa")  # ignored by the JVM if unusable
 fi
-INITIAL_HEAP="${NEO4J_INITIAL_HEAP:-$HEAP}"  # -Xms = -Xmx unless set
+INITIAL_HEAP="${NEO4J_INITIAL_HEAP:-64m}"  # -Xms; the heap grows from it to --heap (-Xmx)
 exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" "${OPTS[@]}" \
   -jar "$DIR/target/neo4j-launcher.jar" ${ARGS[@]+"${ARGS[@]}"}
