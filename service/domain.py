@@ -141,6 +141,12 @@ class Memory(BaseModel):
     occurred_at: str | None = None
     # The conversation messages it came from: their ids, or their indexes (as strings) without ids.
     source_message_ids: list[str] = Field(default_factory=list)
+    # Where it sits in the conversation write it came from (docs/retrieval.md, "Neighbouring turns"): that write's
+    # id (its task id; an update changes `task_id`, not this) and the 0-based positions of its first and last source
+    # message in the write's messages. None for raw writes and memories without sources: their order is not known.
+    source_write: str | None = None
+    source_first: int | None = None
+    source_last: int | None = None
     # Preferences with a scope and a history (issue 28 part 4, service/memory/preferences.py): what the
     # preference is about (`kind`, e.g. "budget") and the entity names it applies to; a newer preference of
     # the same kind, scope and applies_to sets `superseded_by`/`superseded_at` here (kept, hidden by default).

@@ -84,6 +84,8 @@ class Settings(BaseSettings):
     search_feedback_weight: float = Field(default=0.0, ge=0)
     # entity-linked expansion's list weight (service/search/expansion.py); 0 = off (measured: docs/retrieval.md)
     search_expansion_weight: float = Field(default=0.0, ge=0)
+    # neighbouring turns' list weight (service/search/neighbours.py); 0 = off (measured: docs/retrieval.md)
+    search_neighbour_weight: float = Field(default=1.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
     # The session context's order (service/search/context.py): recency's half-life in days
     context_recency_days: float = Field(default=30.0, gt=0)

@@ -9,7 +9,8 @@ What it does, in order (every loop is bounded in count and in time):
 1. Load. For each size N, one user `bench-<N>-<run>` gets N synthetic memories (80% global, 20% in
    5 projects; 11 fact templates over an entity pool of max(300, N/20) names — technologies,
    services, people, places — drawn with a skew so a few entities are hot, as in real use). Each
-   memory has explicit graph links (1-3 entities, one relation). They are written through the
+   memory has explicit graph links (1-3 entities, one relation) and a place in a conversation write (every 20
+   consecutive memories one write, a message each: what neighbouring turns need). They are written through the
    product's own store layer, built by `service.deps.build_deps`: `EdgeVectorStore.upsert` (Qdrant
    Edge at `<workdir>/data/qdrant`) and `Neo4jGraphStore.upsert_memories` (UNWIND MERGE), in
    chunks of `--chunk` (1000). Nothing goes through the API or the queue.
@@ -191,6 +192,9 @@ def make_pool(size: int, rng: random.Random) -> Pool:
     return Pool(entities, people[: max(40, n // 10)])
 
 
+WRITE_MESSAGES = 20  # synthetic memories per conversation write (their positions: make_memories)
+
+
 def make_memories(user_id: str, size: int, seed: int) -> tuple[list[Any], list[Any], Pool]:
     """N memories with explicit graph links; deterministic for (user_id, size, seed)."""
     from service.domain import ID_NAMESPACE, Memory, Scope, content_hash
@@ -228,6 +232,10 @@ def make_memories(user_id: str, size: int, seed: int) -> tuple[list[Any], list[A
             id=mid, user_id=user_id, content=content, category=categories[rng.randrange(len(categories))],
             scope=Scope.PROJECT if project else Scope.GLOBAL, project_id=project, hash=content_hash(content),
             metadata={"bench": "search"}, created_at=created, updated_at=created, task_id=None,
+            # as if every WRITE_MESSAGES consecutive memories came from one conversation write, a message each: the
+            # neighbouring turns' ranking (SEARCH_NEIGHBOUR_WEIGHT) then has neighbours to rank
+            source_write=f"bench-write:{user_id}:{i // WRITE_MESSAGES}", source_first=i % WRITE_MESSAGES,
+            source_last=i % WRITE_MESSAGES,
         ))
         links.append(MemoryLinks(memory_id=mid, entities=entities,
                                  relations=[RelationRef(subject, predicate, target, content)]))

@@ -56,8 +56,12 @@ class Drafts:
         return max([own, *shared], key=rank)
 
     def finish(self, links_of: Callable[[Memory], MemoryLinks]) -> tuple[list[Memory], list[MemoryLinks]]:
-        """The memories with their source message ids, and their graph links."""
+        """The memories with their source message ids and positions in the write (`source_write`: the task id),
+        and their graph links."""
         memories = [m.model_copy(update={"source_message_ids": source_ids(s, self.messages),
+                                          "source_write": m.task_id if s else None,
+                                          "source_first": min(s) if s else None,
+                                          "source_last": max(s) if s else None,
                                           "sensitivity": self._tier(i)})
                     for i, (m, s) in enumerate(zip(self.memories, self.sources, strict=True))]
         links = [found if found is not None else links_of(m) for m, found in zip(memories, self.links, strict=True)]

@@ -18,6 +18,7 @@ from service.search.feedback import feedback
 from service.search.fusion import Fused, fuse
 from service.search.graph import GraphProposal
 from service.search.lexical import Lexical
+from service.search.neighbours import neighbours
 from service.search.results import results
 from service.search.retriever import Query, Ranked, Retrieved, Retriever
 from service.search.time_window import TimeWindows
@@ -40,6 +41,7 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
 
 FEEDBACK = "feedback"
 EXPANSION = "expansion"
+NEIGHBOURS = "neighbours"
 
 
 class Searcher:
@@ -91,16 +93,18 @@ class Searcher:
                               time_window=None if window is None else SearchWindow.of(window))
 
     async def _second_pass(self, lists: dict[str, Ranked], fused: list[Fused], q: Query) -> list[Fused]:
-        """The lists that start from the first fusion's best memories (experiments, off by default:
-        pseudo-relevance feedback, feedback.py; entity-linked expansion, expansion.py), fused again beside the
-        retrievers' lists; their own signals are left out of the results."""
-        extra = {FEEDBACK: self.settings.search_feedback_weight, EXPANSION: self.settings.search_expansion_weight}
+        """The lists that start from the first fusion's best memories (neighbouring turns, neighbours.py;
+        experiments, off by default: pseudo-relevance feedback, feedback.py; entity-linked expansion,
+        expansion.py), fused again beside the retrievers' lists; their own signals are left out of the results."""
+        extra = {FEEDBACK: self.settings.search_feedback_weight, EXPANSION: self.settings.search_expansion_weight,
+                 NEIGHBOURS: self.settings.search_neighbour_weight}
         on = [name for name, weight in extra.items() if weight > 0]
         if not on:
             return fused
         started = {FEEDBACK: lambda: feedback(self.vectors, fused, q),
                    EXPANSION: lambda: expansion(self.graph, self.graph_ranker, fused, q,
-                                                self.settings.graph_timeout_seconds)}
+                                                self.settings.graph_timeout_seconds),
+                   NEIGHBOURS: lambda: neighbours(self.vectors, fused, q)}
         found = await asyncio.gather(*(started[name]() for name in on))
         lists = {**lists, **dict(zip(on, found, strict=True))}
         fused = fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)

@@ -14,7 +14,7 @@ import structlog
 
 from service.domain import Memory
 from service.stores.qdrant_common import lexical_vector, memory_of, payload_of, plain_vector
-from service.stores.vector import INDEXED_FIELDS, LEXICAL_VECTOR, TIME_FIELD
+from service.stores.vector import INDEXED_FIELDS, LEXICAL_VECTOR, POSITION_FIELDS, TIME_FIELD
 
 log = structlog.get_logger(__name__)
 SIDECAR = "memory_store.json"
@@ -53,6 +53,9 @@ def ensure_indexes(shard: qe.EdgeShard) -> None:
             shard.update(qe.UpdateOperation.create_field_index(field, schema))
     if TIME_FIELD not in have:
         shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, qe.PayloadSchemaType.Datetime))
+    for field in POSITION_FIELDS:
+        if field not in have:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer))
 
 
 # A shard made before the lexical retriever (layout 1: one dense vector) cannot gain a sparse vector in

@@ -42,6 +42,7 @@ from service.stores.qdrant_common import (
 from service.stores.vector import (
     INDEXED_FIELDS,
     LEXICAL_VECTOR,
+    POSITION_FIELDS,
     TIME_FIELD,
     Boundary,
     MemoryFilter,
@@ -142,6 +143,10 @@ class QdrantServerVectorStore:
                 if TIME_FIELD not in have:
                     await self._client.create_payload_index(
                         c, TIME_FIELD, field_schema=qm.PayloadSchemaType.DATETIME, wait=True)
+                for field in POSITION_FIELDS:
+                    if field not in have:
+                        await self._client.create_payload_index(
+                            c, field, field_schema=qm.PayloadSchemaType.INTEGER, wait=True)
         self._dim = dim
 
     async def record_embedder(self, dim: int, embedder: str, variant: str = "") -> None:
@@ -328,6 +333,7 @@ _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
     time_range=lambda key, gte, lt: qm.FieldCondition(key=key, range=qm.DatetimeRange(
         gte=_moment(gte), lt=_moment(lt))),
     is_empty=lambda key: qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key)),
+    int_range=lambda key, gte, lte: qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte)),
 )
 build_filter = _filters.build
 _queries: RankBuilder[qm.Condition, qm.Filter, qm.QueryRequest] = RankBuilder(

@@ -16,7 +16,10 @@ from service.sensitivity import Sensitivity, current, visible
 # Keyword payload indexes. Every field a filter conditions on needs one: a condition on a field without an index reads
 # each candidate point's payload (`superseded_by`, which every search's `active_only` tests with is_empty, cost
 # 12 ms of a 10k-point filtered query without its index and 1 ms with it; docs/benchmarks.md).
-INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id", "sensitivity", "superseded_by")
+INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id", "sensitivity", "superseded_by",
+                  "source_write")
+# Integer payload indexes: a memory's place in its conversation write (`RankRequest.near`, neighbouring turns).
+POSITION_FIELDS = ("source_first", "source_last")
 TIME_FIELD = "occurred_at"  # datetime payload index
 LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
 
@@ -75,16 +78,29 @@ class MemoryFilter:
 
 
 @dataclass(frozen=True)
+class Span:
+    """The messages a memory came from in one conversation write: `Memory.source_write`, `source_first`,
+    `source_last` (0-based positions in the write's messages, inclusive)."""
+
+    write: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
 class RankRequest:
     """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is.
     `ids` set: only among these memories (the graph retriever's candidates, ranked by the query); an empty
-    tuple matches nothing."""
+    tuple matches nothing. `near` set: only among the memories of a span's write that came from a message next to
+    the span (its neighbouring turns: a source message within one position of it, not all of them inside it); an
+    empty tuple matches nothing."""
 
     flt: MemoryFilter
     limit: int
     vector: list[float] | None = None
     text: str | None = None
     ids: tuple[str, ...] | None = None
+    near: tuple[Span, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""Neighbouring turns (SEARCH_NEIGHBOUR_WEIGHT, docs/retrieval.md "Neighbouring turns"), on the real stack (Redis,
+Neo4j, Qdrant Edge, ARQ worker; hash embedder, offline extractor): a conversation write's memories know where they
+sit in it, and a search brings the messages next to its best hit, which may answer it without a word of the
+question."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from service.deps import Deps
+from service.schemas import SearchRequest
+from service.search.fusion import fuse
+from service.search.neighbours import neighbours
+from service.search.retriever import Query
+from service.search.searcher import Searcher
+from service.stores.vector import MemoryFilter, RankRequest
+from tests.conftest import unique
+from tests.integration.conftest import running_app, wait_task, write_raw
+
+# In windows of two messages: [0, 1], [2, 3], [4, 5], [6, 7], [8, 9]. The question matches [2, 3]; its answer is in
+# the next window, which shares no word with the question.
+CONVERSATION = [
+    {"role": "user", "content": "We watched a film about sailing ships tonight"},
+    {"role": "assistant", "content": "Sounds relaxing."},
+    {"role": "user", "content": "Where should we book the birthday dinner for my sister?"},
+    {"role": "assistant", "content": "Which food does she enjoy most?"},
+    {"role": "user", "content": "Fresh oysters, grilled lobster, anything from the harbour."},
+    {"role": "assistant", "content": "Then try The Blue Anchor on Quay Street."},
+    {"role": "user", "content": "My bicycle tyre went flat again on the commute."},
+    {"role": "assistant", "content": "A new inner tube should fix it."},
+    {"role": "user", "content": "The garden needs watering twice a week in July."},
+    {"role": "assistant", "content": "Early mornings are best for that."},
+]
+QUESTION = "Where is my sister's birthday dinner booked?"
+
+
+async def converse(client: httpx.AsyncClient, user: str) -> list[dict[str, Any]]:
+    resp = await client.post("/v1/memories", json={"messages": CONVERSATION, "user_id": user})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    memories: list[dict[str, Any]] = done["result"]["memories"]
+    return memories
+
+
+def window(memories: list[dict[str, Any]], first: int) -> str:
+    return next(m["id"] for m in memories
+                if m["category"] == "interaction" and m["source_message_ids"] == [str(first), str(first + 1)])
+
+
+async def search_ids(client: httpx.AsyncClient, user: str, limit: int) -> list[str]:
+    resp = await client.post("/v1/search", json={"query": QUESTION, "user_id": user, "limit": limit})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["degraded"] == []
+    return [r["id"] for r in resp.json()["results"]]
+
+
+async def test_a_conversation_write_records_where_each_memory_sits(client: httpx.AsyncClient, deps: Deps) -> None:
+    user = unique("positions")
+    memories = await converse(client, user)
+    stored = {m.id: m for m in await deps.vectors.get([m["id"] for m in memories])}
+    task = {m.task_id for m in stored.values()}
+    assert len(task) == 1 and None not in task
+    for m in stored.values():
+        positions = sorted(int(s) for s in m.source_message_ids)
+        assert (m.source_write, m.source_first, m.source_last) == (m.task_id, positions[0], positions[-1])
+    assert (stored[window(memories, 4)].source_first, stored[window(memories, 4)].source_last) == (4, 5)
+    # a raw write carries no order: no neighbours
+    raw = (await write_raw(client, user_id=user, category="interaction", content="A raw note"))["result"]["memories"]
+    [note] = await deps.vectors.get([raw[0]["id"]])
+    assert (note.source_write, note.source_first, note.source_last) == (None, None, None)
+
+
+async def test_neighbours_bring_the_answer_next_to_the_best_hit(client: httpx.AsyncClient, deps: Deps) -> None:
+    """The module alone: the neighbours of the question's best hit ([2, 3]) are the windows before and after it
+    (and the facts of their messages), never the hit itself nor a window two steps away."""
+    user = unique("neighbours")
+    memories = await converse(client, user)
+    hit, answer, before, far = window(memories, 2), window(memories, 4), window(memories, 0), window(memories, 8)
+    embed = deps.service.searcher.query_vector
+    q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
+    [plain] = await deps.vectors.rank([RankRequest(q.flt, 10, text=q.text)])
+    assert [mid for mid, _ in plain][:1] == [hit] and answer not in dict(plain)  # no word of the question
+
+    found = dict(await neighbours(deps.vectors, fuse({"lexical": plain[:1]}, {"lexical": 1.0}, 5.0), q))
+    assert answer in found and before in found
+    assert hit not in found and far not in found and window(memories, 6) not in found
+    spans = {m.id: (m.source_first, m.source_last) for m in await deps.vectors.get(list(found))}
+    assert all(first <= 4 and last >= 1 and (first < 2 or last > 3) for first, last in spans.values())
+    assert await neighbours(deps.vectors, [], q) == []
+
+
+async def test_search_with_neighbours_returns_the_answer_beside_the_question(tmp_path: Path) -> None:
+    """Through the API with SEARCH_NEIGHBOUR_WEIGHT on, the answer comes second, after the message it answers; the
+    same search without neighbours (same stores, weight 0) does not return it among the first three."""
+    user = unique("neighbours-api")
+    async with running_app(tmp_path, search_neighbour_weight=1.0, graph_timeout_seconds=60.0) as (client, deps):
+        memories = await converse(client, user)
+        hit, answer = window(memories, 2), window(memories, 4)
+        assert deps.service.searcher.settings.search_neighbour_weight == 1.0
+        near = await search_ids(client, user, 2)
+        served = Searcher(deps.settings.model_copy(update={"search_neighbour_weight": 0.0}), deps.vectors, deps.graph,
+                          deps.service.query_embedder)
+        plain = await served.search(SearchRequest(query=QUESTION, limit=3), user)
+    # the next messages' window or a fact drawn from them (collapse folds the one into the other)
+    answers = {m["id"] for m in memories if set(m["source_message_ids"]) <= {"4", "5"}}
+    assert answer in answers and len(near) == 2 and near[0] == hit and near[1] in answers
+    assert plain.results[0].id == hit and not answers & {r.id for r in plain.results}
