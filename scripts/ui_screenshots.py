@@ -1,9 +1,9 @@
 """Regenerate the console's screenshots in docs/ui/ (shown in the README).
 
-Starts `python -m service` on a free port (AUTH_MODE=keys, its own queue and data directory, the default local embedder) on the
-Redis and Neo4j of REDIS_URL / NEO4J_URI (start them with scripts/dev.sh or scripts/lib.sh), writes a small demo
-user's memories through the API, and photographs each page with headless chromium (Debian's chromium and
-chromium-driver: `source scripts/lib.sh; ensure_chromium`). PNGs are kept under ~200 KB each.
+Starts `python -m service` on a free port (AUTH_MODE=keys, its own queue and data directory, the default local
+embedder) on the Redis and Neo4j of REDIS_URL / NEO4J_URI (start them with scripts/dev.sh or scripts/lib.sh),
+writes a small demo user's memories through the API, and photographs each page with headless chromium (Debian's
+chromium and chromium-driver: `source scripts/lib.sh; ensure_chromium`). PNGs are kept under ~200 KB each.
 
     .venv/bin/python scripts/ui_screenshots.py [--out docs/ui]
 """
