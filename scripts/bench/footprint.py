@@ -324,7 +324,7 @@ def main() -> None:
             if args.soak_minutes > 0:
                 warmup = args.warmup_minutes
                 if args.soak_constant:
-                    warmup = max(warmup, SOAK_TASK_TTL_S / 60 + 1)
+                    warmup = max(warmup, 2 * SOAK_TASK_TTL_S / 60)  # records fill Redis for a TTL at full rate
                 print(f"[{label}] soak {args.soak_minutes} min, {len(stacks)} stack(s) side by side ...", flush=True)
                 with ThreadPoolExecutor(len(stacks)) as pool:
                     runs = {s.label: pool.submit(soak, s, args.soak_minutes, args.soak_constant, warmup,
