@@ -160,7 +160,9 @@ async def test_neo4j_stopped_for_half_a_minute_during_writes(tmp_path: Path) -> 
             assert health["write_path"]["outbox_depth"] >= 20
             await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
 
-            neo, _ = start_neo4j(tmp_path, port=port)
+            # in a thread: the service keeps running (and its drain keeps meeting the outage) while Neo4j starts; a
+            # blocking start froze the event loop, and the backlog of ticks it released timed out on Redis
+            neo, _ = await asyncio.to_thread(start_neo4j, tmp_path, port=port)
             deadline = time.monotonic() + 120
             for t in during:
                 for _ in range(1000):
