@@ -19,9 +19,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from dateparser.date import DateDataParser
-from dateparser.search import search_dates
-
 _DAY_WORDS = frozenset({"yesterday", "today", "tonight", "tomorrow"})
 _PERIOD_DAYS = {"day": 1, "weekend": 3, "week": 7, "month": 31, "year": 366}
 # "[N] day(s)/week(s)/... before|after [the|my|...] <event words>", the event ending at punctuation or the query's end
@@ -153,6 +150,11 @@ def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | No
 
 
 def _find(query: str, now: datetime) -> TimeWindow | None:
+    # Imported here: dateparser takes ~0.6 s to import, which every CLI command paid (service.client imports the
+    # search schemas, which import this module) without ever parsing a date. The service pays it at its warm-up search.
+    from dateparser.date import DateDataParser
+    from dateparser.search import search_dates
+
     settings = _settings(now)
     found = search_dates(query, languages=_LANGUAGES, settings=settings) or []
     parser = DateDataParser(languages=_LANGUAGES, settings=settings)
