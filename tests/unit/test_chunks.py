@@ -28,7 +28,7 @@ async def test_a_chunk_too_slow_is_split_and_every_item_written_once_in_order() 
         return len(chunk)
 
     stats = ChunkStats()
-    sizer = ChunkSizer(target=60.0, size=500)
+    sizer = ChunkSizer(target=60.0, start=500)
     results = await write_chunked(list(range(1000)), sizer, write, stats, "test", answering)
     assert written == list(range(1000))
     assert sum(results) == 1000
@@ -42,7 +42,7 @@ async def test_one_item_too_slow_is_unavailable() -> None:
         raise ChunkTooSlow("TransactionTimedOut", server=True)
 
     with pytest.raises(DependencyUnavailable):
-        await write_chunked([1, 2, 3, 4], ChunkSizer(target=1.0, size=4), write, ChunkStats(), "test", answering)
+        await write_chunked([1, 2, 3, 4], ChunkSizer(target=1.0, start=4), write, ChunkStats(), "test", answering)
 
 
 async def test_a_client_deadline_splits_while_neo4j_answers_and_is_an_outage_when_it_does_not() -> None:
@@ -54,18 +54,19 @@ async def test_a_client_deadline_splits_while_neo4j_answers_and_is_an_outage_whe
             raise ChunkTooSlow("client deadline passed", server=False)
         return len(chunk)
 
-    assert sum(await write_chunked(list(range(256)), ChunkSizer(target=1.0, size=256), write, ChunkStats(),
+    assert sum(await write_chunked(list(range(256)), ChunkSizer(target=1.0, start=256), write, ChunkStats(),
                                    "test", answering)) == 256
     assert attempts[:3] == [256, 128, 64]
 
     attempts.clear()
     with pytest.raises(DependencyUnavailable):  # no answer to the ping either: an outage, not split further
-        await write_chunked(list(range(256)), ChunkSizer(target=1.0, size=256), write, ChunkStats(), "test", silent)
+        await write_chunked(list(range(256)), ChunkSizer(target=1.0, start=256), write, ChunkStats(), "test", silent)
     assert attempts == [256]
 
 
 def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled() -> None:
-    sizer = ChunkSizer(target=3.0, size=100)
+    sizer = ChunkSizer(target=3.0, start=100)
+    assert sizer.begin() == 100
     sizer.record(100, 6.0)  # 16.7/s: 50 fit in 3 s
     assert sizer.size == 50
     sizer.record(50, 0.01)  # very fast: at most twice the last chunk
@@ -75,7 +76,35 @@ def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled
     assert sizer.split(200) == 100
     sizer.record(100, 0.01)
     assert sizer.size == 150  # 3/4 of the size that was too slow, not twice the last
-    big = ChunkSizer(target=3.0, size=1500, high=2000)
+    big = ChunkSizer(target=3.0, start=1500, high=2000)
+    big.begin()
     big.record(1500, 0.1)
     assert big.size == 2000
-    assert ChunkSizer(target=3.0, size=10).split(1) == 1
+    assert ChunkSizer(target=3.0, start=10).split(1) == 1
+
+
+def test_every_bulk_write_starts_at_the_first_size_and_only_a_slow_size_carries_over() -> None:
+    sizer = ChunkSizer(target=3.0, start=16)
+    assert sizer.begin() == 16
+    for items in (16, 32, 64, 128):
+        sizer.record(items, 0.1)  # fast: doubled each time
+        assert sizer.size == 2 * items
+    assert sizer.begin() == 16  # the next bulk write's items may cost more: measured again from 16
+    sizer.split(16)  # ... and 16 was too slow
+    assert sizer.begin() == 12  # a later bulk write starts under 3/4 of the size that was too slow
+
+
+async def test_a_bulk_write_starts_small_and_doubles_while_its_chunks_are_fast() -> None:
+    attempts: list[int] = []
+
+    async def write(chunk: list[int]) -> int:
+        attempts.append(len(chunk))
+        return len(chunk)
+
+    sizer = ChunkSizer(target=60.0, start=16)
+    stats = ChunkStats()
+    for _ in range(2):  # the second write starts at 16 again, though the first one reached 256
+        attempts.clear()
+        assert sum(await write_chunked(list(range(500)), sizer, write, stats, "test", answering)) == 500
+        assert attempts == [16, 32, 64, 128, 256, 4]
+    assert [items for _, items, _ in stats.recent] == [16, 32, 64, 128, 256, 4] * 2

@@ -1,19 +1,23 @@
 """Bulk graph writes in chunks whose size follows measured time.
 
 A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
-transaction each. The size of the next chunk is what the last one's rate says fits in `target` seconds (at most
-twice the last size, so one fast chunk does not make a huge one), and sizes carry over between calls of one
-store. A chunk that was too slow (the server ended its transaction at its timeout, the client deadline passed
-while Neo4j still answers a trivial query, or Neo4j's transaction memory ran out) was rolled back; it is split
-in half and the halves are written, down to a single item. Every write of the store is idempotent (MERGE on
-ids and keys), so a retried half converges.
+transaction each. Every bulk write starts with a small chunk (`start`): what its items cost is unknown until
+some of them are measured, and it can be many times what earlier writes cost (a fresh user's memories, whose
+names are all new: each one embedded and checked by the resolution gate). The next chunk is what the last
+one's time per item fits in `target` seconds, at most twice the last size: sizes double while the doubled
+chunk is predicted to stay inside the target, then follow the measured rate. Only a size that was too slow
+carries over between bulk writes of one store (`ceiling`). A chunk that was too slow (the server ended its
+transaction at its timeout, the client deadline passed while Neo4j still answers a trivial query, or Neo4j's
+transaction memory ran out) was rolled back; it is split in half and the halves are written, down to a single
+item. Every write of the store is idempotent (MERGE on ids and keys), so a retried half converges.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import structlog
@@ -38,19 +42,29 @@ class ChunkSizer:
     """The size of the next chunk of one kind of bulk write."""
 
     target: float  # seconds one chunk should take
-    size: int  # the next chunk's size
+    start: int  # the first chunk of every bulk write
+    size: int = 0  # the next chunk's size (set by `begin`)
     low: int = 1
     high: int = 2000
     ceiling: int | None = None  # a size that was too slow lately: sizes stay under 3/4 of it (relaxing slowly)
 
+    def begin(self) -> int:
+        """A bulk write starts: its first chunk is `start` (under the ceiling), whatever earlier writes measured."""
+        self.size = self._capped(self.start)
+        return self.size
+
     def record(self, items: int, seconds: float) -> None:
-        """A chunk of `items` took `seconds`: the next one is what that rate fits in `target`."""
+        """A chunk of `items` took `seconds`: the next one is what that time per item fits in `target`, at most
+        twice `items`."""
         fits = int(items * self.target / max(seconds, 1e-3))
-        size = min(self.high, 2 * max(items, 1), fits)
+        self.size = self._capped(min(self.high, 2 * max(items, 1), fits))
+        if self.ceiling is not None:
+            self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
+
+    def _capped(self, size: int) -> int:
         if self.ceiling is not None:
             size = min(size, self.ceiling * 3 // 4)
-            self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
-        self.size = max(self.low, size)
+        return max(self.low, size)
 
     def split(self, items: int) -> int:
         self.ceiling = items if self.ceiling is None else min(self.ceiling, items)
@@ -63,6 +77,8 @@ class ChunkStats:
     chunks: int = 0  # transactions committed
     splits: int = 0  # chunks that were too slow and were split
     slowest: float = 0.0  # seconds of the slowest committed chunk
+    # (kind, items, seconds) of the latest committed chunks, oldest first
+    recent: deque[tuple[str, int, float]] = field(default_factory=lambda: deque(maxlen=256), repr=False)
 
 
 async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[[list[_T]], Awaitable[_R]],
@@ -73,6 +89,7 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
     prolong."""
     results: list[_R] = []
     done = 0
+    sizer.begin()
     # bounded: each item is written once, and a chunk can be split at most log2(size) times
     for _ in range(4 * len(items) + 64):
         if done >= len(items):
@@ -92,6 +109,7 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
         seconds = time.perf_counter() - started
         stats.chunks += 1
         stats.slowest = max(stats.slowest, seconds)
+        stats.recent.append((what, len(chunk), seconds))
         sizer.record(len(chunk), seconds)
         done += len(chunk)
     raise DependencyUnavailable(f"neo4j {what}: gave up after too many split chunks")
