@@ -288,8 +288,8 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
 
 async def test_a_fresh_users_bulk_write_starts_small_and_grows(store: Neo4jGraphStore) -> None:
     """Two fresh users' bulk upserts of 250 memories, every memory naming a new entity: each write's first
-    transaction is FIRST_CHUNK["upsert"] memories and the next ones double (the store's target, a tenth of its
-    20 s write deadline, is far above what 64 memories take), the second too although the first grew to 128."""
+    transaction is FIRST_CHUNK["upsert"] memories, whatever size the store's earlier writes reached, and the next
+    ones are larger (the store's target, a tenth of its 20 s write deadline, is far above what 16 memories take)."""
     first = FIRST_CHUNK["upsert"]
     n = 250
     for _ in range(2):
@@ -302,8 +302,7 @@ async def test_a_fresh_users_bulk_write_starts_small_and_grows(store: Neo4jGraph
         try:
             await store.upsert_memories(memories, links)
             sizes = [items for kind, items, _ in store.chunk_stats.recent if kind == "upsert"]
-            assert sizes[:3] == [first, 2 * first, 4 * first], sizes
-            assert max(sizes) >= 8 * first and sum(sizes) == n, sizes
+            assert sizes[0] == first and sizes[1] >= 2 * first and sum(sizes) == n, sizes
             assert await probe.count_memories(store, u) == n
             assert len(await probe.relations(store, u)) == n
         finally:

@@ -83,14 +83,20 @@ def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled
     assert ChunkSizer(target=3.0, start=10).split(1) == 1
 
 
-def test_every_bulk_write_starts_at_the_first_size_and_only_a_slow_size_carries_over() -> None:
+def test_every_bulk_write_starts_at_the_first_size_and_its_second_chunk_may_return_to_the_last_ones() -> None:
     sizer = ChunkSizer(target=3.0, start=16)
     assert sizer.begin() == 16
     for items in (16, 32, 64, 128):
         sizer.record(items, 0.1)  # fast: doubled each time
         assert sizer.size == 2 * items
     assert sizer.begin() == 16  # the next bulk write's items may cost more: measured again from 16
-    sizer.split(16)  # ... and 16 was too slow
+    sizer.record(16, 1.0)  # ... and they do (16/s): 48 fit in 3 s, not the 256 the last write reached
+    assert sizer.size == 48
+    sizer.begin()
+    sizer.record(16, 0.1)  # fast items: back to the 48 the last write reached at once, not doubled to 32
+    assert sizer.size == 48
+    sizer.begin()
+    sizer.split(16)  # 16 was too slow
     assert sizer.begin() == 12  # a later bulk write starts under 3/4 of the size that was too slow
 
 
@@ -103,8 +109,10 @@ async def test_a_bulk_write_starts_small_and_doubles_while_its_chunks_are_fast()
 
     sizer = ChunkSizer(target=60.0, start=16)
     stats = ChunkStats()
-    for _ in range(2):  # the second write starts at 16 again, though the first one reached 256
-        attempts.clear()
-        assert sum(await write_chunked(list(range(500)), sizer, write, stats, "test", answering)) == 500
-        assert attempts == [16, 32, 64, 128, 256, 4]
-    assert [items for _, items, _ in stats.recent] == [16, 32, 64, 128, 256, 4] * 2
+    assert sum(await write_chunked(list(range(500)), sizer, write, stats, "test", answering)) == 500
+    assert attempts == [16, 32, 64, 128, 256, 4]
+    attempts.clear()
+    # the next write starts at 16 again; its first chunk was fast too, so the second returns to the 512 reached
+    assert sum(await write_chunked(list(range(500)), sizer, write, stats, "test", answering)) == 500
+    assert attempts == [16, 484]
+    assert [items for _, items, _ in stats.recent] == [16, 32, 64, 128, 256, 4, 16, 484]

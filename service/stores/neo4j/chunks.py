@@ -1,15 +1,17 @@
 """Bulk graph writes in chunks whose size follows measured time.
 
-A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
-transaction each. Every bulk write starts with a small chunk (`start`): what its items cost is unknown until
-some of them are measured, and it can be many times what earlier writes cost (a fresh user's memories, whose
-names are all new: each one embedded and checked by the resolution gate). The next chunk is what the last
-one's time per item fits in `target` seconds, at most twice the last size: sizes double while the doubled
-chunk is predicted to stay inside the target, then follow the measured rate. Only a size that was too slow
-carries over between bulk writes of one store (`ceiling`). A chunk that was too slow (the server ended its
-transaction at its timeout, the client deadline passed while Neo4j still answers a trivial query, or Neo4j's
-transaction memory ran out) was rolled back; it is split in half and the halves are written, down to a single
-item. Every write of the store is idempotent (MERGE on ids and keys), so a retried half converges.
+A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one transaction
+each. Every bulk write starts with a small chunk (`start`): what its items cost is unknown until some of them are
+measured, and it can be many times what earlier writes cost (a fresh user's memories, whose names are all new: each
+one embedded and checked by the resolution gate). The next chunk is what the last one's time per item fits in
+`target` seconds, at most twice the last size: sizes double while the doubled chunk is predicted to stay inside the
+target, then follow the measured rate. Between bulk writes of one store only two sizes carry over: one that was too
+slow (`ceiling`), and the size the last write reached (`hint`), which the second chunk may take at once when the
+first chunk's time per item says it fits (a stream of bulk writes of similar items, such as coalesced jobs, then
+costs one more transaction each, not five). A chunk that was too slow (the server ended its transaction at its
+timeout, the client deadline passed while Neo4j still answers a trivial query, or Neo4j's transaction memory ran
+out) was rolled back; it is split in half and the halves are written, down to a single item. Every write of the
+store is idempotent (MERGE on ids and keys), so a retried half converges.
 """
 
 from __future__ import annotations
@@ -47,17 +49,22 @@ class ChunkSizer:
     low: int = 1
     high: int = 2000
     ceiling: int | None = None  # a size that was too slow lately: sizes stay under 3/4 of it (relaxing slowly)
+    reached: int = 0  # the largest size the measured rates allowed in the current (or last) bulk write
+    hint: int = 0  # `reached` by the previous bulk write: the second chunk may return to it at once
 
     def begin(self) -> int:
         """A bulk write starts: its first chunk is `start` (under the ceiling), whatever earlier writes measured."""
+        self.hint, self.reached = self.reached, 0
         self.size = self._capped(self.start)
         return self.size
 
     def record(self, items: int, seconds: float) -> None:
         """A chunk of `items` took `seconds`: the next one is what that time per item fits in `target`, at most
-        twice `items`."""
+        twice `items` (or, after a bulk write's first chunk, the size the previous bulk write reached)."""
         fits = int(items * self.target / max(seconds, 1e-3))
-        self.size = self._capped(min(self.high, 2 * max(items, 1), fits))
+        self.size = self._capped(min(self.high, max(2 * max(items, 1), self.hint), fits))
+        self.hint = 0
+        self.reached = max(self.reached, self.size)
         if self.ceiling is not None:
             self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
 
