@@ -8,6 +8,8 @@ Two modes:
   machine's bursts move less than the mean, and the load average), the slowest chunk beside the write deadline,
   and the latency of single-memory writes (p50/p99 of --singles writes, one memory each) when the user's graph
   reaches each of --sizes. The question: does a write cost the same at any size of the user's graph?
+  Also the store's transactions (the chunks `upsert_memories` cuts a call into): the first ones' sizes and
+  times, and the slowest transaction of each bucket beside the target (a tenth of the write deadline).
 
       .venv/bin/python scripts/bench/graph_write.py --neo4j-uri bolt://127.0.0.1:17687 -n 100000 --sizes 10000,100000
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
+import service.stores.neo4j.store as store_module  # noqa: E402
 from scripts.bench.common import embedder_rate  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
 from service.identity import NameRules, NameVectors, ResolutionGate  # noqa: E402
@@ -43,6 +46,25 @@ from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from tests.conftest import local_embedder  # noqa: E402
 
 STATEMENTS: dict[str, list[float]] = {}
+TRANSACTIONS: list[tuple[int, float]] = []  # (items, seconds) of each write of a chunk the store's sizer timed
+
+
+def time_transactions() -> None:
+    """Time each chunk the store writes (`write_chunked`'s `write(chunk)`: the names' embedding and the
+    transaction, what the sizer measures), splits included; works with any version of the store's chunking."""
+    original = store_module.write_chunked
+
+    async def timed(items: Any, sizer: Any, write: Any, *args: Any, **kw: Any) -> Any:
+        async def timed_write(chunk: list[Any]) -> Any:
+            started = time.perf_counter()
+            try:
+                return await write(chunk)
+            finally:
+                TRANSACTIONS.append((len(chunk), time.perf_counter() - started))
+
+        return await original(items, sizer, timed_write, *args, **kw)
+
+    store_module.write_chunked = timed  # type: ignore[assignment]
 
 
 def time_statements() -> None:
@@ -106,11 +128,14 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
     latency_load: dict[int, float] = {}
     pending = sorted(s for s in sizes if s <= n)
     loaded = 0
+    txs: list[tuple[int, int, float]] = []  # (loaded before the call, items, seconds) of the store's transactions
     started = time.perf_counter()
     for i in range(0, n, chunk):
         t = time.perf_counter()
+        TRANSACTIONS.clear()
         await store.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
         seconds = time.perf_counter() - t
+        txs += [(loaded, k, sec) for k, sec in TRANSACTIONS]
         chunks.append((loaded, len(memories[i : i + chunk]), seconds))
         load1s[loaded] = os.getloadavg()[0]
         loaded += len(memories[i : i + chunk])
@@ -157,6 +182,21 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
           f"{first * bucket // 1000}k-{(first + 1) * bucket // 1000}k: median of chunk rates "
           f"{medians[last] / medians[first]:.2f}, mean {means[last] / means[first]:.2f}")
     print(f"slowest chunk {max(sec for _, _, sec in chunks):.2f} s; the store's chunks: {store.chunk_stats}")
+    target = store._timeout * 0.6
+    print("\nthe store's first transactions (memories, s): "
+          + ", ".join(f"{k} {sec:.2f}" for _, k, sec in txs[:12]))
+    print(f"\n| memories already in the user's graph | transactions | memories per transaction min-median-max "
+          f"| slowest transaction s (memories) | over {target:.1f} s |")
+    print("|---|---:|---:|---:|---:|")
+    by_tx: dict[int, list[tuple[int, int, float]]] = {}
+    for row in txs:
+        by_tx.setdefault(row[0] // bucket, []).append(row)
+    for b, rows in sorted(by_tx.items()):
+        sizes_ = [k for _, k, _ in rows]
+        worst = max(rows, key=lambda r: r[2])
+        print(f"| {b * bucket // 1000}k-{(b + 1) * bucket // 1000}k | {len(rows)} | {min(sizes_)}-"
+              f"{pct([float(k) for k in sizes_], 0.5):.0f}-{max(sizes_)} | {worst[2]:.2f} ({worst[1]}) | "
+              f"{sum(1 for r in rows if r[2] > target)} |")
     if latency:
         print("\n| user's graph size | single writes | p50 ms | p99 ms | max ms | load1 |")
         print("|---:|---:|---:|---:|---:|---:|")
@@ -179,6 +219,7 @@ async def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=7200)
     args = ap.parse_args()
     time_statements()
+    time_transactions()
     embedder = local_embedder()
     if args.mode == "growth":
         store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, args.timeout,

@@ -421,13 +421,17 @@ async def load(deps: Any, args: argparse.Namespace, users: dict[int, str]) -> di
             t1 = time.perf_counter()
             await deps.vectors.upsert(m_part, vectors)
             t_emb, t_vec = t_emb + (t1 - t0), t_vec + (time.perf_counter() - t1)
-        t0 = time.perf_counter()
+        t0 = t_last = time.perf_counter()
         for i, (m_part, l_part) in enumerate(zip(chunks(memories, args.chunk), chunks(links, args.chunk),
                                                  strict=True)):
             await deps.graph.upsert_memories(m_part, l_part)
             if (i + 1) % 20 == 0:
-                done = (i + 1) * args.chunk
-                print(f"  {user}: graph {done}/{size} ({done / (time.perf_counter() - t0):.0f}/s)", flush=True)
+                done, now = (i + 1) * args.chunk, time.perf_counter()
+                # the overall rate, the last 20 chunks' rate, and the machine's load (a shared machine)
+                print(f"  {user}: graph {done}/{size} ({done / (now - t0):.0f}/s; last {20 * args.chunk} "
+                      f"{20 * args.chunk / (now - t_last):.0f}/s; {now - t0:.0f} s; load1 {os.getloadavg()[0]:.1f})",
+                      flush=True)
+                t_last = now
         t_graph = time.perf_counter() - t0
         print(
             f"loaded {user}: {size} memories  generate {t_gen:.1f}s  vectors[{args.vectors}] {t_emb:.1f}s "

@@ -8,6 +8,8 @@
   without duplicates; a legacy duplicate does not stop the migration.
 - An import larger than one chunk completes on a Neo4j behind a slow link (a throttling proxy): the chunk that
   cannot finish in time is split and retried, not failed.
+- A bulk upsert for a fresh user starts with a small transaction and grows from measured time, also after the
+  store's earlier bulk writes grew large (sizes read from the store's record of its chunks, not timed).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
 from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row, relation_id
-from service.stores.neo4j.store import supersede_rows
+from service.stores.neo4j.store import FIRST_CHUNK, supersede_rows
 from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
@@ -282,6 +284,29 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
         finally:
             proxy.upload_rate = None
             await erase_user(direct, user)
+
+
+async def test_a_fresh_users_bulk_write_starts_small_and_grows(store: Neo4jGraphStore) -> None:
+    """Two fresh users' bulk upserts of 250 memories, every memory naming a new entity: each write's first
+    transaction is FIRST_CHUNK["upsert"] memories, whatever size the store's earlier writes reached, and the next
+    ones are larger (the store's target, a tenth of its 20 s write deadline, is far above what 16 memories take)."""
+    first = FIRST_CHUNK["upsert"]
+    n = 250
+    for _ in range(2):
+        u = unique("fresh")
+        memories = [memory(u, i, at(i)) for i in range(n)]
+        links = [MemoryLinks(memory_id=m.id, entities=[EntityRef("owner", "person"), EntityRef(f"thing {i}", "tool")],
+                             relations=[RelationRef("owner", "uses", f"thing {i}", f"owner uses thing {i}")])
+                 for i, m in enumerate(memories)]
+        store.chunk_stats.recent.clear()
+        try:
+            await store.upsert_memories(memories, links)
+            sizes = [items for kind, items, _ in store.chunk_stats.recent if kind == "upsert"]
+            assert sizes[0] == first and sizes[1] >= 2 * first and sum(sizes) == n, sizes
+            assert await probe.count_memories(store, u) == n
+            assert len(await probe.relations(store, u)) == n
+        finally:
+            await erase_user(store, u)
 
 
 def seeks(ops: list[tuple[str, str]], index: str) -> int:

@@ -1,19 +1,25 @@
 """Bulk graph writes in chunks whose size follows measured time.
 
-A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one
-transaction each. The size of the next chunk is what the last one's rate says fits in `target` seconds (at most
-twice the last size, so one fast chunk does not make a huge one), and sizes carry over between calls of one
-store. A chunk that was too slow (the server ended its transaction at its timeout, the client deadline passed
-while Neo4j still answers a trivial query, or Neo4j's transaction memory ran out) was rolled back; it is split
-in half and the halves are written, down to a single item. Every write of the store is idempotent (MERGE on
-ids and keys), so a retried half converges.
+A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one transaction
+each. Every bulk write starts with a small chunk (`start`): what its items cost is unknown until some of them are
+measured, and it can be many times what earlier writes cost (a fresh user's memories, whose names are all new: each
+one embedded and checked by the resolution gate). The next chunk is what the last one's time per item fits in
+`target` seconds, at most twice the last size: sizes double while the doubled chunk is predicted to stay inside the
+target, then follow the measured rate. Between bulk writes of one store only two sizes carry over: one that was too
+slow (`ceiling`), and the size the last write of several chunks reached (`reached`), which the second chunk may
+take at once when the first chunk's time per item says it fits (a stream of bulk writes of similar items, such as
+coalesced jobs, then costs one more transaction each, not five). A chunk that was too slow (the server ended its
+transaction at its timeout, the client deadline passed while Neo4j still answers a trivial query, or Neo4j's
+transaction memory ran out) was rolled back; it is split in half and the halves are written, down to a single item.
+Every write of the store is idempotent (MERGE on ids and keys), so a retried half converges.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import structlog
@@ -35,27 +41,38 @@ class ChunkTooSlow(Exception):
 
 @dataclass
 class ChunkSizer:
-    """The size of the next chunk of one kind of bulk write."""
+    """Chunk sizes of one kind of bulk write, and what carries over between bulk writes of that kind (several
+    may run at once: each one's current size is its own, in `write_chunked`)."""
 
     target: float  # seconds one chunk should take
-    size: int  # the next chunk's size
+    start: int  # the first chunk of every bulk write
     low: int = 1
     high: int = 2000
     ceiling: int | None = None  # a size that was too slow lately: sizes stay under 3/4 of it (relaxing slowly)
+    reached: int = 0  # the largest size the measured rates allowed in the last bulk write of several chunks
 
-    def record(self, items: int, seconds: float) -> None:
-        """A chunk of `items` took `seconds`: the next one is what that rate fits in `target`."""
+    def first(self) -> int:
+        """A bulk write's first chunk: `start` (under the ceiling), whatever earlier writes measured."""
+        return self._capped(self.start)
+
+    def next(self, items: int, seconds: float, hint: int = 0) -> int:
+        """A chunk of `items` took `seconds`: the next one is what that time per item fits in `target`, at most
+        twice `items` or `hint` (after a bulk write's first chunk: the size the last one reached)."""
         fits = int(items * self.target / max(seconds, 1e-3))
-        size = min(self.high, 2 * max(items, 1), fits)
+        size = self._capped(min(self.high, max(2 * max(items, 1), hint), fits))
         if self.ceiling is not None:
-            size = min(size, self.ceiling * 3 // 4)
             self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
-        self.size = max(self.low, size)
+        return size
 
     def split(self, items: int) -> int:
+        """A chunk of `items` was too slow: the size of its halves."""
         self.ceiling = items if self.ceiling is None else min(self.ceiling, items)
-        self.size = max(self.low, items // 2)
-        return self.size
+        return max(self.low, items // 2)
+
+    def _capped(self, size: int) -> int:
+        if self.ceiling is not None:
+            size = min(size, self.ceiling * 3 // 4)
+        return max(self.low, size)
 
 
 @dataclass
@@ -63,6 +80,8 @@ class ChunkStats:
     chunks: int = 0  # transactions committed
     splits: int = 0  # chunks that were too slow and were split
     slowest: float = 0.0  # seconds of the slowest committed chunk
+    # (kind, items, seconds) of the latest committed chunks, oldest first
+    recent: deque[tuple[str, int, float]] = field(default_factory=lambda: deque(maxlen=256), repr=False)
 
 
 async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[[list[_T]], Awaitable[_R]],
@@ -73,11 +92,12 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
     prolong."""
     results: list[_R] = []
     done = 0
+    size, hint, reached = sizer.first(), sizer.reached, 0
     # bounded: each item is written once, and a chunk can be split at most log2(size) times
     for _ in range(4 * len(items) + 64):
         if done >= len(items):
             return results
-        chunk = list(items[done : done + max(sizer.size, sizer.low)])
+        chunk = list(items[done : done + size])
         started = time.perf_counter()
         try:
             results.append(await write(chunk))
@@ -86,12 +106,16 @@ async def write_chunked(items: Sequence[_T], sizer: ChunkSizer, write: Callable[
                 raise DependencyUnavailable(f"neo4j {what}: a chunk of {len(chunk)} did not finish in time ({exc})"
                                             ) from exc
             stats.splits += 1
-            log.warning("graph_chunk_split", what=what, items=len(chunk), next=sizer.split(len(chunk)),
-                        reason=str(exc)[:200])
+            size = sizer.split(len(chunk))
+            log.warning("graph_chunk_split", what=what, items=len(chunk), next=size, reason=str(exc)[:200])
             continue
         seconds = time.perf_counter() - started
         stats.chunks += 1
         stats.slowest = max(stats.slowest, seconds)
-        sizer.record(len(chunk), seconds)
+        stats.recent.append((what, len(chunk), seconds))
+        size, hint = sizer.next(len(chunk), seconds, hint), 0
+        reached = max(reached, size)
         done += len(chunk)
+        if done >= len(items) > len(chunk):  # a write of one chunk says nothing about larger ones
+            sizer.reached = reached
     raise DependencyUnavailable(f"neo4j {what}: gave up after too many split chunks")

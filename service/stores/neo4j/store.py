@@ -51,9 +51,11 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 MAX_VECTOR_ROUNDS = 3  # transactions of one link write that may find candidates without name vectors
 _QUIET_READS = [NotificationDisabledClassification.UNRECOGNIZED]
-# Bulk writes: where each kind of chunk starts (memories, rows, ids per transaction); sizes then follow
-# the measured rate so that a chunk takes about a tenth of the write deadline (chunks.py).
-FIRST_CHUNK = {"upsert": 64, "remove": 100, "import": 500, "identity": 50}
+# Bulk writes: the first chunk of each one, by kind (memories, rows, ids per transaction); sizes then follow
+# the measured rate so that a chunk takes about a tenth of the write deadline (chunks.py). An upsert's first
+# chunk is small: a fresh user's memories (every name new: embedded, checked by the gate) cost ~0.1 s each
+# on a busy 2-core machine.
+FIRST_CHUNK = {"upsert": 16, "remove": 100, "import": 500, "identity": 50}
 
 
 def _server_slow(exc: Neo4jError) -> bool:
@@ -161,7 +163,7 @@ class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGra
         sizer = self._sizers.get(kind)
         if sizer is None:
             sizer = self._sizers[kind] = ChunkSizer(target=self._timeout * 6 / 10,
-                                                    size=FIRST_CHUNK[kind.split(":")[0]])
+                                                    start=FIRST_CHUNK[kind.split(":")[0]])
         return await write_chunked(items, sizer, write, self.chunk_stats, kind, self._alive)
 
     async def _alive(self) -> bool:
