@@ -35,6 +35,8 @@ class RawItem(BaseModel):
     pref_kind: str | None = None  # a preference's `kind` (service/memory/preferences.py; `kind` names the job)
     applies_to: list[str] = Field(default_factory=list)
     sensitivity: str | None = None  # None: the category's tier (service/sensitivity.py)
+    thread_id: str | None = None  # with position: its place among its thread's messages (neighbouring turns)
+    position: int | None = None
 
 
 class RawJob(JobModel, RawItem):

@@ -6,8 +6,9 @@
 1. Ingest, one user per sample:
    - `turns`: every turn is one `POST /v1/memories/raw` (category `interaction`, content
      `"<speaker>: <text>"` plus ` [shares a photo: <caption>]` when the turn has one, `occurred_at` = its
-     session's date, metadata `dia_id`, `session`, `speaker`); the task result's memory id maps back to
-     the dia_id (identical turns of one user at one time share a task and so a memory).
+     session's date, metadata `dia_id`, `session`, `speaker`, `thread_id` `session-<n>` and `position` its place
+     in the session, so search can add a hit's neighbouring turns); the task result's memory id maps back to the
+     dia_id.
    - `sessions`: every session is one `POST /v1/memories` (the conversation path, through extraction:
      messages `{id: dia_id, role: "user", content: "<speaker>: <text>", timestamp: session date}`); a
      memory covers the turns in its `source_message_ids`.
@@ -169,10 +170,13 @@ def write_requests(samples: list[Sample], mode: str) -> list[tuple[Sample, str, 
     out: list[tuple[Sample, str, dict[str, Any]]] = []
     for sample in samples:
         if mode == "turns":
+            position: dict[int, int] = {}  # the next position in each session
             for t in sample.turns:
                 body: dict[str, Any] = {
                     "content": t.content, "user_id": sample.user_id, "category": "interaction",
-                    "metadata": {"dia_id": t.dia_id, "session": t.session, "speaker": t.speaker}}
+                    "metadata": {"dia_id": t.dia_id, "session": t.session, "speaker": t.speaker},
+                    "thread_id": f"session-{t.session}", "position": position.get(t.session, 0)}
+                position[t.session] = body["position"] + 1
                 if t.date_time:
                     body["occurred_at"] = t.date_time
                 out.append((sample, "/v1/memories/raw", body))

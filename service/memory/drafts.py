@@ -126,7 +126,13 @@ def window_memory(
     )
 
 
+THREAD_PREFIX = "thread:"  # a raw memory's `source_write`: its thread, apart from conversation writes' task ids
+
+
 def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_at: str) -> Memory:
+    """A raw write's memory; one given a thread and position is that message of it (`source_write` the thread,
+    `source_first` = `source_last` its position), so search finds its neighbouring messages."""
+    thread = item.thread_id if item.position is not None else None  # the API gives both or neither
     return Memory(
         id=memory_id_for(task_id, index),
         user_id=user_id,
@@ -144,4 +150,7 @@ def raw_memory(task_id: str, index: int, user_id: str, item: RawItem, accepted_a
         kind=item.pref_kind,
         applies_to=list(item.applies_to),
         sensitivity=of_category(item.category, item.sensitivity),
+        source_write=None if thread is None else THREAD_PREFIX + thread,
+        source_first=None if thread is None else item.position,
+        source_last=None if thread is None else item.position,
     )

@@ -86,10 +86,13 @@ class Intake:
             identity["preference"] = json.dumps([kind, applies_to])
         if req.sensitivity is not None:  # only when given, so a write without it hashes as before
             identity["sensitivity"] = req.sensitivity.value
+        if req.thread_id is not None:  # the same words at another place of a thread are another message
+            identity["thread"] = json.dumps([req.thread_id, req.position])
         item = RawItem(scope=scope.value, project_id=project_id, category=req.category, content=req.content,
                        agent_id=req.agent_id, metadata=req.metadata or {}, occurred_at=occurred_at,
                        pref_kind=kind, applies_to=applies_to,
-                       sensitivity=req.sensitivity.value if req.sensitivity is not None else None)
+                       sensitivity=req.sensitivity.value if req.sensitivity is not None else None,
+                       thread_id=req.thread_id, position=req.position)
         return item, identity
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:

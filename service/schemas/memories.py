@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from service.domain import (
@@ -57,6 +57,9 @@ TOO_LARGE = "too_large"  # the error type the API answers 413 (service/api/error
 
 
 MAX_METADATA_VALUE_CHARS = 2000  # one value, as JSON
+
+
+MAX_THREAD_POSITION = 10_000_000  # a raw memory's place in its thread (RawMemoryItem.position)
 
 
 MAX_METADATA_DEPTH = 3  # {"a": {"b": {"c": 1}}} is depth 3
@@ -125,6 +128,20 @@ class RawMemoryItem(BaseModel):
         default=None, description="Its tier: public, internal, private or secret. Default: the category's "
                                   "(private for personal_fact), else internal. A read whose ceiling is lower "
                                   "never returns it.")
+    thread_id: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
+        description="The conversation or transcript this memory is one message of, with `position`. Memories of "
+                    "one thread at adjacent positions are neighbours: a search that finds one also ranks the "
+                    "messages next to it (SEARCH_NEIGHBOUR_WEIGHT).")
+    position: int | None = Field(
+        default=None, ge=0, le=MAX_THREAD_POSITION,
+        description="This memory's place in its thread (0-based), with `thread_id`.")
+
+    @model_validator(mode="after")
+    def _thread_and_position(self) -> RawMemoryItem:
+        if (self.thread_id is None) != (self.position is None):
+            raise ValueError("thread_id and position go together: give both or neither")
+        return self
 
 
 class RawMemoryRequest(RawMemoryItem):

@@ -79,8 +79,8 @@ class MemoryFilter:
 
 @dataclass(frozen=True)
 class Span:
-    """The messages a memory came from in one conversation write: `Memory.source_write`, `source_first`,
-    `source_last` (0-based positions in the write's messages, inclusive)."""
+    """The messages a memory came from in one conversation write (or the one message of a raw write's thread):
+    `Memory.source_write`, `source_first`, `source_last` (0-based positions in the write's messages, inclusive)."""
 
     write: str
     first: int

@@ -69,10 +69,62 @@ async def test_a_conversation_write_records_where_each_memory_sits(client: httpx
         positions = sorted(int(s) for s in m.source_message_ids)
         assert (m.source_write, m.source_first, m.source_last) == (m.task_id, positions[0], positions[-1])
     assert (stored[window(memories, 4)].source_first, stored[window(memories, 4)].source_last) == (4, 5)
-    # a raw write carries no order: no neighbours
+    # a raw write carries no order unless it names its thread and position: no neighbours
     raw = (await write_raw(client, user_id=user, category="interaction", content="A raw note"))["result"]["memories"]
     [note] = await deps.vectors.get([raw[0]["id"]])
     assert (note.source_write, note.source_first, note.source_last) == (None, None, None)
+
+
+# A transcript written message by message (raw writes with thread_id and position): the question matches message
+# 4, its answer is message 5, which shares no word with the question.
+TRANSCRIPT = [
+    "We watched a film about sailing ships tonight",
+    "My bicycle tyre went flat again on the commute.",
+    "The garden needs watering twice a week in July.",
+    "Our landlord finally repaired the kitchen tap.",
+    "Where should we book the birthday dinner for my sister?",
+    "Try The Blue Anchor on Quay Street, she adores oysters.",
+    "The new printer jams on thick paper.",
+    "I started learning the cello in September.",
+    "Our flight to Lisbon leaves at six in the morning.",
+    "The neighbour's cat sleeps on our porch every afternoon.",
+]
+
+
+async def write_transcript(client: httpx.AsyncClient, user: str, thread: str) -> list[str]:
+    """The transcript as one raw batch, each message with its thread and position; the memory ids in order."""
+    items = [{"content": text, "category": "interaction", "thread_id": thread, "position": i}
+             for i, text in enumerate(TRANSCRIPT)]
+    resp = await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": items})
+    assert resp.status_code == 202, resp.text
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    by_text = {m["content"]: m["id"] for m in done["result"]["memories"]}
+    return [by_text[text] for text in TRANSCRIPT]
+
+
+async def test_raw_messages_of_a_thread_have_neighbours(client: httpx.AsyncClient, deps: Deps) -> None:
+    """A raw write that names its thread and position is that message of the thread: its neighbours are the
+    thread's messages at the next positions, in that thread only; thread_id without position is refused."""
+    user = unique("thread")
+    ids = await write_transcript(client, user, "dinner-chat")
+    other = await write_transcript(client, user, "another-chat")  # the same words in another thread
+    stored = {m.id: m for m in await deps.vectors.get(ids)}
+    assert [(stored[i].source_write, stored[i].source_first, stored[i].source_last) for i in ids] == [
+        ("thread:dinner-chat", n, n) for n in range(len(TRANSCRIPT))]
+    embed = deps.service.searcher.query_vector
+    q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
+    found = dict(await neighbours(deps.vectors, fuse({"lexical": [(ids[4], 1.0)]}, {"lexical": 1.0}, 5.0), q))
+    assert set(found) == {ids[3], ids[5]}
+    assert not set(found) & set(other)
+
+    for bad in ({"thread_id": "dinner-chat"}, {"position": 3}, {"thread_id": "dinner-chat", "position": -1}):
+        resp = await client.post("/v1/memories/raw", json={"user_id": user, "category": "interaction",
+                                                            "content": "An unplaced message", **bad})
+        assert resp.status_code == 422, resp.text
+    resp = await client.post("/v1/memories/raw", json={"user_id": user, "category": "interaction",
+                                                        "content": "An unplaced message", "thread_id": "x"})
+    assert "thread_id and position go together" in resp.text
 
 
 async def test_neighbours_bring_the_answer_next_to_the_best_hit(client: httpx.AsyncClient, deps: Deps) -> None:
