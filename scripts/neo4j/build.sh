@@ -64,7 +64,7 @@ if jsa_stale; then
   mapfile -t OPTS < <(grep -v -e '^\s*#' -e '^\s*$' "$DIR/jvm.options")
   TMP_HOME="$(mktemp -d)"
   rm -f "$JSA.tmp"
-  if "$JAVA" -Xms64m -Xmx512m "${OPTS[@]}" -XX:ArchiveClassesAtExit="$JSA.tmp" \
+  if "$JAVA" -Xms64m -Xmx512m -XX:+UseSerialGC "${OPTS[@]}" -XX:ArchiveClassesAtExit="$JSA.tmp" \
        -jar "$JAR" --home "$TMP_HOME" --host 127.0.0.1 --port 0 --exit-when-ready \
        >"$DIR/target/cds.log" 2>&1 && [ -s "$JSA.tmp" ]; then
     mv -f "$JSA.tmp" "$JSA"

@@ -7,7 +7,8 @@
 # No --password: auth disabled. With --password: auth enabled, user "neo4j" gets PW (also on an
 # existing store). The password reaches java via the env var NEO4J_LAUNCHER_PASSWORD, not argv;
 # a caller may set that variable itself instead of passing --password.
-# NEO4J_INITIAL_HEAP (default 64m) is the JVM's initial heap (-Xms).
+# NEO4J_INITIAL_HEAP (default 64m) is the JVM's initial heap (-Xms); NEO4J_GC (default G1) its garbage
+# collector, Serial or G1 (docs/benchmarks.md, "A soak at constant data").
 # Prints "neo4j ready bolt://HOST:PORT db=NAME" on stdout once Bolt serves queries; Neo4j's logs
 # go to DIR/logs; errors are one "error: ..." line on stderr and a non-zero exit.
 # The java process replaces this script (exec): SIGTERM/SIGINT to its pid stops Neo4j cleanly.
@@ -39,5 +40,10 @@ if [ -f "$DIR/target/neo4j-launcher.jsa" ]; then
   OPTS+=("-XX:SharedArchiveFile=$DIR/target/neo4j-launcher.jsa")  # ignored by the JVM if unusable
 fi
 INITIAL_HEAP="${NEO4J_INITIAL_HEAP:-64m}"  # -Xms; the heap grows from it to --heap (-Xmx)
-exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" "${OPTS[@]}" \
+GC="${NEO4J_GC:-G1}"
+case "$GC" in
+  Serial|G1) ;;
+  *) echo "error: NEO4J_GC must be Serial or G1 (got $GC)" >&2; exit 2 ;;
+esac
+exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" -XX:+Use"$GC"GC "${OPTS[@]}" \
   -jar "$DIR/target/neo4j-launcher.jar" ${ARGS[@]+"${ARGS[@]}"}
