@@ -143,7 +143,8 @@ class Memory(BaseModel):
     source_message_ids: list[str] = Field(default_factory=list)
     # Where it sits in the conversation write it came from (docs/retrieval.md, "Neighbouring turns"): that write's
     # id (its task id; an update changes `task_id`, not this) and the 0-based positions of its first and last source
-    # message in the write's messages. None for raw writes and memories without sources: their order is not known.
+    # message in the write's messages; a raw write that names its thread and position: `thread:<id>` and that
+    # position twice. None for other raw writes and memories without sources: their order is not known.
     source_write: str | None = None
     source_first: int | None = None
     source_last: int | None = None

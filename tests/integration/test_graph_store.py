@@ -70,6 +70,16 @@ def facts(found: list[GraphFact]) -> list[str]:
     return [f.fact for f in found]
 
 
+async def test_the_write_plans_warm_up_stores_nothing(store: Neo4jGraphStore) -> None:
+    """`ensure_schema` ends with one synthetic write through the whole write path, rolled back, so that a fresh
+    server has planned the write statements before the first real write: it reaches every step and leaves nothing."""
+    report = await store._warm_write_plans()
+    assert report.relations == {"warm-up": 1}
+    assert sorted(d.decision for d in report.entities["warm-up"]) == ["created", "created"]
+    assert await probe.count_memories(store, "warm-up") == 0
+    assert await probe.entities(store, "warm-up") == [] and await probe.relations(store, "warm-up") == []
+
+
 # ---- Lucene escaping ------------------------------------------------------------------------
 
 

@@ -116,6 +116,8 @@ class GraphSchema:
 
     async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
 
+    async def _warm_write_plans(self) -> Any: ...  # provided by Neo4jGraphStore
+
     async def ensure_schema(self) -> None:
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
             await (await tx.run(stmt)).consume()
@@ -138,6 +140,7 @@ class GraphSchema:
             await self._write(wait, seconds=int(self._timeout * 5))
         except Neo4jError as exc:  # a big store may take longer: searches fail until it is online
             log.warning("graph_indexes_not_online_yet", error=str(exc))
+        await self._warm_write_plans()
         log.info("graph_schema_ready", statements=len(SCHEMA))
 
     async def _backfill(self) -> None:

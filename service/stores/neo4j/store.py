@@ -4,6 +4,7 @@ in cypher_writes.py, rows and ids in rows.py, full-text search helpers in search
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, LiteralString, TypeVar
 
@@ -18,9 +19,9 @@ from neo4j import (
 )
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, TransientError
 
-from service.domain import Memory
+from service.domain import Memory, Scope, content_hash
 from service.errors import DependencyUnavailable, DomainError
-from service.stores.graph import SINGLE_VALUED_PREDICATES, GraphReport, MemoryLinks, NameRules
+from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityRef, GraphReport, MemoryLinks, NameRules, RelationRef
 from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 from service.stores.neo4j.communities import CommunityGraph
@@ -100,6 +101,10 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
+class _RolledBack(Exception):
+    """Raised by a transaction function to roll its transaction back (`_warm_write_plans`)."""
+
+
 class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGraph, RunReads, ConversationGraph,
                       TurnGraph, FactGraph, CommunityGraph, ConsoleGraph):
     name = "neo4j"
@@ -123,6 +128,33 @@ class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGra
         self.deadlock_retries = 0  # ... of which on DeadlockDetected
         self._sizers: dict[str, ChunkSizer] = {}  # bulk write chunk sizes, by kind (chunks.py)
         self.chunk_stats = ChunkStats()
+
+    async def _warm_write_plans(self) -> GraphReport:
+        """The write path's statements, planned before the first write. A fresh server plans each statement the
+        first time it sees it, on a cold JVM: several seconds for a write's dozen statements, which the first
+        write would pay inside its transaction. One synthetic memory (two new entities, a single-valued relation)
+        goes through the whole path (gate candidates, entities, mentions, relations, supersession) in a
+        transaction that is then rolled back: nothing is stored, and the plans stay in the server's query cache.
+        On a server that has seen the statements it is one quick transaction. Returns what the rolled-back write
+        did."""
+        now = utc_now()
+        memory = Memory(id="warm-up", user_id="warm-up", content="Warm-up lives in Warm-up town.", category="fact",
+                        scope=Scope.GLOBAL, hash=content_hash("warm-up"), created_at=now, updated_at=now)
+        links = MemoryLinks(memory.id, [EntityRef("Warm-up person", "person"), EntityRef("Warm-up town", "place")],
+                            [RelationRef("Warm-up person", "lives_in", "Warm-up town", memory.content)])
+        graph = link_rows([memory], [links], self._names)
+        vectors = await self._names.vectors([r["name"] for r in graph["entities"]]) if self._names.resolves else {}
+
+        done: list[GraphReport] = []
+
+        async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> None:
+            await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
+            done.append(await apply_links(tx, graph, now, self._names, vectors))
+            raise _RolledBack
+
+        with contextlib.suppress(_RolledBack):
+            await self._write(body, graph=graph, vectors=vectors)
+        return done[-1]
 
     async def _write(self, fn: Any, *, slow: bool = False, tx_timeout: float | None = None, **params: Any) -> Any:
         """`fn(tx, **params)` in a managed write transaction. Neo4j ends the transaction after `tx_timeout`
