@@ -32,6 +32,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+GC="${NEO4J_GC:-G1}"
+case "$GC" in
+  Serial|G1) ;;
+  *) echo "error: NEO4J_GC must be Serial or G1 (got $GC)" >&2; exit 2 ;;
+esac
+
 "$DIR/build.sh"   # checks Java 17+ / Maven; a no-op when the build is up to date
 
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
@@ -40,10 +46,5 @@ if [ -f "$DIR/target/neo4j-launcher.jsa" ]; then
   OPTS+=("-XX:SharedArchiveFile=$DIR/target/neo4j-launcher.jsa")  # ignored by the JVM if unusable
 fi
 INITIAL_HEAP="${NEO4J_INITIAL_HEAP:-64m}"  # -Xms; the heap grows from it to --heap (-Xmx)
-GC="${NEO4J_GC:-G1}"
-case "$GC" in
-  Serial|G1) ;;
-  *) echo "error: NEO4J_GC must be Serial or G1 (got $GC)" >&2; exit 2 ;;
-esac
 exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" -XX:+Use"$GC"GC "${OPTS[@]}" \
   -jar "$DIR/target/neo4j-launcher.jar" ${ARGS[@]+"${ARGS[@]}"}
