@@ -101,6 +101,14 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 
+async def write_memories(tx: AsyncManagedTransaction, rows: list[dict[str, Any]],
+                         graph: dict[str, list[dict[str, Any]]], now: str, names: NameRules,
+                         vectors: dict[str, list[float]]) -> GraphReport:
+    """The memories' nodes, then their links (`apply_links`): one chunk of `upsert_memories`."""
+    await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=rows)).consume()
+    return await apply_links(tx, graph, now, names, vectors)
+
+
 class _RolledBack(Exception):
     """Raised by a transaction function to roll its transaction back (`_warm_write_plans`)."""
 
@@ -142,18 +150,14 @@ class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGra
                         scope=Scope.GLOBAL, hash=content_hash("warm-up"), created_at=now, updated_at=now)
         links = MemoryLinks(memory.id, [EntityRef("Warm-up person", "person"), EntityRef("Warm-up town", "place")],
                             [RelationRef("Warm-up person", "lives_in", "Warm-up town", memory.content)])
-        graph = link_rows([memory], [links], self._names)
-        vectors = await self._names.vectors([r["name"] for r in graph["entities"]]) if self._names.resolves else {}
-
         done: list[GraphReport] = []
 
         async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]) -> None:
-            await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=[memory_row(memory)])).consume()
-            done.append(await apply_links(tx, graph, now, self._names, vectors))
+            done.append(await write_memories(tx, [memory_row(memory)], graph, now, self._names, vectors))
             raise _RolledBack
 
         with contextlib.suppress(_RolledBack):
-            await self._write(body, graph=graph, vectors=vectors)
+            await self._link_write(lambda: link_rows([memory], [links], self._names), body)
         return done[-1]
 
     async def _write(self, fn: Any, *, slow: bool = False, tx_timeout: float | None = None, **params: Any) -> Any:
@@ -271,8 +275,7 @@ class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGra
 
             async def body(tx: AsyncManagedTransaction, graph: dict[str, Any], vectors: dict[str, list[float]]
                            ) -> GraphReport:
-                await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=rows)).consume()
-                return await apply_links(tx, graph, now, self._names, vectors)
+                return await write_memories(tx, rows, graph, now, self._names, vectors)
 
             done: GraphReport = await self._link_write(lambda: link_rows(part, part_links, self._names), body,
                                                        slow=True)
