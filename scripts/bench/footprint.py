@@ -17,9 +17,9 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
    (TASK_TTL_SECONDS; the warm-up then lasts at least 11 minutes), so the stored data stays what the writes of
    step 5 left and any growth is the processes' own;
 7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
-With `--soak-ab VAR=VALUE`, a second stack of the same clone (own ports and data) runs with that environment
-variable (for example `MALLOC_ARENA_MAX=2`), and the soak rounds run in both stacks at the same time, so the two
-RSS curves see the same machine.
+With `--soak-ab VAR=VALUE[,VAR=VALUE...]` (repeatable), one more stack of the same clone (own ports and data) runs
+with those environment variables (for example `MALLOC_ARENA_MAX=2`), and the soak rounds run in every stack at the
+same time, so the RSS curves see the same machine.
 With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
 after the other, and the figures are printed side by side.
 """
@@ -287,8 +287,9 @@ def main() -> None:
     p.add_argument("--compare", default=None, help="another checkout with its .venv installed")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--cold-maven", action="store_true", help="dev.sh with an empty Maven repository too")
-    p.add_argument("--soak-ab", default=None, metavar="VAR=VALUE",
-                   help="a second stack of the same clone with this environment variable, soaked side by side")
+    p.add_argument("--soak-ab", action="append", default=[], metavar="VAR=VALUE[,VAR=VALUE...]",
+                   help="one more stack of the same clone with these environment variables (comma-separated), "
+                        "soaked side by side; may be given more than once")
     p.add_argument("--base-port", type=int, default=18300)
     p.add_argument("--json", default=None)
     args = p.parse_args()
@@ -312,11 +313,11 @@ def main() -> None:
         if args.cold_maven:
             extra["MAVEN_OPTS"] = f"-Dmaven.repo.local={work / 'm2'}"
         stacks = [Stack(label, clone, args.base_port, extra)]
-        if args.soak_ab:  # the same clone once more, on its own ports and data, with the variable set
-            key, _, value = args.soak_ab.partition("=")
-            blabel = f"this ({head}) {key}={value}"
+        for i, assignments in enumerate(args.soak_ab, 1):  # the same clone again, own ports and data, these variables
+            env = dict(a.partition("=")[::2] for a in assignments.split(","))
+            blabel = f"this ({head}) {assignments}"
             results[blabel] = {"install": {}}
-            stacks.append(Stack(blabel, clone, args.base_port + 20, {**extra, key: value}))
+            stacks.append(Stack(blabel, clone, args.base_port + 20 * i, {**extra, **env}))
         try:
             for stack in stacks:  # one after the other: the first dev.sh installs the clone's venv
                 print(f"[{stack.label}] dev.sh on a fresh clone, writes ...", flush=True)

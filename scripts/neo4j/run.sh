@@ -8,7 +8,8 @@
 # existing store). The password reaches java via the env var NEO4J_LAUNCHER_PASSWORD, not argv;
 # a caller may set that variable itself instead of passing --password.
 # NEO4J_INITIAL_HEAP (default 64m) is the JVM's initial heap (-Xms); NEO4J_GC (default G1) its garbage
-# collector, Serial or G1 (docs/benchmarks.md, "A soak at constant data").
+# collector, Serial or G1 (docs/benchmarks.md, "A soak at constant data"); NEO4J_JAVA_OPTS (default empty)
+# more JVM flags, split on spaces and put last, so they win over the ones above (e.g. "-XX:+AlwaysPreTouch").
 # Prints "neo4j ready bolt://HOST:PORT db=NAME" on stdout once Bolt serves queries; Neo4j's logs
 # go to DIR/logs; errors are one "error: ..." line on stderr and a non-zero exit.
 # The java process replaces this script (exec): SIGTERM/SIGINT to its pid stops Neo4j cleanly.
@@ -46,5 +47,6 @@ if [ -f "$DIR/target/neo4j-launcher.jsa" ]; then
   OPTS+=("-XX:SharedArchiveFile=$DIR/target/neo4j-launcher.jsa")  # ignored by the JVM if unusable
 fi
 INITIAL_HEAP="${NEO4J_INITIAL_HEAP:-64m}"  # -Xms; the heap grows from it to --heap (-Xmx)
-exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" -XX:+Use"$GC"GC "${OPTS[@]}" \
+read -r -a EXTRA <<< "${NEO4J_JAVA_OPTS:-}"
+exec "$JAVA" -Xms"$INITIAL_HEAP" -Xmx"$HEAP" -XX:+Use"$GC"GC "${OPTS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} \
   -jar "$DIR/target/neo4j-launcher.jar" ${ARGS[@]+"${ARGS[@]}"}
