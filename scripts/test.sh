@@ -51,4 +51,4 @@ say "ruff"
 say "mypy"
 "$VENV/bin/mypy"
 say "pytest"
-"$PY" -m pytest -q ${parallel[@]+"${parallel[@]}"} "$@"
+"$PY" -m pytest -q --durations=25 ${parallel[@]+"${parallel[@]}"} "$@"  # the slowest 25: where the suite's time goes
