@@ -44,14 +44,16 @@ texts, and some that match nothing in the graph) from `--clients` concurrent cli
 `--warmup` unmeasured ones (all 60 for the cached cells), stopping early after `--cell-seconds`.
 `limit` is 10 (the API default) unless `--limit`. `--optimize` adds a last phase that builds Qdrant
 Edge's HNSW index as the service's optimize cron does (a child process on a copy, then a swap),
-measures searches during the build, and the in-process paths again after it.
+measures searches during the build, and the in-process paths and (unless `--no-http`) the HTTP cells again
+after it. Neo4j's heap (used / committed / max, over JMX) is printed after the load and at the end, with the
+private Neo4j's store size on disk.
 
 Before/after in one run: `--keep --workdir DIR --tag T` keeps the loaded data; later runs with
 `--reuse --workdir DIR --tag T --neo4j-uri ...` measure it again without loading. `--compare-ref REF`
 (with `--reuse`) exports `service/` and `worker/` of commit REF (`git archive`) and runs `--rounds`
 rounds, each measuring REF's code ("before") then the working tree's or `--after-ref`'s ("after") in
 child processes of this script on the same data, and prints both side by side, pooled over the rounds.
-`--no-http` skips step 3.
+`--no-http` skips the HTTP cells (step 3, and after `--optimize`).
 
 With `--neo4j-uri` the data goes to that database and the bench users' nodes are removed at the
 end (`--keep` keeps them and the work dir). Redis is needed by the service only (start-up and its
@@ -380,10 +382,6 @@ def reuse_queries(size: int, seed: int) -> list[tuple[str, str | None]]:
     return make_queries(pool, seed + size)
 
 
-class _SkipHttp(Exception):
-    """--no-http: the in-process cells are done."""
-
-
 def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), n):
         yield items[start : start + n]
@@ -561,6 +559,50 @@ async def measure_http(
                 print(f"  {size} x{clients} HTTP: p50 {pct(cell.latencies_ms, 50):.1f} ms", flush=True)
 
 
+async def http_phase(
+    args: argparse.Namespace, data_dir: Path, queue: str, users: dict[int, str],
+    queries: dict[int, list[tuple[str, str | None]]], cells: list[Cell], work: Path, suffix: str,
+) -> None:
+    """The HTTP cells, twice: as configured (the cache warmed with every query), and with QUERY_CACHE_SIZE=0 (every
+    query embedded, as a query never asked before). `suffix` names the phase in the cells' paths (", HNSW")."""
+    for path, extra, warm in ((f"merged, cached (HTTP /v1/search{suffix})", {}, True),
+                              (f"merged, cold (HTTP /v1/search{suffix})", {"QUERY_CACHE_SIZE": "0"}, False)):
+        port = free_port()
+        service = start_service({**service_env(args, data_dir, queue, port), **extra}, work / "service.log")
+        try:
+            t0 = time.perf_counter()
+            health = await wait_healthy(port, service, 300)
+            print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
+                  flush=True)
+            await measure_http(args, port, users, queries, cells, path, warm)
+        finally:
+            await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
+
+
+async def neo4j_figures(args: argparse.Namespace, home: Path | None) -> str:
+    """Neo4j's heap (JMX: used / committed / max) and, for the private Neo4j, its store on disk."""
+    from neo4j import AsyncGraphDatabase
+
+    password = os.environ.get("NEO4J_PASSWORD")
+    driver = AsyncGraphDatabase.driver(args.neo4j_uri, auth=("neo4j", password) if password else None)
+    try:
+        async with driver.session(database=args.neo4j_database) as session:
+            rec = await (await session.run(
+                "CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
+                "RETURN attributes.HeapMemoryUsage.value.properties AS heap")).single()
+    finally:
+        await driver.close()
+    heap = rec["heap"] if rec else {}
+    mb = {k: heap.get(k, 0) / 2**20 for k in ("used", "committed", "max")}
+    out = f"neo4j heap: used {mb['used']:.0f} MB, committed {mb['committed']:.0f} MB, max {mb['max']:.0f} MB"
+    if home is not None:
+        def size(sub: str) -> float:
+            return sum(f.stat().st_size for f in (home / "data" / sub).rglob("*") if f.is_file()) / 2**20
+
+        out += f"; store: databases {size('databases'):.0f} MB, transaction logs {size('transactions'):.0f} MB"
+    return out
+
+
 async def wait_healthy(port: int, proc: subprocess.Popen[bytes], limit_s: float) -> dict[str, Any]:
     deadline = time.monotonic() + limit_s
     last = ""
@@ -708,7 +750,6 @@ async def main(args: argparse.Namespace) -> int:
     users = {size: f"bench-{size}-{tag}" for size in args.sizes}
     cells: list[Cell] = []
     neo4j_proc: subprocess.Popen[bytes] | None = None
-    service: subprocess.Popen[bytes] | None = None
     print(f"work dir {work}  sizes={args.sizes}  clients={args.clients}  requests/cell={args.requests}  "
           f"vectors={args.vectors}  embedder={args.embedder}  limit={args.limit}", flush=True)
     try:
@@ -733,25 +774,15 @@ async def main(args: argparse.Namespace) -> int:
         finally:
             await deps.close()
 
-        if args.no_http:
-            raise _SkipHttp
-        # twice: as configured (the cache warmed with every query), and with QUERY_CACHE_SIZE=0 (every query
-        # embedded, as a query never asked before)
-        for path, extra, warm in (("merged, cached (HTTP /v1/search)", {}, True),
-                                  ("merged, cold (HTTP /v1/search)", {"QUERY_CACHE_SIZE": "0"}, False)):
-            port = free_port()
-            service = start_service({**service_env(args, data_dir, queue, port), **extra}, work / "service.log")
-            t0 = time.perf_counter()
-            health = await wait_healthy(port, service, 300)
-            print(f"service on 127.0.0.1:{port} healthy in {time.perf_counter() - t0:.0f}s: {health.get('checks')}",
-                  flush=True)
-            await measure_http(args, port, users, queries, cells, path, warm)
-            await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
-            service = None
+        neo4j_home = work / "neo4j" if neo4j_proc is not None else None
+        print(await neo4j_figures(args, neo4j_home), flush=True)
+        if not args.no_http:
+            await http_phase(args, data_dir, queue, users, queries, cells, work, "")
         if args.optimize:
             await optimized_phase(args, settings, users, queries, cells)
-    except _SkipHttp:
-        pass
+            if not args.no_http:
+                await http_phase(args, data_dir, queue, users, queries, cells, work, ", HNSW")
+        print(await neo4j_figures(args, neo4j_home), flush=True)
     except BaseException:
         log_path = work / "service.log"
         if log_path.exists():
@@ -759,8 +790,6 @@ async def main(args: argparse.Namespace) -> int:
             print("last lines of the service log:\n" + "\n".join(line[:500] for line in tail), flush=True)
         raise
     finally:
-        if service is not None:
-            await asyncio.to_thread(stop, service)
         if neo4j_proc is not None:
             await asyncio.to_thread(stop, neo4j_proc)
         elif not args.keep and args.neo4j_uri:
