@@ -21,7 +21,8 @@ Each side is written as the memory "A note about NAME." naming that entity only:
 label (it often says the answer: "Peggy is a traditional nickname for Margaret"), and is one text for both sides,
 so it is not written (docs/identity.md). A pair whose two names are spelled the same (one entity id, the same
 type family) is one node before the gate is asked; the figures say how many merges were of that kind, and the
-precision of the gate's own merges (names spelled differently) apart.
+precision of the gate's own merges (names spelled differently) apart. A side that carries its own `memory` (the
+context sets, tests/data/resolution_ctx_*.jsonl: one sentence per side, written apart) is written with that text.
 
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --gold other.jsonl --split blind
@@ -64,7 +65,7 @@ async def outcome(store: Neo4jGraphStore, pair: dict[str, Any]) -> str:
     user = f"resolution-{uuid.uuid4().hex[:12]}"
     written: list[str] = []
     for side in ("a", "b"):
-        m = memory(user, f"A note about {pair[side]['name']}.")
+        m = memory(user, pair[side].get("memory") or f"A note about {pair[side]['name']}.")
         await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(pair[side]["name"], pair[side]["type"])])])
         written.append(m.id)
     a_id = entity_id(user, "global", pair["a"]["name"])
