@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -235,7 +236,8 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
 async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Path, store: Neo4jGraphStore) -> None:
     """600 memories, 600 entities and 600 facts through POST /v1/import, with every byte to Neo4j throttled:
     the first chunk (500 entity rows, over 100 KB) cannot reach Neo4j within the write deadline (6 s), so it is
-    split; the import completes with everything in the graph."""
+    split; the import completes with everything in the graph. The link is fast again once a chunk was split (the
+    rest of the import would only crawl: over a minute at that rate)."""
     upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
     async with SlowProxy(upstream) as proxy, running_app(
         tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", graph_timeout_seconds=1.0, arq_job_timeout=900,
@@ -268,6 +270,15 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
         assert isinstance(graph, Neo4jGraphStore)
         splits = graph.chunk_stats.splits
         proxy.upload_rate = 15_000  # bytes/s: 500 entity rows take over 7 s; the write deadline is 6 s
+
+        async def fast_once_split() -> None:
+            for _ in range(6000):  # bounded: 600 s
+                if graph.chunk_stats.splits > splits:
+                    proxy.upload_rate = None
+                    return
+                await asyncio.sleep(0.1)
+
+        lift = asyncio.create_task(fast_once_split())
         try:
             resp = await client.post("/v1/import", content=body, headers={"content-type": "application/x-ndjson"})
             assert resp.status_code == 202, resp.text
@@ -282,6 +293,7 @@ async def test_import_larger_than_a_chunk_completes_on_a_slow_link(tmp_path: Pat
             rels = await probe.relations(direct, user)
             assert len(rels) == n and all(len(r["memory_ids"]) == 1 for r in rels)
         finally:
+            lift.cancel()
             proxy.upload_rate = None
             await erase_user(direct, user)
 
