@@ -579,12 +579,17 @@ async def http_phase(
             await asyncio.to_thread(stop, service)  # releases the Qdrant Edge shard
 
 
-async def neo4j_figures(args: argparse.Namespace, home: Path | None) -> str:
-    """Neo4j's heap (JMX: used / committed / max) and, for the private Neo4j, its store on disk."""
+def bench_driver(args: argparse.Namespace) -> Any:
+    """An async driver to the bench's Neo4j (NEO4J_PASSWORD from the environment when auth is on)."""
     from neo4j import AsyncGraphDatabase
 
     password = os.environ.get("NEO4J_PASSWORD")
-    driver = AsyncGraphDatabase.driver(args.neo4j_uri, auth=("neo4j", password) if password else None)
+    return AsyncGraphDatabase.driver(args.neo4j_uri, auth=("neo4j", password) if password else None)
+
+
+async def neo4j_figures(args: argparse.Namespace, home: Path | None) -> str:
+    """Neo4j's heap (JMX: used / committed / max) and, for the private Neo4j, its store on disk."""
+    driver = bench_driver(args)
     try:
         async with driver.session(database=args.neo4j_database) as session:
             rec = await (await session.run(
@@ -622,10 +627,7 @@ async def wait_healthy(port: int, proc: subprocess.Popen[bytes], limit_s: float)
 
 async def cleanup_graph(args: argparse.Namespace, users: list[str]) -> None:
     """Remove the bench users' nodes from an external Neo4j (bounded batches)."""
-    from neo4j import AsyncGraphDatabase
-
-    password = os.environ.get("NEO4J_PASSWORD")
-    driver = AsyncGraphDatabase.driver(args.neo4j_uri, auth=("neo4j", password) if password else None)
+    driver = bench_driver(args)
     try:
         async with driver.session(database=args.neo4j_database) as session:
             for user in users:
