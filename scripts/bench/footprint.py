@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench/footprint.py [--writes 10000] [--soak-minutes 30] \
         [--compare /path/to/other/checkout] [--torch-python /venv/with/sentence-transformers/bin/python] \
-        [--soak-constant] [--warmup-minutes 5] [--soak-clients 32] [--warm-install] [--cold-maven] [--json out.json]
+        [--soak-constant] [--soak-rate 8] [--warmup-minutes 5] [--soak-clients 32] [--warm-install] [--cold-maven] \
+        [--json out.json]
 
 Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports and data dirs):
 1. a fresh `git clone` of this checkout's HEAD;
@@ -15,7 +16,8 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
    process's RSS sampled every 30 s; first and last sample and the growth in %. With `--soak-constant`, each
    round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 600 s
    (TASK_TTL_SECONDS; the warm-up then lasts at least 11 minutes), so the stored data stays what the writes of
-   step 5 left and any growth is the processes' own;
+   step 5 left and any growth is the processes' own; with `--soak-rate R`, the rounds start R writes a second
+   (`soak.py --rate`), so what the stack holds for a TTL (task records) is the same at both ends of the window;
 7. `embedder.py` (the embedders side by side; torch with `--torch-python`).
 With `--soak-ab VAR=VALUE[,VAR=VALUE...]` (repeatable), one more stack of the same clone (own ports and data) runs
 with those environment variables (for example `MALLOC_ARENA_MAX=2`), and the soak rounds run in every stack at the
@@ -176,12 +178,12 @@ def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
 
 
 def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, clients: int, logs: Path,
-         max_pending: int, every_s: float = 30.0) -> dict[str, Any]:
+         max_pending: int, rate: float, every_s: float = 30.0) -> dict[str, Any]:
     """Rounds of soak.py; RSS sampled every `every_s` after the warm-up rounds (at least one, and until
     `warmup_minutes` passed: caches, the JVM heap and the first index build reach their working size). A round
     that fails is counted and its output kept in `logs` (the RSS figures stay meaningful)."""
     cmd = [sys.executable, str(BENCH / "soak.py"), "--url", stack.url, "-n", "3000", "-c", str(clients), "-u", "3",
-           "--embedder", "none", "--timeout", "600", "--max-pending", str(max_pending),
+           "--embedder", "none", "--timeout", "600", "--max-pending", str(max_pending), "--rate", str(rate),
            *(["--cleanup"] if constant else [])]
     logs.mkdir(parents=True, exist_ok=True)
     samples: list[dict[str, float]] = []
@@ -281,6 +283,8 @@ def main() -> None:
     p.add_argument("--soak-max-pending", type=int, default=200,
                    help="soak.py --max-pending: writes wait while this many tasks are pending, so a slow round "
                         "does not queue its tasks past TASK_TTL_SECONDS (0: no limit)")
+    p.add_argument("--soak-rate", type=float, default=0.0,
+                   help="soak.py --rate: writes a second in each stack (0: as fast as the clients go)")
     p.add_argument("--warm-install", action="store_true",
                    help="skip the cold pip install (step 2); dev.sh installs with the pip cache")
     p.add_argument("--soak-logs", default="/tmp/footprint-soak-logs", help="each soak round's output")
@@ -330,7 +334,7 @@ def main() -> None:
                 with ThreadPoolExecutor(len(stacks)) as pool:
                     runs = {s.label: pool.submit(soak, s, args.soak_minutes, args.soak_constant, warmup,
                                                  args.soak_clients, Path(args.soak_logs) / str(s.port),
-                                                 args.soak_max_pending)
+                                                 args.soak_max_pending, args.soak_rate)
                             for s in stacks}
                 for slabel, future in runs.items():
                     results[slabel]["soak"] = future.result()

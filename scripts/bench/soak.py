@@ -12,7 +12,10 @@ What it does (every loop is bounded in count and in time):
    (categories preference, personal_fact, technical_skill, domain_knowledge, decision, interaction),
    ~10% `POST /v1/memories/raw/batch` with 2-5 of those facts, ~15% `POST /v1/memories` conversations of
    2-4 user sentences. With `--max-pending N`, a client holds its next write while N tasks are pending (a
-   closed loop: on a slow machine the queue stays short instead of outliving TASK_TTL_SECONDS). Every text is
+   closed loop: on a slow machine the queue stays short instead of outliving TASK_TTL_SECONDS). With `--rate R`,
+   writes start at most R a second over all clients (an open loop: the rate stays the same while the machine's
+   load changes, as long as R is below what the stack can take; a client that falls behind does not catch up in a
+   burst). Every text is
    built from templates over a small shared pool (10 people, 5 places, 8 tools), so concurrent jobs contend on the same
    graph entities; a counter makes each request unique, so idempotency never merges two of them.
 2. Mixed in: when a write task completes, each of its memories is, with probability 3%, updated
@@ -280,6 +283,7 @@ class State:
     clients_done: bool = False
     polling_done: bool = False
     health: Health = field(default_factory=Health)
+    next_write_at: float = 0.0  # --rate: the monotonic time the next write may start
 
     def count(self, route: str, status: int) -> None:
         self.statuses[(route, status)] += 1
@@ -388,9 +392,21 @@ async def do_search(state: State, client: aiohttp.ClientSession, user: str, rng:
 # --------------------------------------------------------------------------------------------
 
 
+async def paced(state: State, rate: float) -> None:
+    """Waits for the next write slot of `rate` writes a second (shared by every client); a slot missed is
+    dropped, not made up later, so the rate never rises above `rate`."""
+    if rate <= 0:
+        return
+    now = time.monotonic()
+    slot = max(now, state.next_write_at)
+    state.next_write_at = slot + 1.0 / rate
+    if slot > now:
+        await asyncio.sleep(slot - now)
+
+
 async def client_loop(
     state: State, client: aiohttp.ClientSession, rng: random.Random, users: list[str], deadline: float, max_iter: int,
-    max_pending: int = 0,
+    max_pending: int = 0, rate: float = 0.0,
 ) -> None:
     """Takes a pending update/delete first, else the next write (held back while `max_pending` tasks, if set, are
     pending); after each request, a search with probability SEARCH_SHARE/(1-SEARCH_SHARE). Returns when the
@@ -414,6 +430,7 @@ async def client_loop(
                     return
                 await asyncio.sleep(0.05)
                 continue
+            await paced(state, rate)
             await do_write(state, client, op)
             user = op.user
         if rng.random() < search_p:
@@ -763,12 +780,14 @@ async def main(args: argparse.Namespace) -> int:
         max_iter = 20 * args.n + int(3 * args.timeout / 0.05) + 100
         if args.max_pending:  # a held-back client spins every 0.05 s while tasks drain
             max_iter += int((hard_deadline - time.monotonic()) / 0.05)
+        if args.rate > 0:
+            hard_deadline += args.n / args.rate  # the paced writes alone take n / rate seconds
 
         async def clients() -> None:
             try:
                 await asyncio.gather(*(
                     client_loop(state, client, random.Random(args.seed * 1000 + i), users, hard_deadline, max_iter,
-                                args.max_pending)
+                                args.max_pending, args.rate)
                     for i in range(args.c)
                 ))
             finally:
@@ -830,14 +849,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-pending", type=int, default=0,
                    help="hold new writes while this many tasks are pending (0: no limit): a closed loop that keeps "
                         "the queue short on a slow or shared machine")
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="start at most this many writes a second over all clients (0: as fast as the clients go): "
+                        "a load whose rate does not follow the machine's")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--cleanup", action="store_true",
                    help="delete every memory of the run's users at the end (constant data over rounds)")
     p.add_argument("--embedder", choices=("local", "hash", "none"), default="local",
                    help="embedder whose raw rate is printed beside the memories stored per second")
     args = p.parse_args()
-    if args.n < 1 or args.c < 1 or args.u < 1 or args.timeout <= 0:
-        p.error("-n, -c and -u must be >= 1 and --timeout > 0")
+    if args.n < 1 or args.c < 1 or args.u < 1 or args.timeout <= 0 or args.rate < 0:
+        p.error("-n, -c and -u must be >= 1, --timeout > 0 and --rate >= 0")
     return args
 
 
