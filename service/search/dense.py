@@ -9,6 +9,7 @@ from service.stores.vector import RankRequest, VectorStore
 class Dense:
     name = "dense"
     uses_vector = True
+    remote_first = False
 
     def __init__(self, vectors: VectorStore, weight: float) -> None:
         self.vectors = vectors

@@ -53,6 +53,7 @@ class GraphProposal:
 
     name = "graph"
     uses_vector = True
+    remote_first = True
 
     def __init__(self, vectors: VectorStore, graph: GraphStore, settings: Settings) -> None:
         self.vectors = vectors

@@ -9,6 +9,7 @@ from service.stores.vector import RankRequest, VectorStore
 class Lexical:
     name = "lexical"
     uses_vector = False
+    remote_first = False
 
     def __init__(self, vectors: VectorStore, weight: float) -> None:
         self.vectors = vectors

@@ -45,6 +45,9 @@ class Retriever(Protocol):
     name: str  # its name in `signals` and in the request's `retrievers`
     weight: float  # its weight in the fusion (a SEARCH_WEIGHT_* setting)
     uses_vector: bool  # it reads the query's embedding, which then starts at once
+    # Its first step is a query to another process (the graph database): it starts before the others, so that
+    # process works while their store calls (in this process, holding the GIL) run (searcher.py).
+    remote_first: bool
 
     async def retrieve(self, q: Query) -> Retrieved:
         """Up to `q.limit` memory ids the filter admits, best first, with the retriever's own scores."""

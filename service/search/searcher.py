@@ -29,8 +29,8 @@ from service.stores.vector import MemoryFilter, VectorStore
 
 def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> tuple[Retriever, ...]:
     """The table of retrievers: what a search can run, one entry each. Their order is the fusion's (ties and
-    `signals` follow it) and the order they start in; the time retriever parses the query on the event loop, so
-    it stays last."""
+    `signals` follow it) and the order they start in, after those with `remote_first`; the time retriever parses
+    the query on the event loop, so it stays last."""
     return (
         Dense(vectors, settings.search_weight_dense),
         Lexical(vectors, settings.search_weight_lexical),
@@ -72,7 +72,10 @@ class Searcher:
                   self.query_vector, embedding)
         with timed(SEARCH_DURATION, retriever="fused"):
             try:
-                found = await asyncio.gather(*(self._retrieve(r, q) for r in run))
+                # The graph's query goes out before the vector store's calls, which hold the GIL in this process.
+                started = {r.name: asyncio.ensure_future(self._retrieve(r, q))
+                           for r in sorted(run, key=lambda r: not r.remote_first)}
+                found = await asyncio.gather(*(started[r.name] for r in run))
             finally:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()

@@ -26,6 +26,7 @@ def narrow(flt: MemoryFilter, window: TimeWindow | None) -> MemoryFilter | None:
 class TimeWindows:
     name = "time"
     uses_vector = True
+    remote_first = False
 
     def __init__(self, vectors: VectorStore, weight: float) -> None:
         self.vectors = vectors

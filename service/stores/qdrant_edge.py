@@ -11,7 +11,10 @@ Facts about qdrant-edge-py 0.9.0 this module relies on (checked, not assumed):
   loses nothing (the next `load` replays the WAL). `flush()` persists segments and is slow next to a
   write, so it runs on `close()` only, not per write.
 - Calls are safe from several threads (the shard locks internally), but none of them releases the
-  GIL: `asyncio.to_thread` keeps the loop responsive *between* calls only. `optimize()` (building
+  GIL: `asyncio.to_thread` keeps the loop responsive *between* calls only. So a search's short reads (`rank`,
+  `get`) run on the event loop itself: in a worker thread they gained nothing and cost the loop its own I/O,
+  since a socket call on the loop (the graph retriever's Neo4j query) releases the GIL and then waits for the
+  thread's whole Edge call to get it back (docs/retrieval.md, "Speed of the third round"). `optimize()` (building
   HNSW) holds the GIL for its whole run, freezing every thread of the process: `edge_build` runs it in a
   child process on a copy of the shard.
 - All shard errors are plain `Exception("Service runtime error: ...")`.
@@ -247,19 +250,19 @@ class EdgeVectorStore(IndexBuild):
     # ---------------------------------------------------------------------------------------
 
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
-        """One `query_batch` for the lot (one thread hop; Edge plans the batch as a whole)."""
+        """One `query_batch` for the lot (Edge plans the batch as a whole), on the event loop."""
         built = _queries.build(requests, self._dim, self._collection)
         todo = [q for q in built if q is not None]
         if not todo:
             return [[] for _ in requests]
         batch = qe.QueryBatchRequest(todo)
-        return ranked(built, await self._run(lambda s: s.query_batch(batch)))
+        return ranked(built, await self._run(lambda s: s.query_batch(batch), inline=True))
 
     async def get(self, ids: list[str]) -> list[Memory]:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]
         if not valid:
             return []
-        records = await self._run(lambda s: s.retrieve(valid, True, False))
+        records = await self._run(lambda s: s.retrieve(valid, True, False), inline=True)
         return visible_memories(memory_of(r.id, r.payload) for r in records)
 
     async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
@@ -331,7 +334,9 @@ class EdgeVectorStore(IndexBuild):
         if self._journal is not None:
             self._journal.append(op)
 
-    async def _run(self, fn: Callable[[qe.EdgeShard], _T]) -> _T:
+    async def _run(self, fn: Callable[[qe.EdgeShard], _T], inline: bool = False) -> _T:
+        """`fn(shard)` in a worker thread, or with `inline` on the event loop (a short read: see the module's
+        notes on the GIL)."""
         if not self._serving.is_set():
             try:
                 async with asyncio.timeout(30):
@@ -344,7 +349,7 @@ class EdgeVectorStore(IndexBuild):
             raise DependencyUnavailable(f"qdrant edge store {self._dir} is {state}")
         self._in_flight += 1
         try:
-            return await asyncio.to_thread(fn, shard)
+            return fn(shard) if inline else await asyncio.to_thread(fn, shard)
         except Exception as e:
             # The bindings raise bare `Exception` for storage failures; argument errors keep their type.
             if type(e) is Exception:

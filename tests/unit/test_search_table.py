@@ -30,3 +30,5 @@ async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tm
     assert {r.name: r.weight for r in table} == {
         "dense": settings.search_weight_dense, "lexical": settings.search_weight_lexical,
         "graph": settings.search_weight_graph, "time": settings.search_weight_time}
+    # Only the graph's first step is a query to another process: it starts first (searcher.py).
+    assert [r.name for r in table if r.remote_first] == ["graph"]
