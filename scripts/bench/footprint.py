@@ -150,6 +150,26 @@ class Stack:
         out["total"] = sum(v for k, v in out.items() if not k.endswith(" anon"))
         return out
 
+    def neo4j_mb(self) -> dict[str, float]:
+        """What Neo4j's RSS is made of, as far as the JVM tells (JMX, over Bolt): the heap used and committed, the
+        non-heap committed (metaspace, JIT code), and the store on disk (which the page cache, 128 MB in dev.sh's
+        profile, maps as it is read). Empty when Neo4j does not answer (the RSS figures stay meaningful)."""
+        from neo4j import GraphDatabase
+        from neo4j.exceptions import DriverError, Neo4jError
+
+        query = ("CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
+                 "RETURN attributes.HeapMemoryUsage.value.properties AS heap, "
+                 "attributes.NonHeapMemoryUsage.value.properties AS nonheap")
+        try:
+            with GraphDatabase.driver(self.env["NEO4J_URI"], auth=None) as driver:
+                records, _, _ = driver.execute_query(query, database_="system")
+        except (DriverError, Neo4jError, OSError):  # a figure missed, not a failed run
+            return {}
+        heap, nonheap = records[0]["heap"], records[0]["nonheap"]
+        store = sum(f.stat().st_size for f in (self.data / "neo4j" / "data").rglob("*") if f.is_file())
+        return {"neo4j heap used": heap["used"] / 2**20, "neo4j heap committed": heap["committed"] / 2**20,
+                "neo4j non-heap committed": nonheap["committed"] / 2**20, "neo4j store on disk": store / 2**20}
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -194,7 +214,7 @@ def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, cl
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         while proc.poll() is None:
             if not warm:
-                samples.append({"t": time.time(), **stack.rss_mb(split=True)})
+                samples.append({"t": time.time(), **stack.rss_mb(split=True), **stack.neo4j_mb()})
             for _ in range(int(every_s * 10)):
                 if proc.poll() is not None:
                     break
@@ -208,10 +228,10 @@ def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, cl
              stack.rss_mb(split=True))
         if warm and time.monotonic() >= warm_end:
             warm, end = False, time.monotonic() + minutes * 60
-    samples.append({"t": time.time(), **stack.rss_mb(split=True)})
+    samples.append({"t": time.time(), **stack.rss_mb(split=True), **stack.neo4j_mb()})
     first, last = samples[0], samples[-1]
     growth = {k: (last[k] - first[k]) / first[k] * 100 for k in first if k != "t" and k in last and first[k]}
-    return {"rounds": rounds, "failed_rounds": failures, "samples": len(samples),
+    return {"rounds": rounds, "failed_rounds": failures, "samples": len(samples), "series": samples,
             "minutes": (last["t"] - first["t"]) / 60, "first": first, "last": last, "growth_pct": growth,
             "max": {k: max(s.get(k, 0.0) for s in samples) for k in first if k != "t"}}
 
