@@ -13,7 +13,8 @@ Steps (every loop bounded in count and time; everything on 127.0.0.1, own ports 
 4. the RSS of every process of the stack (API, worker child, Neo4j, Redis) idle;
 5. `write_path.py -n 500 -c 16` (worker memories/s), then `--writes` more writes, and the RSS again;
 6. with `--soak-minutes`: rounds of `soak.py` until that many minutes passed after `--warmup-minutes` of rounds, every
-   process's RSS sampled every 30 s; first and last sample and the growth in %. With `--soak-constant`, each
+   process's RSS sampled every 30 s, with Neo4j's heap (used, committed), non-heap and store size (JMX over Bolt);
+   first and last sample and the growth in % (the JSON keeps every sample). With `--soak-constant`, each
    round deletes what it wrote (`soak.py --cleanup`) and the stack keeps task records for 600 s
    (TASK_TTL_SECONDS; the warm-up then lasts at least 11 minutes), so the stored data stays what the writes of
    step 5 left and any growth is the processes' own; with `--soak-rate R`, the rounds start R writes a second
@@ -358,7 +359,7 @@ def main() -> None:
                             for s in stacks}
                 for slabel, future in runs.items():
                     results[slabel]["soak"] = future.result()
-                    note(slabel, "soak", results[slabel]["soak"])
+                    note(slabel, "soak", {k: v for k, v in results[slabel]["soak"].items() if k != "series"})
         finally:
             for stack in stacks:
                 stack.stop()
