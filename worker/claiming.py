@@ -15,14 +15,19 @@ fails there.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker
 from redis.commands.core import AsyncScript
+
+log = structlog.get_logger(__name__)
 
 # KEYS[1]: the queue (sorted set). ARGV: now (ms), in-progress timeout (ms), the in-progress key prefix, how many to
 # claim at most, then the candidate job ids in queue order. Returns the claimed ids and their scores, flattened.
@@ -80,3 +85,27 @@ class ClaimingWorker(Worker):
             task = self.loop.create_task(self.run_job(job_id, score))
             task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
             self.tasks[job_id] = task
+
+    async def close(self) -> None:
+        """ARQ's `close` (cancel the running jobs, wait for them, drop the health key, close the pool), except that
+        every job is waited for whatever it ended with, and the pool is closed even when Redis is gone. ARQ gathers
+        the jobs without `return_exceptions`: a job cancelled while it was finishing (inside `asyncio.shield`
+        around its final Redis write) ends with CancelledError, which `close` then raised, leaving the other jobs
+        running and the pool open; in the embedded worker that CancelledError also ended the shard's supervisor,
+        and the shard's jobs waited forever (seen once in the Redis failover test)."""
+        if not self._handle_signals:
+            self.handle_sig(signal.SIGUSR1)
+        if self._pool is None:
+            return
+        try:
+            ended = await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+            badly = [f"{type(e).__name__}: {e}"[:200] for e in ended if isinstance(e, BaseException)]
+            if badly:
+                log.warning("worker_jobs_ended_badly_on_close", jobs=len(badly), errors=badly[:5])
+            await self._pool.delete(self.health_check_key)
+            if self.on_shutdown:
+                await self.on_shutdown(self.ctx)
+        finally:
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                await pool.aclose(close_connection_pool=True)

@@ -4,6 +4,7 @@ ARQ's rules: at most `max_jobs` at once, each job once, never one that another w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Any
 
@@ -101,4 +102,37 @@ async def test_two_workers_on_one_queue_share_the_jobs_and_run_each_once() -> No
         assert PEAK[run] > 4  # both ran jobs at the same time
         assert all(w.jobs_complete > 0 for w in workers)
     finally:
+        await redis.aclose()
+
+
+async def test_close_while_a_job_finishes_waits_for_it_and_does_not_raise() -> None:
+    """ARQ's own close raised CancelledError when a job was cancelled while it finished (its final Redis write, inside
+    asyncio.shield), and left the pool open; in the embedded worker that ended the shard's supervisor for good.
+    Here Redis holds the job's final write (CLIENT PAUSE WRITE) while the worker closes."""
+    queue, run = unique("test:claim"), unique("run")
+    redis = await pool(queue)
+    returned = asyncio.Event()
+
+    async def pause_then_return(ctx: dict[str, Any]) -> str:
+        await redis.client_pause(700, all=False)  # writes wait 0.7 s: ARQ's finish_job too
+        returned.set()
+        return "done"
+
+    w = ClaimingWorker(functions=[func(pause_then_return, name="pause")], redis_settings=RedisSettings.from_dsn(
+        os.environ["TEST_REDIS_URL"]), queue_name=queue, poll_delay=0.01, handle_signals=False, keep_result=0)
+    try:
+        await redis.enqueue_job("pause", _job_id=f"{run}-0")
+        main = asyncio.create_task(w.main())
+        await asyncio.wait_for(returned.wait(), 10)
+        await asyncio.sleep(0.1)  # ARQ now waits on the paused Redis in finish_job
+        job = w.tasks[f"{run}-0"]
+        assert not job.done()
+        await asyncio.wait_for(w.close(), 10)  # ARQ's close raised CancelledError here
+        assert job.cancelled()  # the case: the job ended cancelled, and close still returned
+        assert w._pool is None  # the pool is closed
+        main.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await main
+    finally:
+        await redis.client_unpause()
         await redis.aclose()
