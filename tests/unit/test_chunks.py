@@ -67,10 +67,12 @@ async def test_a_client_deadline_splits_while_neo4j_answers_and_is_an_outage_whe
     assert attempts == [256]
 
 
-def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled() -> None:
+def test_the_next_chunk_is_what_the_last_rate_fits_in_half_the_target_at_most_doubled() -> None:
     sizer = ChunkSizer(target=3.0, start=100)
     assert sizer.first() == 100
-    assert sizer.next(100, 6.0) == 50  # 16.7/s: 50 fit in 3 s
+    assert sizer.next(100, 6.0) == 25  # over the target, 16.7/s: 25 fit in half of it (1.5 s)
+    assert sizer.next(100, 1.0) == 150  # 100/s: 150 fit in 1.5 s
+    assert sizer.next(100, 2.9) == 100  # inside the target, over its half: the size holds
     assert sizer.next(50, 0.01) == 100  # very fast: at most twice the last chunk
     assert sizer.next(100, 0.0) == 200  # no time measured: still bounded
     assert sizer.split(200) == 100
@@ -82,9 +84,9 @@ def test_the_next_chunk_is_what_the_last_rate_fits_in_the_target_at_most_doubled
 def test_a_first_chunk_is_the_start_size_and_the_second_may_return_to_the_last_writes_size() -> None:
     sizer = ChunkSizer(target=3.0, start=16)
     assert sizer.first() == 16
-    # the last bulk write reached 256, but these items are slow (16/s): 48 fit in 3 s
-    assert sizer.next(16, 1.0, hint=256) == 48
-    assert sizer.next(16, 0.1, hint=256) == 256  # fast items: back to 256 at once
+    # the last bulk write reached 256, but these items are slow (32/s): 48 fit in half the target
+    assert sizer.next(16, 0.5, hint=256) == 48
+    assert sizer.next(16, 0.05, hint=256) == 256  # fast items: back to 256 at once
     assert sizer.next(16, 0.1) == 32  # without a hint: doubled
     sizer.split(16)  # 16 was too slow
     assert sizer.first() == 12  # a later bulk write starts under 3/4 of the size that was too slow

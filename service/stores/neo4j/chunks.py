@@ -3,9 +3,13 @@
 A bulk write (a large upsert, an import, a reconcile replay, a batch removal) is cut into chunks, one transaction
 each. Every bulk write starts with a small chunk (`start`): what its items cost is unknown until some of them are
 measured, and it can be many times what earlier writes cost (a fresh user's memories, whose names are all new: each
-one embedded and checked by the resolution gate). The next chunk is what the last one's time per item fits in
-`target` seconds, at most twice the last size: sizes double while the doubled chunk is predicted to stay inside the
-target, then follow the measured rate. Between bulk writes of one store only two sizes carry over: one that was too
+one embedded and checked by the resolution gate). `target` is the time a chunk may take; chunks are sized for half of
+it, so that items dearer than the last chunk's (new names come in bursts) stay inside it. A chunk that took at most
+half the target grows to what its time per item fits in that half, at most twice its size: sizes double while the
+doubled chunk is predicted to fit, then follow the measured rate. A chunk between half and the whole target keeps its
+size (a transaction's fixed cost, the round trips and the commit, can be a second on a loaded machine: shrinking on
+it would cut chunks down to one item for no gain); one over the target shrinks to what its rate fits in the half.
+Between bulk writes of one store only two sizes carry over: one that was too
 slow (`ceiling`), and the size the last write of several chunks reached (`reached`), which the second chunk may
 take at once when the first chunk's time per item says it fits (a stream of bulk writes of similar items, such as
 coalesced jobs, then costs one more transaction each, not five). A chunk that was too slow (the server ended its
@@ -44,7 +48,7 @@ class ChunkSizer:
     """Chunk sizes of one kind of bulk write, and what carries over between bulk writes of that kind (several
     may run at once: each one's current size is its own, in `write_chunked`)."""
 
-    target: float  # seconds one chunk should take
+    target: float  # seconds a chunk may take; sizes aim at half of it
     start: int  # the first chunk of every bulk write
     low: int = 1
     high: int = 2000
@@ -56,10 +60,18 @@ class ChunkSizer:
         return self._capped(self.start)
 
     def next(self, items: int, seconds: float, hint: int = 0) -> int:
-        """A chunk of `items` took `seconds`: the next one is what that time per item fits in `target`, at most
-        twice `items` or `hint` (after a bulk write's first chunk: the size the last one reached)."""
-        fits = int(items * self.target / max(seconds, 1e-3))
-        size = self._capped(min(self.high, max(2 * max(items, 1), hint), fits))
+        """A chunk of `items` took `seconds`. At most half the target: the next one is what that time per item
+        fits in half the target, at most twice `items` or `hint` (after a bulk write's first chunk: the size the
+        last one reached). Up to the target: the same size. Over it: what the time per item fits in the half."""
+        aim = self.target / 2
+        fits = int(items * aim / max(seconds, 1e-3))
+        if seconds <= aim:
+            size = min(self.high, max(2 * max(items, 1), hint), fits)
+        elif seconds <= self.target:
+            size = items
+        else:
+            size = fits
+        size = self._capped(size)
         if self.ceiling is not None:
             self.ceiling = self.ceiling * 21 // 20 + 1  # +5% per chunk that fitted
         return size
