@@ -1,4 +1,5 @@
-"""ARQ's Worker with one change: the jobs of a poll are claimed in one Redis script, not one by one.
+"""ARQ's Worker with two changes: the jobs of a poll are claimed in one Redis script, not one by one, and `close`
+waits for every job whatever it ended with (see `close`).
 
 ARQ's `start_jobs` walks the ids it read from the queue (up to `queue_read_limit`, 5 x `max_jobs`) one at a
 time: WATCH, EXISTS, ZSCORE, then MULTI / PSETEX / EXEC, four round trips per id, including the ids of the jobs
