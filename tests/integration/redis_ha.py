@@ -51,7 +51,6 @@ class SentinelSet:
     primary_port: int
     replica_port: int
     sentinel_ports: list[int]
-    min_replicas: int = 0  # the data nodes' min-replicas-to-write (docs/deployment.md: 1 with REDIS_WAIT_REPLICAS=1)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -66,8 +65,7 @@ class SentinelSet:
         d.mkdir(parents=True, exist_ok=True)
         self.procs[port] = subprocess.Popen(
             [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "", "--appendonly", "no",
-             "--logfile", str(d / "redis.log"), "--min-replicas-to-write", str(self.min_replicas), *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--logfile", str(d / "redis.log"), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(port, self.procs[port], 20, f"redis {port}")
 
     def _sentinel(self, port: int) -> None:
@@ -148,8 +146,6 @@ class SentinelSet:
             stop(proc, timeout=10)
 
 
-def start_sentinel_set(tmp: Path, min_replicas: int = 0) -> SentinelSet:
-    """`min_replicas`: every data node refuses writes while fewer replicas are connected to it (a primary that
-    restarts empty before the sentinels demote it, or a promoted one whose old primary has not rejoined yet)."""
+def start_sentinel_set(tmp: Path) -> SentinelSet:
     primary, replica, *sentinels = ports()
-    return SentinelSet(tmp, primary, replica, sentinels, min_replicas).start()
+    return SentinelSet(tmp, primary, replica, sentinels).start()

@@ -53,11 +53,7 @@ async def poll(client: httpx.AsyncClient, task_id: str, timeout: float) -> dict[
 
 @pytest.mark.parametrize("wait_replicas", [1, 0], ids=["wait1", "nowait"])
 async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: int) -> None:
-    # With WAIT, the data nodes also refuse writes without a replica (min-replicas-to-write, as docs/deployment.md
-    # says to run them): the killed primary restarts empty and is a primary until the sentinels demote it; tasks
-    # accepted there (answered 503) could run, write their memories, and vanish in the resync, and the client's
-    # retry on the new primary then wrote the same content again (one run stored 4 memories twice).
-    ha = await asyncio.to_thread(start_sentinel_set, tmp_path / "ha", wait_replicas)
+    ha = await asyncio.to_thread(start_sentinel_set, tmp_path / "ha")
     user = unique("failover")
     killed_at: float | None = None
     statuses: list[int] = []
