@@ -48,6 +48,8 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
+# With REDIS_WAIT_REPLICAS, how long a job's claim waits for the replicas before the job is retried (mark_processing).
+CLAIM_HOLD_S = 10.0
 ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)
 USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
 
@@ -87,8 +89,8 @@ class TaskQueue:
         """Held while a worker runs the task's job (LEASE_TTL_S, refreshed); the reaper reads it."""
         return self.key(f"lease:{task_id}")
 
-    async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
-        return await redis_guard(self._settings, what, coro)
+    async def _guard(self, what: str, coro: Awaitable[_T], scale: float = 1.0) -> _T:
+        return await redis_guard(self._settings, what, coro, scale=scale)
 
     async def enqueue(self, job: JobModel, identity: dict[str, Any], *, user_id: str | None = None) -> str:
         """Accept a write: returns the task id (an existing one for a retried identical request)."""
@@ -126,7 +128,7 @@ class TaskQueue:
                 self.user_tasks_key(owner or "")]
         args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
                 self._settings.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
-        replicas = self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
+        replicas = self._wait_replicas
         if replicas:
             existing = await self._accept_replicated(keys, args, replicas)
         else:
@@ -137,11 +139,20 @@ class TaskQueue:
         log.info("task_enqueued", task_id=task_id, kind=job.kind)
         return task_id
 
+    @property
+    def _wait_replicas(self) -> int:
+        """REDIS_WAIT_REPLICAS, which applies with Sentinel only (a lone Redis has no replicas to wait for)."""
+        return self._settings.redis_wait_replicas if self._settings.redis_sentinels else 0
+
+    @property
+    def _wait_ms(self) -> int:
+        return max(1, int(self._settings.redis_timeout_seconds * 500))
+
     async def _accept_replicated(self, keys: list[str], args: list[Any], replicas: int) -> bytes | None:
         """The accept script, then Redis WAIT on the same connection: answered only once `replicas` replicas hold
         the write, so a failover cannot lose an acknowledged task. Fewer in time: 503, and the client's retry of
         the same request finds this task through its idempotency pointer (it is not accepted twice)."""
-        wait_ms = max(1, int(self._settings.redis_timeout_seconds * 500))
+        wait_ms = self._wait_ms
         pipe = self._redis.pipeline(transaction=False)
         await self._accept(keys=keys, args=args, client=pipe)
         pipe.execute_command("WAIT", replicas, wait_ms)
@@ -218,21 +229,40 @@ class TaskQueue:
         False, and nothing written, when the record has ended already: this is a second run of a job whose end
         was recorded (its worker stalled past its lease and the reaper released the job, or the final write
         reached Redis but its answer did not reach the worker), and a completed task must not go back to
-        `processing` nor its work run again."""
-        async def run() -> bool:
+        `processing` nor its work run again.
+
+        With REDIS_WAIT_REPLICAS (Sentinel), the claim is a replicated write too: True only once that many
+        replicas hold it (Redis WAIT after the writes, on their connection), tried again for up to CLAIM_HOLD_S,
+        then DependencyUnavailable (the job is retried). Replication keeps its order, so a claim on the replicas
+        means the task's accept is there as well: a job never writes memories from a primary whose copy of the
+        task a failover can lose (the primary killed before it replicated the accept, a restarted primary that the
+        sentinels have not demoted yet), which a client's retry of its 503 would then write a second time."""
+        replicas = self._wait_replicas
+
+        async def run() -> tuple[bool, int]:
             raw = await self._redis.get(self._task_prefix + task_id)
             if raw is not None and json.loads(raw).get("status") in ENDED:
-                return False
+                return False, 0
             rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
                 pipe.set(self.lease_key(task_id), lease_token, ex=LEASE_TTL_S)
             pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
-            await pipe.execute()
-            return True
+            if replicas:
+                pipe.execute_command("WAIT", replicas, self._wait_ms)
+            out = await pipe.execute()
+            return True, int(out[-1]) if replicas else 0
 
-        started: bool = await self._guard("status update", run())
-        return started
+        deadline = time.monotonic() + CLAIM_HOLD_S
+        for _ in range(int(CLAIM_HOLD_S * 1000 / self._wait_ms) + 1):  # bounded in count and in time
+            started, acked = await self._guard("status update", run(), scale=2 if replicas else 1)
+            if not started or acked >= replicas:
+                return started
+            log.warning("claim_not_replicated", acked=acked, wanted=replicas)
+            if time.monotonic() >= deadline:
+                break
+        raise DependencyUnavailable(f"redis: the job's claim reached fewer than {replicas} replica(s) in "
+                                    f"{CLAIM_HOLD_S:.0f} s; not run")
 
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
         # The job's copy (for the reaper) and its step caches go: a delete must find the content only in

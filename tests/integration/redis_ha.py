@@ -117,15 +117,23 @@ class SentinelSet:
                 return int(parts[1])
         return None
 
+    def pause_replica(self, paused: bool) -> None:
+        """SIGSTOP / SIGCONT the replica: stopped, it acknowledges nothing, so WAIT 1 on the primary times out."""
+        self.procs[self.replica_port].send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+
     def kill_primary(self) -> None:
         proc = self.procs[self.primary_port]
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
 
     def restart_old_primary(self) -> None:
-        """What a supervisor does (systemd Restart=, a container restart policy): the killed primary starts again on
-        its port; the sentinels turn it into a replica of the new primary."""
-        self._redis(self.primary_port)
+        """What a Sentinel-aware supervisor does (docs/deployment.md): the killed primary starts again on its port as
+        a replica of the primary the sentinels name. Started as a primary instead (its own configuration), it
+        would accept writes for the seconds until the sentinels demote it, and a worker sent there would run
+        jobs whose records then vanish in the resync: a client's retry of the 503 it got writes them again."""
+        primary = self.master_port()
+        assert primary is not None and primary != self.primary_port, "no failover to restart after"
+        self._redis(self.primary_port, "--replicaof", "127.0.0.1", str(primary))
 
     @staticmethod
     def wait(predicate, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]

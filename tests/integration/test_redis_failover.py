@@ -6,7 +6,8 @@ sentinels; tests/integration/redis_ha.py) while writes stream and the primary is
 - with REDIS_WAIT_REPLICAS=1 (the default) nothing acknowledged is lost; with 0, task statuses can be lost
   (asynchronous replication; one loaded run lost every task status). The figures are printed (docs/deployment.md).
 
-As a supervisor would, the test starts the killed primary again once the failover is done; it rejoins as a replica.
+As a Sentinel-aware supervisor would, the test starts the killed primary again once the failover is done, as a
+replica of the primary the sentinels name (never as a primary: docs/deployment.md).
 With one replica and WAIT 1, writes are refused (503) until then: the new primary has no replica to wait for.
 """
 
@@ -24,7 +25,7 @@ import pytest
 from service.stores.vector import MemoryFilter
 from tests import graph_probe as probe
 from tests.conftest import unique
-from tests.integration.conftest import running_app
+from tests.integration.conftest import running_app, wait_task
 from tests.integration.redis_ha import start_sentinel_set
 
 STREAMS = 4  # concurrent clients
@@ -139,5 +140,42 @@ async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: 
             # Without WAIT nothing bounds the loss: on a loaded machine one run lost every task status (the new
             # primary's data set was replaced), while the memories themselves stayed consistent in both stores
             # (asserted above). docs/deployment.md says so; WAIT is the default for this reason.
+    finally:
+        await asyncio.to_thread(ha.close)
+
+
+async def test_a_job_runs_only_once_its_claim_is_on_a_replica(tmp_path: Path) -> None:
+    """The case behind a doubled memory in the failover test: a write refused its 202 (503, no replica acknowledged
+    it) whose job a worker ran anyway from that primary; had the primary then died before replicating it, the
+    client's retry on the new primary would have written it again under another task. The worker holds the job
+    until its claim is on a replica (TaskQueue.mark_processing) and the retry finds the same task."""
+    ha = await asyncio.to_thread(start_sentinel_set, tmp_path / "ha")
+    user = unique("claim")
+    try:
+        async with running_app(tmp_path / "app", redis_url="redis://127.0.0.1:1/0", redis_sentinels=ha.sentinels,
+                               redis_wait_replicas=1, redis_timeout_seconds=1.0) as (client, deps):
+            body = {"content": "the release train leaves at nine", "user_id": user, "category": "decision"}
+            ha.pause_replica(True)
+            try:
+                refused = await client.post("/v1/memories/raw", json=body)
+                assert refused.status_code == 503, refused.text  # not on a replica: no 202
+                await asyncio.sleep(3.0)  # a worker would have run the job by now (it runs in well under 1 s)
+                assert await deps.vectors.count(MemoryFilter(user_id=user)) == 0  # held: nothing written
+                assert await probe.count_memories(deps.graph, user) == 0
+            finally:
+                ha.pause_replica(False)
+            for _ in range(100):  # bounded: the client's retry, once the replica acknowledges again
+                retried = await client.post("/v1/memories/raw", json=body)
+                if retried.status_code == 202:
+                    break
+                assert retried.status_code == 503, retried.text
+                await asyncio.sleep(0.1)
+            assert retried.status_code == 202
+            status = await wait_task(client, retried.json()["task_id"], 30)
+            assert status["status"] == "completed", status
+            listed = (await client.get("/v1/memories", params={"user_id": user})).json()["memories"]
+            assert [m["content"] for m in listed] == [body["content"]]  # once: the held job and the retry are one
+            assert await deps.vectors.count(MemoryFilter(user_id=user)) == 1
+            assert await probe.count_memories(deps.graph, user) == 1
     finally:
         await asyncio.to_thread(ha.close)
