@@ -24,7 +24,7 @@ GC_PAUSE = Histogram(
 QUEUE_DEPTH = Gauge("memory_queue_depth", "Jobs waiting in the ARQ queue")
 QUEUE_OLDEST = Gauge("memory_queue_oldest_age_seconds", "Age of the oldest task not ended yet")
 OUTBOX_DEPTH = Gauge("memory_outbox_depth", "Write intents not yet held by both stores")
-JOBS = Counter("memory_jobs_total", "Jobs by kind and outcome (completed, retried, failed, skipped)",
+JOBS = Counter("memory_jobs_total", "Jobs by kind and outcome (completed, retried, failed, skipped, interrupted)",
                ["kind", "outcome"])
 JOB_DURATION = Histogram("memory_job_duration_seconds", "Job duration by kind", ["kind"])
 STAGE = Histogram("memory_job_stage_seconds", "Time in each stage of a write", ["stage"])

@@ -31,7 +31,7 @@ from typing import Any, TypeVar, cast
 
 import structlog
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from arq.jobs import serialize_job
 
 from service.domain import ID_NAMESPACE, TaskStatus
@@ -50,6 +50,8 @@ _T = TypeVar("_T")
 LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 # With REDIS_WAIT_REPLICAS, how long a job's claim waits for the replicas before the job is retried (mark_processing).
 CLAIM_HOLD_S = 10.0
+# Attempts of a task that its worker's stop or death interrupted and that are not tries (forgive_interruption).
+INTERRUPTIONS_FORGIVEN = 10
 ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)
 USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
 
@@ -381,6 +383,32 @@ class TaskQueue:
             log.warning("reaper_ran", **counts)
         return counts
 
+    async def forgive_interruption(self, task_id: str) -> bool:
+        """An attempt that ended because its worker stopped (its close cancelled the job) or died (the reaper found
+        its lease lapsed) is not one of the job's tries: ARQ's try counter for the job goes back by one. Tries are
+        for the job's own failures; without this, a service restarted a few times in a row (a crash loop, a rolling
+        restart) failed jobs that never failed, with their memories already stored. At most INTERRUPTIONS_FORGIVEN
+        a task (counted in its record's `interrupted`), so a job that kills its worker every time still ends. False,
+        and nothing changed, when the task has ended or used its allowance."""
+        forgiven = await self._guard("forgive", self._forgive(task_id))
+        if forgiven:
+            log.info("attempt_forgiven", task_id=task_id)
+        return forgiven
+
+    async def _forgive(self, task_id: str) -> bool:
+        raw = await self._redis.get(self._task_prefix + task_id)
+        rec: dict[str, Any] | None = json.loads(raw) if raw else None
+        if rec is None or rec.get("status") in ENDED or int(rec.get("interrupted") or 0) >= INTERRUPTIONS_FORGIVEN:
+            return False
+        rec["interrupted"] = int(rec.get("interrupted") or 0) + 1
+        tries = int(await self._redis.get(retry_key_prefix + task_id) or 0)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(self._task_prefix + task_id, json.dumps(rec), keepttl=True)
+        if tries > 0:
+            pipe.decr(retry_key_prefix + task_id)
+        await pipe.execute()
+        return True
+
     async def _reap_one(self, task_id: str) -> str | None:
         raw = await self._redis.get(self._task_prefix + task_id)
         rec: dict[str, Any] | None = json.loads(raw) if raw else None
@@ -392,7 +420,8 @@ class TaskQueue:
                     and not await self._redis.exists(self.lease_key(task_id))
                     and _age_s(rec.get("updated_at")) > LEASE_TTL_S):
                 await self._redis.delete(in_progress_key_prefix + task_id)
-                log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"))
+                forgiven = await self._forgive(task_id)  # its worker died: that attempt was not a try
+                log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"), forgiven=forgiven)
                 return "released"
             return None
         idem_key = rec.get("idem_key")

@@ -107,6 +107,12 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         outcome = "completed"
         log.info("job_completed", attempt=attempt, memories=len(result.get("memories", [])),
                  graph=result.get("graph"))
+    except asyncio.CancelledError:
+        # The worker is stopping (its close cancels the running jobs; ARQ runs the job again): not one of its tries.
+        outcome = "interrupted"
+        with contextlib.suppress(DependencyUnavailable):
+            await asyncio.shield(deps.tasks.forgive_interruption(task_id))
+        raise
     finally:
         JOBS.labels(kind, outcome).inc()
         JOB_DURATION.labels(kind).observe(time.perf_counter() - started)

@@ -8,6 +8,7 @@ reconcile's repairs in both directions.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from arq.constants import job_key_prefix
+from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
 from service.identity import type_family
 from service.jobs import RawJob
+from service.queue import INTERRUPTIONS_FORGIVEN
 from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
 from tests import graph_probe as probe
@@ -134,6 +136,79 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
         finally:
             await worker.stop()
         assert await deps.tasks.pending_count() == 0
+
+
+async def test_attempts_whose_worker_died_are_not_tries(tmp_path: Path) -> None:
+    """A service killed and restarted over and over (chaos.py: 20 SIGKILLs in a minute) interrupted some jobs as
+    often as they have tries; ARQ then refused the next run ("max retries exceeded") and the reaper failed tasks
+    whose memories were stored. An attempt the reaper finds abandoned (its worker died) is forgiven instead."""
+    async with running_app(tmp_path, embedded_worker=False) as (client, deps):
+        user = unique("interrupted")
+        body = {"content": "written through many restarts", "user_id": user, "category": "preference"}
+        task = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
+        redis = deps.tasks.redis
+        tries = deps.settings.arq_max_tries
+        # What workers leave when every one of the job's runs died mid-job: ARQ counted each pickup, the last run's
+        # in-progress key stays, its record says processing and its lease has lapsed.
+        await redis.set(retry_key_prefix + task, tries)
+        await redis.set(in_progress_key_prefix + task, b"1", px=60_000)
+        await deps.tasks.mark_processing(task, tries)
+        rec = await deps.tasks.record(task)
+        assert rec is not None
+        await redis.set(deps.tasks.key(f"task:{task}"), json.dumps({**rec, "updated_at": "2000-01-01T00:00:00+00:00"}))
+
+        assert (await deps.tasks.reap(older_than_s=0))["released"] == 1
+        assert int(await redis.get(retry_key_prefix + task)) == tries - 1  # that run was not a try
+        worker = EmbeddedWorker(deps)
+        worker.start()
+        try:
+            status = await wait_task(client, task, 60)
+        finally:
+            await worker.stop()
+        assert status["status"] == "completed", status
+        assert (await deps.tasks.record(task) or {})["interrupted"] == 1
+
+        # A job that kills its worker every time is forgiven only so often.
+        other = (await client.post("/v1/memories/raw", json={"content": "kills its worker", "user_id": user,
+                                                             "category": "preference"})).json()["task_id"]
+        rec = await deps.tasks.record(other) or {}
+        await redis.set(deps.tasks.key(f"task:{other}"), json.dumps({**rec, "interrupted": INTERRUPTIONS_FORGIVEN}))
+        await redis.set(retry_key_prefix + other, 2)
+        assert not await deps.tasks.forgive_interruption(other)
+        assert int(await redis.get(retry_key_prefix + other)) == 2
+
+
+async def test_a_job_cancelled_by_its_workers_stop_is_not_a_try(tmp_path: Path) -> None:
+    upstream = int(os.environ["TEST_NEO4J_URI"].rsplit(":", 1)[1])
+    async with SlowProxy(upstream) as proxy, running_app(
+        tmp_path, neo4j_uri=f"bolt://127.0.0.1:{proxy.port}", embedded_worker=False
+    ) as (client, deps):
+        user = unique("stopped")
+        body = {"content": "written while the worker stops", "user_id": user, "category": "preference"}
+        task = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
+        proxy.delay = 5.0  # the job's graph write is in flight when the worker stops
+        worker = EmbeddedWorker(deps)
+        worker.start()
+
+        async def running() -> bool:
+            return (await deps.tasks.record(task) or {}).get("status") == "processing"
+
+        await wait_for(running, 30, "the job to start")
+        await asyncio.sleep(0.5)
+        await worker.stop()  # cancels the running job; ARQ keeps it queued to run again
+        rec = await deps.tasks.record(task) or {}
+        assert rec["status"] == "processing" and rec["interrupted"] == 1
+        assert int(await deps.tasks.redis.get(retry_key_prefix + task) or 0) == 0  # its pickup was not a try
+
+        proxy.delay = 0.0
+        worker = EmbeddedWorker(deps)
+        worker.start()
+        try:
+            status = await wait_task(client, task, 60)
+        finally:
+            await worker.stop()
+        assert status["status"] == "completed", status
+        assert (await deps.tasks.record(task) or {})["attempt"] == 1  # the run after the stop is its first try
 
 
 async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconciler(tmp_path: Path) -> None:
