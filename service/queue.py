@@ -419,8 +419,10 @@ class TaskQueue:
             if (await self._redis.exists(in_progress_key_prefix + task_id)
                     and not await self._redis.exists(self.lease_key(task_id))
                     and _age_s(rec.get("updated_at")) > LEASE_TTL_S):
+                # Its worker died: that attempt was not a try. Forgiven first: once ARQ's mark is gone, another worker
+                # may claim the job and write its record.
+                forgiven = await self._forgive(task_id)
                 await self._redis.delete(in_progress_key_prefix + task_id)
-                forgiven = await self._forgive(task_id)  # its worker died: that attempt was not a try
                 log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"), forgiven=forgiven)
                 return "released"
             return None
