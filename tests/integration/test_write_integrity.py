@@ -138,6 +138,16 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
         assert await deps.tasks.pending_count() == 0
 
 
+async def with_worker(client: httpx.AsyncClient, deps: Deps, task: str) -> dict[str, Any]:
+    """Run an embedded worker until the task ends; its final status."""
+    worker = EmbeddedWorker(deps)
+    worker.start()
+    try:
+        return await wait_task(client, task, 60)
+    finally:
+        await worker.stop()
+
+
 async def test_attempts_whose_worker_died_are_not_tries(tmp_path: Path) -> None:
     """A service killed and restarted over and over (chaos.py: 20 SIGKILLs in a minute) interrupted some jobs as
     often as they have tries; ARQ then refused the next run ("max retries exceeded") and the reaper failed tasks
@@ -159,12 +169,7 @@ async def test_attempts_whose_worker_died_are_not_tries(tmp_path: Path) -> None:
 
         assert (await deps.tasks.reap(older_than_s=0))["released"] == 1
         assert int(await redis.get(retry_key_prefix + task)) == tries - 1  # that run was not a try
-        worker = EmbeddedWorker(deps)
-        worker.start()
-        try:
-            status = await wait_task(client, task, 60)
-        finally:
-            await worker.stop()
+        status = await with_worker(client, deps, task)
         assert status["status"] == "completed", status
         assert (await deps.tasks.record(task) or {})["interrupted"] == 1
 
@@ -201,12 +206,7 @@ async def test_a_job_cancelled_by_its_workers_stop_is_not_a_try(tmp_path: Path) 
         assert int(await deps.tasks.redis.get(retry_key_prefix + task) or 0) == 0  # its pickup was not a try
 
         proxy.delay = 0.0
-        worker = EmbeddedWorker(deps)
-        worker.start()
-        try:
-            status = await wait_task(client, task, 60)
-        finally:
-            await worker.stop()
+        status = await with_worker(client, deps, task)
         assert status["status"] == "completed", status
         assert (await deps.tasks.record(task) or {})["attempt"] == 1  # the run after the stop is its first try
 
