@@ -15,6 +15,7 @@ import numpy as np
 from rapidfuzz import fuzz
 
 from service.identity.names import GENERIC, ascii_keys, canonical, compatible, forms, name_key, pair_family, type_family
+from service.identity.roles import disagree
 from service.identity.shapes import conflict as find_conflict
 from service.identity.shapes import variant as find_variant
 from service.stores.graph import CREATE, MERGE, PENDING, Candidate, Resolution
@@ -43,6 +44,7 @@ class Signals:
     generic: bool = False  # one side's type is generic: no proof of identity
     person: bool = False
     use_fuzzy: bool = True
+    other_role: bool = False  # both sides have roles and none agrees ("the plumber" / "our VP of Sales")
 
     @property
     def blended(self) -> float:
@@ -58,12 +60,13 @@ class Signals:
     def mergeable(self) -> bool:
         """Whether this pair may merge at all: never on a generic type, never on a conflict, and a person's name
         only when spelled the same."""
-        return not self.generic and not (self.conflict and self.exact < 1.0) and (self.exact >= 1.0 or not self.person)
+        return (not self.generic and not self.other_role and not (self.conflict and self.exact < 1.0)
+                and (self.exact >= 1.0 or not self.person))
 
     @property
     def match_type(self) -> str:
         if self.exact >= 1.0:
-            return "exact"
+            return "other_role" if self.other_role else "exact"
         if self.conflict:
             return self.conflict
         if self.variant and (self.blended <= VARIANT_SCORE or not self.mergeable):
@@ -75,13 +78,15 @@ class Signals:
         text = f"exact={self.exact:.2f}, fuzzy={self.fuzzy:.2f}, semantic={self.semantic:.2f}"
         text += f", variant={self.variant}" if self.variant else ""
         text += f", conflict={self.conflict}" if self.conflict else ""
+        text += ", other role" if self.other_role else ""
         return text + (", generic type" if self.generic else "")
 
 
 def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: Candidate,
-            use_fuzzy: bool = True) -> Signals:
+            use_fuzzy: bool = True, roles: Sequence[str] = ()) -> Signals:
     """exact: the same key, or the same key once letters are written in ASCII ("Søren" / "Soren", "Jürgen" /
-    "Juergen"), or one canonical name in the lexicon."""
+    "Juergen"), or one canonical name in the lexicon. other_role: the memories say the two are different things
+    (service/identity/roles.py): such a pair may be proposed, never merged."""
     key = name_key(name)
     names = (cand.name, *cand.aliases)
     canon = canonical(name)
@@ -100,7 +105,8 @@ def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: C
         variant = None if conflict else next((v for a in ours for n in theirs
                                               if (v := find_variant(a, n, person, place))
                                               and (use_fuzzy or v != "typo")), None)
-    return Signals(exact, fuzzy, cosine(vector, cand.vector), variant, conflict, generic, person, use_fuzzy)
+    return Signals(exact, fuzzy, cosine(vector, cand.vector), variant, conflict, generic, person, use_fuzzy,
+                   disagree(roles, cand.roles))
 
 
 @dataclass(frozen=True)
@@ -123,15 +129,16 @@ class ResolutionGate:
         return self.bands.get(family) or Band(self.auto_merge_threshold, self.pending_match_threshold)
 
     def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
-               candidates: Sequence[Candidate]) -> Resolution:
+               candidates: Sequence[Candidate], roles: Sequence[str] = ()) -> Resolution:
         """The best compatible candidate decides (ties go to the lower id: the same answer on a replay), unless
-        others score within the ambiguity margin of it: then a pending pair to each, never a merge."""
+        others score within the ambiguity margin of it: then a pending pair to each, never a merge. `roles`: what
+        the new name's memories say it is."""
         key = name_key(name)
         scored: list[tuple[float, Candidate, Signals, str]] = []
         for cand in sorted(candidates, key=lambda c: c.id):
             if not compatible(entity_type, cand.type) or key in cand.rejected:
                 continue
-            sig = signals(name, entity_type, vector, cand, self.fuzzy_matching)
+            sig = signals(name, entity_type, vector, cand, self.fuzzy_matching, roles)
             band = self.band(pair_family(entity_type, cand.type))
             score = sig.score
             action = (MERGE if score >= band.auto_merge and sig.mergeable

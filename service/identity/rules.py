@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from service.ai.embeddings import Embedder
 from service.identity.gate import ResolutionGate
 from service.identity.names import compatible, keys_of, name_key, same_node, type_family
+from service.identity.roles import disagree, role_key, role_of, role_phrase
 from service.stores.graph import CREATE, Candidate, Resolution
 
 
@@ -36,8 +37,14 @@ class NameRules:
         return type_family(entity_type)
 
     def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
-               candidates: Sequence[Candidate]) -> Resolution:
+               candidates: Sequence[Candidate], roles: Sequence[str] = ()) -> Resolution:
         return Resolution(CREATE)
+
+    def role(self, text: str, name: str, stated: str | None = None) -> str | None:
+        return None  # one entity per spelling: no meanings to tell apart
+
+    def other_meaning(self, roles: Sequence[str], held: Sequence[str]) -> str | None:
+        return None
 
     async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
         return {}
@@ -60,8 +67,14 @@ class NameVectors(NameRules):
         return same_node(new_type, held_type)
 
     def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
-               candidates: Sequence[Candidate]) -> Resolution:
-        return self.gate.decide(name, entity_type, vector, candidates)
+               candidates: Sequence[Candidate], roles: Sequence[str] = ()) -> Resolution:
+        return self.gate.decide(name, entity_type, vector, candidates, roles)
+
+    def role(self, text: str, name: str, stated: str | None = None) -> str | None:
+        return role_phrase(stated) if stated else role_of(text, name)
+
+    def other_meaning(self, roles: Sequence[str], held: Sequence[str]) -> str | None:
+        return role_key(roles[0]) if disagree(roles, held) else None
 
     async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
         """name key -> the embedding of the name (one embed call for the names not cached)."""

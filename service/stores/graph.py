@@ -31,6 +31,7 @@ class Candidate:
     aliases: tuple[str, ...] = ()
     vector: Sequence[float] | None = None
     rejected: tuple[str, ...] = ()  # keys of names a reviewer said are not this entity
+    roles: tuple[str, ...] = ()  # what the memories say it is ("plumber"): service/identity/roles.py
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,15 @@ class NameRules(Protocol):
     def type_family(self, entity_type: str) -> str: ...
 
     def decide(self, name: str, entity_type: str, vector: Sequence[float] | None,
-               candidates: Sequence[Candidate]) -> Resolution: ...
+               candidates: Sequence[Candidate], roles: Sequence[str] = ()) -> Resolution: ...
+
+    def role(self, text: str, name: str, stated: str | None = None) -> str | None:
+        """What the entity so named is: the role an extractor stated, else the one the memory's text gives it ("John
+        Smith, the plumber": "plumber"), as a head phrase; or None."""
+
+    def other_meaning(self, roles: Sequence[str], held: Sequence[str]) -> str | None:
+        """When an entity the graph holds under this spelling and family is another meaning (both have roles and
+        none agrees): the key of this mention's meaning, which its own node's id is derived from; else None."""
 
     async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
         """name key -> the embedding of the name."""
@@ -80,6 +89,7 @@ class EntityRef:
     # a structured write (service/graph_api/): more names, the entity it must be (its id), what it says of it
     aliases: tuple[str, ...] = ()
     id: str | None = None
+    role: str | None = None  # what the entity is, as an extractor stated it ("plumber"); else read from the text
     description: str | None = None
     attributes: str | None = None  # a JSON object, as text (a node property cannot hold a map)
 

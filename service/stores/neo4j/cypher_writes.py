@@ -36,7 +36,9 @@ SET e.ft_key = row.ft_key,
     e.type = CASE WHEN e.type = 'thing' THEN row.type ELSE e.type END,
     e.aliases = reduce(acc = e.aliases, n IN row.names |
                        CASE WHEN n = e.name OR n IN acc OR size(acc) >= $max_aliases THEN acc ELSE acc + n END),
-    e.keys = reduce(acc = coalesce(e.keys, []), k IN row.keys | CASE WHEN k IN acc THEN acc ELSE acc + k END)
+    e.keys = reduce(acc = coalesce(e.keys, []), k IN row.keys | CASE WHEN k IN acc THEN acc ELSE acc + k END),
+    e.roles = reduce(acc = coalesce(e.roles, []), r IN coalesce(row.roles, []) |
+                     CASE WHEN r IN acc OR size(acc) >= $max_roles THEN acc ELSE acc + r END)
 WITH e, row WHERE row.vector IS NOT NULL AND coalesce(e.name_vector_model, '') <> row.vector_model
 SET e += row.vector_props, e.name_vector_model = row.vector_model
 """

@@ -69,7 +69,7 @@ EXISTING: LiteralString = """
 UNWIND $ids AS id
 MATCH (e:Entity {id: id})
 RETURN e.id AS id, e.name AS name, e.type AS type, e.merged_into AS merged_into,
-       e.name_vector_model AS name_vector_model
+       e.name_vector_model AS name_vector_model, e.roles AS roles
 """
 
 CANDIDATES: LiteralString = """
@@ -89,7 +89,7 @@ CALL (row) {
     RETURN node
 }
 WITH row, node WHERE node.merged_into IS NULL AND node.id <> row.id
-RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector_model, .not_same_as,
+RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector_model, .not_same_as, .roles,
                                   name_vector: node[$vector_property]}) AS candidates
 """
 
@@ -134,10 +134,18 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     for row in rows:  # a name the graph holds as an entity of another family (or generic) is another entity
         held = existing.get(row["id"])
         if held is not None and not rules.same_node(row["type"], str(held.get("type") or "thing")):
-            qualified = f"{row['name']}|{rules.type_family(row['type'])}"
-            remap[row["id"]] = row["id"] = entity_id(row["user_id"], row["group_id"], qualified)
-            names[row["id"]] = qualified
+            _qualify(row, f"{row['name']}|{rules.type_family(row['type'])}", remap, names)
     if remap:
+        existing = await _existing(tx, rows)
+    meanings = False
+    for row in rows:  # ... and so is one whose memories say it is something else ("the plumber" / "our VP")
+        held = existing.get(row["id"])
+        meaning = rules.other_meaning(row["roles"], held.get("roles") or []) if held is not None else None
+        if meaning:
+            base = names.get(row["id"], row["name"])
+            _qualify(row, f"{base}|{rules.type_family(row['type'])}|{meaning}", remap, names)
+            meanings = True
+    if meanings:
         existing = await _existing(tx, rows)
     # vectors are sent only for entities that do not hold this model's vector yet
     unvectored = {r["id"] for r in rows if existing.get(r["id"], {}).get("name_vector_model") != rules.model}
@@ -173,9 +181,9 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     decided: dict[str, dict[str, Any]] = {}  # the row's id after the type check -> what the gate did
     for row in new:
         cands = [_candidate(c, rules, by_key) for c in found.get(row["id"], [])]
-        cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"]) for c in created
-                  if c["group_id"] == row["group_id"]]
-        decision = rules.decide(row["name"], row["type"], row["vector"], cands)
+        cands += [Candidate(c["id"], c["name"], c["type"], tuple(c["names"]), c["vector"], roles=tuple(c["roles"]))
+                  for c in created if c["group_id"] == row["group_id"]]
+        decision = rules.decide(row["name"], row["type"], row["vector"], cands, row["roles"])
         ENTITY_RESOLUTIONS.labels(action=decision.action).inc()
         if decision.action == MERGE and decision.target_id:
             target = remap.get(decision.target_id, decision.target_id)
@@ -211,7 +219,18 @@ def _candidate(c: dict[str, Any], rules: NameRules, by_key: dict[str, list[float
     vec = (c.get("name_vector") if c.get("name_vector_model") == rules.model
            else by_key.get(rules.name_key(str(c["name"]))))
     return Candidate(str(c["id"]), str(c["name"]), str(c.get("type") or "thing"), tuple(c.get("aliases") or ()),
-                     vec, tuple(c.get("not_same_as") or ()))
+                     vec, tuple(c.get("not_same_as") or ()), tuple(c.get("roles") or ()))
+
+
+def _qualify(row: dict[str, Any], qualified: str, remap: dict[str, str], names: dict[str, str]) -> None:
+    """The row is another entity than the one its spelling's id holds: its id is derived from `qualified` (the name
+    with its family, or with its meaning), which relation ids are derived from too."""
+    old, new = row["id"], entity_id(row["user_id"], row["group_id"], qualified)
+    for first, now in list(remap.items()):  # qualified twice (by family, then by meaning): the first id follows
+        if now == old:
+            remap[first] = new
+    remap[old] = row["id"] = new
+    names[new] = qualified
 
 
 def _alias(rows: list[dict[str, Any]], row: dict[str, Any], target: str, target_name: str) -> None:

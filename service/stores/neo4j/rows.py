@@ -30,6 +30,7 @@ MAX_NAME_CHARS = 200
 MAX_FACT_CHARS = 2000
 MAX_PREDICATE_CHARS = 100
 MAX_ALIASES = 20
+MAX_ROLES = 8  # what the memories say an entity is ("plumber"), kept on its node
 
 
 
@@ -130,10 +131,13 @@ def link_rows(
         if row is None:
             row = entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
                                    "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS],
-                                   "names": [name], "keys": names.keys_of([name]),
+                                   "names": [name], "keys": names.keys_of([name]), "roles": [],
                                    "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
         elif row["type"] == "thing":
             row["type"] = ref.type[:MAX_PREDICATE_CHARS]
+        role = names.role(m.content, ref.name, ref.role)
+        if role and role not in row["roles"] and len(row["roles"]) < MAX_ROLES:
+            row["roles"].append(role)
         if any(n not in row["names"] for n in spellings):
             row["names"] = list(dict.fromkeys([*row["names"], *spellings]))
             row["keys"] = names.keys_of(row["names"])
@@ -180,7 +184,7 @@ def link_rows(
 def _end(known: dict[str, EntityRef], name: str) -> EntityRef:
     """A relation's end: the entity of that name its link lists (its type, and its id when pinned), else generic."""
     ref = known.get(entity_name(name).casefold())
-    return EntityRef(name, ref.type, id=ref.id) if ref is not None else EntityRef(name)
+    return EntityRef(name, ref.type, id=ref.id, role=ref.role) if ref is not None else EntityRef(name)
 
 
 def fact_of(row: dict[str, Any], score: float = 0.0) -> GraphFact:

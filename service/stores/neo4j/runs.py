@@ -21,6 +21,7 @@ from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
     MAX_PREDICATE_CHARS,
+    MAX_ROLES,
     check_id,
     entity_id,
     entity_name,
@@ -138,7 +139,7 @@ def _entity_rows(user_id: str, group: str, touched: list[Any], at: str,
         if row is None:
             rows[eid] = {"id": eid, "user_id": user_id, "group_id": group, "name": name, "name_lc": name.casefold(),
                          "type": raw_type[:MAX_PREDICATE_CHARS] or "thing", "names": [name],
-                         "keys": names.keys_of([name]), "created_at": at, "ft_key": ft_key(user_id, group)}
+                         "keys": names.keys_of([name]), "roles": [], "created_at": at, "ft_key": ft_key(user_id, group)}
         elif name not in row["names"]:
             row["names"].append(name)
             row["keys"] = names.keys_of(row["names"])
@@ -268,7 +269,8 @@ async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, n
         await resolve(tx, names, graph, now, vectors)  # rewrites the rows ("mentions" = touches) in place
     else:
         graph["decided"] = await facts.decided_without_gate(tx, list(origin))
-    await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
+    await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES,
+                        max_roles=MAX_ROLES)).consume()
     if graph.get("same_as"):
         await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:

@@ -33,6 +33,7 @@ from service.stores.neo4j.reads import GraphReads
 from service.stores.neo4j.resolution import MissingNameVectors, resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
+    MAX_ROLES,
     check_id,
     entity_name,
     ft_key,
@@ -87,7 +88,8 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
     elif graph["entities"]:
         graph["decided"] = await facts.decided_without_gate(tx, list(origin))
     if graph["entities"]:
-        await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES)).consume()
+        await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES,
+                            max_roles=MAX_ROLES)).consume()
     if graph.get("same_as"):
         await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
     if graph["mentions"]:
