@@ -19,6 +19,8 @@ __all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionR
 class ExtractedEntity(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     type: str = Field(default="thing", min_length=1, max_length=64)
+    # what the conversation says it is ("plumber", "VP of Sales"): tells two things of one name apart
+    role: str | None = Field(default=None, max_length=100)
 
 
 class ExtractedRelation(BaseModel):

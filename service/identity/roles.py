@@ -7,13 +7,14 @@ Only the plainest English shapes are read, next to the name:
 - a possessive before it: "my|our|X's ROLE NAME" ("User's landlord Tomasz Kowalczyk", "Our new VP of Sales, NAME");
 - a copula after it: "NAME is|was the|my|a ROLE ..." ("Chris Taylor is the contractor redoing ...");
 - an affiliation after it: "NAME from|at the|my|X's GROUP" ("Maria Garcia from the vendor's legal team");
-- the subject's capacity: "NAME ... as a|an|the ROLE" when the text begins with the name ("Mohammed Ali joined our
+- the subject's capacity: "NAME ... as a|an ROLE" when the text begins with the name ("Mohammed Ali joined our
   data science team as a senior analyst").
 
 A role is its head phrase: the words up to a preposition, a relative pronoun or a verb, without determiners,
-possessives and time words ("new", "old", "former"). Two roles agree when one's last word (its head noun) is among
-the other's words ("physical therapist" / "therapist"): one person is seldom called two different things, and when
-they are ("my manager Sarah" / "Sarah, the team lead") the cost is a pending pair, never a wrong merge.
+possessives and time words ("new", "old", "former"). Two roles agree when one's head noun is among the other's
+words or ends the other's head noun ("physical therapist" / "therapist" / "physiotherapist"). One person is seldom
+called two different things, and when they are ("my manager Sarah" / "Sarah, the team lead") the cost is a second
+node and a pending pair, never a wrong merge.
 """
 
 from __future__ import annotations
@@ -137,9 +138,13 @@ def role_key(role: str) -> str:
 
 
 def agree(a: str, b: str) -> bool:
-    """Two roles of one thing: one's head noun is among the other's words."""
+    """Two roles of one thing: one's head noun is among the other's words, or ends the other's head noun
+    ("physiotherapist" / "physical therapist")."""
     ka, kb = role_key(a), role_key(b)
-    return bool(ka and kb) and (ka in b.split() or kb in a.split())
+    if not (ka and kb):
+        return False
+    short, long = sorted((ka, kb), key=len)
+    return ka in b.split() or kb in a.split() or (len(short) >= 5 and long.endswith(short))
 
 
 def disagree(ours: Iterable[str], theirs: Iterable[str]) -> bool:

@@ -74,7 +74,7 @@ class MemoryWriter:
             memory = fact_memory(task_id, len(drafts.memories), fact, job, when(sources, messages, job.accepted_at))
             drafts.add(memory, sources, MemoryLinks(
                 memory_id=memory.id,
-                entities=[EntityRef(e.name, e.type) for e in fact.entities],
+                entities=[EntityRef(e.name, e.type, role=e.role) for e in fact.entities],
                 relations=[
                     RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
                 ],

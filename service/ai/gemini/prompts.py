@@ -118,6 +118,8 @@ ENTITIES
   libraries, services, files, places, concepts. Use their canonical name ("PostgreSQL", not "postgres db").
 - type is one lowercase word of this vocabulary (docs/graph.md): person, organization, place, project,
   tool, language, framework, library, database, service, concept, event, file, or thing.
+- role: what the conversation says the entity is, as a short noun phrase ("plumber", "VP of Sales",
+  "climbing gym"), or null when it does not say. Two people with one name are told apart by it.
 - The user is the entity "user" with type "person".
 
 RELATIONS
@@ -186,6 +188,8 @@ class SchemaEntity(BaseModel):
 
     name: str = Field(description="Canonical name; the user is 'user'.")
     type: str = Field(description="One lowercase word: person, organization, place, project, tool, language, ...")
+    role: str | None = Field(default=None, description="What the conversation says it is, a short noun phrase "
+                             "('plumber', 'VP of Sales', 'climbing gym'), else null.")
 
 
 class SchemaRelation(BaseModel):

@@ -1,0 +1,79 @@
+"""Two things of one name (issue 32, "Meanings"): through the real graph store (real Neo4j, the real gate), a
+same-spelled name whose memory gives it a role that disagrees with the held entity's is another entity, with a
+pending pair to review, never a merge; a mention with the same role, or with none, is the held entity."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from service.domain import Memory, Scope, content_hash
+from service.stores.graph import EntityRef, MemoryLinks
+from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.rows import entity_id
+from tests import graph_probe as probe
+from tests.conftest import gated_graph_store
+
+T0 = "2026-01-01T00:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+async def store() -> AsyncIterator[Neo4jGraphStore]:
+    async with gated_graph_store() as s:
+        yield s
+
+
+async def write(store: Neo4jGraphStore, user_id: str, text: str, name: str, kind: str = "person",
+                role: str | None = None) -> str:
+    """One memory naming one entity; the id of the entity its mention points at."""
+    m = Memory(id=str(uuid.uuid4()), user_id=user_id, content=text, category="personal_fact", scope=Scope.GLOBAL,
+               project_id=None, hash=content_hash(text), created_at=T0, updated_at=T0)
+    await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(name, kind, role=role)])])
+    [entity] = (await store.mentions_of(user_id, [m.id]))[m.id]
+    return entity
+
+
+async def test_a_homonym_with_another_role_is_its_own_entity_and_a_pending_pair(store: Neo4jGraphStore) -> None:
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    plumber = await write(store, u, "John Smith, the plumber, quoted $450 for the valve.", "John Smith")
+    assert plumber == entity_id(u, "global", "John Smith")
+    vp = await write(store, u, "Our new VP of Sales, John Smith, wants weekly pipeline reports.", "John Smith")
+    assert vp != plumber  # not merged: two nodes of one name
+    rows, _ = await store.list_duplicates(u, None, 10, None)
+    assert [(r["source"]["id"], r["target"]["id"], r["pair"]["match_type"]) for r in rows] == [
+        (vp, plumber, "other_role")]
+    assert "other role" in rows[0]["pair"]["reason"]
+    # later mentions find their meaning: the same role (another head phrase of it), or no role at all
+    assert await write(store, u, "John Smith, our plumber, fixed the radiator.", "John Smith") == plumber
+    assert await write(store, u, "Sent the Q3 numbers to John Smith, the VP of Sales.", "John Smith") == vp
+    assert await write(store, u, "John Smith called back.", "John Smith") == plumber
+    names = sorted(n["name"] for n in await probe.entities(store, u))
+    assert names == ["John Smith", "John Smith"]
+
+
+async def test_a_homonym_with_no_role_or_the_same_role_is_one_entity(store: Neo4jGraphStore) -> None:
+    u = f"mean-{uuid.uuid4().hex[:12]}"  # the negative of the above: nothing says they are two
+    first = await write(store, u, "Giulia Bianchi is my new physiotherapist for the knee rehab.", "Giulia Bianchi")
+    assert await write(store, u, "Giulia Bianchi invited us to her housewarming.", "Giulia Bianchi") == first
+    assert await write(store, u, "My physical therapist Giulia Bianchi moved our session.", "Giulia Bianchi") == first
+    assert (await store.list_duplicates(u, None, 10, None))[0] == []
+
+
+async def test_an_extractors_stated_role_is_used_before_the_text(store: Neo4jGraphStore) -> None:
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    gym = await write(store, u, "Apex is where I boulder on Tuesdays.", "Apex", "organization", role="climbing gym")
+    firm = await write(store, u, "Apex rejected my application.", "Apex", "organization", role="a logistics firm")
+    assert firm != gym
+    assert await write(store, u, "Renewed my pass at Apex.", "Apex", "organization", role="the climbing gym") == gym
+
+
+async def test_a_third_meaning_is_proposed_against_both(store: Neo4jGraphStore) -> None:
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    plumber = await write(store, u, "John Smith, the plumber, quoted $450.", "John Smith")
+    vp = await write(store, u, "John Smith, our VP of Sales, wants reports.", "John Smith")
+    neighbour = await write(store, u, "My neighbor John Smith waters the plants.", "John Smith")
+    assert len({plumber, vp, neighbour}) == 3
+    rows, _ = await store.list_duplicates(u, None, 10, None)
+    assert sorted(r["target"]["id"] for r in rows if r["source"]["id"] == neighbour) == sorted([plumber, vp])
