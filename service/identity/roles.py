@@ -4,7 +4,7 @@ reviewer says otherwise (docs/identity.md, "Meanings").
 
 Only the plainest English shapes are read, next to the name:
 - an apposition after it: "NAME, the|my|our|a|X's ROLE," (up to the comma or the sentence's end);
-- a possessive before it: "my|our|X's ROLE NAME" ("User's landlord Tomasz Kowalczyk", "Our new VP of Sales, NAME");
+- a possessive before it: "my|our|X's ROLE NAME" ("User's landlord Tomasz Kowalczyk", "Our new VP of Sales, NAME,");
 - a copula after it: "NAME is|was the|my|a ROLE ..." ("Chris Taylor is the contractor redoing ...");
 - an affiliation after it: "NAME from|at the|my|X's GROUP" ("Maria Garcia from the vendor's legal team");
 - the subject's capacity: "NAME ... as a|an ROLE" when the text begins with the name ("Mohammed Ali joined our
@@ -30,7 +30,10 @@ def _words_of(text: str) -> frozenset[str]:
 MAX_ROLES = 8  # roles kept on one entity
 MAX_ROLE_WORDS = 4
 
-_DETERMINER = r"(?:the|my|our|a|an|his|her|their|your|[A-Z]?[a-z]+(?:-[a-z]+)*'s)"
+# "X's" is a possessive unless it is a contraction ("that's cool", "it's", "what's up")
+_OWNER = (r"(?!(?i:that|it|what|there|here|he|she|who|where|how|let|everyone|everybody|someone|nobody|one|today|"
+          r"tonight|tomorrow|yesterday|life|this|now|time|name)'s\b)[A-Za-z]+(?:-[a-z]+)*'s")
+_DETERMINER = r"(?:the|my|our|a|an|his|her|their|your|" + _OWNER + ")"
 # words that end a role phrase: prepositions, relative pronouns, conjunctions, auxiliaries
 _STOP = _words_of(
     "in at on by near to for with from of about into over under after before since during who whom whose "
@@ -47,12 +50,18 @@ _DROP = _words_of(
     "the my our a an his her their your new old former current longtime long-time favorite favourite dear "
     "usual regular"
 )
-_POSSESSIVE = r"(?:the|my|our|his|her|their|your|[A-Z]?[a-z]+(?:-[a-z]+)*'s)"  # not "a": "a little Bitcoin"
+# before a name: not "a" ("a little Bitcoin"), "the" ("the coolest Harry Potter party") or "your" ("Sorry about
+# your job Jon")
+_POSSESSIVE = r"(?:my|our|his|her|their|" + _OWNER + ")"
+# a name spoken to, not about: "Hey Jon, your business sounds great!", "Thanks, Mel!"
+_VOCATIVE = re.compile(r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|wow|oh|yeah|yes|congrats|congratulations|"
+                       r"sorry|dear|well|ok|okay|yep|yup|sure|great|nice|cool|awesome|aww|hmm)\W*)$", re.IGNORECASE)
 # words that say nothing about what a thing is ("A. Novak is the name on the invoice")
 _NOT_ROLES = _words_of(
     "name one thing person guy lady man woman kind type sort part reason same other only best first last"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'&-]*")
+_DASH = re.compile(r"\s[-\u2013\u2014]\s|[\u2013\u2014]")
 
 
 def _phrase(words: Sequence[str]) -> str | None:
@@ -70,13 +79,14 @@ def _phrase(words: Sequence[str]) -> str | None:
         if len(kept) >= MAX_ROLE_WORDS:
             break
     core = [w for w in kept if w not in _DROP]
-    if not core or core[-1] in _NOT_ROLES:
+    if not core or core[-1] in _NOT_ROLES or core[-1].endswith("'s"):  # "Her name's Coco"
         return None
     return " ".join(core)
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text)
+    """The words of a role phrase, up to a dash ("LeBron is the man - love his skills")."""
+    return _WORD.findall(_DASH.split(text, 1)[0])
 
 
 def role_of(text: str, name: str) -> str | None:
@@ -88,9 +98,10 @@ def role_of(text: str, name: str) -> str | None:
     if at is None:
         return None
     before, after = text[: at.start()], text[at.end():]
-    # apposition: "NAME, the plumber, ..." / "NAME, Emma's soccer coach, ..."
-    m = re.match(r"(?:'s)?,\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)", after)
-    if m:
+    # apposition: "NAME, the plumber, ..." / "NAME, Emma's soccer coach, ..."; a name spoken to ("Jon, your
+    # business sounds great!") is no apposition unless a comma closes it
+    m = re.match(r",\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)(,?)", after)
+    if m and (m.group(2) or not _VOCATIVE.search(before)):
         role = _phrase(_words(m.group(1)))
         if role:
             return role
@@ -101,9 +112,10 @@ def role_of(text: str, name: str) -> str | None:
         if role:
             return role
     # possessive before: "my neighbor NAME", "User's barber NAME", "Our new VP of Sales, NAME"
-    m = re.search(r"(?:^|[\s(])" + _POSSESSIVE + r"\s+((?:[A-Za-z][\w'&-]*\s+){0,3}[A-Za-z][\w'&-]*),?\s+$", before,
+    # ("Thanks for the advice, Jon!" is a name spoken to: a comma before the name needs one after it)
+    m = re.search(r"(?:^|[\s(])" + _POSSESSIVE + r"\s+((?:[A-Za-z][\w'&-]*\s+){0,3}[A-Za-z][\w'&-]*)(,?)\s+$", before,
                   re.IGNORECASE)
-    if m:
+    if m and (not m.group(2) or after.startswith(",")):
         words = _words(m.group(1))
         if words and not any(w.casefold() in _STOP - {"of"} for w in words):
             role = _phrase(words)

@@ -35,6 +35,11 @@ def test_each_shape_gives_the_role(text: str, name: str, role: str) -> None:
     ("Need to send Lucas Moreau the photos.", "Lucas Moreau"),
     ("Sarah Johnson asked to move our one-on-one.", "Sarah Johnson"),
     ("A note about Sarah.", "Sara"),  # the name is not in the text
+    ("Thanks for the advice, Jon!", "Jon"),  # names spoken to, in a chat: no role
+    ("Hey Caroline, your art is amazing.", "Caroline"),
+    ("Caroline, that's cool!", "Caroline"),
+    ("Sorry about your job Jon, but a new business sounds great.", "Jon"),
+    ("I got a puppy. Her name's Coco and she's adorable.", "Coco"),
 ])
 def test_no_role_where_the_text_gives_none(text: str, name: str) -> None:
     assert role_of(text, name) is None
