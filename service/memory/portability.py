@@ -269,7 +269,7 @@ async def _pages(fetch: Callable[[str | None], Awaitable[Page]]) -> AsyncIterato
 
 
 # An entity's identity state (docs/identity.md), restored as exported.
-IDENTITY_FIELDS = ("description", "attributes", "not_same_as", "resolution_action", "resolution_score",
+IDENTITY_FIELDS = ("description", "attributes", "not_same_as", "roles", "resolution_action", "resolution_score",
                    "resolution_match_type", "resolution_reason", "resolution_target", "resolved_at", "merged_into",
                    "merged_at", "merged_via", "merged_aliases", "merged_keys", "replaced_description")
 SAME_AS_FIELDS = ("target_id", "status", "score", "match_type", "reason", "created_at", "reviewed_at", "reviewer")

@@ -15,6 +15,7 @@ class EntityCard(BaseModel):
     name: str
     type: str | None = None
     aliases: list[str] = Field(default_factory=list)
+    roles: list[str] | None = None  # what its memories say it is ("plumber"): docs/identity.md, Meanings
     group_id: str | None = None
     mentions: int = 0
 

@@ -45,6 +45,7 @@ async def test_a_homonym_with_another_role_is_its_own_entity_and_a_pending_pair(
     assert [(r["source"]["id"], r["target"]["id"], r["pair"]["match_type"]) for r in rows] == [
         (vp, plumber, "other_role")]
     assert "other role" in rows[0]["pair"]["reason"]
+    assert (rows[0]["source"]["roles"], rows[0]["target"]["roles"]) == (["vp of sales"], ["plumber"])  # for review
     # later mentions find their meaning: the same role (another head phrase of it), or no role at all
     assert await write(store, u, "John Smith, our plumber, fixed the radiator.", "John Smith") == plumber
     assert await write(store, u, "Sent the Q3 numbers to John Smith, the VP of Sales.", "John Smith") == vp

@@ -11,7 +11,7 @@ from service.stores.neo4j.rows import check_id, clamp, edge_item
 
 MAX_CONSOLE_LIMIT = 1000
 
-ENTITY_KEYS: LiteralString = """.id, .name, .type, .aliases, .group_id, .created_at, .merged_into, .merged_at,
+ENTITY_KEYS: LiteralString = """.id, .name, .type, .aliases, .roles, .group_id, .created_at, .merged_into, .merged_at,
   .resolution_action, .resolution_score, .resolution_match_type, .resolution_reason"""
 
 ENTITIES_BY_ID: LiteralString = """

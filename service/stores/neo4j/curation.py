@@ -22,7 +22,7 @@ from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, cl
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
-ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .group_id, .merged_into,
+ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .roles, .group_id, .merged_into,
     mentions: COUNT { (x)<-[:MENTIONS]-(:Memory) }}"""
 
 DUPLICATES: LiteralString = """

@@ -11,7 +11,7 @@ MATCH (e:Entity)
 WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
 WITH e ORDER BY e.user_id, e.id LIMIT $limit
 RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .description, .attributes, .keys, .not_same_as,
-         .resolution_action,
+         .roles, .resolution_action,
          .resolution_score, .resolution_match_type, .resolution_reason, .resolution_target, .resolved_at,
          .merged_into, .merged_at, .merged_via, .merged_aliases, .merged_keys, .replaced_description,
          same_as: [(e)-[s:SAME_AS]->(t) WHERE s.migrated_from IS NULL |

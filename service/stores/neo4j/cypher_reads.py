@@ -151,7 +151,7 @@ LIST_NODES: LiteralString = """
 MATCH (e:Entity)
 WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
 WITH e ORDER BY e.user_id, e.id LIMIT $limit  // the (user_id, id) index order: no sort
-RETURN e{.id, .name, .type, .aliases, .group_id, .created_at, .merged_into, .merged_at, .resolution_action,
+RETURN e{.id, .name, .type, .aliases, .roles, .group_id, .created_at, .merged_into, .merged_at, .resolution_action,
          .resolution_score, .resolution_match_type, .resolution_reason} AS item
 """
 
