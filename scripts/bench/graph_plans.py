@@ -30,7 +30,7 @@ from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noqa: E402
 from service.stores.neo4j import store as store_module  # noqa: E402
-from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row  # noqa: E402
+from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row  # noqa: E402
 
 supersede_rows = getattr(store_module, "supersede_rows", None)  # absent before issue 27 (for a before/after run)
 
@@ -104,7 +104,8 @@ async def main() -> int:
             if r["predicate"] == "deploys_to"]
         steps: list[tuple[str, str, dict[str, Any]]] = [
             ("UPSERT_MEMORIES", cypher_writes.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
-            ("UPSERT_ENTITIES", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
+            ("UPSERT_ENTITIES", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES,
+                                                                "max_roles": MAX_ROLES}),
             ("UPSERT_MENTIONS", cypher_writes.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
             ("UPSERT_RELATIONS", cypher_writes.UPSERT_RELATIONS, {"rows": graph["relations"]}),
             ("SUPERSEDE", cypher_writes.SUPERSEDE, {"rows": single, "now": "2026-01-01T00:00:00+00:00"}),

@@ -27,6 +27,7 @@ Modules, by responsibility:
 - `products`: versions and editions, release names, prefixes, short forms, acronyms with symbols, abbreviations;
 - `places`: other names of one city (GeoNames, `city_names.txt`);
 - `shapes`: the candidate rules per family (`variant`, `conflict`);
+- `roles`: what a memory says an entity is ("John Smith, the plumber"), which tells two things of one name apart;
 - `gate`: the signals, the score and the decision per family (`Signals`, `Band`, `ResolutionGate`);
 - `rules`: what the graph store is handed (`NameRules`, `NameVectors`).
 """

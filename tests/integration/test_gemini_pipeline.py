@@ -203,3 +203,31 @@ async def test_malformed_output_is_retried_then_reported(gemini_stack: tuple[htt
     failed = await _run(client, unique("malformed2"))
     assert failed["status"] == "failed"
     assert "json" in str(failed["error"]).lower()
+
+
+async def test_the_roles_gemini_states_keep_two_people_of_one_name_apart(
+    gemini_stack: tuple[httpx.AsyncClient, Deps], fake: FakeGemini
+) -> None:
+    """Gemini's `role` per entity (docs/identity.md, Meanings): two conversations about two John Smiths, which the
+    facts' texts alone do not tell apart ("John Smith ..."), are two entities and a pending pair, not one."""
+    client, deps = gemini_stack
+    user = unique("roles")
+
+    def fact(content: str, role: str) -> dict[str, object]:
+        return {"content": content, "category": "personal_fact", "scope": "global",
+                "entities": [{"name": "John Smith", "type": "person", "role": role}], "relations": [],
+                "source_messages": [0]}
+
+    for content, role in (("John Smith quoted $450 for the water heater valve.", "the user's plumber"),
+                          ("John Smith wants weekly pipeline reports by Friday.", "VP of Sales")):
+        fake.reset()
+        fake.respond_with({"facts": [fact(content, role)]})
+        resp = await client.post("/v1/memories", json={"messages": [{"role": "user", "content": content}],
+                                                       "user_id": user})
+        assert resp.status_code == 202, resp.text
+        assert (await wait_task(client, resp.json()["task_id"], timeout=60))["status"] == "completed"
+    smiths = [e for e in await probe.entities(deps.graph, user) if e["name"] == "John Smith"]
+    assert len(smiths) == 2
+    rows, _ = await deps.graph.list_duplicates(user, None, 10, None)
+    assert [(r["source"]["roles"], r["target"]["roles"], r["pair"]["match_type"]) for r in rows] == [
+        (["vp of sales"], ["plumber"], "other_role")]

@@ -29,7 +29,7 @@ from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
-from service.stores.neo4j.rows import MAX_ALIASES, entity_id, link_rows, memory_row, relation_id
+from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row, relation_id
 from service.stores.neo4j.store import FIRST_CHUNK, supersede_rows
 from tests import graph_probe as probe
 from tests.conftest import unique
@@ -123,7 +123,8 @@ async def test_writes_on_a_dense_entity_use_indexes(store: Neo4jGraphStore, dens
     graph = link_rows([m], [link], NameRules())
     steps = [
         ("memories", cypher_writes.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
-        ("entities", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES}),
+        ("entities", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES,
+                                                   "max_roles": MAX_ROLES}),
         ("mentions", cypher_writes.UPSERT_MENTIONS, {"rows": graph["mentions"]}),
         ("relations", cypher_writes.UPSERT_RELATIONS, {"rows": graph["relations"]}),
         ("supersede", cypher_writes.SUPERSEDE,

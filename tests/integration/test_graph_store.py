@@ -396,8 +396,8 @@ async def test_paging_covers_everything_exactly_once(store: Neo4jGraphStore) -> 
         nodes = await _all_pages(lambda n, c: store.list_nodes(u, None, n, c), limit)
         assert len(nodes) == 17 * 2 + 3 and len({n["id"] for n in nodes}) == len(nodes)
         assert [n["id"] for n in nodes] == sorted(str(n["id"]) for n in nodes)
-        assert set(nodes[0]) == {"id", "name", "type", "aliases", "group_id", "created_at", "merged_into", "merged_at",
-                                 "resolution_action", "resolution_score", "resolution_match_type",
+        assert set(nodes[0]) == {"id", "name", "type", "aliases", "roles", "group_id", "created_at", "merged_into",
+                                 "merged_at", "resolution_action", "resolution_score", "resolution_match_type",
                                  "resolution_reason"}
 
         current = await _all_pages(lambda n, c: store.list_edges(u, None, n, c), limit)
