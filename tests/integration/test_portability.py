@@ -158,3 +158,29 @@ async def test_identity_state_survives_export_and_import(client: httpx.AsyncClie
     nodes = {n["name"]: n for n in (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]}
     assert nodes["Jon"]["merged_into"] is None and "Jon" not in nodes["Jon Smith"]["aliases"]
     assert await probe.merge_copies(deps.graph, user, jon["source"]["id"]) == {}
+
+
+async def test_meanings_survive_export_and_import(client: httpx.AsyncClient) -> None:
+    """Two people of one name kept apart by their roles (docs/identity.md, Meanings) are still two after export ->
+    delete everything -> import, and a later mention with one's role still finds that one."""
+    user = unique("portroles")
+    for text in ("I work with John Smith, the plumber, on the water heater.",
+                 "I work with John Smith, our VP of Sales, on the pipeline reports."):
+        await write_raw(client, user_id=user, category="personal_fact", content=text)
+
+    async def smiths() -> list[tuple[str, tuple[str, ...]]]:
+        items = (await client.get("/v1/graph/nodes", params={"user_id": user})).json()["items"]
+        return sorted((n["id"], tuple(n["roles"] or ())) for n in items if n["name"] == "John Smith")
+
+    before = await smiths()
+    assert [roles for _, roles in before] in ([("plumber",), ("vp of sales",)], [("vp of sales",), ("plumber",)])
+    lines = await export(client, user)
+    wiped = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    await wait_task(client, wiped.json()["task_id"])
+    assert (await import_body(client, ndjson(lines)))["rejected"] == []
+    assert await smiths() == before
+    await write_raw(client, user_id=user, category="personal_fact",
+                    content="I work with John Smith, the plumber, on the radiator too.")
+    assert await smiths() == before  # the plumber's node, no third one
+    queue = (await client.get("/v1/graph/duplicates", params={"user_id": user})).json()["items"]
+    assert [p["match_type"] for p in queue] == ["other_role"]
