@@ -95,7 +95,11 @@ RAW_TEMPLATES = (
     "{p1} and {p2} deployed {tool} in {place}",
     "I use {tool} with {p1} every week",
     "{p1} works at the {place} office on {tool}",
+    # roles (docs/identity.md, Meanings): one pool name with two roles is two entities and a pending pair
+    "I work with {p1}, the {role}, on {tool}",
+    "My {role} {p1} moved to {place}",
 )
+ROLES = ("plumber", "dentist", "team lead", "accountant", "soccer coach")
 CONV_SENTENCES = (
     "I live in {place}.",
     "I use {tool} for my projects.",
@@ -145,7 +149,7 @@ CLEANUP_TIMEOUT = 600.0  # seconds a user's cleanup may take
 def pool_values(rng: random.Random) -> dict[str, str]:
     p1, p2 = rng.sample(PEOPLE, 2)
     tool, tool2 = rng.sample(TOOLS, 2)
-    return {"p1": p1, "p2": p2, "tool": tool, "tool2": tool2, "place": rng.choice(PLACES)}
+    return {"p1": p1, "p2": p2, "tool": tool, "tool2": tool2, "place": rng.choice(PLACES), "role": rng.choice(ROLES)}
 
 
 @dataclass
