@@ -20,7 +20,7 @@ node and a pending pair, never a wrong merge.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 
 def _words_of(text: str) -> frozenset[str]:
@@ -89,6 +89,33 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(_DASH.split(text, 1)[0])
 
 
+_APPOSITION = re.compile(r",\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)(,?)")
+_COPULA = re.compile(r"\s+(?:is|was)\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)")
+_BEFORE = re.compile(r"(?:^|[\s(])" + _POSSESSIVE + r"\s+((?:[A-Za-z][\w'&-]*\s+){0,3}[A-Za-z][\w'&-]*)(,?)\s+$",
+                     re.IGNORECASE)
+_AFFILIATION = re.compile(r"\s+(from|at)\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)")
+_CAPACITY = re.compile(r"[^,.;:!?()]*?\bas\s+(?:a|an)\s+([^,.;:!?()]+)")
+
+
+def _shapes(before: str, after: str) -> Iterator[tuple[str, str]]:
+    """(prefix, phrase) of each shape found around the name, most telling first."""
+    # apposition: "NAME, the plumber, ..."; a name spoken to ("Jon, your business sounds great!") is none unless a
+    # comma closes it
+    if (m := _APPOSITION.match(after)) and (m.group(2) or not _VOCATIVE.search(before)):
+        yield "", m.group(1)
+    if m := _COPULA.match(after):  # "NAME is the contractor redoing ..."
+        yield "", m.group(1)
+    # possessive before: "my neighbor NAME", "Our new VP of Sales, NAME," ("Thanks for the advice, Jon!" is a name
+    # spoken to: a comma before the name needs one after it)
+    if (m := _BEFORE.search(before)) and (not m.group(2) or after.startswith(",")) and not any(
+            w.casefold() in _STOP - {"of"} for w in _words(m.group(1))):
+        yield "", m.group(1)
+    if m := _AFFILIATION.match(after):  # "NAME from the vendor's legal team", "NAME at the corner pharmacy"
+        yield m.group(1) + " ", m.group(2)
+    if not before.strip() and (m := _CAPACITY.match(after)):  # "NAME joined ... as a senior analyst"
+        yield "", m.group(1)
+
+
 def role_of(text: str, name: str) -> str | None:
     """The role the text gives the entity named `name` (first mention), or None."""
     name = name.strip()
@@ -97,40 +124,10 @@ def role_of(text: str, name: str) -> str | None:
     at = re.search(r"(?<![\w'])" + re.escape(name) + r"(?![\w-])", text)
     if at is None:
         return None
-    before, after = text[: at.start()], text[at.end():]
-    # apposition: "NAME, the plumber, ..." / "NAME, Emma's soccer coach, ..."; a name spoken to ("Jon, your
-    # business sounds great!") is no apposition unless a comma closes it
-    m = re.match(r",\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)(,?)", after)
-    if m and (m.group(2) or not _VOCATIVE.search(before)):
-        role = _phrase(_words(m.group(1)))
+    for prefix, phrase in _shapes(text[: at.start()], text[at.end():]):
+        role = _phrase(_words(phrase))
         if role:
-            return role
-    # copula: "NAME is the contractor redoing ..."
-    m = re.match(r"\s+(?:is|was)\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)", after)
-    if m:
-        role = _phrase(_words(m.group(1)))
-        if role:
-            return role
-    # possessive before: "my neighbor NAME", "User's barber NAME", "Our new VP of Sales, NAME"
-    # ("Thanks for the advice, Jon!" is a name spoken to: a comma before the name needs one after it)
-    m = re.search(r"(?:^|[\s(])" + _POSSESSIVE + r"\s+((?:[A-Za-z][\w'&-]*\s+){0,3}[A-Za-z][\w'&-]*)(,?)\s+$", before,
-                  re.IGNORECASE)
-    if m and (not m.group(2) or after.startswith(",")):
-        words = _words(m.group(1))
-        if words and not any(w.casefold() in _STOP - {"of"} for w in words):
-            role = _phrase(words)
-            if role:
-                return role
-    # affiliation: "NAME from the vendor's legal team", "NAME at the corner pharmacy"
-    m = re.match(r"\s+(from|at)\s+" + _DETERMINER + r"\s+([^,.;:!?()]+)", after)
-    if m:
-        role = _phrase(_words(m.group(2)))
-        if role:
-            return f"{m.group(1)} {role}"
-    # the subject's capacity: "NAME joined our data science team as a senior analyst"
-    m = re.match(r"[^,.;:!?()]*?\bas\s+(?:a|an)\s+([^,.;:!?()]+)", after)
-    if m and not before.strip():
-        return _phrase(_words(m.group(1)))
+            return prefix + role
     return None
 
 
