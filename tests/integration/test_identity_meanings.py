@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from service.domain import Memory, Scope, content_hash
-from service.stores.graph import EntityRef, MemoryLinks
+from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
 from tests import graph_probe as probe
@@ -78,3 +78,41 @@ async def test_a_third_meaning_is_proposed_against_both(store: Neo4jGraphStore) 
     assert len({plumber, vp, neighbour}) == 3
     rows, _ = await store.list_duplicates(u, None, 10, None)
     assert sorted(r["target"]["id"] for r in rows if r["source"]["id"] == neighbour) == sorted([plumber, vp])
+
+
+async def test_one_write_naming_two_meanings_keeps_them_apart(store: Neo4jGraphStore) -> None:
+    """A batch (one graph write) with both John Smiths: two entities, a pending pair, each memory's fact on its own
+    node; the first meaning's later mentions join it, as across writes."""
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    texts = ("John Smith, the plumber, fixed the sink.", "Our new VP of Sales, John Smith, approved the plan.",
+             "John Smith, our plumber, fixed the radiator.")
+    batch = [Memory(id=str(uuid.uuid4()), user_id=u, content=t, category="personal_fact", scope=Scope.GLOBAL,
+                    project_id=None, hash=content_hash(t), created_at=T0, updated_at=T0) for t in texts]
+    await store.upsert_memories(batch, [
+        MemoryLinks(m.id, [EntityRef("John Smith", "person")], [RelationRef("John Smith", "met", "user", m.content)])
+        for m in batch])
+    mentioned = await store.mentions_of(u, [m.id for m in batch])
+    plumber, vp, again = (set(mentioned[m.id]) - {entity_id(u, "global", "user")} for m in batch)
+    assert plumber == again and plumber != vp and len(plumber | vp) == 2
+    rows, _ = await store.list_duplicates(u, None, 10, None)
+    assert [r["pair"]["match_type"] for r in rows] == ["other_role"]
+    assert {r["source"]["id"] for r in rows} | {r["target"]["id"] for r in rows} == plumber | vp
+    facts = {(r["source"], r["target"]) for r in await probe.relations(store, u)}
+    assert len(await probe.relations(store, u)) == 2 and facts == {("John Smith", "user")}  # one fact per meaning
+    assert await write(store, u, "John Smith, the plumber, sent the invoice.", "John Smith") in plumber
+
+
+async def test_a_meaning_has_one_node_whichever_way_it_is_written(store: Neo4jGraphStore) -> None:
+    """A name held as a place, then two people of that name: the VP's node is the same whether the VP comes in a
+    write of its own or in one write together with the plumber."""
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    place = await write(store, u, "We hiked in Jordan last spring.", "Jordan", "place")
+    plumber = await write(store, u, "I work with Jordan, the plumber, on the pipes.", "Jordan")
+    vp = await write(store, u, "I work with Jordan, our VP of Sales, on the plan.", "Jordan")
+    assert len({place, plumber, vp}) == 3
+    texts = ("Jordan, the plumber, fixed the sink.", "Jordan, our VP of Sales, approved the budget.")
+    batch = [Memory(id=str(uuid.uuid4()), user_id=u, content=t, category="personal_fact", scope=Scope.GLOBAL,
+                    project_id=None, hash=content_hash(t), created_at=T0, updated_at=T0) for t in texts]
+    await store.upsert_memories(batch, [MemoryLinks(m.id, [EntityRef("Jordan", "person")]) for m in batch])
+    mentioned = await store.mentions_of(u, [m.id for m in batch])
+    assert [mentioned[m.id] for m in batch] == [[plumber], [vp]]

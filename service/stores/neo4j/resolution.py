@@ -26,7 +26,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.metrics import ENTITY_RESOLUTIONS
 from service.stores.graph import MERGE, PENDING, Candidate, NameRules
-from service.stores.neo4j.rows import entity_id, relation_id
+from service.stores.neo4j.rows import entity_id, meaning_name, relation_id
 from service.stores.neo4j.search import lucene_escape
 
 KEY_INDEX = "entity_keys"
@@ -129,7 +129,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     rows = graph["entities"]
     origin = [(r["id"], r) for r in rows]  # each row's id before the gate (a row's id may change below)
     remap: dict[str, str] = {}
-    names: dict[str, str] = {r["id"]: r["name"] for r in rows}  # the names relation ids are derived from
+    names: dict[str, str] = {r["id"]: r.get("id_name") or r["name"] for r in rows}  # relation ids' names
     existing = await _existing(tx, rows)
     for row in rows:  # a name the graph holds as an entity of another family (or generic) is another entity
         held = existing.get(row["id"])
@@ -142,8 +142,8 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
         held = existing.get(row["id"])
         meaning = rules.other_meaning(row["roles"], held.get("roles") or []) if held is not None else None
         if meaning:
-            base = names.get(row["id"], row["name"])
-            _qualify(row, f"{base}|{rules.type_family(row['type'])}|{meaning}", remap, names)
+            # from the name itself, also when its family qualified it above: one meaning, one id, by either path
+            _qualify(row, meaning_name(row["name"], rules.type_family(row["type"]), meaning), remap, names)
             meanings = True
     if meanings:
         existing = await _existing(tx, rows)

@@ -106,6 +106,12 @@ def entity_id(user_id: str, group: str, name: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"entity|{user_id}|{group}|{entity_name(name).casefold()}"))
 
 
+def meaning_name(name: str, family: str, meaning: str) -> str:
+    """What the id of a name's other meaning is derived from (docs/identity.md, Meanings): the name, its type family
+    and the head noun of its role."""
+    return f"{name}|{family}|{meaning}"
+
+
 def relation_id(user_id: str, group: str, subject: str, predicate: str, obj: str) -> str:
     key = f"rel|{user_id}|{group}|{entity_name(subject).casefold()}|{predicate}|{entity_name(obj).casefold()}"
     return str(uuid.uuid5(ID_NAMESPACE, key))
@@ -122,20 +128,28 @@ def link_rows(
     relations: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []  # description / attributes a structured write gave an entity
 
-    def entity(m: Memory, group: str, ref: EntityRef) -> str:
-        """One row per entity id; every spelling seen in the batch becomes a name or an alias."""
-        eid = ref.id or entity_id(m.user_id, group, ref.name)
+    def entity(m: Memory, group: str, ref: EntityRef) -> tuple[str, str]:
+        """One row per entity id; every spelling seen in the batch becomes a name or an alias. A spelling whose
+        role disagrees with the roles its row has so far is another meaning (docs/identity.md): a row of its own.
+        Returns the id and the name it is derived from (relation ids are derived from it too)."""
         name = entity_name(ref.name)
+        id_name = name
+        eid = ref.id or entity_id(m.user_id, group, name)
+        role = names.role(m.content, ref.name, ref.role)
+        first = entities.get(eid)
+        if first is not None and not ref.id and (meaning := names.other_meaning([role] if role else [],
+                                                                               first["roles"])):
+            id_name = meaning_name(name, names.type_family(ref.type), meaning)
+            eid = entity_id(m.user_id, group, id_name)
         spellings = [name, *(a for a in (entity_name(x) for x in ref.aliases[:MAX_ALIASES]) if a)]
         row = entities.get(eid)
         if row is None:
             row = entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
                                    "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS],
-                                   "names": [name], "keys": names.keys_of([name]), "roles": [],
+                                   "names": [name], "keys": names.keys_of([name]), "roles": [], "id_name": id_name,
                                    "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
         elif row["type"] == "thing":
             row["type"] = ref.type[:MAX_PREDICATE_CHARS]
-        role = names.role(m.content, ref.name, ref.role)
         if role and role not in row["roles"] and len(row["roles"]) < MAX_ROLES:
             row["roles"].append(role)
         if any(n not in row["names"] for n in spellings):
@@ -144,26 +158,26 @@ def link_rows(
         if ref.description is not None or ref.attributes is not None:
             details.append({"id": eid, "memory_id": m.id, "description": ref.description,
                             "attributes": ref.attributes})
-        return eid
+        return eid, row["id_name"]
 
     for link in links:
         m = by_id[link.memory_id]
         group = group_id(m.scope.value, m.project_id)
         for ref in link.entities:
             if entity_name(ref.name):
-                mentions.append({"memory_id": m.id, "entity_id": entity(m, group, ref)})
+                mentions.append({"memory_id": m.id, "entity_id": entity(m, group, ref)[0]})
         known = {entity_name(e.name).casefold(): e for e in link.entities}
 
         for rel in link.relations:
             if not entity_name(rel.subject) or not entity_name(rel.object) or not rel.predicate.strip():
                 continue
             predicate = rel.predicate.strip()[:MAX_PREDICATE_CHARS]
-            src = entity(m, group, _end(known, rel.subject))
-            dst = entity(m, group, _end(known, rel.object))
+            src, src_name = entity(m, group, _end(known, rel.subject))
+            dst, dst_name = entity(m, group, _end(known, rel.object))
             mentions += [{"memory_id": m.id, "entity_id": src}, {"memory_id": m.id, "entity_id": dst}]
             valid_at = iso_utc(rel.valid_at) or iso_utc(default_valid_at) or iso_utc(m.created_at) or m.created_at
             relations.append({
-                "id": relation_id(m.user_id, group, rel.subject, predicate, rel.object),
+                "id": relation_id(m.user_id, group, src_name, predicate, dst_name),
                 "source_id": src, "target_id": dst, "user_id": m.user_id, "group_id": group,
                 "predicate": predicate, "fact": rel.fact[:MAX_FACT_CHARS], "valid_at": valid_at,
                 "created_at": m.created_at, "memory_id": m.id, "updated_at": m.updated_at,
