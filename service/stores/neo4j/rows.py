@@ -131,7 +131,7 @@ def link_rows(
     def entity(m: Memory, group: str, ref: EntityRef) -> tuple[str, str]:
         """One row per entity id; every spelling seen in the batch becomes a name or an alias. A spelling whose
         role disagrees with the roles its row has so far is another meaning (docs/identity.md): a row of its own.
-        Returns the id and the name it is derived from (relation ids are derived from it too)."""
+        Returns the id and the name relation ids are derived from: a meaning's qualified name, else the spelling."""
         name = entity_name(ref.name)
         id_name = name
         eid = ref.id or entity_id(m.user_id, group, name)
@@ -158,7 +158,7 @@ def link_rows(
         if ref.description is not None or ref.attributes is not None:
             details.append({"id": eid, "memory_id": m.id, "description": ref.description,
                             "attributes": ref.attributes})
-        return eid, row["id_name"]
+        return eid, row["id_name"] if row["id_name"] != row["name"] else ref.name  # a meaning's, else as written
 
     for link in links:
         m = by_id[link.memory_id]
