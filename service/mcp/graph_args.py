@@ -27,8 +27,9 @@ class GraphSearchArgs(BaseModel):
 
 class DuplicatesArgs(BaseModel):
     """Entity pairs that may be one thing ("Mel" / "Melanie", "Postgres" / "PostgreSQL") which the resolution
-    gate left for review, highest score first, each with both entities (name, type, aliases, how many
-    memories mention it) and the gate's reason. Decide with review_duplicate."""
+    gate left for review, highest score first, each with both entities (name, type, aliases, roles: what their
+    memories say each is, how many memories mention it) and the gate's reason; two of one name whose roles differ
+    ("the plumber" / "our VP of Sales", match_type other_role) were kept apart. Decide with review_duplicate."""
 
     user_id: UserId
     project_id: ProjectId = None

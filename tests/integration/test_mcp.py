@@ -229,6 +229,16 @@ async def test_duplicate_review_merge_and_traced_recall(api: str, transport: str
                            target_id=pair["target"]["id"])  # idempotent
         assert again["status"] == "merged"
 
+        # two people of one name, told apart by what the memories say they are (docs/identity.md, Meanings)
+        await remember(client, content="I work with John Smith, the plumber, on the boiler.", user_id=user,
+                       category="personal_fact")
+        await remember(client, content="I work with John Smith, our VP of Sales, on the forecast.", user_id=user,
+                       category="personal_fact")
+        pairs = (await call(client, "list_duplicate_entities", user_id=user))["items"]
+        [homonyms] = [p for p in pairs if p["source"]["name"] == p["target"]["name"] == "John Smith"]
+        assert homonyms["match_type"] == "other_role"
+        assert sorted([homonyms["source"]["roles"], homonyms["target"]["roles"]]) == [["plumber"], ["vp of sales"]]
+
         found = await call(client, "recall_memories", query="Jon Smith", user_id=user, trace=True)
         assert {first, second} <= {r["id"] for r in found["results"]}
         assert found["trace_id"]
