@@ -228,6 +228,14 @@ def test_review_queue_confirm_then_unmerge(console: Console, browser: WebDriver)
     with console.api("b") as c:
         stats = c.get("/v1/graph/stats").json()
         assert stats["merged_entities"] == 0 and stats["same_as"]["pending"] == 1
+    # two people of one name, kept apart by their roles (docs/identity.md, Meanings): the reviewer sees the roles
+    console.write("b", "I work with John Smith, the plumber, on the boiler.", "personal_fact")
+    console.write("b", "I work with John Smith, our VP of Sales, on the forecast.", "personal_fact")
+    browser.get(console.url + "/ui/review")
+    [homonyms] = [p for p in browser.find_elements(By.CSS_SELECTOR, "#pairs .pair") if "other_role" in p.text]
+    assert "plumber" in homonyms.text and "vp of sales" in homonyms.text
+    homonyms.find_element(By.CSS_SELECTOR, ".side a").click()
+    assert text_of(browser, "entity-roles") in ("plumber", "vp of sales")
 
 
 def test_graph_view_draws_the_users_entities(console: Console, browser: WebDriver) -> None:
