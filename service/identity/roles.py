@@ -27,7 +27,6 @@ def _words_of(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-MAX_ROLES = 8  # roles kept on one entity
 MAX_ROLE_WORDS = 4
 
 # "X's" is a possessive unless it is a contraction ("that's cool", "it's", "what's up")
