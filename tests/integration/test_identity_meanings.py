@@ -26,11 +26,11 @@ async def store() -> AsyncIterator[Neo4jGraphStore]:
 
 
 async def write(store: Neo4jGraphStore, user_id: str, text: str, name: str, kind: str = "person",
-                role: str | None = None) -> str:
-    """One memory naming one entity; the id of the entity its mention points at."""
+                role: str | None = None, pinned: str | None = None) -> str:
+    """One memory naming one entity (by its id when `pinned`); the id of the entity its mention points at."""
     m = Memory(id=str(uuid.uuid4()), user_id=user_id, content=text, category="personal_fact", scope=Scope.GLOBAL,
                project_id=None, hash=content_hash(text), created_at=T0, updated_at=T0)
-    await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(name, kind, role=role)])])
+    await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(name, kind, role=role, id=pinned)])])
     [entity] = (await store.mentions_of(user_id, [m.id]))[m.id]
     return entity
 
@@ -46,12 +46,58 @@ async def test_a_homonym_with_another_role_is_its_own_entity_and_a_pending_pair(
         (vp, plumber, "other_role")]
     assert "other role" in rows[0]["pair"]["reason"]
     assert (rows[0]["source"]["roles"], rows[0]["target"]["roles"]) == (["vp of sales"], ["plumber"])  # for review
-    # later mentions find their meaning: the same role (another head phrase of it), or no role at all
+    # later mentions find their meaning by its role (another head phrase of it)
     assert await write(store, u, "John Smith, our plumber, fixed the radiator.", "John Smith") == plumber
     assert await write(store, u, "Sent the Q3 numbers to John Smith, the VP of Sales.", "John Smith") == vp
-    assert await write(store, u, "John Smith called back.", "John Smith") == plumber
     names = sorted(n["name"] for n in await probe.entities(store, u))
     assert names == ["John Smith", "John Smith"]
+
+
+async def test_a_mention_with_no_role_among_several_meanings_goes_to_review(store: Neo4jGraphStore) -> None:
+    """Which John Smith "John Smith called back" means is the reviewer's call (ambiguity): not a merge into the
+    first meaning, but one node for such mentions with a pending pair to each meaning."""
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    plumber = await write(store, u, "John Smith, the plumber, quoted $450 for the valve.", "John Smith")
+    vp = await write(store, u, "Our new VP of Sales, John Smith, wants weekly pipeline reports.", "John Smith")
+    unplaced = await write(store, u, "John Smith called back.", "John Smith")
+    assert unplaced not in (plumber, vp)
+    rows, _ = await store.list_duplicates(u, None, 10, None)
+    pairs = sorted((r["target"]["id"], r["pair"]["match_type"]) for r in rows if r["source"]["id"] == unplaced)
+    assert pairs == sorted([(plumber, "exact"), (vp, "exact")])
+    assert all("ambiguous" in r["pair"]["reason"] for r in rows if r["source"]["id"] == unplaced)
+    # the next mention with no role joins those, one with a role its meaning
+    assert await write(store, u, "John Smith left a voicemail.", "John Smith") == unplaced
+    assert await write(store, u, "John Smith, our plumber, sent the invoice.", "John Smith") == plumber
+    # a write that names the entity by its id (a structured graph write) is that entity, whatever the text says
+    assert await write(store, u, "John Smith called.", "John Smith", pinned=plumber) == plumber
+    assert await write(store, u, "John Smith, the VP of Sales, called.", "John Smith", pinned=plumber) == plumber
+    assert len(await probe.entities(store, u)) == 3
+
+
+async def test_one_meaning_alone_still_takes_a_mention_with_no_role(store: Neo4jGraphStore) -> None:
+    """The negative of the above: a name with one meaning held (and another family's node of the name) is not
+    ambiguous, so a mention with no role is that entity."""
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    place = await write(store, u, "We hiked in Jordan last spring.", "Jordan", "place")
+    person = await write(store, u, "Jordan, the plumber, fixed the sink.", "Jordan")
+    assert person != place
+    assert await write(store, u, "Jordan called back.", "Jordan") == person
+    assert await write(store, u, "Jordan was sunny.", "Jordan", "place") == place
+    assert len(await probe.entities(store, u)) == 2
+
+
+async def test_a_rejected_pair_of_meanings_does_not_stop_a_third_from_being_proposed(store: Neo4jGraphStore) -> None:
+    """Rejecting "John Smith (plumber)" / "John Smith (VP)" says those two are not one; it says nothing of the next
+    John Smith, so a third meaning is still proposed against both, and the rejected pair does not come back."""
+    u = f"mean-{uuid.uuid4().hex[:12]}"
+    plumber = await write(store, u, "John Smith, the plumber, quoted $450.", "John Smith")
+    vp = await write(store, u, "John Smith, our VP of Sales, wants reports.", "John Smith")
+    await store.review_duplicate(u, vp, plumber, False, "tester", T0)
+    assert await write(store, u, "John Smith, the plumber, came back.", "John Smith") == plumber
+    neighbour = await write(store, u, "My neighbor John Smith waters the plants.", "John Smith")
+    rows, _ = await store.list_duplicates(u, None, 10, None)
+    assert sorted((r["source"]["id"], r["target"]["id"]) for r in rows) == sorted(
+        [(neighbour, plumber), (neighbour, vp)])
 
 
 async def test_a_homonym_with_no_role_or_the_same_role_is_one_entity(store: Neo4jGraphStore) -> None:

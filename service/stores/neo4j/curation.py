@@ -53,9 +53,9 @@ WHERE r.user_id = $user_id AND coalesce(r.migrated_from, '') = ''
 SET r.status = $status, r.reviewed_at = $now, r.reviewer = $reviewer
 WITH s, t, r WHERE $status = 'rejected'
 SET s.not_same_as = reduce(acc = coalesce(s.not_same_as, []), k IN coalesce(t.keys, []) |
-                           CASE WHEN k IN acc THEN acc ELSE acc + k END),
+                           CASE WHEN k IN acc OR k IN coalesce(s.keys, []) THEN acc ELSE acc + k END),
     t.not_same_as = reduce(acc = coalesce(t.not_same_as, []), k IN coalesce(s.keys, []) |
-                           CASE WHEN k IN acc THEN acc ELSE acc + k END)
+                           CASE WHEN k IN acc OR k IN coalesce(t.keys, []) THEN acc ELSE acc + k END)
 """
 
 # Idempotent: a second run finds every copy made and the marker set, and changes nothing.

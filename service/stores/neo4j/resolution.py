@@ -33,6 +33,7 @@ KEY_INDEX = "entity_keys"
 CANDIDATES_PER_INDEX = 20
 VECTOR_CANDIDATES = 64  # the vector index is not tenant-filtered: read this many, keep the caller's
 MAX_MERGE_HOPS = 5
+UNPLACED = "?"  # the meaning of a mention with no role when its name has several: one node, pending pairs to each
 
 
 class MissingNameVectors(Exception):
@@ -93,6 +94,14 @@ RETURN row.id AS id, collect(node{.id, .name, .type, .aliases, .name_vector_mode
                                   name_vector: node[$vector_property]}) AS candidates
 """
 
+# The other live entities of a row's spelling (its other meanings, or another family's node of the name).
+MEANINGS_HELD: LiteralString = """
+UNWIND $rows AS row
+MATCH (e:Entity {user_id: row.user_id, name_lc: row.name_lc})
+WHERE e.group_id = row.group_id AND e.id <> row.id AND e.merged_into IS NULL
+RETURN row.id AS id, collect(e.type) AS types
+"""
+
 SAME_AS: LiteralString = """
 UNWIND $rows AS row
 MATCH (s:Entity {id: row.source_id})
@@ -140,11 +149,15 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     meanings = False
     for row in rows:  # ... and so is one whose memories say it is something else ("the plumber" / "our VP")
         held = existing.get(row["id"])
-        meaning = rules.other_meaning(row["roles"], held.get("roles") or []) if held is not None else None
+        meaning = (rules.other_meaning(row["roles"], held.get("roles") or [])
+                   if held is not None and not row.get("pinned") else None)
         if meaning:
             # from the name itself, also when its family qualified it above: one meaning, one id, by either path
             _qualify(row, meaning_name(row["name"], rules.type_family(row["type"]), meaning), remap, names)
             meanings = True
+    for row in await _unplaced(tx, rules, rows, existing):  # no role, and the name has several meanings
+        _qualify(row, meaning_name(row["name"], rules.type_family(row["type"]), UNPLACED), remap, names)
+        meanings = True
     if meanings:
         existing = await _existing(tx, rows)
     # vectors are sent only for entities that do not hold this model's vector yet
@@ -213,6 +226,21 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
     graph["decided"] = [{"id": first, **decided.get(row["id"], {
         "entity_id": remap.get(row["id"], row["id"]), "decision": "existing", "matched_id": None, "score": None,
         "match_type": None})} for first, row in origin]
+
+
+async def _unplaced(tx: AsyncManagedTransaction, rules: NameRules, rows: list[dict[str, Any]],
+                    existing: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with no role whose spelling's entity is one of several meanings held (live entities of that name
+    and family): which one the mention means is the reviewer's call (docs/identity.md, Meanings)."""
+    roleless = [r for r in rows if not r["roles"] and not r.get("pinned") and r["id"] in existing
+                and not existing[r["id"]].get("merged_into")]
+    if not roleless:
+        return []
+    params = [{"id": r["id"], "user_id": r["user_id"], "group_id": r["group_id"], "name_lc": r["name_lc"]}
+              for r in roleless]
+    others = {str(r["id"]): list(r["types"]) async for r in await tx.run(MEANINGS_HELD, rows=params)}
+    return [r for r in roleless if any(rules.type_family(str(t or "thing")) == rules.type_family(r["type"])
+                                       for t in others.get(r["id"], []))]
 
 
 def _candidate(c: dict[str, Any], rules: NameRules, by_key: dict[str, list[float]]) -> Candidate:

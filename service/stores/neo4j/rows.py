@@ -147,9 +147,10 @@ def link_rows(
             row = entities[eid] = {"id": eid, "user_id": m.user_id, "group_id": group, "name": name,
                                    "name_lc": name.casefold(), "type": ref.type[:MAX_PREDICATE_CHARS],
                                    "names": [name], "keys": names.keys_of([name]), "roles": [], "id_name": id_name,
-                                   "created_at": m.created_at, "ft_key": ft_key(m.user_id, group)}
+                                   "created_at": m.created_at, "ft_key": ft_key(m.user_id, group), "pinned": False}
         elif row["type"] == "thing":
             row["type"] = ref.type[:MAX_PREDICATE_CHARS]
+        row["pinned"] = row["pinned"] or bool(ref.id)  # named by its id: no other meaning is read into it
         if role and role not in row["roles"] and len(row["roles"]) < MAX_ROLES:
             row["roles"].append(role)
         if any(n not in row["names"] for n in spellings):
