@@ -220,6 +220,17 @@ async def test_a_question_yields_nothing() -> None:
         assert (await extractor.extract(msgs(("user", question)), "p")).facts == []
 
 
+async def test_a_clause_that_points_back_stays_with_what_it_points_to() -> None:
+    extractor = OfflineExtractor()
+    [fact] = (await extractor.extract(msgs(
+        ("user", "I'm allergic to peanuts, so please never suggest recipes with them.")))).facts
+    assert "peanuts" in fact.content and "recipes with them" in fact.content
+    # Independent clauses without such a pronoun are still facts of their own.
+    text = "I live in Lisbon and I work as a nurse at the city hospital."
+    split = (await extractor.extract(msgs(("user", text)))).facts
+    assert [f.content for f in split] == ["I live in Lisbon", "I work as a nurse at the city hospital."]
+
+
 async def test_greetings_and_thanks_yield_nothing() -> None:
     result = await OfflineExtractor().extract(
         msgs(("user", "Hi there!"), ("assistant", "Hello! How can I help?"), ("user", "Thanks, that's all. Bye!"))

@@ -61,6 +61,9 @@ _REQUEST_VERB = rx(
     r"move|print)\b"
 )
 _ANAPHORA = rx(r"\b(?:it|this|that|them|those|these)\b")
+# A pronoun in a later clause of a sentence names a thing of an earlier one. Not "this"/"that" (often a determiner
+# or a conjunction there: "this week", "I think that ..."), nor "she"/"her" ("my pronouns are she/her" is a fact).
+_BACK_REFERENCE = rx(r"\b(?:it|its|them|they|their|those|these)\b")
 _SEQUENCE = rx(r"\bfirst\b.*\bthen\b|,\s*(?:and\s+)?(?:only\s+)?(?:then|finally|after that|afterwards)\b")
 
 
@@ -101,10 +104,12 @@ def split_sentences(text: str) -> list[str]:
 
 
 def split_clauses(sentence: str) -> list[str]:
+    """Independent clauses; one that is too short, or that points back with a pronoun ("I'm allergic to peanuts,
+    so never suggest recipes with them"), stays with the clause before it: alone it would say nothing."""
     parts = [p.strip() for p in _CLAUSE_SPLIT.split(sentence)]
     merged: list[str] = []
     for part in parts:
-        if merged and len(part.split()) < MIN_WORDS:
+        if merged and (len(part.split()) < MIN_WORDS or _BACK_REFERENCE.search(part)):
             merged[-1] = f"{merged[-1]}, {part}"
         elif part:
             merged.append(part)
