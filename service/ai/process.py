@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from service.ai.local import LocalEmbedder, ModelFiles
+from service.ai.local import LocalEmbedder, ModelFiles, TextKind
 from service.errors import DependencyUnavailable
 
 log = structlog.get_logger(__name__)
@@ -37,7 +37,7 @@ START_TIMEOUT_S = 120.0
 
 def child_main(conn: Connection, files: ModelFiles, batch_size: int, threads: int,
                nice: int) -> None:  # pragma: no cover - runs in the child
-    """The child: load the model, then answer (request id, texts) with (request id, float32 bytes | error)."""
+    """The child: load the model, then answer (request id, kind, texts) with (request id, float32 bytes | error)."""
     with contextlib.suppress(OSError):
         os.nice(nice)
     embedder = LocalEmbedder(files, batch_size=batch_size, threads=threads)
@@ -45,11 +45,11 @@ def child_main(conn: Connection, files: ModelFiles, batch_size: int, threads: in
     conn.send(("ready", embedder.dim))
     for _ in range(10**12):  # until the parent closes the pipe
         try:
-            request_id, texts = conn.recv()
+            request_id, kind, texts = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            conn.send((request_id, embedder.encode_array(texts).astype(np.float32).tobytes()))
+            conn.send((request_id, embedder.encode_array(texts, kind).astype(np.float32).tobytes()))
         except Exception as exc:  # the parent fails this call; the child keeps serving
             conn.send((request_id, f"{type(exc).__name__}: {exc}"[:500]))
 
@@ -132,6 +132,12 @@ class ProcessEmbedder:
         log.warning("embedder_process_lost", failed_calls=len(pending))
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await self._call(texts, "passage")
+
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        return await self._call(texts, "symmetric")
+
+    async def _call(self, texts: list[str], kind: TextKind) -> list[list[float]]:
         if not texts:
             return []
         conn = await self._ensure()
@@ -140,7 +146,7 @@ class ProcessEmbedder:
         future: asyncio.Future[list[list[float]]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            conn.send((request_id, texts))
+            conn.send((request_id, kind, texts))
         except (OSError, ValueError) as exc:
             self._pending.pop(request_id, None)
             raise DependencyUnavailable(f"the embedder process is gone: {exc}") from exc
@@ -149,7 +155,7 @@ class ProcessEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         """One text (the write path's embedder is not used for queries, but it is a full Embedder)."""
-        [vector] = await self.embed([text])
+        [vector] = await self._call([text], "query")
         return vector
 
     async def close(self) -> None:

@@ -1,9 +1,10 @@
 """The gate: the signals of one new name against one candidate, and the decision per type family (`Band`).
 
-score = max(exact, variant, 0.45 * fuzzy + 0.55 * semantic), 0 on a conflict; then per type family: merge at or
-above the family's auto-merge threshold (when the pair may merge at all), pending review at or above its pending
-threshold, else create. When several candidates score within `ambiguity_margin` of the best (two "Chris"es), the
-new name merges into none: it gets a pending pair to each.
+score = max(exact, variant, 0.45 * fuzzy + 0.55 * semantic), 0 on a conflict, where semantic is the names' cosine
+on the model's calibrated scale (service/ai/models.py: `Calibration.semantic`, 0 at the model's unrelated level);
+then per type family: merge at or above the family's auto-merge threshold (when the pair may merge at all), pending
+review at or above its pending threshold, else create. When several candidates score within `ambiguity_margin` of
+the best (two "Chris"es), the new name merges into none: it gets a pending pair to each.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from rapidfuzz import fuzz
 
+from service.ai.models import DEFAULT_CALIBRATION, Calibration
 from service.identity.names import GENERIC, ascii_keys, canonical, compatible, forms, name_key, pair_family, type_family
 from service.identity.roles import disagree
 from service.identity.shapes import conflict as find_conflict
@@ -83,7 +85,7 @@ class Signals:
 
 
 def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: Candidate,
-            use_fuzzy: bool = True, roles: Sequence[str] = ()) -> Signals:
+            use_fuzzy: bool = True, roles: Sequence[str] = (), scale: Calibration = DEFAULT_CALIBRATION) -> Signals:
     """exact: the same key, or the same key once letters are written in ASCII ("Søren" / "Soren", "Jürgen" /
     "Juergen"), or one canonical name in the lexicon. other_role: the memories say the two are different things
     (service/identity/roles.py): such a pair may be proposed, never merged."""
@@ -105,7 +107,8 @@ def signals(name: str, entity_type: str, vector: Sequence[float] | None, cand: C
         variant = None if conflict else next((v for a in ours for n in theirs
                                               if (v := find_variant(a, n, person, place))
                                               and (use_fuzzy or v != "typo")), None)
-    return Signals(exact, fuzzy, cosine(vector, cand.vector), variant, conflict, generic, person, use_fuzzy,
+    return Signals(exact, fuzzy, scale.semantic(cosine(vector, cand.vector)), variant, conflict, generic, person,
+                   use_fuzzy,
                    disagree(roles, cand.roles))
 
 
@@ -124,6 +127,7 @@ class ResolutionGate:
     bands: Mapping[str, Band] = field(default_factory=dict)  # per type family; missing = the two above
     fuzzy_matching: bool = True  # False: only exact keys, the lexicon and known shapes (no string/meaning scores)
     ambiguity_margin: float = 0.05
+    scale: Calibration = DEFAULT_CALIBRATION  # the name embedder's: where its cosines of unrelated names sit
 
     def band(self, family: str) -> Band:
         return self.bands.get(family) or Band(self.auto_merge_threshold, self.pending_match_threshold)
@@ -138,7 +142,7 @@ class ResolutionGate:
         for cand in sorted(candidates, key=lambda c: c.id):
             if not compatible(entity_type, cand.type) or key in cand.rejected:
                 continue
-            sig = signals(name, entity_type, vector, cand, self.fuzzy_matching, roles)
+            sig = signals(name, entity_type, vector, cand, self.fuzzy_matching, roles, self.scale)
             band = self.band(pair_family(entity_type, cand.type))
             score = sig.score
             action = (MERGE if score >= band.auto_merge and sig.mergeable

@@ -82,7 +82,8 @@ class NameVectors(NameRules):
         missing = [k for k in wanted if k not in self._cache]
         out: dict[str, list[float]] = {}
         if missing:
-            for key, vec in zip(missing, await self.embedder.embed([wanted[k] for k in missing]), strict=True):
+            vectors = await self.embedder.embed_symmetric([wanted[k] for k in missing])
+            for key, vec in zip(missing, vectors, strict=True):
                 self._cache[key] = array("f", vec)  # float32 as the model gives them
         for key in wanted:
             self._cache.move_to_end(key)

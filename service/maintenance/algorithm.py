@@ -1,10 +1,14 @@
 """The dedup algorithm, pure (no I/O): exact groups by hash, near-duplicate groups by cosine similarity in
-bounded numpy tiles with union-find, and the plan of what to remove. Unit-tested in
+bounded numpy tiles with union-find, and the plan of what to remove. Two memories that state different numbers
+("a budget of 120 euros" / "150 euros", "4-space" / "2-space indentation") are never near-duplicates, however close
+their vectors: a correction is not a repetition. Unit-tested in
 tests/unit/test_dedup_algorithm.py; described in docs/dedup.md."""
 
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +33,14 @@ IntArray = npt.NDArray[np.int64]
 # =================================================================================================
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers_key(content: str) -> int:
+    """A key of the numbers a text states (in any order; "1,450" and "1450" alike): equal keys for the same
+    numbers, 0 for a text without any."""
+    found = sorted({n.replace(",", "") for n in _NUMBER.findall(content)})
+    return zlib.crc32("\x1f".join(found).encode()) if found else 0
 
 
 def stamp_of(value: str | None) -> int | None:
@@ -148,8 +160,10 @@ class NearDuplicateFinder:
     """
 
     def __init__(
-        self, vectors: FloatMatrix, threshold: float, block_rows: int = BLOCK_ROWS, block_cols: int = BLOCK_COLS
+        self, vectors: FloatMatrix, threshold: float, block_rows: int = BLOCK_ROWS, block_cols: int = BLOCK_COLS,
+        numbers: Sequence[int] | None = None,
     ) -> None:
+        """`numbers`: each row's `numbers_key`; rows whose keys differ never pair."""
         x = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
         if x.ndim != 2:
             raise ValueError(f"vectors must be a matrix, got shape {x.shape}")
@@ -159,6 +173,7 @@ class NearDuplicateFinder:
         self._x = x
         self._n = int(x.shape[0])
         self._threshold = np.float32(threshold)
+        self._numbers = None if numbers is None else np.asarray(numbers, dtype=np.int64)
         self._rows = max(1, block_rows)
         self._cols = max(1, block_cols)
         self._next = 0
@@ -190,6 +205,8 @@ class NearDuplicateFinder:
             a = hit_rows[r].astype(np.int64) + i0
             b = c.astype(np.int64) + j0
             upper = b > a  # the upper triangle only (a tile crossing the diagonal holds both halves)
+            if self._numbers is not None:
+                upper &= self._numbers[a] == self._numbers[b]
             if not upper.all():
                 a, b = a[upper], b[upper]
             if a.size:
@@ -221,6 +238,7 @@ class BoundaryCollector:
         self.ids: list[str] = []
         self.hashes: list[str] = []
         self.stamps: list[int] = []
+        self.numbers: list[int] = []  # each row's numbers_key
         self._matrix: FloatMatrix | None = None
         self._row_of_hash: dict[str, int] = {}
         self.exact_removed: dict[str, list[str]] = {}  # hash -> the older memories of that hash
@@ -236,7 +254,9 @@ class BoundaryCollector:
             return np.zeros((0, 0), dtype=np.float32)
         return self._matrix[: self.rows]
 
-    def add(self, ids: Sequence[str], hashes: Sequence[str], stamps: Sequence[int], vectors: FloatMatrix) -> None:
+    def add(self, ids: Sequence[str], hashes: Sequence[str], stamps: Sequence[int], vectors: FloatMatrix,
+            contents: Sequence[str] | None = None) -> None:
+        """`contents`: the memories' texts, for their numbers (none: every row is taken to state the same)."""
         if not len(ids):
             return
         if self._matrix is None:
@@ -256,6 +276,7 @@ class BoundaryCollector:
                 self.ids.append(mid)
                 self.hashes.append(h)
                 self.stamps.append(st)
+                self.numbers.append(numbers_key(contents[k]) if contents is not None else 0)
                 self._matrix[row] = vectors[k]
             elif (st, mid) > (self.stamps[row], self.ids[row]):
                 self.exact_removed.setdefault(h, []).append(self.ids[row])
@@ -295,23 +316,25 @@ class BoundaryPlan:
 
 
 def plan_boundary(
-    memories: Iterable[tuple[str, str, int, Sequence[float]]],
+    memories: Iterable[tuple[str, str, int, Sequence[float]] | tuple[str, str, int, Sequence[float], str]],
     threshold: float,
     block_rows: int = BLOCK_ROWS,
     block_cols: int = BLOCK_COLS,
 ) -> BoundaryPlan:
-    """The whole algorithm on (id, hash, created_at stamp, vector) tuples of one boundary, synchronously
-    (the sweep runs the same pieces step by step off the event loop)."""
+    """The whole algorithm on (id, hash, created_at stamp, vector[, content]) tuples of one boundary,
+    synchronously (the sweep runs the same pieces step by step off the event loop)."""
     collector = BoundaryCollector()
     items = list(memories)
     if items:
-        vectors = np.asarray([v for *_, v in items], dtype=np.float32)
-        collector.add([i for i, *_ in items], [h for _, h, *_ in items], [s for _, _, s, _ in items], vectors)
+        vectors = np.asarray([item[3] for item in items], dtype=np.float32)
+        contents = [str(item[-1]) for item in items] if all(len(item) > 4 for item in items) else None
+        collector.add([item[0] for item in items], [item[1] for item in items], [item[2] for item in items], vectors,
+                      contents)
     return _finish_plan(collector, threshold, block_rows, block_cols)
 
 
 def _finish_plan(collector: BoundaryCollector, threshold: float, block_rows: int, block_cols: int) -> BoundaryPlan:
-    finder = NearDuplicateFinder(collector.matrix.copy(), threshold, block_rows, block_cols)
+    finder = NearDuplicateFinder(collector.matrix.copy(), threshold, block_rows, block_cols, collector.numbers)
     finder.run()
     ids = collector.ids
     near = [(ids[k], sorted(ids[r] for r in rem)) for k, rem in finder.groups(collector.rank())]
@@ -325,6 +348,7 @@ def ingest_page(collector: BoundaryCollector, page: list[VectorRecord], cutoff: 
     hashes: list[str] = []
     stamps: list[int] = []
     vecs: list[list[float]] = []
+    contents: list[str] = []
     late = bad = 0
     for rec in page:
         m = rec.memory
@@ -339,8 +363,9 @@ def ingest_page(collector: BoundaryCollector, page: list[VectorRecord], cutoff: 
             hashes.append(m.hash)
             stamps.append(created)
             vecs.append(rec.vector)
+            contents.append(m.content)
     if ids:
-        collector.add(ids, hashes, stamps, np.asarray(vecs, dtype=np.float32))
+        collector.add(ids, hashes, stamps, np.asarray(vecs, dtype=np.float32), contents)
     return late, bad
 
 

@@ -29,7 +29,7 @@ async def submit_dedup(deps: Deps, req: DedupRequest) -> DedupAccepted:
     task_id = await deps.tasks.enqueue(DedupJob(user_id=req.user_id, dry_run=req.dry_run), identity)
     queued = DedupRunReport(
         run_id=task_id, trigger="api", status="queued", dry_run=req.dry_run, user_id=req.user_id, task_id=task_id,
-        threshold=deps.settings.dedup_similarity_threshold, batch_size=deps.settings.dedup_batch_size,
+        threshold=deps.settings.calibration.dedup, batch_size=deps.settings.dedup_batch_size,
         queued_at=now_iso(),
     )
     await RunStore(deps.redis, deps.settings).save(queued, only_new=True)  # the worker may have started it

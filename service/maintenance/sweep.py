@@ -108,7 +108,7 @@ class DedupSweep:
         self.locks = MemoryLocks(redis, settings)
         self.block_rows = block_rows
         self.block_cols = block_cols
-        self.threshold = settings.dedup_similarity_threshold
+        self.threshold = settings.calibration.dedup
         self.batch_size = settings.dedup_batch_size
 
     @classmethod
@@ -277,7 +277,7 @@ class DedupSweep:
         if collector.rows < 2:
             return []
         finder = await asyncio.to_thread(
-            NearDuplicateFinder, collector.matrix, self.threshold, self.block_rows, self.block_cols
+            NearDuplicateFinder, collector.matrix, self.threshold, self.block_rows, self.block_cols, collector.numbers
         )
         for _ in range(finder.steps_left):
             if state.should_stop():

@@ -4,6 +4,7 @@ messages to source ids and times (docs/decisions.md, "Conversations keep what wa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ import dateparser
 from service.domain import Message, iso
 from service.timephrases import anchor
 
-WINDOW_MESSAGES = 2  # at most this many messages in one interaction window (INTERACTION_WINDOW_MESSAGES)
+WINDOW_MESSAGES = 2  # at most this many messages in one interaction window (INTERACTION_WINDOW_MESSAGES): a turn
 WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" lines (one message may exceed it)
 
 
@@ -45,6 +46,17 @@ def line(message: Message) -> str:
     return f"{message.role}: {message.content.strip()}"
 
 
+# "<Name>: text": a transcript line that names its speaker (one to three capitalised words, then a colon)
+_SPEAKER_LABEL = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s+\S")
+
+
+def speaker(message: Message) -> str:
+    """Who said a message: its role, and the speaker its text names first when it is a transcript line ("user" for
+    both people of an imported chat, told apart by "Caroline: ..." / "Melanie: ...")."""
+    label = _SPEAKER_LABEL.match(message.content)
+    return f"{message.role}\x1f{label.group(1).casefold()}" if label else message.role
+
+
 def interaction_windows(
     messages: Sequence[Message],
     covered: Iterable[int],
@@ -52,8 +64,11 @@ def interaction_windows(
     max_chars: int = WINDOW_CHARS,
 ) -> list[Window]:
     """Group the messages with content whose index is not in `covered` (no fact came from them) into
-    windows of consecutive messages: at most `max_messages` messages and `max_chars` characters, never
-    across a covered message. A message longer than `max_chars` is a window of its own, kept whole."""
+    windows that follow the turn: a message and the replies to it, at most `max_messages` messages and
+    `max_chars` characters, never across a covered message. A window never holds two messages of one speaker (two
+    things the user said in a row are two windows: each keeps to its topic), and a user's message opens a window of
+    its own after an assistant's (the assistant's message answered the message before it). A message longer than
+    `max_chars` is a window of its own, kept whole."""
     skip = set(covered)
     windows: list[Window] = []
     current: list[int] = []
@@ -72,7 +87,10 @@ def interaction_windows(
         if not message.content.strip():
             continue  # nothing was said
         length = len(line(message)) + (1 if current else 0)
-        if current and (len(current) >= max_messages or size + length > max_chars):
+        who = speaker(message)
+        if current and (len(current) >= max_messages or size + length > max_chars
+                        or any(speaker(messages[i]) == who for i in current)
+                        or (message.role == "user" and messages[current[0]].role == "assistant")):
             flush()
             length -= 1
         current.append(index)

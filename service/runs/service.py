@@ -9,6 +9,7 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
+from service.ai.models import DEFAULT_CALIBRATION
 from service.errors import DependencyUnavailable, NotFound
 from service.runs import lessons as lesson_rules
 from service.runs.jobs import vector_model
@@ -32,7 +33,6 @@ from service.stores.tiers import RunFilter
 log = structlog.get_logger(__name__)
 
 RRF_K = 60
-DENSE_MIN = 0.6  # Neo4j's cosine is (1 + cos) / 2: below cos 0.2 a run is not a semantic match
 MATCHED_CALLS = 5  # tool calls shown per search hit
 REASONING_RUNS = 5  # prior runs beside a memory search (include: ["traces"])
 
@@ -65,10 +65,13 @@ def _call_order(row: dict[str, Any]) -> tuple[bool, int, str, int, str]:
 class RunService:
     """The reads of task traces: one run in order, listings, search, stats, lessons, the reasoning beside a search."""
 
-    def __init__(self, graph: GraphStore, embedder: Embedder, query_embedder: Embedder | None = None) -> None:
+    def __init__(self, graph: GraphStore, embedder: Embedder, query_embedder: Embedder | None = None,
+                 run_match: float = DEFAULT_CALIBRATION.run_match) -> None:
+        """`run_match`: the cosine at or above which a run is a semantic match (the model's calibration)."""
         self.graph = graph
         self.embedder = embedder  # the write path's: the model the stored vectors are of
         self.query_embedder = query_embedder or embedder
+        self.dense_min = (1.0 + run_match) / 2.0  # Neo4j's vector scores are (1 + cos) / 2
 
     async def get_run(self, run_id: str, user_id: str) -> RunOut:
         row = await self.graph.get_run(user_id, run_id)
@@ -107,7 +110,7 @@ class RunService:
                 scores[run_id] = scores.get(run_id, 0.0) + 1.0 / (RRF_K + rank)
                 signals.setdefault(run_id, {})[name] = rank
 
-        add("dense", [r for r, score in dense if score >= DENSE_MIN])
+        add("dense", [r for r, score in dense if score >= self.dense_min])
         add("lexical", [r for r, _ in lex_runs])
         add("tool_calls", [r for r, _, _ in lex_calls])
         for run_id, _, call in lex_calls:

@@ -59,9 +59,11 @@ class SearchRequest(BaseModel):
 
 
 class Signal(BaseModel):
-    """One retriever's vote for a result: its rank (1 = first) in that retriever's list and its own score."""
+    """One list's vote for a result: its rank (1 = first) in that list and its own score. The retrievers (dense,
+    lexical, graph, time) and the steps after the first fusion that add a list (neighbours, feedback, expansion,
+    when on): every list that set the order is named."""
 
-    retriever: Literal["dense", "lexical", "graph", "time"]
+    retriever: Literal["dense", "lexical", "graph", "time", "neighbours", "feedback", "expansion"]
     rank: int
     score: float
 

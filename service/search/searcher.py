@@ -42,6 +42,7 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
 FEEDBACK = "feedback"
 EXPANSION = "expansion"
 NEIGHBOURS = "neighbours"
+SECOND_PASS = (NEIGHBOURS, FEEDBACK, EXPANSION)  # the lists made from the first fusion's best memories
 
 
 class Searcher:
@@ -98,7 +99,8 @@ class Searcher:
     async def _second_pass(self, lists: dict[str, Ranked], fused: list[Fused], q: Query) -> list[Fused]:
         """The lists that start from the first fusion's best memories (neighbouring turns, neighbours.py;
         experiments, off by default: pseudo-relevance feedback, feedback.py; entity-linked expansion,
-        expansion.py), fused again beside the retrievers' lists; their own signals are left out of the results."""
+        expansion.py), fused again beside the retrievers' lists. Their signals stay in the results: "why it came
+        back" names every list that set the order."""
         extra = {FEEDBACK: self.settings.search_feedback_weight, EXPANSION: self.settings.search_expansion_weight,
                  NEIGHBOURS: self.settings.search_neighbour_weight}
         on = [name for name, weight in extra.items() if weight > 0]
@@ -110,11 +112,7 @@ class Searcher:
                    NEIGHBOURS: lambda: neighbours(self.vectors, fused, q)}
         found = await asyncio.gather(*(started[name]() for name in on))
         lists = {**lists, **dict(zip(on, found, strict=True))}
-        fused = fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
-        for f in fused:
-            for name in on:
-                f.signals.pop(name, None)
-        return fused
+        return fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
 
     async def query_vector(self, query: str) -> list[float]:
         """The query's embedding, from the per-process LRU cache when it was asked before."""

@@ -11,22 +11,26 @@ import numpy as np
 import pytest
 
 from service.ai.embeddings import BatchingEmbedder
-from service.ai.local import ModelFiles
 from service.ai.process import ProcessEmbedder
 from service.errors import DependencyUnavailable
 from service.settings import Settings
-from tests.conftest import MODEL_CACHE, local_embedder
+from tests.conftest import local_embedder
 
 
 async def test_child_vectors_match_and_a_dead_child_is_replaced() -> None:
     texts = [f"Prefers tool {i} for data pipelines" for i in range(40)] + ["", "ünïcode ✓"]
     inline = await local_embedder().embed(texts)
-    child = ProcessEmbedder(ModelFiles.default(MODEL_CACHE), batch_size=16, nice=5)
+    child = ProcessEmbedder(local_embedder().files, batch_size=16, nice=5)
     try:
         batched = BatchingEmbedder(child, max_batch=16)
         got = await asyncio.gather(*(batched.embed([t]) for t in texts))  # concurrent callers, coalesced
         assert np.allclose(np.array([g[0] for g in got]), np.array(inline), atol=1e-5)
         assert child.calls < len(texts)  # coalesced into fewer child calls
+        local = local_embedder()
+        # each kind of text gets the model's own prefix in the child too
+        assert np.allclose(await child.embed_query(texts[0]), await local.embed_query(texts[0]), atol=1e-5)
+        assert np.allclose(await child.embed_symmetric(texts[:2]), await local.embed_symmetric(texts[:2]), atol=1e-5)
+        assert not np.allclose(await child.embed_query(texts[0]), inline[0], atol=1e-3)
 
         pid = child._proc.pid
         slow = asyncio.ensure_future(child.embed(texts * 50))  # in flight when the child dies

@@ -46,25 +46,26 @@ async def _found(client: httpx.AsyncClient, user: str, query: str) -> list[str]:
     return [r["content"] for r in resp.json()["results"]]
 
 
-async def test_a_changed_embedder_is_refused_then_reembedded(tmp_path: Path) -> None:
+async def test_a_minilm_store_is_refused_under_e5_then_reembedded(tmp_path: Path) -> None:
+    """The upgrade of a store written by the earlier default model (all-MiniLM-L6-v2) to e5-small-v2."""
     user = unique("reembed")
-    async with running_app(tmp_path) as (client, _):  # the hash embedder writes the store
+    minilm = {"embedder": "local", "embedder_model": "all-MiniLM-L6-v2", "model_cache_dir": MODEL_CACHE}
+    async with running_app(tmp_path, **minilm) as (client, _):
         ids = await _write(client, user)
         assert FACTS[1] in await _found(client, user, "dog beach Lisbon")
 
-    local = {"embedder": "local", "model_cache_dir": MODEL_CACHE}  # all-MiniLM-L6-v2, also 384-d
+    e5 = {"embedder": "local", "model_cache_dir": MODEL_CACHE}  # the default model, also 384-d
     with pytest.raises(StoreConfigError) as refused:
-        async with running_app(tmp_path, **local):
+        async with running_app(tmp_path, **e5):
             pass
     message = str(refused.value)
-    assert "hash-384" in message and "all-MiniLM-L6-v2" in message
+    assert "all-MiniLM-L6-v2" in message and "e5-small-v2" in message
     assert "python -m service reembed" in message and "ALLOW_EMBEDDER_CHANGE=true" in message
 
-    async with running_app(tmp_path, allow_embedder_change=True, **local) as (client, deps):
+    async with running_app(tmp_path, allow_embedder_change=True, **e5) as (client, deps):
         recorded = await deps.vectors.recorded_embedder()
-        assert recorded["embedder"] == "hash-384"
-        assert recorded["reembed_to"] == {"embedder": "all-MiniLM-L6-v2", "variant": "onnx-fp32"}
-        assert FACTS[1] in await _found(client, user, "dog beach Lisbon")  # still found while vectors are old
+        assert recorded["embedder"] == "all-MiniLM-L6-v2"
+        assert recorded["reembed_to"] == {"embedder": "e5-small-v2", "variant": "onnx-int8"}
 
         resp = await client.post("/v1/maintenance/reembed", json={})
         assert resp.status_code == 202, resp.text
@@ -78,17 +79,29 @@ async def test_a_changed_embedder_is_refused_then_reembedded(tmp_path: Path) -> 
         stored = {r.memory.id: r.vector for r in page}
         assert set(stored) == set(ids)
         contents = {r.memory.id: r.memory.content for r in page}
-        fresh = local_embedder().encode_array([contents[i] for i in ids])
+        fresh = local_embedder().encode_array([contents[i] for i in ids])  # e5's passage vectors
         for row, memory_id in zip(fresh, ids, strict=True):  # every vector is now the new model's
             assert float(np.dot(row, np.array(stored[memory_id]))) > 0.9999
         now = await deps.vectors.recorded_embedder()
-        assert (now["embedder"], now["dim"], now["variant"]) == ("all-MiniLM-L6-v2", 384, "onnx-fp32")
+        assert (now["embedder"], now["dim"], now["variant"]) == ("e5-small-v2", 384, "onnx-int8")
         assert not now.get("reembed_to")
-        # a meaning-only query (no shared words) now finds it through the new model's vectors
+        # a meaning-only query (no shared words) finds it through the new model's vectors
         assert FACTS[0] in await _found(client, user, "which colour scheme do they like for coding")
 
-    async with running_app(tmp_path, **local) as (client, _):  # the store is the new model's now: no refusal
+    async with running_app(tmp_path, **e5) as (client, _):  # the store is the new model's now: no refusal
         assert FACTS[3] in await _found(client, user, "beta release day")
+
+
+async def test_a_store_without_the_model_files_stops_with_one_line(tmp_path: Path) -> None:
+    """A pip-only install that never fetched the default model: the start is refused with one line naming the
+    fetch command (nothing is downloaded while serving)."""
+    from service.ai.local import EmbedderConfigError
+
+    with pytest.raises(EmbedderConfigError) as refused:
+        async with running_app(tmp_path, embedder="local", model_cache_dir=tmp_path / "empty-cache"):
+            pass
+    message = str(refused.value)
+    assert "\n" not in message and "python -m service models fetch" in message and "e5-small-v2" in message
 
 
 async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Path) -> None:

@@ -193,7 +193,11 @@ def test_runtime_stage_runs_the_service_as_a_user_with_a_healthcheck() -> None:
     lines = dockerfile()
     runtime = lines[lines.index("FROM ${PYTHON_IMAGE} AS runtime"):]
     assert "COPY --from=builder /opt/venv /opt/venv" in runtime
-    assert [line for line in runtime if line.startswith("COPY")] == ["COPY --from=builder /opt/venv /opt/venv"]
+    # the venv, and the embedding model fetched at build time (nothing downloads at serve time)
+    assert [line for line in runtime if line.startswith("COPY")] == [
+        "COPY --from=builder /opt/venv /opt/venv", "COPY --from=builder --chown=app:app /opt/models /opt/models"]
+    assert "RUN MODEL_CACHE_DIR=/opt/models python -m service models fetch" in lines
+    assert any("MODEL_CACHE_DIR=/opt/models" in line for line in runtime if line.startswith("ENV"))
     [user] = [line for line in runtime if line.startswith("USER ")]
     assert user == "USER app" and runtime.index(user) < runtime.index('CMD ["python", "-m", "service"]')
     [health] = [line for line in runtime if line.startswith("HEALTHCHECK ")]

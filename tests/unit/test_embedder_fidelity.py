@@ -1,4 +1,5 @@
-"""The local embedder (ONNX Runtime, no torch) against the torch model's own vectors, and its model files."""
+"""all-MiniLM-L6-v2 on the local embedder (ONNX Runtime, no torch) against the torch model's own vectors, and its
+model files."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ import pytest
 
 from service.ai.local import (
     COMPATIBLE_VARIANTS,
-    DEFAULT_MODEL,
+    MINILM_ID,
     EmbedderConfigError,
     LocalEmbedder,
     ModelFiles,
     length_buckets,
 )
-from tests.conftest import MODEL_CACHE, local_embedder
+from tests.conftest import MODEL_CACHE
+from tests.conftest import local_embedder as any_local_embedder
+
+
+def local_embedder(batch_size: int = 64) -> LocalEmbedder:
+    return any_local_embedder(batch_size, MINILM_ID)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "embedder_fidelity.json"
 # Measured with this fixture: min cosine 0.999999+ (fp32 graph vs torch); the floor leaves room for thread-count
@@ -35,7 +41,7 @@ def test_onnx_embedder_reproduces_the_torch_vectors() -> None:
     assert cosines.min() >= FLOOR, {t[:40]: round(float(c), 6) for t, c in zip(fixture["texts"], cosines, strict=True)
                                     if c < FLOOR}
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
-    assert embedder.variant in COMPATIBLE_VARIANTS[DEFAULT_MODEL] and "torch" in COMPATIBLE_VARIANTS[DEFAULT_MODEL]
+    assert embedder.variant in COMPATIBLE_VARIANTS[MINILM_ID] and "torch" in COMPATIBLE_VARIANTS[MINILM_ID]
 
 
 def test_batches_do_not_change_vectors() -> None:
@@ -57,7 +63,7 @@ def test_length_buckets_cover_every_text_once_and_limit_padding() -> None:
 
 
 def test_a_model_directory_is_loaded_like_the_default(tmp_path: Path) -> None:
-    default = ModelFiles.default(MODEL_CACHE)
+    default = ModelFiles.minilm(MODEL_CACHE)
     local_embedder()._load()  # the default graph is built in MODEL_CACHE
     model_dir = tmp_path / "my-minilm"
     (model_dir / "1_Pooling").mkdir(parents=True)
@@ -79,15 +85,15 @@ def test_a_model_directory_is_loaded_like_the_default(tmp_path: Path) -> None:
 
 
 def test_a_damaged_graph_is_rebuilt_in_the_cache_and_refused_elsewhere(tmp_path: Path) -> None:
-    default = ModelFiles.default(MODEL_CACHE)
+    default = ModelFiles.minilm(MODEL_CACHE)
     local_embedder()._load()
     good = default.graph.read_bytes()
     damaged = tmp_path / default.graph.name
     damaged.write_bytes(good[:-10] + b"0123456789")
-    LocalEmbedder(ModelFiles.default(tmp_path))._load()  # the model cache's copy is built again from the weights
+    LocalEmbedder(ModelFiles.minilm(tmp_path))._load()  # the model cache's copy is built again from the weights
     assert damaged.read_bytes() == good
     foreign = tmp_path / "model.onnx"  # a file that cannot be rebuilt: refused
     foreign.write_bytes(good[:-10] + b"0123456789")
-    pinned = ModelFiles(DEFAULT_MODEL, "onnx-fp32", foreign, default.tokenizer, dim=384, sha256=default.sha256)
+    pinned = ModelFiles(MINILM_ID, "onnx-fp32", foreign, default.tokenizer, dim=384, sha256=default.sha256)
     with pytest.raises(EmbedderConfigError, match="sha256"):
         LocalEmbedder(pinned)._load()

@@ -2,9 +2,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pytest
+
 from service.ai.embeddings import BatchingEmbedder
 from service.ai.hashing import HashEmbedder
+from service.ai.models import MODELS
 from tests.conftest import local_embedder
+
+CLS, SEP = 101, 102  # BERT's special tokens (both models use the uncased BERT vocabulary)
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -20,14 +26,37 @@ async def test_hash_embedder_is_deterministic_and_unit_length() -> None:
     assert cos(a, c) < 0.5
 
 
-async def test_local_model_is_semantic_and_offline() -> None:
-    e = local_embedder(batch_size=8)
+@pytest.mark.parametrize("model", sorted(MODELS))
+async def test_local_model_is_semantic_and_offline(model: str) -> None:
+    e = local_embedder(batch_size=8, model=model)
     vecs = await e.embed(["I prefer a dark theme in my editor", "Dark mode is my favourite UI setting",
                           "The invoice is due next Tuesday"])
     assert [len(v) for v in vecs] == [384, 384, 384]
     assert math.isclose(math.sqrt(sum(x * x for x in vecs[0])), 1.0, rel_tol=1e-4)
-    assert cos(vecs[0], vecs[1]) > cos(vecs[0], vecs[2]) + 0.2
+    # a fifth of the model's own range above its unrelated level (e5's cosines of unrelated texts sit near 0.7)
+    spread = 1.0 - MODELS[model].calibration.name_floor
+    assert cos(vecs[0], vecs[1]) > cos(vecs[0], vecs[2]) + 0.2 * spread
     assert await e.embed([]) == []
+
+
+async def test_each_kind_of_text_gets_the_models_prefix() -> None:
+    e = local_embedder(model="e5-small-v2")
+    e._load()
+    tok = e._tokenizer
+    text = "Prefers window seats"
+    plain = tok.encode(text, add_special_tokens=False).ids
+    for kind, prefix in (("passage", "passage: "), ("query", "query: "), ("symmetric", "query: ")):
+        [ids] = [enc.ids for enc in e.tokenize([text], kind)]
+        assert ids == [CLS, *tok.encode(prefix, add_special_tokens=False).ids, *plain, SEP], kind
+    passage, query, names = await e.embed([text]), await e.embed_query(text), await e.embed_symmetric([text])
+    assert np.allclose(passage[0], e.encode_array([text], "passage")[0])
+    assert np.allclose(query, names[0])  # e5: "query: " on both sides of a symmetric comparison
+    assert not np.allclose(passage[0], query, atol=1e-3)
+    minilm = local_embedder(model="all-MiniLM-L6-v2")  # trained without prefixes: none on any path
+    minilm._load()
+    [ids] = [enc.ids for enc in minilm.tokenize([text], "query")]
+    assert ids == [CLS, *minilm._tokenizer.encode(text, add_special_tokens=False).ids, SEP]
+    assert np.allclose(await minilm.embed_query(text), (await minilm.embed([text]))[0], atol=1e-6)
 
 
 class CountingEmbedder(HashEmbedder):

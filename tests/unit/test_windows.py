@@ -26,13 +26,25 @@ def test_windows_group_consecutive_messages_and_never_cross_a_covered_one() -> N
     conv = msgs(("user", "hi"), ("assistant", "hello"), ("user", "I prefer tabs."), ("assistant", "ok"),
                 ("user", "thanks"))
     windows = interaction_windows(conv, covered={2})
-    assert [w.indexes for w in windows] == [(0, 1), (3, 4)]
+    assert [w.indexes for w in windows] == [(0, 1), (3,), (4,)]  # a user's message opens a turn of its own
     assert windows[0].content == "user: hi\nassistant: hello"
-    assert windows[1].content == "assistant: ok\nuser: thanks"
+    assert windows[1].content == "assistant: ok"
+
+
+def test_a_window_follows_the_turn_and_never_joins_one_speakers_two_messages() -> None:
+    conv = msgs(("user", "I'm allergic to peanuts."), ("user", "Tom and I are meeting on Friday to plan Orion."),
+                ("assistant", "Noted, a meeting with Tom on Friday."), ("assistant", "Anything else?"),
+                ("user", "No, thanks"))
+    assert [w.indexes for w in interaction_windows(conv, set())] == [(0,), (1, 2), (3,), (4,)]
+    # an imported transcript: every line's role is "user", the speakers are named in the text
+    chat = msgs(("user", "Caroline: I went to the support group."), ("user", "Melanie: How was it?"),
+                ("user", "Melanie: Did you like it?"), ("user", "Caroline: It was great."))
+    assert [w.indexes for w in interaction_windows(chat, set())] == [(0, 1), (2, 3)]
 
 
 def test_windows_hold_at_most_four_messages_and_the_char_budget() -> None:
-    conv = msgs(*[("user", f"m{i}") for i in range(9)])
+    names = ["Ann", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy"]
+    conv = msgs(*[("user", f"{name}: m{i}") for i, name in enumerate(names)])
     assert [w.indexes for w in interaction_windows(conv, set(), max_messages=4)] == [(0, 1, 2, 3), (4, 5, 6, 7), (8,)]
     conv = msgs(("user", "a" * 500), ("assistant", "b" * 500), ("user", "c" * 500))
     assert [w.indexes for w in interaction_windows(conv, set(), max_chars=1200)] == [(0, 1), (2,)]
@@ -51,9 +63,9 @@ def test_a_long_message_is_a_window_of_its_own_and_kept_whole() -> None:
 
 
 def test_blank_messages_are_skipped_without_splitting_a_window() -> None:
-    conv = msgs(("user", "one"), ("assistant", "   "), ("user", "two"))
+    conv = msgs(("user", "one"), ("assistant", "   "), ("tool", "two"))
     [window] = interaction_windows(conv, set())
-    assert window.indexes == (0, 2) and window.content == "user: one\nuser: two"
+    assert window.indexes == (0, 2) and window.content == "user: one\ntool: two"
 
 
 def test_every_message_in_order_is_either_covered_or_in_exactly_one_window() -> None:

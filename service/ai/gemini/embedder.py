@@ -62,6 +62,11 @@ class GeminiEmbedder:
         [vector] = await self._embed_batch([text])
         return vector
 
+    async def embed_symmetric(self, texts: list[str]) -> list[list[float]]:
+        """The same vectors as `embed`: one task type for every text, so the vectors of stores written before
+        stay comparable (docs/decisions.md, "Text kinds")."""
+        return await self.embed(texts)
+
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         # One Content per text: a bare list of strings can be merged into one multimodal
         # content by newer embedding models (gemini-embedding-2).
