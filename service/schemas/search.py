@@ -50,6 +50,9 @@ class SearchRequest(BaseModel):
     collapse: bool = Field(default=True, description=(
         "Fold a result whose source messages are covered by another result's (a fact and the window it came "
         "from) into the one that keeps the slot, listed in its `also`; false returns every memory on its own."))
+    include_superseded: bool = Field(default=False, description=(
+        "Also return memories a later one superseded (a corrected value, a replaced preference), each with its "
+        "`superseded_by`: the history. Default: only what is current."))
 
     @model_validator(mode="after")
     def _window(self) -> SearchRequest:
@@ -103,6 +106,8 @@ class SearchResult(BaseModel):
     also: list[Folded] = Field(default_factory=list, description=(
         "Memories folded into this one (collapse): their source messages are among this result's, so their "
         "content is said here; they take no slot of `limit`."))
+    superseded_by: str | None = Field(default=None, description=(
+        "The memory that replaced this one (only with `include_superseded`)."))
 
 
 class SearchWindow(BaseModel):

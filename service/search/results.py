@@ -38,6 +38,7 @@ def memory_result(m: Memory, score: float, signals: dict[str, tuple[int, float]]
         category=m.category, scope=m.scope,
         project_id=m.project_id, created_at=m.created_at, agent_id=m.agent_id, metadata=m.metadata,
         occurred_at=m.occurred_at or m.created_at, source_message_ids=m.source_message_ids,
+        superseded_by=m.superseded_by,
         signals=[Signal(retriever=name, rank=rank, score=round(own, 6))  # type: ignore[arg-type]
                  for name, (rank, own) in sorted(signals.items(), key=lambda kv: kv[1][0])],
     )

@@ -64,7 +64,7 @@ class Searcher:
         categories = tuple(check_category(c).name for c in req.categories) if req.categories else None
         flt = MemoryFilter(user_id=user_id, project_id=req.project_id, categories=categories,
                            after=iso(req.after) if req.after else None, before=iso(req.before) if req.before else None,
-                           active_only=True)  # superseded preferences are history (service/memory/preferences.py)
+                           active_only=not req.include_superseded)  # superseded memories are history
         use = set(req.retrievers or self.names)
         run = [r for r in self.retrievers if r.name in use]
         embedding = (asyncio.ensure_future(self.query_vector(req.query)) if any(r.uses_vector for r in run)

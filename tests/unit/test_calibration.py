@@ -12,6 +12,7 @@ import pytest
 
 from service.ai.models import MODELS, calibration
 from service.maintenance.algorithm import plan_boundary
+from service.memory.changes import changes, same_slot
 from service.settings import Settings
 from tests.conftest import local_embedder
 
@@ -90,3 +91,21 @@ def test_an_explicit_setting_wins_over_the_models_value() -> None:
     assert minilm.calibration == MODELS["all-MiniLM-L6-v2"].calibration != e5.calibration
     custom = Settings(_env_file=None, embedder_model_dir=Path("/models/my-model"))  # type: ignore[call-arg]
     assert custom.embedding_model_id == "my-model" and custom.calibration == calibration("unknown")
+
+
+@pytest.mark.parametrize("model", MODEL_IDS)
+async def test_the_slot_threshold_supersedes_corrections_and_nothing_else(model: str) -> None:
+    """A later message with a change word and an earlier statement: the same slot (a correction) for most labelled
+    positives, never for a labelled negative (a change of something else): a wrong supersede hides a true memory,
+    a missed one leaves both values (docs/preferences.md says which shapes are missed)."""
+    embedder = local_embedder(model=model)
+    calibration = MODELS[model].calibration
+    found = {}
+    for label, pairs in PAIRS["slot"].items():
+        for old, new in pairs:
+            assert changes(new), new
+            v_old, v_new = await embedder.embed([old, new])
+            found[(label, new)] = same_slot(new, old, cos(v_old, v_new), calibration)
+    assert not any(hit for (label, _), hit in found.items() if label == "negative"), found
+    positives = [hit for (label, _), hit in found.items() if label == "positive"]
+    assert sum(positives) >= 2 * len(positives) / 3, found

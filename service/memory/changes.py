@@ -1,0 +1,90 @@
+"""Corrections in conversations, without an LLM: a later statement about the same slot supersedes the earlier one
+(docs/preferences.md, "Corrections in conversations").
+
+A user's message *changes* something when it carries a change word ("actually", "now", "no longer", "switched",
+"moved ... to", "my new manager", "went up to", "from now on", "sold"). Such a message supersedes the earlier
+memories of the same user that state the same slot: their text is close to the message's by the embedding model
+(at or above the model's calibrated `slot` cosine, service/ai/models.py) and they share a content word with it
+(the slot's noun: "seats", "manager", "CI", "rent"), other than the change words. When the change names its slot
+("my new manager", "moved the wedding", "the rent is now", "sold the Civic") and the earlier statement has that
+word, a lower cosine suffices (the model's `slot_named`). The earlier memories stay as
+history (`superseded_by`), out of search and context unless asked for.
+
+What this cannot catch (an LLM extractor can): a change stated without a change word ("My manager is Priya" after
+"My manager is Dana"); a change that shares no word with what it changes ("I switched to Neovim" after "I use
+VS Code for everything": the slot, "editor", is named by neither); one message that changes two slots. It may
+also take a statement about a close slot for the same one when both share a noun ("the flight budget is now 400"
+after "the hotel budget is 120" is kept apart only when their texts are far enough apart).
+"""
+
+from __future__ import annotations
+
+import re
+
+from service.ai.models import Calibration
+
+CHANGE = re.compile(
+    r"\b(?:actually|now|nowadays|these days|any ?more|no longer|not \w+ any ?more|switch(?:ed|ing)?|"
+    r"mov(?:ed|ing)|chang(?:ed|ing)|new|from now on|instead|replac(?:ed|ing)|sold|upgraded|downgraded|"
+    r"(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|make (?:that|it)|correction|updated?|"
+    r"postponed|pushed (?:back|to)|rescheduled|left|quit|stopped|no more)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#.'-]*")
+_STOP = frozenset(re.findall(r"\S+", """
+a about above after again against all also am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers him
+his how i i'd i'll i'm i've if in into is it it's its just me more most my no nor not of off on once only or other
+our ours out over own same she should so some such than that the their them then there these they this those
+through to too under until up very was we were what when where which while who whom why will with would you your
+yours yes ok okay thanks thank please sure great good well really think want like get got one two last next week
+month year day today tomorrow yesterday let let's make that's there's
+"""))
+
+
+def changes(text: str) -> bool:
+    """Whether a message says that something changed."""
+    return CHANGE.search(text) is not None
+
+
+def slot_words(text: str) -> frozenset[str]:
+    """The content words of a statement (lower-cased, a plural's "s" dropped): what its slot may be named by. Change
+    words and function words are left out; an acronym counts ("CI")."""
+    out = set()
+    for raw in _WORD.findall(text):
+        word = raw.strip(".'-").casefold()
+        if len(word) < 3 and not (len(raw) >= 2 and raw.isupper()):
+            continue
+        if word in _STOP or CHANGE.fullmatch(word):
+            continue
+        out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+    return frozenset(out)
+
+
+def user_lines(content: str) -> str:
+    """What the user said in a stored memory: an interaction window's `user:` lines, or the whole content of any
+    other memory (a fact, a raw write)."""
+    lines = [line.removeprefix("user:").strip() for line in content.splitlines() if line.startswith("user:")]
+    return " ".join(lines) if lines else content
+
+
+_NAMED = re.compile(
+    r"\bnew (\w+)|\b(\w+) (?:is|are) now\b|\b(?:moved|sold|switched|changed|replaced|rescheduled|postponed) "
+    r"(?:the |our |my |his |her |their )?(\w+)",
+    re.IGNORECASE,
+)
+
+
+def named_slots(text: str) -> frozenset[str]:
+    """The words a change names as what changed: "my new *manager*", "the *rent* is now", "moved the *wedding*"."""
+    return frozenset(w for m in _NAMED.finditer(text) for g in m.groups() if g for w in slot_words(g))
+
+
+def same_slot(new: str, old: str, cosine: float, calibration: Calibration) -> bool:
+    """A later message and an earlier statement of the same slot: close by the model and sharing a content word
+    (closer than `slot`, or than `slot_named` when the shared word is the one the change names)."""
+    shared = slot_words(new) & slot_words(old)
+    if not shared:
+        return False
+    return cosine >= (calibration.slot_named if shared & named_slots(new) else calibration.slot)
+
