@@ -4,7 +4,6 @@ current value, `include_superseded` shows the history with `superseded_by`."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
