@@ -2,6 +2,7 @@
 # Install what the tests need, start Redis and Neo4j on test ports with their own data dirs
 # (never touching a dev stack), lint, type-check and run the whole suite, stop what was started.
 # Exit status is non-zero on any failure. Extra arguments go to pytest.
+#   ./scripts/test.sh --unit    the fast lane: lint, type-check and tests/unit only, no service started
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -17,12 +18,22 @@ TEST_WORKERS="${TEST_WORKERS:-1}"
 trap stop_started EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-prebuild_neo4j
+unit=0
+if [ "${1:-}" = "--unit" ]; then unit=1; shift; fi
+[ "$unit" = 1 ] || prebuild_neo4j
 ensure_venv dev
-ensure_chromium
 # The default embedding model's files for the tests that load it (tests/conftest.py: MODEL_CACHE).
 MODEL_CACHE_DIR="$ROOT/.test-stack/models" "$PY" -m service models fetch >/dev/null \
     || die "could not fetch the embedding model (python -m service models fetch)"
+if [ "$unit" = 1 ]; then
+    say "ruff"
+    "$VENV/bin/ruff" check service worker tests scripts
+    say "mypy"
+    "$VENV/bin/mypy"
+    say "pytest (unit)"
+    exec "$PY" -m pytest -q tests/unit "$@"
+fi
+ensure_chromium
 
 # Fresh test data each run when we start the services ourselves.
 redis_urls=() neo4j_uris=()

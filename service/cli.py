@@ -5,12 +5,13 @@ holds the stores. Each exits 1 with one clear line when the API cannot be reache
     python -m service dedup run [--user U] [--dry-run]   start a run and follow it to its end
     python -m service dedup runs [--limit N]             the latest dedup and reconcile runs
     python -m service reconcile [--user U] [--dry-run]   a full Qdrant <-> Neo4j reconcile, followed
-    python -m service stats [--user U]                   health, write-path backlog (and a user's count)
+    python -m service stats [--user U] [--json]          health, write-path backlog (and a user's count)
     python -m service export --user U [--project P] [--vectors] [-o FILE]   NDJSON (FILE.gz: gzip)
-    python -m service import FILE                        an export file, followed to its end
+    python -m service import FILE [--json]               an export file, followed to its end
     python -m service optimize                           build the vector index now
     python -m service reembed [--user U]                 re-embed stored memories with the configured embedder
 
+`stats` and `import` print lines for a person, one JSON document with `--json`.
 Long runs (dedup, reconcile, export, import, reembed) draw a progress bar (done / total, rate) on stderr when it is
 a terminal; the lines on stdout stay the same either way.
 """
@@ -204,8 +205,9 @@ def export(settings: Settings, user: str, project: str | None, vectors: bool, ou
           + (f" to {output}" if output else ""), file=sys.stderr)
 
 
-def import_file(settings: Settings, path: str, out: Any = sys.stdout) -> None:
-    """POST an export file to /v1/import and follow the task; prints its result (counts, rejected lines)."""
+def import_file(settings: Settings, path: str, out: Any = sys.stdout, as_json: bool = False) -> None:
+    """POST an export file to /v1/import and follow the task; prints its result (counts, rejected lines): lines,
+    or the task's result as JSON."""
     try:
         body = Path(path).read_bytes()
     except OSError as exc:
@@ -215,7 +217,19 @@ def import_file(settings: Settings, path: str, out: Any = sys.stdout) -> None:
         task_id, task = _follow_task(api, accepted["task_id"], f"import {Path(path).name}")
     if task["status"] != "completed":
         raise CliError(f"import task {task_id} {task['status']}: {task.get('error')}")
-    print(json.dumps({"task_id": task_id, **task["result"]}, indent=2), file=out)
+    result = {"task_id": task_id, **task["result"]}
+    if as_json:
+        print(json.dumps(result, indent=2), file=out)
+        return
+    counts = result.get("imported") or {}
+    print(f"imported {counts.get('memories', 0)} memories, {counts.get('entities', 0)} entities, "
+          f"{counts.get('facts', 0)} facts (task {task_id})", file=out)
+    if result.get("vectors"):
+        print(f"vectors: {result['vectors']} ({result.get('embedder')})", file=out)
+    rejected = result.get("rejected") or []
+    print(f"rejected: {counts.get('rejected', len(rejected))} line(s)", file=out)
+    for r in rejected:
+        print(f"  line {r.get('line')}: {r.get('reason')}", file=out)
 
 
 def _follow_task(api: Api, task_id: str, label: str) -> tuple[str, dict[str, Any]]:
@@ -254,7 +268,7 @@ def runs(settings: Settings, limit: int, out: Any = sys.stdout) -> None:
             print(_run_line(run), file=out)
 
 
-def stats(settings: Settings, user: str | None, out: Any = sys.stdout) -> None:
+def stats(settings: Settings, user: str | None, out: Any = sys.stdout, as_json: bool = False) -> None:
     with Api(settings) as api:
         health = api.call("GET", "/health", accept=(503,))  # a degraded service is still worth describing
         report: dict[str, Any] = {"status": health["status"], "checks": health["checks"],
@@ -269,4 +283,20 @@ def stats(settings: Settings, user: str | None, out: Any = sys.stdout) -> None:
                 if not cursor:
                     break
             report["user"] = {"user_id": user, "memories": count}
+    if as_json:
         print(json.dumps(report, indent=2), file=out)
+        return
+    for line in _stats_lines(report):
+        print(line, file=out)
+
+
+def _stats_lines(report: dict[str, Any]) -> list[str]:
+    """The stats report for a person: one line per part, `name  value` pairs."""
+    def pairs(values: dict[str, Any] | None) -> str:
+        return ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else v}" for k, v in (values or {}).items())
+
+    lines = [f"status      {report['status']}", f"checks      {pairs(report.get('checks'))}",
+             f"write path  {pairs(report.get('write_path'))}", f"embedder    {report.get('embedder') or '-'}"]
+    if report.get("user"):
+        lines.append(f"user        {report['user']['user_id']}: {report['user']['memories']} memories")
+    return lines

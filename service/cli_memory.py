@@ -2,11 +2,14 @@
 running API through the typed client (service/client.py): `--url` / `--api-key`, else MEMORY_API_URL /
 MEMORY_API_KEY, else http://127.0.0.1:<PORT>.
 
-    python -m service add TEXT [--category C] [--project P] [--wait]   (no category: extracted from TEXT)
+    python -m service add TEXT [--category C [--scope S]] [--project P] [--wait]   (no category: extracted)
     python -m service search QUERY [--project P] [--limit N]
     python -m service list [--scope S] [--category C] [--project P] [--agent A] [--limit N] [--cursor C]
     python -m service get ID
     python -m service delete ID... [--yes]
+
+`get` and `delete` take a memory's full id or any unique prefix of it (the 8 characters `search` prints); a
+prefix that names several memories is refused with the candidates listed.
     python -m service status TASK_ID [--follow]
 
 Each takes `--user U` (needed with an admin key; under AUTH_MODE=none the default is DEFAULT_USER_ID; a user key
@@ -23,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import uuid
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,6 +40,11 @@ from service.settings import Settings
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 COMMANDS = ("add", "search", "list", "get", "delete", "status")
 FOLLOW_S = 3600.0
+CANDIDATES = 10  # the most memories an ambiguous prefix lists
+
+
+class UsageError(Exception):
+    """A usage error with its message (exit 2)."""
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -43,6 +52,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     add = sub.add_parser("add", parents=[common], help="store a memory (no --category: facts extracted from TEXT)")
     add.add_argument("text")
     add.add_argument("--category", default=None, help="store TEXT as one memory of this category")
+    add.add_argument("--scope", choices=["global", "project"], default=None,
+                     help="with --category: global (about you, everywhere) or project (needs --project); "
+                          "default: the category's")
     add.add_argument("--project", default=None)
     add.add_argument("--wait", action="store_true", help="follow the task to its end")
     search = sub.add_parser("search", parents=[common], help="search memories")
@@ -56,9 +68,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--agent", default=None)
     listing.add_argument("--limit", type=int, default=None)
     listing.add_argument("--cursor", default=None)
-    get = sub.add_parser("get", parents=[common], help="one memory")
+    get = sub.add_parser("get", parents=[common], help="one memory (its id or any unique prefix of it)")
     get.add_argument("id")
-    delete = sub.add_parser("delete", parents=[common], help="delete memories by id")
+    delete = sub.add_parser("delete", parents=[common], help="delete memories by id (or unique id prefixes)")
     delete.add_argument("ids", nargs="+", metavar="ID")
     delete.add_argument("--yes", action="store_true", help="do not ask (required when stdin is not a terminal)")
     status = sub.add_parser("status", parents=[common], help="a task's status")
@@ -90,6 +102,9 @@ def run(settings: Settings, args: argparse.Namespace, out: Any = None, err: Any 
     except ApiError as exc:
         print(f"error: {exc}", file=err)
         return exit_code_of(exc.status)
+    except UsageError as exc:
+        print(f"error: {exc}", file=err)
+        return USAGE
 
 
 def exit_code_of(status: int) -> int:
@@ -117,10 +132,32 @@ class Commands:
         else:
             self.console.print(table)
 
+    def memory_id(self, ref: str) -> str:
+        """The full id of the user's memory that `ref` names: a full id as it is, else the one memory whose id
+        starts with `ref` (ids are listed in id order, so the listing starts where the prefix does)."""
+        digits = ref.replace("-", "").lower()
+        if not digits or len(digits) >= 32 or any(c not in "0123456789abcdef" for c in digits):
+            return ref  # a full id (or no id at all: the API says so)
+        start = str(uuid.UUID(digits.ljust(32, "0")))
+        page = self.client.list(user_id=self.args.user, cursor=start, limit=CANDIDATES + 1, include_superseded=True)
+        found = [m for m in page.memories if m.id.replace("-", "").startswith(digits)]
+        if len(found) == 1:
+            return found[0].id
+        if not found:
+            raise ApiError(404, "not_found", f"no memory id starts with '{ref}'")
+        lines = "\n".join(f"  {m.id}  [{m.category}] {m.content[:60]}" for m in found[:CANDIDATES])
+        more = " (and more)" if len(found) > CANDIDATES else ""
+        raise UsageError(f"'{ref}' is the start of {len(found)} memory ids{more}; give more of the id:\n{lines}")
+
     def cmd_add(self) -> int:
         a = self.args
         if a.category:
-            accepted = self.client.add(a.text, category=a.category, user_id=a.user, project_id=a.project)
+            accepted = self.client.add(a.text, category=a.category, user_id=a.user, project_id=a.project,
+                                       **({"scope": a.scope} if a.scope else {}))
+        elif a.scope:
+            print("error: --scope goes with --category (without one, each extracted fact gets its category's scope)",
+                  file=self.err)
+            return USAGE
         else:
             accepted = self.client.add_conversation([{"role": "user", "content": a.text}], user_id=a.user,
                                                     project_id=a.project)
@@ -152,7 +189,7 @@ class Commands:
         return OK
 
     def cmd_get(self) -> int:
-        memory = self.client.get(self.args.id, user_id=self.args.user)
+        memory = self.client.get(self.memory_id(self.args.id), user_id=self.args.user)
         table = Table("field", "value", show_header=False)
         for name, value in memory.model_dump(mode="json").items():
             table.add_row(name, value if isinstance(value, str) else json.dumps(value))
@@ -161,18 +198,19 @@ class Commands:
 
     def cmd_delete(self) -> int:
         a = self.args
+        ids = [self.memory_id(ref) for ref in a.ids]
         if not a.yes:
             if not sys.stdin.isatty():
                 print("error: deleting needs --yes when stdin is not a terminal", file=self.err)
                 return USAGE
-            answer = input(f"delete {len(a.ids)} memor{'y' if len(a.ids) == 1 else 'ies'}? [y/N] ")
+            answer = input(f"delete {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 print("not deleted", file=self.err)
                 return USAGE
-        accepted = [self.client.delete(memory_id, user_id=a.user) for memory_id in a.ids]
+        accepted = [self.client.delete(memory_id, user_id=a.user) for memory_id in ids]
         tasks = [t.wait() for t in accepted]
         table = Table("id", "task", "status", "error")
-        for memory_id, task in zip(a.ids, tasks, strict=True):
+        for memory_id, task in zip(ids, tasks, strict=True):
             table.add_row(memory_id, task.task_id, task.status, task.error or "")
         self.emit([t.model_dump(mode="json") for t in tasks], table)
         return OK if all(t.status == "completed" for t in tasks) else REFUSED

@@ -301,6 +301,36 @@ class TaskQueue:
 
         return await self._guard("erase", run())
 
+    async def erase_user(self, user_id: str) -> int:
+        """A delete of everything of the user: every ended task of theirs keeps its status and times but not what
+        it held of the user's words (its job, its result, its error's text). Every task record is looked at (a
+        SCAN: the user's index keeps only the newest USER_TASKS_KEPT). Returns the records changed."""
+        async def scrub(keys: list[bytes]) -> int:
+            n = 0
+            keys = [k for k in keys if b":" not in k[len(self._task_prefix):]]  # not the jobs' step caches
+            for key, raw in zip(keys, await self._redis.mget(keys) if keys else [], strict=True):
+                rec = json.loads(raw) if raw is not None and raw.startswith(b"{") else None
+                if not isinstance(rec, dict) or rec.get("user_id") != user_id or rec.get("status") not in ENDED:
+                    continue  # another user's, not ended, or not a status record (a job's step cache)
+                rec.pop("job", None)
+                rec["result"] = {"erased": True} if rec.get("result") is not None else None
+                rec["error"] = "erased with the user's data" if rec.get("error") else None
+                ttl = await self._redis.ttl(key)
+                await self._redis.set(key, json.dumps(rec),
+                                      ex=ttl if ttl and ttl > 0 else self._settings.task_ttl_seconds)
+                n += 1
+            return n
+
+        changed, cursor = 0, 0
+        for _ in range(10_000_000):  # bounded; each step guarded on its own
+            cursor, keys = await self._guard("erase", self._redis.scan(cursor, match=self._task_prefix + "*",
+                                                                       count=1000))
+            if keys:
+                changed += await self._guard("erase", scrub(keys), scale=4)
+            if not cursor:
+                break
+        return changed
+
     async def mark_failed(self, task_id: str, error: str) -> None:
         # A failed task's idempotency pointer goes at once: an identical resubmission is a fresh write.
         await self._end(task_id, {"status": TaskStatus.FAILED.value, "error": error[:2000], "job": None}, 0, [])

@@ -156,8 +156,14 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     too_large = [e for e in errors if e.get("type") == TOO_LARGE]
     status = 413 if too_large else 422
     shown = too_large or errors
-    log.info("request_rejected", status=status, detail=summary(shown), path=request.url.path)
-    return _response(status, summary(shown), None, errors)
+    detail = summary(shown)
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if status == 422 and any(tuple(e.get("loc", ())) == ("body",) for e in errors) and not media.endswith("json"):
+        # the whole body refused, and it was not sent as JSON: the usual cause is the missing header
+        detail = (f"body: send it as JSON with the header Content-Type: application/json (this request's "
+                  f"Content-Type: {media or 'none'}); {detail}")
+    log.info("request_rejected", status=status, detail=detail, path=request.url.path)
+    return _response(status, detail, None, errors)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -118,10 +118,11 @@ class Routes:
     @staticmethod
     def memories(*, user_id: str | None = None, scope: str | None = None, category: str | None = None,
              project_id: str | None = None, agent_id: str | None = None, limit: int | None = None,
-             cursor: str | None = None) -> Call[MemoryPage]:
+             cursor: str | None = None, include_superseded: bool | None = None) -> Call[MemoryPage]:
         return Call("GET", "/v1/memories", MemoryPage, params={
             "user_id": user_id, "scope": scope, "category": category, "project_id": project_id,
-            "agent_id": agent_id, "limit": limit, "cursor": cursor})
+            "agent_id": agent_id, "limit": limit, "cursor": cursor,
+            "include_superseded": None if include_superseded is None else str(include_superseded).lower()})
 
     @staticmethod
     def get(memory_id: str, *, user_id: str | None = None) -> Call[MemoryRecord]:

@@ -76,8 +76,9 @@ class RecallArgs(BaseModel):
     """Search the user's memories: by meaning (embeddings), by exact words and names (BM25), through the
     knowledge graph (memories about the entities the query names and their neighbours) and, when the query
     names a time ("last May", "in 2023"), by when it happened; one fused ranking, each result's `signals`
-    saying which of these found it. With project_id: global memories plus that project's; without: global
-    memories only. Use it before answering anything about the user, their preferences or projects."""
+    saying which of these found it (detail="full"; the default answer is compact: content, id, category, date
+    and source of each). With project_id: global memories plus that project's; without: global memories only.
+    Use it before answering anything about the user, their preferences or projects."""
 
     query: Query
     user_id: UserId
@@ -89,6 +90,10 @@ class RecallArgs(BaseModel):
     collapse: Annotated[bool, Field(description=(
         "Fold a memory whose source messages another result covers (a fact and the conversation excerpt it "
         "came from) into that result's `also`, so it takes no slot; false lists each on its own."))] = True
+    detail: Annotated[Literal["compact", "full"], Field(description=(
+        "compact (default): each memory as {id, content, category, date (YYYY-MM-DD, when it happened), source "
+        "(vector or graph)}, plus `also` when something was folded into it; full: every field of the search "
+        "API's result too (score, signals, scope, project_id, metadata, agent_id, times, graph fields)."))] = "compact"
 
 
 class RememberArgs(BaseModel):

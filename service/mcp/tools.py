@@ -9,13 +9,14 @@ would) and the markdown text of the project context.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.context_format import render_markdown
 from service.domain import Scope, TaskStatus
@@ -94,6 +95,8 @@ from service.schemas import (
     RawMemoryRequest,
     ReviewRequest,
     SearchRequest,
+    SearchResponse,
+    SearchResult,
 )
 from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
 
@@ -106,6 +109,70 @@ class WriteOutcome(BaseModel):
     result: dict[str, Any] | None = None
     error: str | None = None
     message: str
+
+
+class RecalledMemory(BaseModel):
+    """One memory recall_memories found. Compact by default; with detail="full" every field of the search API's
+    result is here too (score, signals, scope, project_id, metadata, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    content: str
+    category: str | None = None
+    date: str | None = Field(default=None, description="When it happened (YYYY-MM-DD), else when it was stored.")
+    source: str = Field(description="vector (found by meaning, words or time) or graph (through the knowledge "
+                                    "graph only).")
+    also: list[dict[str, Any]] | None = Field(default=None, description=(
+        "Memories folded into this one ({id, kind}): their content is said here."))
+
+
+class RecallAnswer(BaseModel):
+    """What recall_memories answers: the memories, best first."""
+
+    model_config = ConfigDict(extra="allow")
+
+    results: list[RecalledMemory]
+    trace_id: str | None = Field(default=None, description="With trace=true: the recorded trace's id.")
+
+
+def _day(result: SearchResult) -> str | None:
+    stamp = result.occurred_at or result.valid_at or result.created_at
+    return stamp[:10] if stamp else None
+
+
+def recall_answer(found: SearchResponse, detail: str) -> dict[str, Any]:
+    """The search's answer as recall_memories gives it: compact by default (only what an agent reads to answer:
+    content, id, category, date, source), everything with detail="full"."""
+    if detail == "full":
+        full = found.model_dump(mode="json")
+        for item, result in zip(full["results"], found.results, strict=True):
+            item["date"] = _day(result)
+        return full
+    rows: list[dict[str, Any]] = []
+    for r in found.results:
+        row: dict[str, Any] = {"id": r.id, "content": r.content, "category": r.category, "date": _day(r),
+                               "source": r.source}
+        if r.also:
+            row["also"] = [f.model_dump(mode="json") for f in r.also]
+        rows.append(row)
+    answer: dict[str, Any] = {"results": rows}
+    if found.trace_id:
+        answer["trace_id"] = found.trace_id
+    if found.degraded:
+        answer["degraded"] = found.degraded
+    return answer
+
+
+async def _recall(backend: MemoryBackend, a: RecallArgs) -> CallToolResult:
+    found = await backend.call(SEARCH, SearchRequest(
+        query=a.query, user_id=a.user_id, project_id=a.project_id, categories=a.categories, limit=a.limit,
+        trace=a.trace, collapse=a.collapse))
+    answer = recall_answer(found, a.detail)
+    compact = a.detail != "full"
+    body = json.dumps(answer, ensure_ascii=False, separators=(",", ":") if compact else None,
+                      indent=None if compact else 2)
+    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=answer)
 
 
 def _scope(value: str | None) -> Scope | None:
@@ -167,9 +234,7 @@ async def _context(backend: MemoryBackend, a: ContextArgs) -> CallToolResult:
 
 
 TOOLS: tuple[Tool, ...] = (
-    ask("recall_memories", RecallArgs, SEARCH, lambda a: SearchRequest(
-        query=a.query, user_id=a.user_id, project_id=a.project_id, categories=a.categories, limit=a.limit,
-        trace=a.trace, collapse=a.collapse)),
+    Tool("recall_memories", RecallArgs, READ_ONLY, _recall, Annotated[CallToolResult, RecallAnswer]),
     write("remember", RememberArgs, SUBMIT_RAW, lambda a: RawMemoryRequest(
         content=a.content, user_id=a.user_id, category=a.category, scope=_scope(a.scope), project_id=a.project_id,
         agent_id=a.agent_id, kind=a.kind, applies_to=a.applies_to)),

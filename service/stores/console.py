@@ -1,7 +1,7 @@
 """The graph reads the web console needs beyond the API's listings (part of `GraphStore`): entities by id or by
-name, the facts a memory supports, merges (the facts around entities: `FactStore.entity_facts`, the API's). Each
-is bounded by its `limit` and starts from an index (a user's entities, a memory's mentions), so a page costs what
-it shows."""
+name, the facts a memory supports, the memories that mention an entity, merges (the facts around entities:
+`FactStore.entity_facts`, the API's). Each is bounded by its `limit` and starts from an index (a user's entities, a
+memory's mentions, an entity's mentions), so a page costs what it shows."""
 
 from __future__ import annotations
 
@@ -21,3 +21,6 @@ class ConsoleReads(Protocol):
 
     async def merged_entities(self, user_id: str, into: str | None, limit: int) -> list[dict[str, Any]]:
         """Entities merged into another (into `into` only, when given)."""
+
+    async def entity_memories(self, user_id: str, entity_id: str, limit: int) -> list[str]:
+        """The ids of the live memories that mention the entity, newest first."""

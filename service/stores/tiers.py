@@ -113,7 +113,8 @@ class ConversationStore(Protocol):
         messages goes too."""
 
     async def erase_tiers(self, user_id: str, before: str) -> int:
-        """A delete of everything of the user: every run and conversation accepted before `before`."""
+        """A delete of everything of the user: every run and conversation accepted before `before`, and every
+        retrieval trace (with its query text) recorded up to then."""
 
 
 class EntitySearch(Protocol):

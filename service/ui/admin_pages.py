@@ -4,6 +4,8 @@ health (with a few of /metrics' counters), API keys (admin only)."""
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -17,6 +19,7 @@ from service.schemas import (
 )
 from service.ui.render import RECENT_TASKS, call, console_router, follow, render, valid_user
 from service.ui.session import (
+    Console,
     ConsoleDep,
     form_of,
 )
@@ -61,8 +64,25 @@ async def health(request: Request, console: ConsoleDep) -> Response:
     answer = await meta.health(console.deps, Caller(admin=True) if console.admin else console.caller)
     body = json.loads(bytes(answer.body))
     stats = await call(console.deps.service.graph_stats(console.acting(), None))
-    return render(request, "health.html", console, health=body, ok=answer.status_code == 200, stats=stats,
-                  counters=_counters(console.deps))
+    figures = {k: v for k, v in stats.model_dump().items() if k != "status"}
+    return render(request, "health.html", console, health=body, ok=answer.status_code == 200,
+                  write_path=_readable(body.get("write_path") or {}), graph=_readable(figures),
+                  counters=[(_breakable(name), value) for name, value in _counters(console.deps)])
+
+
+def _readable(values: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows for a person: words for the keys, a nested figure spelled out ("pending 0, ...")."""
+    def text(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k.replace('_', ' ')} {text(v)}" for k, v in value.items()) or "—"
+        return "—" if value is None else str(value)
+
+    return [(k.replace("_", " "), text(v)) for k, v in values.items()]
+
+
+def _breakable(name: str) -> list[str]:
+    """A metric's name in the pieces a line may break after (after `_`, `{`, `,`): never inside a word."""
+    return [p for p in re.split(r"(?<=[_{,])", name) if p]
 
 
 def _counters(deps: Deps) -> list[tuple[str, float]]:
@@ -82,7 +102,7 @@ def _counters(deps: Deps) -> list[tuple[str, float]]:
 
 @router.get("/keys", response_class=HTMLResponse)
 async def keys(request: Request, console: ConsoleDep) -> Response:
-    _admin(console.caller)
+    _admin(console)
     listed = await call(ApiKeyStore(console.deps.redis, console.deps.settings).list())
     return render(request, "keys.html", console, keys=listed, secret=None)
 
@@ -90,7 +110,7 @@ async def keys(request: Request, console: ConsoleDep) -> Response:
 @router.post("/keys", response_class=HTMLResponse)
 async def create_key(request: Request, console: ConsoleDep) -> Response:
     """The new key's secret is shown once, in this answer only."""
-    _admin(console.caller)
+    _admin(console)
     form = await form_of(request)
     user = valid_user(form.get("user_id", "").strip())
     store = ApiKeyStore(console.deps.redis, console.deps.settings)
@@ -102,11 +122,13 @@ async def create_key(request: Request, console: ConsoleDep) -> Response:
 
 @router.post("/keys/{key_id}/revoke")
 async def revoke_key(key_id: str, console: ConsoleDep) -> Response:
-    _admin(console.caller)
+    _admin(console)
     await call(ApiKeyStore(console.deps.redis, console.deps.settings).revoke(key_id))
     return RedirectResponse("/ui/keys", status_code=303)
 
 
-def _admin(caller: Caller) -> None:
-    if caller.key_id is None or not caller.admin:
+def _admin(console: Console) -> None:
+    """The keys need an admin session: an admin key, or AUTH_MODE=none (loopback), where the console is an admin
+    session everywhere, as the API is (docs/console.md, "Who is admin")."""
+    if not console.admin:
         raise HTTPException(status_code=403, detail="managing keys needs an admin key")

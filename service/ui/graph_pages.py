@@ -14,6 +14,7 @@ from service.schemas import (
     MergeRequest,
     ReviewRequest,
 )
+from service.stores.vector import MemoryFilter
 from service.ui.graph import neighbourhood
 from service.ui.graph import view as graph_view
 from service.ui.render import PAGE, build, call, console_router, render
@@ -23,6 +24,7 @@ from service.ui.session import (
 )
 
 router = console_router()
+ENTITY_MEMORIES = 100  # the newest memories an entity's page lists
 
 
 # --- graph --------------------------------------------------------------------------------------------------------
@@ -46,7 +48,8 @@ async def graph_neighbours(entity_id: str, console: ConsoleDep, history: bool = 
 @router.get("/entities/{entity_id}", response_class=HTMLResponse)
 async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
                       into: Annotated[str | None, Query(max_length=200)] = None) -> Response:
-    """An entity: its facts over time, its merges; `into` finds the entities it could be merged into."""
+    """An entity: the memories that mention it (newest first), its facts over time, its merges; `into` finds the
+    entities it could be merged into."""
     user, graph = console.acting(), console.deps.graph
     found = await call(graph.entities(user, [entity_id]))
     if not found:
@@ -57,8 +60,13 @@ async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
     merged_here = await call(graph.merged_entities(user, entity_id, 100))
     target = await call(graph.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
     candidates = [e for e in await call(graph.find_entities(user, into, 20)) if e["id"] != entity_id] if into else []
+    ids = await call(graph.entity_memories(user, entity_id, ENTITY_MEMORIES))
+    seen = MemoryFilter(user_id=user, all_scopes=True)  # the session's tenant and sensitivity ceiling
+    by_id = {m.id: m for m in await call(console.deps.vectors.get(ids)) if seen.matches(m)}
+    memories = [by_id[i] for i in ids if i in by_id]
     return render(request, "entity.html", console, e=entity, facts=facts, merged_here=merged_here,
-                  target=target[0] if target else None, into=into or "", candidates=candidates)
+                  target=target[0] if target else None, into=into or "", candidates=candidates, memories=memories,
+                  more_memories=len(ids) >= ENTITY_MEMORIES)
 
 
 @router.post("/entities/merge")

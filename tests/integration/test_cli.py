@@ -34,10 +34,15 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
                     break
                 time.sleep(0.1)
             assert c.get(f"/v1/memories/status/{task}").json()["status"] == "completed"
-        stats = _cli(cli, "stats", "--user", user)
+        stats = _cli(cli, "stats", "--user", user, "--json")
         assert stats.returncode == 0, stats.stderr
         report = json.loads(stats.stdout)
         assert report["status"] == "ok" and report["user"] == {"user_id": user, "memories": 1}
+        readable = _cli(cli, "stats", "--user", user)  # for a person by default: lines, no JSON, no dict
+        assert readable.returncode == 0, readable.stderr
+        assert readable.stdout.splitlines()[0].split() == ["status", "ok"]
+        assert "redis ok" in readable.stdout and f"{user}: 1 memories" in readable.stdout
+        assert "{" not in readable.stdout
         dedup = _cli(cli, "dedup", "run", "--user", user, "--dry-run")
         assert dedup.returncode == 0, dedup.stderr
         assert "dedup run" in dedup.stdout and "completed" in dedup.stdout and "scanned 1" in dedup.stdout
@@ -57,10 +62,14 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         lines = [json.loads(x) for x in gzip.decompress(dump.read_bytes()).splitlines()]
         assert lines[0]["type"] == "header" and lines[-1]["counts"]["memories"] == 1
         assert [x["memory"]["content"] for x in lines if x["type"] == "memory"] == ["I use Ansible"]
-        imported = _cli(cli, "import", str(dump))
+        imported = _cli(cli, "import", str(dump), "--json")
         assert imported.returncode == 0, imported.stderr
         result = json.loads(imported.stdout)
         assert result["imported"]["memories"] == 1 and result["rejected"] == []
+        told = _cli(cli, "import", str(dump))
+        assert told.returncode == 0, told.stderr
+        assert told.stdout.startswith("imported 1 memories, ") and "rejected: 0 line(s)" in told.stdout
+        assert "{" not in told.stdout
         missing = _cli(cli, "import", str(tmp_path / "nope.ndjson"))
         assert missing.returncode == 1 and "cannot read" in missing.stderr
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
@@ -88,3 +97,57 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
                  ("export", "--user", "u1", "-o", str(tmp_path / "x.ndjson")), ("import", str(dump))):
         out = _cli(down, *args)
         assert out.returncode == 3 and "not reachable" in out.stderr, (args, out.stderr)  # the exit-code rule
+
+
+def test_ids_by_unique_prefix_scope_on_add(tmp_path: Path) -> None:
+    """`search` prints 8 characters of each id: `get` and `delete` take them (any unique prefix); a prefix of several
+    ids is refused with the candidates; `add --scope global` stores a project category about the person."""
+    env = stack_env(tmp_path / "data", unique("test:cliq"), DEDUP_CRON_ENABLED="false")
+    proc, port = start_service(env, tmp_path / "service.log")
+    cli = cli_env({**env, "MEMORY_API_URL": f"http://127.0.0.1:{port}"}, drop=("REDIS_", "ARQ_", "MEMORY_"))
+    user = unique("cli-prefix")
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            facts = [{"content": f"I keep note number {i} in the blue notebook", "category": "personal_fact"}
+                     for i in range(20)]
+            task = c.post("/v1/memories/raw/batch", json={"user_id": user, "memories": facts}).json()["task_id"]
+            for _ in range(300):  # bounded: 30 s (the worker child may still be starting)
+                done = c.get(f"/v1/tasks/{task}").json()
+                if done["status"] == "completed":
+                    break
+                time.sleep(0.1)
+        ids = [m["id"] for m in done["result"]["memories"]]
+        assert len(ids) == 20
+        content = {m["id"]: m["content"] for m in done["result"]["memories"]}
+        short = ids[0][:8]
+        got = _cli(cli, "get", short, "--user", user, "--json")
+        assert got.returncode == 0, got.stderr
+        assert (json.loads(got.stdout)["id"], json.loads(got.stdout)["content"]) == (ids[0], content[ids[0]])
+        # 20 ids over 16 first digits: two share one; that digit names both, and the error lists them
+        first = [i[0] for i in ids]
+        shared = next(d for d in "0123456789abcdef" if first.count(d) >= 2)
+        named = sorted(i for i in ids if i[0] == shared)
+        ambiguous = _cli(cli, "get", shared, "--user", user)
+        assert ambiguous.returncode == 2, ambiguous.stderr
+        assert f"'{shared}' is the start of {len(named)} memory ids" in ambiguous.stderr
+        assert all(i in ambiguous.stderr for i in named)
+        unused = next(p for p in (f"{a}{b}" for a in "0123456789abcdef" for b in "0123456789abcdef")
+                      if not any(i.startswith(p) for i in ids))
+        none = _cli(cli, "get", unused, "--user", user)
+        assert none.returncode == 1 and f"no memory id starts with '{unused}'" in none.stderr
+        deleted = _cli(cli, "delete", ids[1][:8], "--user", user, "--yes", "--json")
+        assert deleted.returncode == 0, deleted.stderr
+        assert json.loads(deleted.stdout)[0]["status"] == "completed"
+        assert _cli(cli, "get", ids[1], "--user", user).returncode == 1  # gone: 404
+        # --scope: a project category stored about the person, everywhere
+        refused = _cli(cli, "add", "I use Kubernetes", "--category", "tech_stack", "--user", user, "--wait")
+        assert refused.returncode == 1 and "scope 'global'" in refused.stderr
+        added = _cli(cli, "add", "I use Kubernetes", "--category", "tech_stack", "--scope", "global", "--user", user,
+                     "--wait", "--json")
+        assert added.returncode == 0, added.stderr
+        [memory] = json.loads(added.stdout)["result"]["memories"]
+        assert (memory["scope"], memory["project_id"]) == ("global", None)
+        usage = _cli(cli, "add", "I use Kubernetes", "--scope", "global", "--user", user)
+        assert usage.returncode == 2 and "--scope goes with --category" in usage.stderr
+    finally:
+        stop(proc)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 import pytest
@@ -108,6 +108,7 @@ def browser() -> Iterator[WebDriver]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1440,1000", "--disable-extensions", "--no-first-run"):
         opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console, CSP violations included
     driver = webdriver.Chrome(options=opts, service=ChromeService(executable_path="/usr/bin/chromedriver"))
     driver.implicitly_wait(0)
     try:
@@ -457,6 +458,11 @@ async def test_without_keys_a_user_id_signs_in(tmp_path: Path) -> None:
         listed = await client.get("/ui/memories")
         assert "I cycle to work on Fridays" in listed.text and user in listed.text
         assert (await client.get("/ui/memories", params={"scope": "nowhere"})).status_code == 400
+        # one rule: without keys the console is an admin session everywhere, as the API is
+        activity = await client.get("/ui/activity")
+        assert activity.status_code == 200 and 'id="start-dedup"' in activity.text
+        keys = await client.get("/ui/keys")
+        assert keys.status_code == 200 and 'href="/ui/keys"' in keys.text
 
 
 def test_admin_starts_a_dedup_dry_run_and_follows_it(console: Console) -> None:
@@ -554,3 +560,108 @@ def test_communities_page_lists_the_users_communities_with_their_members(
     with contextlib.closing(c2):
         page = c2.get("/ui/communities").text
         assert all(x["id"] not in page for x in listed) and "Ann" not in page
+
+
+def console_errors(browser: WebDriver) -> list[str]:
+    """The browser console's errors since the last call (a CSP violation is one)."""
+    entries: list[dict[str, Any]] = cast(Any, browser).get_log("browser")  # chromedriver's log, not in the stubs
+    return [e["message"] for e in entries if e["level"] == "SEVERE"]
+
+
+def test_no_page_logs_an_error_in_the_browser_console(console: Console, browser: WebDriver) -> None:
+    """Every page, the graph's included (cytoscape adds a <style> element unless the page already has one with its
+    id: the CSP, style-src 'self', refused it on every load)."""
+    mid = console.write("a", "Alice deploys the billing service with Terraform.", "domain_knowledge")
+    sign_in(browser, console, "admin", console.users["a"])
+    with console.api("a") as c:
+        [entity, *_] = c.get("/v1/graph/nodes", params={"limit": 50}).json()["items"]
+    console_errors(browser)
+    for page in [*PAGES, f"/ui/memories/{mid}", f"/ui/entities/{entity['id']}", "/ui/graph?q=terraform"]:
+        browser.get(console.url + page)
+        if page.startswith("/ui/graph"):
+            wait(lambda: browser.find_element(By.ID, "graph").get_attribute("data-ready") == "true",
+                 what="cytoscape drawn")
+        assert console_errors(browser) == [], page
+    # the rule cytoscape wanted is there all the same, from the page's own sheet
+    assert browser.find_element(By.ID, "graph").value_of_css_property("position") == "relative"
+
+
+def test_empty_pages_say_what_fills_them_and_link_to_how(console: Console, browser: WebDriver) -> None:
+    sign_in(browser, console, "admin", unique("empty"))  # a user with nothing stored
+    for page, box in (("/ui/graph", "graph-empty"), ("/ui/memories", "memories-empty"), ("/ui/runs", "runs-empty"),
+                      ("/ui/conversations", "conversations-empty"), ("/ui/communities", "communities-empty")):
+        browser.get(console.url + page)
+        text = text_of(browser, box)
+        assert len(text) > 60, (page, text)
+        assert browser.find_elements(By.CSS_SELECTOR, f"#{box} a[href='/docs']"), page
+    browser.get(console.url + "/ui/graph")
+    assert "fills as memories are stored" in text_of(browser, "graph-empty")
+    browser.get(console.url + "/ui/review")
+    assert "resembles" in text_of(browser, "queue-empty")
+    browser.get(console.url + "/ui/memories?category=decision")  # a filter that matches nothing: said so
+    assert text_of(browser, "memories-empty") == "No memories match these filters."
+
+
+MID_WORD_BREAKS = """
+const bad = [];
+for (const el of document.querySelectorAll(arguments[0])) {
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  let top = null, last = '', node;
+  while ((node = walker.nextNode())) {
+    for (let i = 0; i < node.length; i++) {
+      const range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + 1);
+      const rects = range.getClientRects(); if (!rects.length) continue;
+      const y = Math.round(rects[0].top), ch = node.data[i];
+      if (top !== null && y > top + 2 && !/[\\s_{,=]/.test(last) && !/\\s/.test(ch)) bad.push(el.textContent);
+      top = y; last = ch;
+    }
+  }
+}
+return bad;"""
+
+
+def test_health_reads_as_lists_and_fits_390_px(console: Console, browser: WebDriver) -> None:
+    sign_in(browser, console, "a")
+    try:
+        browser.set_window_size(390, 900)
+        browser.get(console.url + "/ui/health")
+        checks = {li.get_attribute("data-check"): li.text for li in
+                  browser.find_elements(By.CSS_SELECTOR, "#health-checks li")}
+        assert checks == {"redis": "redis ok", "vector_store": "vector store ok", "graph_store": "graph store ok"}
+        main = browser.find_element(By.ID, "main").text
+        assert "{'" not in main and "':" not in main  # no Python dict anywhere
+        graph = browser.find_element(By.ID, "health-graph").text
+        assert "same as" in graph and "pending" in graph
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, overflow
+        assert browser.execute_script(MID_WORD_BREAKS, "#main dt, #health-checks .label, #main h2") == []
+    finally:
+        browser.set_window_size(1440, 1000)
+
+
+def _memory_of(c: httpx.Client, task: str) -> str:
+    done = wait(lambda: _finished(c.get(f"/v1/memories/status/{task}").json()))
+    return str(done["result"]["memories"][0]["id"])
+
+
+def test_an_entitys_page_lists_the_memories_that_mention_it(console: Console, browser: WebDriver) -> None:
+    user = unique("ce")
+    sign_in(browser, console, "admin", user)
+    with console.api("admin") as c:
+        ids = []
+        for content in ("Bea maintains the Grafana dashboards.", "Bea moved the Grafana alerts to Slack."):
+            resp = c.post("/v1/memories/raw", json={"user_id": user, "content": content, "category": "personal_fact"})
+            assert resp.status_code == 202, resp.text
+            ids.append(_memory_of(c, resp.json()["task_id"]))
+        items = c.get("/v1/graph/nodes", params={"user_id": user, "limit": 50}).json()["items"]
+    grafana = next(n for n in items if n["name"].lower() == "grafana")
+    browser.get(f"{console.url}/ui/entities/{grafana['id']}")
+    links = browser.find_elements(By.CSS_SELECTOR, "#entity-memories a")
+    assert [str(a.get_attribute("href")).rsplit("/", 1)[1] for a in links] == ids[::-1]  # newest first
+    assert links[0].text == "Bea moved the Grafana alerts to Slack."
+    links[1].click()
+    assert text_of(browser, "memory-content") == "Bea maintains the Grafana dashboards."
+    c2, _ = _session(console, "b")  # another user's session: the entity is not theirs
+    with contextlib.closing(c2):
+        assert c2.get(f"/ui/entities/{grafana['id']}").status_code == 404

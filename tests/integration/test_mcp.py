@@ -140,6 +140,7 @@ async def test_tools_and_schemas(api: str, transport: str) -> None:
         recall_props = tools["recall_memories"].input_schema["properties"]
         assert recall_props["categories"]["anyOf"][0]["items"]["enum"] == categories
         assert recall_props["limit"]["maximum"] == 100
+        assert recall_props["detail"]["default"] == "compact"
         list_props = tools["list_memories"].input_schema["properties"]
         assert list_props["category"]["anyOf"][0]["enum"] == categories
         assert tools["delete_memories"].input_schema["properties"]["category"]["anyOf"][0]["enum"] == categories
@@ -172,6 +173,43 @@ async def test_remember_with_wait_then_recall(api: str, transport: str) -> None:
         assert queued["status"] == "accepted" and queued["task_id"]
         done = await _until_done(client, queued["task_id"])
         assert done["result"]["memories"][0]["scope"] == "project"
+
+
+RECALLED = [
+    "I prefer tabs over spaces in every language",
+    "I review pull requests in the morning before standup",
+    "My laptop runs Fedora with the GNOME desktop",
+    "I use Neovim with the LazyVim distribution for editing",
+    "I write commit messages in the imperative mood",
+]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_recall_is_compact_by_default_and_full_on_request(api: str, transport: str) -> None:
+    """An agent pays for every token of the answer: by default each memory is its content, id, category, date
+    and source; scores, signals and metadata come with detail="full"."""
+    user = unique(f"mcp-lean-{transport}")
+    async with connect(transport, api) as client:
+        out = await call(client, "remember_many", user_id=user, wait=True,
+                         facts=[{"content": c, "category": "preference"} for c in RECALLED])
+        assert out["status"] == "completed", out
+        compact = await client.call_tool("recall_memories", {"query": "how I work", "user_id": user, "limit": 5})
+        full = await client.call_tool("recall_memories", {"query": "how I work", "user_id": user, "limit": 5,
+                                                          "detail": "full"})
+        assert not compact.is_error and not full.is_error
+        rows = compact.structured_content["results"] if compact.structured_content else []
+        assert sorted(r["content"] for r in rows) == sorted(RECALLED)
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        for row in rows:
+            assert set(row) == {"id", "content", "category", "date", "source"}, row
+            assert (row["category"], row["date"], row["source"]) == ("preference", today, "vector")
+        assert json.loads(text(compact)) == compact.structured_content
+        content = sum(len(c) for c in RECALLED)  # 239 characters of memory
+        # the text an agent reads: an id, a category, a date and a source around each content (about 125 characters)
+        assert len(text(compact)) < content + 5 * 130, text(compact)
+        detailed = full.structured_content["results"] if full.structured_content else []
+        assert {"score", "signals", "metadata", "scope", "date"} <= set(detailed[0])
+        assert len(text(full)) > 4 * len(text(compact)), (len(text(full)), len(text(compact)))
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -243,7 +281,7 @@ async def test_duplicate_review_merge_and_traced_recall(api: str, transport: str
         assert {first, second} <= {r["id"] for r in found["results"]}
         assert found["trace_id"]
         plain = await call(client, "recall_memories", query="Jon Smith", user_id=user)
-        assert plain["trace_id"] is None
+        assert plain.get("trace_id") is None
 
 
 async def _until_done(client: Client, task_id: str, timeout: float = 30) -> dict[str, Any]:

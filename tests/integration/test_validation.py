@@ -53,6 +53,21 @@ async def test_schema_errors_are_422(client: httpx.AsyncClient, body: dict[str, 
     assert resp.status_code == 422, resp.text
 
 
+@pytest.mark.parametrize("content_type", [None, "application/x-www-form-urlencoded", "text/plain"])
+async def test_a_json_body_without_its_content_type_is_a_422_that_names_it(
+    client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    """What curl -d sends without -H 'Content-Type: application/json': the answer says which header is missing."""
+    body = b'{"content": "x", "user_id": "u", "category": "preference"}'
+    headers = {"content-type": content_type} if content_type else {}
+    resp = await client.post("/v1/memories/raw", content=body, headers=headers)
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["detail"]
+    assert "Content-Type: application/json" in detail and f"Content-Type: {content_type or 'none'})" in detail
+    bad_json = await client.post("/v1/memories/raw", json={"content": 1, "user_id": "u", "category": "preference"})
+    assert bad_json.status_code == 422 and "Content-Type" not in bad_json.json()["detail"]
+
+
 async def test_search_rejects_unknown_category(client: httpx.AsyncClient) -> None:
     resp = await client.post("/v1/search", json={"query": "q", "user_id": "u", "categories": ["nope"]})
     assert resp.status_code == 400

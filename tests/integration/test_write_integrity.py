@@ -368,6 +368,67 @@ async def test_deleting_erases_the_content_everywhere_the_service_keeps_it(
     assert {n["id"] for n in nodes} == set(ids) and all(n["deleted_at"] and n["content"] is None for n in nodes)
 
 
+async def test_a_delete_of_everything_erases_the_users_words_everywhere(
+    client: httpx.AsyncClient, deps: Deps
+) -> None:
+    """After a user's delete of everything, neither what they stored nor what they searched for is anywhere in
+    Redis, Qdrant or Neo4j: memories, traces (their query text), retrieval counts, task results, idempotency
+    records, conversations and runs."""
+    user = unique("erase-all")
+    said, asked = f"Quxplor{uuid.uuid4().hex[:8]}", f"Zentrav{uuid.uuid4().hex[:8]}"
+    await write_raw(client, content=f"I deploy with {said} on Fridays", user_id=user, category="technical_skill")
+    conv = await client.post("/v1/memories", headers={"Idempotency-Key": f"k-{said}"}, json={
+        "user_id": user, "session_id": unique("s"), "messages": [
+            {"role": "user", "content": f"I prefer {said} over Jenkins. I live in Lisbon."}]})
+    assert (await wait_task(client, conv.json()["task_id"]))["status"] == "completed"
+    run = await client.post("/v1/runs", json={"user_id": user, "task": f"Roll out {said} to staging"})
+    assert (await wait_task(client, run.json()["task_id"]))["status"] == "completed"
+    step = await client.post(f"/v1/runs/{run.json()['run_id']}/steps/0/tool-calls", json={
+        "user_id": user, "tool": "Bash", "arguments": {"command": f"{said} deploy --why {asked}"},
+        "status": "error", "error": f"{said} timed out"})
+    assert (await wait_task(client, step.json()["task_id"]))["status"] == "completed"
+    for query in (f"how do I deploy? {asked}", f"{said} {asked}"):
+        found = await client.post("/v1/search", json={"user_id": user, "query": query, "trace": True})
+        assert found.status_code == 200 and found.json()["trace_id"], found.text
+    assert (await client.post("/v1/graph/search", json={"user_id": user, "query": f"{said} {asked}"})
+            ).status_code == 200
+    await deps.service.usage.drain()
+    await asyncio.gather(*deps.service.trace_writes)
+    assert await _graph_holds(deps, asked), "the trace keeps the query text until the delete"
+    assert await _redis_holds(deps, said) and await _graph_holds(deps, said) and await _vectors_hold(deps, said)
+
+    deleted = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
+    assert deleted.status_code == 202
+    done = await wait_task(client, deleted.json()["task_id"])
+    assert done["status"] == "completed"
+    # what it keeps, said in the answer: no text of the user's
+    assert set(done["result"]["kept"]) == {"tombstones", "task_records", "idempotency_records"}
+    await deps.service.usage.drain()
+    assert (await wait_task(client, conv.json()["task_id"]))["result"] == {"erased": True}
+    for marker in (said, asked):
+        assert await _redis_holds(deps, marker) == [], marker
+        assert await _graph_holds(deps, marker) == [], marker
+        assert await _vectors_hold(deps, marker) == [], marker
+    assert [k async for k in deps.tasks.redis.scan_iter(match=f"*retrieved:{user}")] == []
+    traces = await client.get("/v1/traces", params={"user_id": user})
+    assert traces.status_code == 200 and traces.json()["items"] == []
+
+
+async def _vectors_hold(deps: Deps, marker: str) -> list[str]:
+    """The ids of the Qdrant points, of any user, whose payload holds `marker`."""
+    users = {b.user_id for b in await deps.vectors.boundaries()}
+    found: list[str] = []
+    for user in users:
+        cursor: str | None = None
+        while True:
+            page, cursor = await deps.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True,
+                                                                  max_sensitivity=None), 500, cursor)
+            found += [m.id for m in page if marker in m.model_dump_json()]
+            if cursor is None:
+                break
+    return found
+
+
 async def _redis_holds(deps: Deps, marker: str) -> list[str]:
     """Every Redis key whose value holds `marker` (strings, hashes, sets, sorted sets)."""
     redis = deps.tasks.redis
@@ -393,14 +454,17 @@ async def _redis_holds(deps: Deps, marker: str) -> list[str]:
 
 
 async def _graph_holds(deps: Deps, marker: str) -> list[str]:
+    """Every node and relationship property that holds `marker`, as `Label.key` / `:TYPE.key`."""
     graph: Any = deps.graph
 
     async def run(tx: Any) -> list[str]:
-        holds = ("any(k IN keys(x) WHERE (x[k] IS :: STRING AND x[k] CONTAINS $s) "
-                 "OR (x[k] IS :: LIST<STRING> AND any(v IN x[k] WHERE v CONTAINS $s)))")
-        nodes = await (await tx.run(f"MATCH (x) WHERE {holds} RETURN elementId(x) AS id", s=marker)).data()
-        rels = await (await tx.run(f"MATCH ()-[x]->() WHERE {holds} RETURN elementId(x) AS id", s=marker)).data()
-        return [str(r["id"]) for r in nodes + rels]
+        holds = ("[k IN keys(x) WHERE (x[k] IS :: STRING AND x[k] CONTAINS $s) "
+                 "OR (x[k] IS :: LIST<STRING> AND any(v IN x[k] WHERE v CONTAINS $s))]")
+        nodes = await (await tx.run(f"MATCH (x) WITH x, {holds} AS ks WHERE ks <> [] "
+                                    "RETURN labels(x)[0] AS what, ks", s=marker)).data()
+        rels = await (await tx.run(f"MATCH ()-[x]->() WITH x, {holds} AS ks WHERE ks <> [] "
+                                   "RETURN ':' + type(x) AS what, ks", s=marker)).data()
+        return [f"{r['what']}.{k}" for r in nodes + rels for k in r["ks"]]
 
     return list(await graph._read(run))
 

@@ -34,6 +34,14 @@ WHERE $memory_id IN r.memory_ids
 WITH DISTINCT r LIMIT $limit
 RETURN """ + FACT_FIELDS
 
+# The entity's live memories, newest first (an index seek on the entity; its MENTIONS edges from there).
+ENTITY_MEMORIES: LiteralString = """
+MATCH (e:Entity) WHERE e.user_id = $user_id AND e.id = $entity_id
+MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.user_id = $user_id AND m.deleted_at IS NULL
+WITH DISTINCT m ORDER BY m.created_at DESC, m.id LIMIT $limit
+RETURN m.id AS id
+"""
+
 MERGED: LiteralString = """
 MATCH (e:Entity) WHERE e.user_id = $user_id AND e.merged_into IS NOT NULL AND ($into IS NULL OR e.merged_into = $into)
 WITH e ORDER BY e.merged_at DESC LIMIT $limit
@@ -71,3 +79,14 @@ class ConsoleGraph:
     async def merged_entities(self, user_id: str, into: str | None, limit: int) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")
         return await self._rows(MERGED, "item", user_id=user_id, into=into, limit=clamp(limit, MAX_CONSOLE_LIMIT))
+
+    async def entity_memories(self, user_id: str, entity_id: str, limit: int) -> list[str]:
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> list[str]:
+            result = await tx.run(ENTITY_MEMORIES, user_id=user_id, entity_id=check_id(entity_id, "entity id"),
+                                  limit=clamp(limit, MAX_CONSOLE_LIMIT))
+            return [str(r["id"]) for r in await result.data()]
+
+        ids: list[str] = await self._read(run)
+        return ids

@@ -140,6 +140,9 @@ class ConversationGraph(CeilingReads):
     async def erase_runs(self, user_id: str, before: str) -> int:  # provided by RunGraph
         raise NotImplementedError
 
+    async def erase_traces(self, user_id: str, before: str) -> int:  # provided by TraceGraph
+        raise NotImplementedError
+
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
                              rows: list[dict[str, Any]], restore: bool = False) -> int:
         check_id(user_id, "user_id")
@@ -268,7 +271,7 @@ class ConversationGraph(CeilingReads):
             return [str(r["uid"]) for r in await (await tx.run(SESSIONS_BEFORE, user_id=user_id,
                                                                before=before)).data()]
 
-        total = await self.erase_runs(user_id, before)
+        total = await self.erase_runs(user_id, before) + await self.erase_traces(user_id, before)
         for _ in range(10_000):
             uids: list[str] = await self._read(batch)
             if not uids:

@@ -66,6 +66,13 @@ DETACH DELETE t
 RETURN count(*) AS n
 """
 
+ERASE_TRACES: LiteralString = """
+MATCH (t:Trace {user_id: $user_id}) WHERE t.at <= $before
+WITH t LIMIT $batch
+DETACH DELETE t
+RETURN count(*) AS n
+"""
+
 PURGE_BATCH = 1000
 
 
@@ -122,8 +129,21 @@ class TraceGraph:
             rec = await (await tx.run(PURGE_TRACES, now=now, batch=PURGE_BATCH)).single()
             return int(rec["n"]) if rec else 0
 
+        return await self._batches(run)
+
+    async def erase_traces(self, user_id: str, before: str) -> int:
+        """A delete of everything of the user: every trace of theirs (its query text) recorded up to `before`."""
+        check_id(user_id, "user_id")
+
+        async def run(tx: AsyncManagedTransaction) -> int:
+            rec = await (await tx.run(ERASE_TRACES, user_id=user_id, before=before, batch=PURGE_BATCH)).single()
+            return int(rec["n"]) if rec else 0
+
+        return await self._batches(run)
+
+    async def _batches(self, run: Any) -> int:
         total = 0
-        for _ in range(10_000):
+        for _ in range(10_000):  # bounded
             n: int = await self._write(run)
             total += n
             if n < PURGE_BATCH:
