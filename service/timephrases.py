@@ -38,8 +38,8 @@ class TimeWindow:
     period: str  # day | week | month | year
 
 
-def _settings(now: datetime) -> dict[str, object]:
-    return {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.astimezone(UTC).replace(tzinfo=None),
+def _settings(now: datetime, prefer: str = "past") -> dict[str, object]:
+    return {"PREFER_DATES_FROM": prefer, "RELATIVE_BASE": now.astimezone(UTC).replace(tzinfo=None),
             "RETURN_AS_TIMEZONE_AWARE": True, "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"}
 
 
@@ -128,34 +128,92 @@ _RELATIVE_CUE = re.compile(
     r"|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b", re.IGNORECASE)
 
 
+# Tense, for a time that could lie either way ("on Friday", "in June"). A plan speaks of the future ("we're meeting
+# on Friday", "I'll call on Monday", "I have an appointment on Friday"); a report of the past ("we went hiking on
+# Saturday", "the party was on Friday"). Words like "booked" or "scheduled" are past participles of a plan.
+_FUTURE = re.compile(
+    r"\b(?:will|'ll|shall|going to|gonna|about to|plan(?:ning)? to|planned|scheduled|booked|due|upcoming|coming|"
+    r"next|tomorrow|tonight|soon|later|(?:am|is|are|'m|'re|'s)\s+(?:(?:i|we|you|he|she|they)\s+)?(?:\w+ly\s+)?(?!going\b)\w+ing)\b",
+    re.IGNORECASE)
+_PAST = re.compile(
+    r"\b(?:was|were|did|didn't|had|went|got|ran|met|saw|came|left|took|made|ate|drank|bought|found|gave|told|said|"
+    r"spent|flew|won|lost|began|wrote|sang|swam|drove|rode|sold|paid|kept|felt|heard|thought|brought|caught|"
+    r"last|ago|yesterday|earlier|already|(?!(?:need|bored|tired|excited|interested|married|based|supposed|"
+    r"expected|invited|scheduled|planned|booked)\b)[a-z]{2,}ed)\b",
+    re.IGNORECASE)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY_PHRASE = re.compile(
+    r"\b(?:(?P<mod>last|next|this coming|this|coming|on|this past|past)\s+)?"
+    r"(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b(?!s\b|'s)", re.IGNORECASE)
+
+
+def tense(text: str, default: str = "future") -> str:
+    """"future" or "past": which way a time named without a direction ("on Friday") lies from when `text` was
+    said. A plan (future words: "will", "are meeting", "next", "booked") looks forward, a report (past words:
+    "went", "was", "-ed") backward; with neither, `default` (a statement with a weekday is usually a plan; a search
+    query asks about what happened)."""
+    future, past = _FUTURE.search(text), _PAST.search(text)
+    if future and not past:
+        return "future"
+    if past and not future:
+        return "past"
+    if future and past:
+        return "future" if future.start() < past.start() and default == "future" else "past"
+    return default
+
+
+def _weekday(text: str, said_at: datetime, direction: str) -> TimeWindow | None:
+    """A weekday the text names ("on Friday", "last Saturday", "next Monday") as the day it means from `said_at`:
+    "last"/"past" the latest one before the day it was said, "next"/"coming" the first one after it, else the
+    first one after it for a plan or the latest one before it for a report (`direction`). dateparser reads "next
+    Friday" as "Friday" and resolves a bare weekday one way only."""
+    match = _WEEKDAY_PHRASE.search(text)
+    if match is None:
+        return None
+    mod = (match["mod"] or "").casefold()
+    backward = mod in ("last", "past", "this past") or (mod not in ("next", "coming", "this coming")
+                                                          and direction == "past")
+    day = said_at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    wanted = _WEEKDAYS.index(match["day"].casefold())
+    offset = (day.weekday() - wanted) % 7 or 7 if backward else (wanted - day.weekday()) % 7 or 7
+    start = day - timedelta(days=offset) if backward else day + timedelta(days=offset)
+    return TimeWindow(phrase=match.group(0), start=start, end=start + timedelta(days=1), period="day")
+
+
 def anchor(text: str, said_at: datetime) -> TimeWindow | None:
-    """The time a message names relative to when it was said ("yesterday", "last Saturday", "two weeks ago"),
-    resolved against `said_at` (its session's date): session-level time anchoring at write time. None when it
-    names no relative time (checked by a cheap pattern before dateparser runs)."""
+    """The time a message names relative to when it was said ("yesterday", "last Saturday", "two weeks ago",
+    "on Friday", "next week"), resolved against `said_at` (its session's date): session-level time anchoring at
+    write time. A weekday or a time without a direction resolves forward in a plan ("Tom and I are meeting on
+    Friday" said on Monday 30 November: Friday 4 December) and backward in a report ("we went hiking on Saturday":
+    Saturday 28 November), `tense`. None when it names no relative time (checked by a cheap pattern before
+    dateparser runs)."""
     if not _RELATIVE_CUE.search(text):
         return None
-    return _find(text, said_at)
+    direction = tense(text)
+    return _weekday(text, said_at, direction) or _find(text, said_at, direction)
 
 
 def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | None:
-    """The first time phrase of `query` as a window, or None when it names no time."""
+    """The first time phrase of `query` as a window, or None when it names no time. A weekday resolves backward
+    unless the query speaks of a plan ("what am I doing on Friday?", "next Friday"), `tense`."""
     now = now or datetime.now(UTC)
     key = (query, now.astimezone(UTC).date())
     if key in _TIMELESS:
         return None
-    window = _find(query, now)
+    direction = tense(query, default="past")
+    window = _weekday(query, now, direction) or _find(query, now, direction)
     if window is None:
         _TIMELESS.add(key)
     return window
 
 
-def _find(query: str, now: datetime) -> TimeWindow | None:
+def _find(query: str, now: datetime, prefer: str = "past") -> TimeWindow | None:
     # Imported here: dateparser takes ~0.6 s to import, which every CLI command paid (service.client imports the
     # search schemas, which import this module) without ever parsing a date. The service pays it at its warm-up search.
     from dateparser.date import DateDataParser
     from dateparser.search import search_dates
 
-    settings = _settings(now)
+    settings = _settings(now, prefer)
     found = search_dates(query, languages=_LANGUAGES, settings=settings) or []
     parser = DateDataParser(languages=_LANGUAGES, settings=settings)
     for phrase, moment in found:

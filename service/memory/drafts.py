@@ -9,7 +9,7 @@ from collections.abc import Callable
 from service.ai.extraction import ExtractedFact
 from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
 from service.jobs import ConversationJob, RawItem
-from service.memory.windows import Window, anchored_time, first_time, source_ids
+from service.memory.windows import EventTime, Window, event_time, first_time, source_ids
 from service.sensitivity import Sensitivity, of_category, rank
 from service.stores.graph import MemoryLinks
 
@@ -74,8 +74,11 @@ def single_text(window: Window, messages: list[Message]) -> str | None:
 
 
 def fact_memory(
-    task_id: str, index: int, fact: ExtractedFact, job: ConversationJob, occurred_at: str
+    task_id: str, index: int, fact: ExtractedFact, job: ConversationJob, occurred_at: str,
+    event: EventTime | None = None,
 ) -> Memory:
+    """A fact's memory; `event` (a time its messages name, service/memory/windows.py `event_time`) adds `said_at`
+    and `event_at` to its metadata: a plan keeps the day it is for."""
     project_id = job.project_id
     # A project-default fact from a conversation without a project_id is kept as global
     # rather than dropped (docs/decisions.md).
@@ -84,6 +87,8 @@ def fact_memory(
     metadata = dict(job.metadata)
     if fact.valid_at:
         metadata["valid_at"] = fact.valid_at
+    if event is not None:
+        metadata.update(event.metadata())
     return Memory(
         id=memory_id_for(task_id, index),
         user_id=job.user_id,
@@ -109,6 +114,7 @@ def window_memory(
     time is the first of its messages' timestamps that parses, as for a fact (`anchored`: moved to the time a
     message names relative to it, `anchored_time`)."""
     scope = resolve_scope(INTERACTION, None, job.project_id)
+    event = event_time(window.indexes, messages, job.accepted_at) if anchored else None
     return Memory(
         id=memory_id_for(task_id, index),
         user_id=job.user_id,
@@ -118,11 +124,11 @@ def window_memory(
         project_id=job.project_id if scope is Scope.PROJECT else None,
         agent_id=job.agent_id,
         hash=content_hash(window.content),
-        metadata=dict(job.metadata),
+        metadata={**job.metadata, **(event.metadata() if event is not None else {})},
         created_at=job.accepted_at,
         updated_at=job.accepted_at,
         task_id=task_id,
-        occurred_at=(anchored_time if anchored else first_time)(window.indexes, messages, job.accepted_at),
+        occurred_at=event.occurred_at if event is not None else first_time(window.indexes, messages, job.accepted_at),
     )
 
 

@@ -120,16 +120,43 @@ def parse_timestamp(value: str | None, accepted_at: str) -> str | None:
     return iso(parsed) if isinstance(parsed, datetime) else None
 
 
-def anchored_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:
-    """When what these messages say happened: the day (a month's or year's start) that the first of them with a
-    timestamp and a relative time phrase names, resolved against that timestamp ("I went there yesterday" said
-    on 8 May: 7 May; TIME_ANCHORING, docs/retrieval.md); else `first_time`."""
+@dataclass(frozen=True)
+class EventTime:
+    """A time the messages name relative to when they were said: when it was said, and the day it names (in the
+    past for a report, in the future for a plan; timephrases.anchor)."""
+
+    said_at: str
+    event_at: str
+
+    @property
+    def occurred_at(self) -> str:
+        """What happened by the time it was said: the day named when it lies before (the event happened then), else
+        the moment it was said (a plan is made when it is said; its day is `event_at`)."""
+        return min(self.said_at, self.event_at, key=datetime.fromisoformat)
+
+    def metadata(self) -> dict[str, str]:
+        return {"said_at": self.said_at, "event_at": self.event_at}
+
+
+def event_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> EventTime | None:
+    """The time that the first of these messages with a timestamp and a relative time phrase names, resolved against
+    that timestamp ("I went there yesterday" said on 8 May: 7 May; "we're meeting on Friday" said on Monday
+    30 November: Friday 4 December); None when none names one."""
     for i in sorted(set(indexes)):
         said = parse_timestamp(messages[i].timestamp, accepted_at)
         if said is not None and (named := anchor(messages[i].content, datetime.fromisoformat(said))) is not None:
             # a week is centred on the day named ("two weeks ago"); a month or a year starts the period
-            return iso(named.start + timedelta(days=3) if named.period == "week" else named.start)
-    return first_time(indexes, messages, accepted_at)
+            return EventTime(said, iso(named.start + timedelta(days=3) if named.period == "week" else named.start))
+    return None
+
+
+def anchored_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:
+    """When what these messages say happened (TIME_ANCHORING, docs/retrieval.md): the day a relative time phrase of
+    theirs names when it lies in the past ("I went there yesterday" said on 8 May: 7 May); the time it was said
+    when the phrase names a later day (a plan: its day is the memory's `event_at`, `event_time`); else
+    `first_time`."""
+    named = event_time(indexes, messages, accepted_at)
+    return named.occurred_at if named is not None else first_time(indexes, messages, accepted_at)
 
 
 def first_time(indexes: Iterable[int], messages: Sequence[Message], accepted_at: str) -> str:

@@ -19,7 +19,14 @@ from service.ledger import Ledger
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.rules import existing, list_filter, scroll_all
-from service.memory.windows import anchored_time, first_time, interaction_windows, source_id, valid_indexes
+from service.memory.windows import (
+    anchored_time,
+    event_time,
+    first_time,
+    interaction_windows,
+    source_id,
+    valid_indexes,
+)
 from service.metrics import STAGE, timed
 from service.outbox import MemoryLocks
 from service.queue import TaskQueue, now_iso
@@ -86,7 +93,8 @@ class MemoryWriter:
         when = anchored_time if anchored else first_time
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
-            memory = fact_memory(task_id, len(drafts.memories), fact, job, when(sources, messages, job.accepted_at))
+            memory = fact_memory(task_id, len(drafts.memories), fact, job, when(sources, messages, job.accepted_at),
+                                 event_time(sources, messages, job.accepted_at) if anchored else None)
             drafts.add(memory, sources, MemoryLinks(
                 memory_id=memory.id,
                 entities=[EntityRef(e.name, e.type, role=e.role) for e in fact.entities],

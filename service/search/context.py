@@ -10,7 +10,10 @@ Order, most useful first:
    the memory (service/search/usage.py), each half of the weight.
 
 Left out as restatements: a window a listed fact came from (the fact says it; its sources are the window's
-messages), and a memory whose text (whitespace and case aside) a better-ranked one already says.
+messages), and a memory whose text (whitespace and case aside) a better-ranked one already says. The user's own words
+win over a weaker rendering of them (`keeps_words`): when a fact of a window is a fragment that names nothing ("I
+really prefer it that way."), or the window's facts hold less than a third of the words its user said, the window is
+listed in the place of its first fact, and the fragments are left out instead.
 
 The budget: the markdown block (service/context_format.py) is counted with the embedder's tokenizer
 (service/tokens.py); memories are taken in order while they fit, a longer one skipped for shorter ones after it.
@@ -21,6 +24,7 @@ and take their lines first, up to SECTION_SHARE of the budget; the memories have
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -72,21 +76,84 @@ def rank(memories: Sequence[Memory], project_id: str | None, hits: Sequence[str]
                 0 if project_id is not None and m.project_id == project_id else 1, -useful(m), m.id)
 
     ordered = sorted(memories, key=key)
+    facts = [m for m in ordered if m.category != INTERACTION]
     facts_from: set[str] = set()
-    for m in ordered:
-        if m.category != INTERACTION:
-            facts_from |= sources_of(m)
+    for m in facts:
+        facts_from |= sources_of(m)
+    dropped: set[str] = set()  # fragments whose window is listed instead
+    before: dict[str, list[Memory]] = {}  # a fact's id -> the windows listed in its place
+    moved: set[str] = set()
+    keep: set[str] = set()  # windows that keep their words beside their facts
+    for w in ordered:
+        if w.category != INTERACTION or not (sources_of(w) & facts_from):
+            continue
+        own = [f for f in facts if sources_of(f) & sources_of(w)]
+        fragments = keeps_words(w, own)
+        if fragments is None:
+            continue  # its facts say it: a restatement, left out below
+        dropped.update(f.id for f in fragments)
+        keep.add(w.id)
+        if w.id not in hit_rank:
+            before.setdefault(own[0].id, []).append(w)
+            moved.add(w.id)
     out: list[Memory] = []
     said: set[str] = set()
     restated = 0
-    for m in ordered:
+
+    def take(m: Memory) -> None:
+        nonlocal restated
         text = _plain(m.content)
-        if text in said or (m.category == INTERACTION and sources_of(m) & facts_from):
+        if text in said:
             restated += 1
-            continue
+            return
         said.add(text)
         out.append(m)
+
+    for m in ordered:
+        for w in before.get(m.id, ()):
+            take(w)
+        if m.id in dropped or (m.category == INTERACTION and sources_of(m) & facts_from and m.id not in keep):
+            restated += 1
+            continue
+        if m.id in moved:
+            continue  # listed in its fact's place
+        take(m)
     return Ranked(out, restated)
+
+
+# Words that name nothing (function words, stance words: "I really prefer it that way" names nothing it is about).
+_EMPTY = frozenset(re.findall(r"\S+", """
+a an the and or but so to of for with in on at by as from into about than then that this these those it its
+it's they them their there here he she him her his we our us you your i i'm i've i'd i'll me my mine is are was
+were be been am do does did don't not no very really just also too quite much more most always never usually
+still even though anyway way like likes liked love loves prefer prefers preferred enjoy hate want wants need
+think feel find keep good great fine nice better best bad ok okay how what one thing things stuff lot user
+assistant system tool hi hey hello thanks thank please sure yes yeah
+"""))
+_WORD = re.compile(r"[a-z0-9][a-z0-9'+#-]*")
+COVERAGE = 1 / 3  # facts saying less than this share of the words the user said in a window are a weaker rendering
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) > 2 and w not in _EMPTY}
+
+
+def _user_words(window: Memory) -> set[str]:
+    lines = [line.removeprefix("user:") for line in window.content.splitlines() if line.startswith("user:")]
+    return _words(" ".join(lines) if lines else window.content)
+
+
+def keeps_words(window: Memory, facts: Sequence[Memory]) -> list[Memory] | None:
+    """Whether a window keeps its own place beside the facts that came from it: None when the facts say what its
+    user said (the window is a restatement); else the facts that are fragments of it (they name nothing of their
+    own: "I really prefer it that way."), which the window's words replace. A window is kept when a fact
+    of it is such a fragment, or when its facts together hold less than COVERAGE of the words its user said."""
+    fragments = [f for f in facts if not _words(f.content)]
+    said = _user_words(window)
+    told = set().union(*(_words(f.content) for f in facts)) if facts else set()
+    if fragments or (said and len(told & said) < COVERAGE * len(said)):
+        return fragments
+    return None
 
 
 def _groups(records: list[MemoryRecord]) -> list[ContextGroup]:

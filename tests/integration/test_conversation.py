@@ -159,19 +159,23 @@ async def test_a_mixed_conversation_stores_facts_and_windows_with_their_sources(
     memories = done["result"]["memories"]  # type: ignore[index]
     accepted = memories[0]["created_at"]
     got = [(m["category"], m["source_message_ids"], m["occurred_at"]) for m in memories]
-    # facts first, then every message in windows of 2, in message order, whichever messages facts came from
-    # (a window's time is its first message's); the last message alone is its fact's text: not stored twice
+    # facts first, then every message in windows that follow the turn (a message and the reply to it, never two
+    # messages of one speaker), in message order, whichever messages facts came from (a window's time is its first
+    # message's); the last message alone is its fact's text: not stored twice
     assert got == [
         ("preference", ["d"], "2025-06-02T10:05:00+00:00"),
         ("tech_stack", ["6"], accepted),
         ("interaction", ["a", "b"], "2025-06-02T08:00:00+00:00"),
-        ("interaction", ["c", "d"], "2025-06-02T10:05:00+00:00"),  # the first timestamp that parses
-        ("interaction", ["e", "f"], accepted),
+        ("interaction", ["c"], accepted),
+        ("interaction", ["d", "e"], "2025-06-02T10:05:00+00:00"),  # the first timestamp that parses
+        ("interaction", ["f"], accepted),
     ]
     assert memories[0]["content"] == "I prefer pytest over unittest."
     assert memories[1]["content"] == "We deploy to Fly.io on every merge to main."
-    assert memories[3]["content"] == "user: Ok, go ahead and fix it.\nuser: By the way, I prefer pytest over unittest."
-    assert memories[4]["content"] == "assistant: Noted, I will use pytest.\nuser: Thanks!"
+    assert memories[3]["content"] == "user: Ok, go ahead and fix it."
+    assert memories[4]["content"] == ("user: By the way, I prefer pytest over unittest.\n"
+                                      "assistant: Noted, I will use pytest.")
+    assert memories[5]["content"] == "user: Thanks!"
     stored = {m.id: m for m in await deps.vectors.get([m["id"] for m in memories])}
     assert [stored[m["id"]].source_message_ids for m in memories] == [m["source_message_ids"] for m in memories]
     # a window is linked to what it mentions, but states no relation (its "I" may be the assistant)
@@ -183,7 +187,7 @@ async def test_a_mixed_conversation_stores_facts_and_windows_with_their_sources(
                           messages=MIXED)
     replay = await deps.jobs.writer.store_conversation(str(done["task_id"]), job)
     assert replay["memories"] == memories
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop")) == 5
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop")) == 6
 
 
 async def test_conversation_input_rules(client: httpx.AsyncClient) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from service import context_format
 from service.domain import Memory, Message, Scope
-from service.memory.windows import anchored_time
+from service.memory.windows import anchored_time, event_time
 from service.schemas.memories import ContextSection
 from service.search import context
 from service.search.fusion import Fused
@@ -120,3 +120,41 @@ def test_a_relative_time_in_a_message_resolves_against_its_session_date() -> Non
     # a window: the first of its messages that names a time; without a timestamp, the acceptance time
     assert anchored_time([3, 0], messages, accepted) == "2023-05-07T00:00:00+00:00"
     assert anchored_time([0], [Message(role="user", content="yesterday")], accepted) == accepted
+
+
+def test_an_event_keeps_when_it_was_said_and_the_day_it_is_for() -> None:
+    said = "2026-11-30T09:00:00"  # a Monday
+    messages = [Message(role="user", content=text, timestamp=said) for text in (
+        "Tom and I are meeting on Friday.", "I ran my first half marathon last Saturday!", "I prefer aisle seats.")]
+    accepted = "2026-12-01T00:00:00+00:00"
+    plan = event_time([0], messages, accepted)
+    assert plan is not None and plan.event_at == "2026-12-04T00:00:00+00:00"
+    assert plan.said_at == plan.occurred_at == anchored_time([0], messages, accepted) == "2026-11-30T09:00:00+00:00"
+    past = event_time([1], messages, accepted)
+    assert past is not None and past.occurred_at == past.event_at == "2026-11-28T00:00:00+00:00"
+    assert past.metadata() == {"said_at": "2026-11-30T09:00:00+00:00", "event_at": "2026-11-28T00:00:00+00:00"}
+    assert event_time([2], messages, accepted) is None
+
+
+def test_the_context_keeps_a_windows_words_when_its_fact_is_a_fragment() -> None:
+    window = mem("w", "user: I take my coffee black, no sugar. I really prefer it that way.\nassistant: Noted!",
+                 ["0", "1"], category="interaction")
+    fragment = mem("f", "I really prefer it that way.", ["0"], category="preference")
+    other = mem("o", "Lives in Oslo", ["2"])
+    ranked = context.rank([other, window, fragment], None, [], {}, NOW)
+    assert "w" in [m.id for m in ranked.memories] and "f" not in [m.id for m in ranked.memories]
+    assert ranked.restated == 1
+    ctx = context.build("u", None, ranked, per_category=10, total=3)
+    assert "coffee" in context_format.render_markdown(ctx)
+    # a fact that says what its window's user said still leaves the window out
+    good = mem("g", "I take my coffee black, no sugar.", ["0"], category="preference")
+    ranked = context.rank([other, window, good], None, [], {}, NOW)
+    assert [m.id for m in ranked.memories] == ["g", "o"] and ranked.restated == 1
+
+
+def test_within_a_budget_the_users_words_take_their_facts_place() -> None:
+    said = "user: We renovated the kitchen in April, then repainted the hallway, and the garden took all summer."
+    window = mem("w", said, ["0"], category="interaction", at="2026-01-01T00:00:00")
+    thin = mem("f", "We renovated the kitchen.", ["0"], category="personal_fact", at="2026-11-30T00:00:00")
+    ranked = context.rank([thin, window], None, [], {}, NOW)
+    assert [m.id for m in ranked.memories] == ["w", "f"]  # the words first, in the place of the fact

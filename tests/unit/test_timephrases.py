@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service.timephrases import event_window, find_event_relation, find_time_window
+from service.timephrases import anchor, event_window, find_event_relation, find_time_window, tense
 
 
 def test_a_query_without_time_stays_without_one_on_repeat() -> None:
@@ -37,3 +37,24 @@ def test_a_time_named_by_an_event_is_its_period_before_or_after_the_event_day() 
     for plain in ("the week before last", "the day before yesterday", "what did we do before the concert",
                   "I like the week"):
         assert find_event_relation(plain) is None, plain
+
+
+def test_a_plan_resolves_forward_and_a_report_backward_from_when_it_was_said() -> None:
+    monday = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)  # Monday 30 November 2026
+
+    def day(text: str) -> str | None:
+        window = anchor(text, monday)
+        return window.start.date().isoformat() if window else None
+
+    assert day("Tom and I are meeting on Friday") == "2026-12-04"
+    assert day("I have a dentist appointment on Tuesday") == "2026-12-01"
+    assert day("I'll call her next Monday") == "2026-12-07"
+    assert day("tomorrow I fly to Oslo") == "2026-12-01"
+    assert day("I ran my first half marathon last Saturday") == "2026-11-28"
+    assert day("We went hiking on Saturday") == "2026-11-28"
+    assert day("the party was on Friday") == "2026-11-27"
+    assert day("I went to the dentist yesterday") == "2026-11-29"
+    assert tense("what did I do on Friday?", default="past") == "past"
+    assert tense("what am I doing on Friday?", default="past") == "future"
+    assert find_time_window("what did I do on Friday?", monday).start.date().isoformat() == "2026-11-27"  # type: ignore[union-attr]
+    assert find_time_window("what am I doing on Friday?", monday).start.date().isoformat() == "2026-12-04"  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from service.ai.offline.rules import RULE_OR_PREFERENCE, RULES, TOOL_CHOICE
 from service.ai.offline.text import rx
 
+_STANCES = frozenset({"preference", RULE_OR_PREFERENCE})
 _FIRST_PERSON = rx(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|we'd|we'll|us|our|ours)\b")
 _MODAL = rx(r"\b(?:always|never|must|mustn't|should|shouldn't|shall|only ever|at all times)\b")
 _DEICTIC_START = rx(r"^(?:the|this|that|these|those|it|it's|there|here|they|he|she|his|her|its|their|you)\b")
@@ -31,19 +32,23 @@ def _impersonal(text: str, has_tech: bool, project_id: str | None) -> str | None
 
 def classify(text: str, has_tech: bool, project_id: str | None) -> str | None:
     """The category of one clean clause, or None when no rule fires (the clause is not kept)."""
-    best: tuple[int, int, int, str] | None = None  # (tier, position, order, category)
+    fired = []
     for order, rule in enumerate(RULES):
-        if rule.needs_tech and not has_tech:
+        if (rule.needs_tech and not has_tech) or (rule.no_tech and has_tech):
             continue
         match = rule.pattern.search(text)
-        if match is None:
-            continue
-        key = (rule.tier, match.start(), order, rule.category)
+        if match is not None:
+            fired.append((order, rule, match.start()))
+    # A frame ("When I fly ...") yields to a stance of its tier ("... I prefer window seats") wherever it is.
+    stance = {rule.tier for _, rule, _ in fired if rule.category in _STANCES and not rule.frame}
+    best: tuple[int, bool, int, int, str] | None = None  # (tier, yields, position, order, category)
+    for order, rule, start in fired:
+        key = (rule.tier, rule.frame and rule.tier in stance, start, order, rule.category)
         if best is None or key < best:
             best = key
     if best is None:
         return _impersonal(text, has_tech, project_id)
-    category = best[3]
+    category = best[4]
     if category == RULE_OR_PREFERENCE:
         return "convention" if project_id else "preference"
     if category == TOOL_CHOICE:

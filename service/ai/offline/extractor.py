@@ -31,6 +31,7 @@ from service.ai.offline.text import (
     USER_ENTITY,
     clean_clause,
     is_noise,
+    join_leaning,
     split_clauses,
     split_sentences,
 )
@@ -56,7 +57,7 @@ class OfflineExtractor:
         for index, message in enumerate(messages):
             if message.role != "user":
                 continue
-            for sentence in split_sentences(message.content):
+            for sentence in join_leaning(split_sentences(message.content)):
                 for clause in split_clauses(sentence):
                     fact = self.fact_of(clean_clause(clause), project_id)
                     if fact is None:

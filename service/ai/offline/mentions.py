@@ -42,6 +42,34 @@ _PERSON_CUE = rx(
 _ORG_CUE = rx(r"\b(?:at|for|joined|left)\s+$")
 _PLACE_CUE = rx(r"\b(?:in|from|near|(?:moved|move|moving|relocated|relocating) to)\s+$")
 _WORK_CONTEXT = rx(r"\b(?:work|works|working|worked|started|joined|job|employed|leading|engineer|developer|team)\b")
+# A capitalised word that starts a sentence is a name only when what follows says so: "Tom and I ...", "Maya, my
+# sister, ...", "Orion is a web app ...", "Maya lives in ..." (a few words that are no name are excluded).
+PERSON_NOUN = (
+    r"(?:friend|colleague|coworker|co-worker|manager|boss|teammate|neighbou?r|partner|wife|husband|girlfriend|"
+    r"boyfriend|sister|brother|mom|mother|dad|father|son|daughter|cousin|aunt|uncle|niece|nephew|grandma|grandpa|"
+    r"flatmate|roommate|"
+    r"grandmother|grandfather|mentor|landlord|doctor|dentist|therapist|coach|tutor|lead|cto|ceo|founder)"
+)
+_SOFTWARE_NOUN = (
+    r"(?:app|application|project|service|tool|library|framework|site|website|api|game|platform|product|repo|"
+    r"repository|codebase|system|bot|package|plugin|extension|cli|engine|dashboard|backend|frontend)"
+)
+_OTHER_NOUN = r"(?:startup|company|band|restaurant|cafe|bar|shop|dog|cat|puppy|kitten)"
+_START_PERSON = rx(
+    rf"^(?:\s+[A-Z][\w'-]*)?(?:\s+(?:and|&)\s+(?:i|me|my|we)\b|,\s+(?:my|our)\s+(?:[\w-]+\s+)?{PERSON_NOUN}\b|"
+    rf"\s+(?:is|was)\s+(?:my|our)\s+(?:[\w-]+\s+)?{PERSON_NOUN}\b|"
+    r"\s+(?:said|says|told|asked|thinks|is the [\w-]+(?: [\w-]+)? (?:on|of|for|at))\b)"
+)
+_START_THING = rx(rf"^\s+(?:is|was)\s+(?:a|an|the|our|my)\s+(?:[\w-]+\s+){{0,3}}?(?:(?P<software>{_SOFTWARE_NOUN})|"
+                  rf"{_OTHER_NOUN})\b")
+_NOT_START_NAMES = frozenset(
+    {
+        "this", "that", "these", "those", "it", "its", "there", "here", "he", "she", "they", "we", "you", "what",
+        "which", "who", "each", "every", "some", "my", "our", "your", "his", "her", "their", "everything", "nothing",
+        "something", "someone", "everyone", "nobody", "anyone", "today", "tomorrow", "yesterday", "mine", "one",
+        "mom", "dad", "mum",
+    }
+)
 _BACKTICK = re.compile(r"`([A-Za-z0-9][\w.@/-]{0,60})`")
 _QUOTED_NAME = rx(r"\b(?:called|named)\s+[\"'\u201c\u2018]([^\"'\u201d\u2019]{1,60})[\"'\u201d\u2019]")
 
@@ -59,9 +87,14 @@ def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
             core = core[:-2]
         offset = match.start() + raw.find(core) if core else match.start()
         sentence_start = not tokens or prev_raw[-1:] in ".!?:;" or raw[:1] in "\"'(\u201c\u2018"
+        if sentence_start and core and core.casefold() not in _NOT_START_NAMES:
+            rest = text[offset + len(core):]
+            start_name = bool(_START_PERSON.match(rest) or _START_THING.match(rest))
+        else:
+            start_name = False
         is_name = (
             bool(core)
-            and not sentence_start
+            and (not sentence_start or start_name)
             and core[0].isupper()
             and core.casefold() not in _NOT_NAMES
             and core.casefold().removesuffix("s") not in _CALENDAR
@@ -87,8 +120,12 @@ def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
         ):
             j += 1
         start, end = tokens[i][0], tokens[j][1]
-        before = text[:start]
-        if _PERSON_CUE.search(before):
+        before, after = text[:start], text[end:]
+        if not before.strip() and _START_PERSON.match(after):
+            etype = "person"
+        elif not before.strip() and (thing := _START_THING.match(after)) is not None:
+            etype = "project" if thing.group("software") else "thing"
+        elif _PERSON_CUE.search(before):
             etype = "person"
         elif _ORG_CUE.search(before):
             etype = "organization"

@@ -10,7 +10,7 @@ from datetime import date
 from service.ai.extraction import (
     ExtractedRelation,
 )
-from service.ai.offline.mentions import Mention
+from service.ai.offline.mentions import PERSON_NOUN, Mention
 from service.ai.offline.text import MAX_RELATIONS, PROJECT_ENTITY, USER_ENTITY, rx
 from service.domain import CATEGORIES
 
@@ -92,6 +92,39 @@ _PLURAL = rx(r"\b(?:we|we're|we've|we'd|we'll|us|our|this project|this repo|the 
 _PROJECT_GROUP = frozenset(name for name, info in CATEGORIES.items() if info.group == "project")
 
 
+# A statement about someone or something named at its start: "My sister Maya lives in Lisbon", "Maya, my sister,
+# ...", "Tom Becker is my colleague", "Orion is a web app built with Django". The named one is the subject, and a
+# kin or work noun relates it to the user ("Maya sister_of user").
+_KIN_BEFORE = rx(rf"^(?:my|our)\s+(?:(?:best|old|new|older|younger|little|big|eldest|oldest|youngest|former|"
+                 rf"current)\s+)?(?P<noun>{PERSON_NOUN})\s+$")
+_KIN_AFTER = rx(rf"^(?:,\s+|\s+(?:is|was)\s+)(?:my|our)\s+(?:[\w-]+\s+)?(?P<noun>{PERSON_NOUN})\b")
+# "X is the tech lead on Y", "X is a designer at Y", "X leads Y"
+_ROLE_LINK = rx(
+    r"^\s+(?:is|was|'s)\s+(?:the|our|a|an|my)\s+(?P<role>(?:[\w-]+\s+){0,2}?[\w-]+)\s+(?:on|of|for|at|in)\s+$"
+)
+_UNNAMED_PERSON = rx(rf"^(?:my|our)\s+(?:[\w-]+\s+)?{PERSON_NOUN}(?:'s|s)?\b")
+_I_SUBJECT = rx(r"\b(?:i|i'm|i've|i'd|i'll|we|we're|we've)\b")
+_NOUN_FORMS = {"co-worker": "coworker", "mom": "mother", "mum": "mother", "dad": "father", "grandma": "grandmother",
+               "grandpa": "grandfather", "neighbor": "neighbour"}
+
+
+def _named_subject(text: str, mentions: list[Mention]) -> tuple[Mention, str | None] | None:
+    """The person or project a clause is about when it names one at its start, and the kin or work noun relating
+    it to the user (None when the clause gives none)."""
+    for m in mentions:
+        if m.type not in ("person", "project"):
+            continue
+        before, after = text[: m.start], text[m.end :]
+        kin = _KIN_BEFORE.match(before) or (_KIN_AFTER.match(after) if not before.strip() else None)
+        if kin is not None:
+            noun = kin.group("noun").casefold()
+            return m, _NOUN_FORMS.get(noun, noun).replace(" ", "_")
+        if not before.strip() and not re.match(r"\s+(?:and|&)\s", after):
+            return m, None
+        return None
+    return None
+
+
 def _subject(text: str, category: str, project_id: str | None) -> str | None:
     plural, singular = _PLURAL.search(text), _SINGULAR.search(text)
     project = project_id or PROJECT_ENTITY
@@ -137,7 +170,7 @@ def _single_valued(
 def find_relations(
     text: str, category: str, mentions: list[Mention], project_id: str | None
 ) -> list[ExtractedRelation]:
-    subject = _subject(text, category, project_id)
+    subject: str | None = _subject(text, category, project_id)
     relations: list[ExtractedRelation] = []
 
     def add(subj: str, predicate: str, obj: str) -> None:
@@ -145,6 +178,26 @@ def find_relations(
             relation = ExtractedRelation(subject=subj, predicate=predicate, object=obj, fact=text[:1000])
             if relation not in relations:
                 relations.append(relation)
+
+    person_subject = subject == USER_ENTITY
+    named = _named_subject(text, mentions)
+    if named is None and _UNNAMED_PERSON.match(text) and not _I_SUBJECT.search(text):
+        subject = None  # "my brother lives in Berlin": about someone the graph has no name for, not the user
+    if named is not None:
+        who, noun = named
+        subject, person_subject = who.name, who.type == "person"
+        if noun is not None:
+            add(who.name, f"{noun}_of", USER_ENTITY)
+        for other in mentions:  # "X is the tech lead on Y": X tech_lead_of Y
+            role = _ROLE_LINK.match(text[who.end : other.start]) if other.start > who.end else None
+            if role is not None:
+                words = role.group("role").casefold().split()
+                link = "works_at" if text[: other.start].rstrip().endswith(" at") and words[-1] != "lead" \
+                    else "_".join(words) + "_of"
+                if link == "works_at" and not person_subject:
+                    continue
+                add(who.name, link, other.name)
+                break
 
     carried: str | None = None
     prev_end = 0
@@ -166,7 +219,7 @@ def find_relations(
             carried = None if blocked else carried
             continue
         personal = predicate in _PERSONAL_PREDICATES
-        if personal and subject != USER_ENTITY:
+        if personal and not person_subject:
             continue
         if predicate == "is_named" and mention.type != "person":
             continue

@@ -19,11 +19,18 @@ class Rule:
     pattern: re.Pattern[str]
     tier: int = 1  # 1: an explicit cue (verb + subject); 2: a topical word, used only when no tier-1 cue fires
     needs_tech: bool = False  # fires only when the clause names a lexicon technology
+    # A frame sets the circumstance ("When I fly ...", "Every morning ..."): it classifies only when no other cue of
+    # its tier fires, wherever that cue is ("When I fly I prefer window seats" is a preference).
+    frame: bool = False
+    no_tech: bool = False  # fires only when the clause names no lexicon technology
 
 
-def _rule(category: str, *alternatives: str, tier: int = 1, needs_tech: bool = False) -> Rule:
+def _rule(
+    category: str, *alternatives: str, tier: int = 1, needs_tech: bool = False, frame: bool = False,
+    no_tech: bool = False,
+) -> Rule:
     """A rule whose pattern is any of ``alternatives`` (each a regex), matched case-insensitively."""
-    return Rule(category, rx("|".join(f"(?:{a})" for a in alternatives)), tier, needs_tech)
+    return Rule(category, rx("|".join(f"(?:{a})" for a in alternatives)), tier, needs_tech, frame, no_tech)
 
 
 _I = r"i(?:'m| am)"
@@ -37,6 +44,37 @@ _ROLE = (
     r"parent|father|mother|dad|mom|programmer|hacker|maintainer)"
 )
 _NUMBER_WORD = r"(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|many|several|a few)"
+# Choosing among options: "I always book first class", "I usually order the vegan menu" state a preference.
+_CHOICE_VERB = (
+    r"(?:use|avoid|go with|pick|choose|reach for|stick to|stick with|book|order|buy|get the|take the|ask for|sit|fly|"
+    r"pay|drink|eat|opt for)"
+)
+# An amount of money, or a number per period: "150 euros", "$2,000", "1,450 a month", "40 pounds".
+AMOUNT = (
+    r"(?:[$\u20ac\u00a3\u00a5]\s?\d[\d,.]*\s?k?\b|\b\d[\d,.]*\s?k?\s*(?:euros?|eur|dollars?|usd|bucks|pounds?|gbp|quid|"
+    r"francs?|chf|yen|kr|sek|nok|dkk|pln|zloty|rupees?|inr)\b|\b\d[\d,.]*\s+(?:a|an|per)\s+"
+    r"(?:month|week|year|night|day|hour|person|head)\b)"
+)
+# Who an event is about (the user, the user and someone, the user's family or things), or a diary-style past verb.
+_EVENT_SUBJECT = r"(?:\b(?:i|i'm|i've|i'll|we|we're|we've|we'll)\b|\b(?:my|our) [\w-]+|^(?:just )?[a-z]+ed\b)"
+# Work words: an event of a codebase ("we deployed the fix yesterday") is not an event of the user's life.
+_WORK_WORDS = (
+    r"\b(?:fix|fixed|fixes|bug|bugs|deploy\w*|merg\w*|pr|prs|pull request|commit\w*|branch\w*|release\w*|ticket|"
+    r"issue|migration|refactor\w*|tests?|build|builds|prod|production|staging|code|repo|pipeline|sprint|incident|"
+    r"outage|server|database|endpoint|feature|rollout|hotfix|standup|stand-up)\b"
+)
+# A time a statement names: a day word, a weekday, "last/next/this ...", a date, a clock time, "N ... ago".
+WHEN = (
+    r"\b(?:yesterday|today|tonight|tomorrow|this (?:morning|afternoon|evening)|last night|"
+    r"(?:last|next|this|coming) (?:week|weekend|month|year|summer|winter|spring|fall|autumn|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"(?:on )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)(?!s)|"
+    r"\d+ (?:days?|weeks?|months?|years?) ago|a (?:week|month|year|while) ago|"
+    r"in (?:a|an|two|three|\d+) (?:days?|weeks?|months?)|"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]* \d{1,2}(?:st|nd|rd|th)?|"
+    r"\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|"
+    r"on the \d{1,2}(?:st|nd|rd|th)|at \d{1,2}(?::\d\d)?\s?(?:am|pm)?(?!\s*%))\b"
+)
 
 # Ordered: among rules of the same tier, the earliest match in the clause wins, then the earlier rule.
 RULES: tuple[Rule, ...] = (
@@ -48,20 +86,25 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "workflow",
         r"\bi (?:usually|always|normally|typically|generally|tend to|often|regularly)\b"
-        r"(?! (?:use|prefer|like|love|want|avoid|hate|go with|pick|choose|reach for|stick (?:to|with))\b)",
+        rf"(?! (?:prefer|like|love|want|hate|{_CHOICE_VERB})\b)",
     ),
+    _rule("workflow", r"\bi do (?:most|all|much) of my\b"),
     _rule(
         "workflow",
-        r"\bi do (?:most|all|much) of my\b",
         r"\bin the (?:mornings|evenings|afternoons|nights)\b",
         r"\bon (?:mondays|tuesdays|wednesdays|thursdays|fridays|weekends)\b",
+        frame=True,
     ),
     _rule(
         "workflow",
         r"\b(?:when(?:ever)?|every time|each time|before|after) i\b",
         r"^(?:before|after) (?:each|every|any)\b",
+        frame=True,
     ),
-    _rule("workflow", rf"\bevery (?:other )?(?:morning|day|evening|night|week|sprint|month|release|{_WEEKDAY})\b"),
+    _rule(
+        "workflow", rf"\bevery (?:other )?(?:morning|day|evening|night|week|sprint|month|release|{_WEEKDAY})\b",
+        frame=True,
+    ),
     _rule(
         "workflow",
         r"\b(?:sprints?|stand-?ups?|retros?|retrospectives?|pair programming|code reviews?|kanban)\b",
@@ -136,6 +179,14 @@ RULES: tuple[Rule, ...] = (
         r"reviewed|walked through|went through|set up|shipped|resolved|figured out|cleaned up|patched|rolled back|"
         r"talked about|looked at|solved|merged|caught|spotted|wrote|bumped|confirmed|ran|tried|traced|narrowed)\b",
     ),
+    # An event of the user's life with its time: "I ran my first half marathon last Saturday", "Tom and I are
+    # meeting on Friday", "our flight leaves at 7:40 on Thursday", "got promoted last week".
+    _rule(
+        "personal_fact",
+        rf"^(?!.*{_WORK_WORDS})(?:.*?)(?:{_EVENT_SUBJECT}(?=.*{WHEN})|{WHEN}(?=.*{_EVENT_SUBJECT}))",
+        tier=2,
+        no_tech=True,
+    ),
     _rule(
         "interaction",
         r"\b(?:yesterday|earlier today|this morning|last night|last session|this session|last time|just now)\b",
@@ -162,7 +213,11 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "preference",
-        r"\bi (?:always|never|usually) (?:use|avoid|go with|pick|choose|reach for|stick to|stick with)\b",
+        rf"\bi (?:always|never|usually|generally|normally|typically|only) {_CHOICE_VERB}\b",
+        r"\bi take my [\w-]+ (?:[\w-]+ )?(?:black|white|strong|weak|plain|neat|straight|with|without|rare|medium|"
+        r"well[- ]done|hot|cold|iced)\b",
+        # a budget or a limit with its amount: "my hotel budget is 150 euros a night", "keep it under $40"
+        rf"\b(?:budget|limit|cap|max(?:imum)?|ceiling|spend|at most|no more than|under|below)\b[^.;]{{0,40}}?{AMOUNT}",
         r"\b(?:my )?(?:favou?rite|preferred)\b",
         r"\bi'm (?:not )?a (?:big )?fan of\b",
     ),
@@ -236,10 +291,18 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "personal_fact",
         r"\bmy (?:wife|husband|partner|daughter|son|kids?|children|mom|mother|dad|father|brother|sister|dog|cat|family|"
-        r"colleague|coworker|co-worker|manager|boss|team ?lead|friend|birthday|girlfriend|boyfriend|"
+        r"colleague|coworker|co-worker|manager|boss|team ?lead|friend|birthday|girlfriend|boyfriend|cousin|aunt|uncle|"
+        r"niece|nephew|grandma|grandpa|grandmother|grandfather|flatmate|roommate|neighbou?r|landlord|mentor|teammate|"
         r"working hours|hours|"
         r"timezone|time zone|hometown|pronouns|salary|commute|doctor|"
         r"(?:[\w-]+ )?(?:handle|username|user name|email|e-mail|phone number|address|nickname))\b",
+    ),
+    _rule(
+        "personal_fact",
+        r"\bi (?:don't|do not|never|no longer|can't|cannot) (?:eat|drink)\b",
+        # an amount of one's own: "our rent is 1,450 a month", "my salary is $90k"
+        rf"\b(?:my|our) (?!(?:[\w-]+ ){{0,2}}(?:budget|limit|cap|max)\b)[\w-]+(?: [\w-]+){{0,2}} "
+        rf"(?:is|are|was|were|costs?|comes to|runs)\b[^.;]{{0,30}}?{AMOUNT}",
     ),
     _rule(
         "personal_fact",

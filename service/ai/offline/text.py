@@ -30,7 +30,8 @@ _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+")
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "approx", "incl", "fig"})
 # Only independent clauses with their own first-person subject are split off.
 _CLAUSE_SPLIT = rx(
-    r",?\s+(?:and|but)\s+(?:now\s+|then\s+|also\s+)?(?=(?:i|i'm|i've|i'd|we|we're|we've|we'd|my|our)\b)|"
+    r",?\s+(?:and|but)\s+(?:now\s+|then\s+|also\s+)?(?=(?:i(?!\s+(?:are|were|both)\b)|i'm|i've|i'd|we|we're|we've|we'd|"
+    r"my|our)\b)|"
     r",\s+so\s+(?=(?:please|don't|do not|never|always|keep|avoid|use|make sure|stick to|i|i'm|we|we're)\b)"
 )
 
@@ -100,6 +101,43 @@ def split_sentences(text: str) -> list[str]:
         if line[start:].strip():
             out.append(line[start:].strip())
     flush_steps()
+    return out
+
+
+# Words that say nothing of what a sentence is about: function words, and the words of a stance ("I really prefer
+# it that way", "I love that", "that's how I like it"). A sentence made of these and a pronoun leans on the sentence
+# before it for its subject (`leans_back`).
+_EMPTY_WORDS = frozenset(re.findall(r"\S+", """
+a an the i i'm i've i'd i'll me my mine myself we we're we've us our you your it it's its this that these
+those they them their there here he she him her is are was were be been am do does did don't doesn't didn't
+not no so very really just also too quite pretty much more most always never usually still even though anyway
+way like likes liked love loves loved prefer prefers preferred enjoy hate hates want wants need needs think
+feel find keep kept good great fine nice better best bad worse ok okay how what and or but to of for with in
+on at by as one ones honestly definitely totally absolutely actually kind sort lot lots thing things stuff
+"""))
+_LEANING = rx(r"\b(?:it|that|this|them|they|those|these|one|ones|there|so)\b")
+
+
+def leans_back(sentence: str) -> bool:
+    """Whether a sentence needs the one before it to mean anything: it points back with a pronoun and names
+    nothing of its own ("I really prefer it that way.", "That's what I like.", "Love them.")."""
+    if not _LEANING.search(sentence):
+        return False
+    words = [w.strip(".,!?;:'\"()").casefold() for w in sentence.replace("\u2019", "'").split()]
+    return not [w for w in words if w and w not in _EMPTY_WORDS]
+
+
+def join_leaning(sentences: list[str]) -> list[str]:
+    """The sentences of one turn, each one that leans back (`leans_back`) joined to the sentence before it, so a
+    fact keeps what it is about ("I take my coffee black. I really prefer it that way." is one statement); one
+    with nothing before it is left out: alone it names nothing."""
+    out: list[str] = []
+    for sentence in sentences:
+        if leans_back(sentence):
+            if out:
+                out[-1] = f"{out[-1]} {sentence}"
+            continue
+        out.append(sentence)
     return out
 
 
