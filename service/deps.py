@@ -32,7 +32,9 @@ from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
 from service.maintenance.optimize import IndexBuilder
+from service.maintenance.records import RunStore
 from service.maintenance.reembed import Reembedder
+from service.maintenance.runs import MaintenanceRuns
 from service.maintenance.sweep import DedupSweep
 from service.memory import MemoryService
 from service.memory.intake import Intake
@@ -76,6 +78,11 @@ class Deps:
     graph_facts: GraphFacts  # the graph API: facts about an entity, structural queries
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
+
+    @property
+    def maintenance(self) -> MaintenanceRuns:
+        """Maintenance runs: submit, read the records, expire observations."""
+        return MaintenanceRuns(self.settings, self.tasks, RunStore(self.redis, self.settings), self.vectors)
 
     async def close(self) -> None:
         if self.service.trace_writes:  # traces being written after their search answered: let them land

@@ -21,7 +21,8 @@ import structlog
 
 from service.domain import Memory
 from service.errors import DependencyUnavailable
-from service.stores.graph import GraphReport, MemoryGraphWrites, MemoryLinks
+from service.stores.graph import MemoryGraphWrites, MemoryLinks
+from service.stores.reports import GraphReport
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,8 @@ from service.graph_writer import GraphWriter
 from service.metrics import STAGE, timed
 from service.outbox import Intent, Outbox
 from service.queue import now_iso
-from service.stores.graph import GraphReport, MemoryGraphWrites, MemoryLinks
+from service.stores.graph import MemoryGraphWrites, MemoryLinks
+from service.stores.reports import GraphReport
 from service.stores.vector import VectorStore
 
 log = structlog.get_logger(__name__)

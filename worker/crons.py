@@ -22,8 +22,6 @@ from service.domain import ID_NAMESPACE
 from service.errors import DependencyUnavailable
 from service.graph_api.jobs import CommunityJob
 from service.maintenance.records import summary
-from service.maintenance.runs import expire_observations
-from service.maintenance.sweep import DedupSweep
 from service.settings import Settings
 from service.shard_drain import rehome
 from worker.tiers import tier_retention_cron
@@ -42,7 +40,7 @@ async def dedup_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()))
     structlog.contextvars.bind_contextvars(task_id=run_id)
     try:
-        report = await DedupSweep.from_deps(deps).run(run_id, trigger="cron")
+        report = await deps.jobs.sweep.run(run_id, trigger="cron")
         return summary(report)
     except DependencyUnavailable as exc:
         log.error("dedup_cron_failed", run_id=run_id, error=str(exc))
@@ -108,7 +106,7 @@ async def observation_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Daily: agent observations older than OBSERVATION_TTL_DAYS are deleted (through the queue)."""
     deps: Deps = ctx["deps"]
     try:
-        return {"queued": await expire_observations(deps)}
+        return {"queued": await deps.maintenance.expire_observations()}
     except DependencyUnavailable as exc:
         log.warning("observation_ttl_failed", error=str(exc)[:300])
         return None

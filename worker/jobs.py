@@ -19,7 +19,6 @@ from typing import Any
 import structlog
 from arq import Retry
 from arq.typing import WorkerCoroutine
-from neo4j.exceptions import DriverError, Neo4jError, TransientError
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -30,14 +29,14 @@ from service.metrics import JOB_DURATION, JOBS
 from service.outbox import MemoryBusy
 from service.queue import LEASE_TTL_S
 from service.registry import JobKind
+from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
 
 log = structlog.get_logger(__name__)
 
 TRANSIENT: tuple[type[BaseException], ...] = (
     DependencyUnavailable,  # our stores' and Gemini's own mapping of outages, 5xx, 429 and timeouts
     TimeoutError,
-    TransientError,  # Neo4j: deadlocks, lock timeouts, leader changes, after the driver's retries
-    DriverError,  # Neo4j ServiceUnavailable, SessionExpired
+    *TRANSIENT_STORE_ERRORS,  # the graph database's outages (service/stores/failures.py)
     RedisConnectionError,
     RedisTimeoutError,
     ConnectionError,
@@ -46,8 +45,8 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 
 
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, Neo4jError) and not isinstance(exc, TransientError):
-        return False  # ClientError / DatabaseError: the same request fails the same way
+    if refused_by_store(exc):
+        return False  # the same request fails the same way
     return isinstance(exc, TRANSIENT)
 
 

@@ -16,6 +16,7 @@ from service.memory import MemoryService
 from service.memory.intake import Intake
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
+from service.stores.tiers import EntitySearch
 
 T = TypeVar("T")
 
@@ -43,3 +44,4 @@ ConversationsDep = Annotated[ConversationService, Depends(provided(lambda d: d.c
 ConversationIntakeDep = Annotated[ConversationIntake, Depends(provided(lambda d: d.conversation_intake))]
 GraphIntakeDep = Annotated[GraphIntake, Depends(provided(lambda d: d.graph_intake))]
 GraphFactsDep = Annotated[GraphFacts, Depends(provided(lambda d: d.graph_facts))]
+EntitySearchDep = Annotated[EntitySearch, Depends(provided(lambda d: d.graph))]

@@ -15,7 +15,6 @@ from service.api.security import CallerDep
 from service.errors import NotFound
 from service.maintenance.optimize import submit_optimize
 from service.maintenance.reembed import submit_reembed
-from service.maintenance.runs import make_runs, submit_dedup, submit_reconcile
 from service.schemas import (
     AcceptedResponse,
     DedupAccepted,
@@ -42,7 +41,7 @@ async def start_dedup(
     body = req or DedupRequest()
     fp = fingerprint("POST", "/v1/maintenance/dedup", body.model_dump(mode="json"))
     return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp,
-                            lambda: submit_dedup(deps, body), DedupAccepted)
+                            lambda: deps.maintenance.submit_dedup(body), DedupAccepted)
 
 
 @router.post("/reconcile", status_code=202, response_model=ReconcileAccepted)
@@ -56,7 +55,7 @@ async def start_reconcile(
     body = req or ReconcileRequest()
     fp = fingerprint("POST", "/v1/maintenance/reconcile", body.model_dump(mode="json"))
     return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp,
-                            lambda: submit_reconcile(deps, body), ReconcileAccepted)
+                            lambda: deps.maintenance.submit_reconcile(body), ReconcileAccepted)
 
 
 @router.post("/reembed", status_code=202, response_model=AcceptedResponse)
@@ -104,7 +103,7 @@ async def list_runs(
     """The latest runs (dedup, reconcile and the others, `kind` tells which), newest first, without per-user
     detail (the newest RUNS_KEPT are kept). A user key sees only the runs of its own user."""
     start = int(cursor or 0)
-    runs = await make_runs(deps).recent(start + limit + 1, only_user=caller.user_filter(None))
+    runs = await deps.maintenance.records.recent(start + limit + 1, only_user=caller.user_filter(None))
     page = runs[start:start + limit]
     return MaintenanceRunPage(items=page, next_cursor=str(start + limit) if len(runs) > start + limit else None)
 
@@ -113,7 +112,7 @@ async def list_runs(
 async def get_run(run_id: RunId, deps: DepsDep, caller: CallerDep) -> DedupRunReport:
     """One run: start/end, status, and per user and phase (exact, near) the memories scanned, groups
     found, memories removed (ids), graph edges expired and errors."""
-    report = await make_runs(deps).get(run_id)
+    report = await deps.maintenance.records.get(run_id)
     owner = caller.user_filter(None)
     if owner is not None and report.user_id != owner:
         raise NotFound(f"unknown maintenance run '{run_id}'")

@@ -11,9 +11,9 @@ from typing import Any, Literal
 from service.domain import Scope, iso, normalise
 from service.errors import DomainError, NotFound, PayloadTooLarge
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
-from service.graph_api.links import KEY, entity_entry
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity import GENERIC, type_family
+from service.memory.links import KEY, entity_entry
 from service.queue import TaskQueue
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite

@@ -9,7 +9,7 @@ from service.jobs import JobModel, RawItem
 
 class GraphWriteJob(JobModel, RawItem):
     """An entity, a relation or a fact, as the memory that states it: its links are in `metadata.graph`
-    (service/graph_api/links.py), so it reaches the graph through the memory write path and the gate."""
+    (service/memory/links.py), so it reaches the graph through the memory write path and the gate."""
 
     kind: Literal["graph_write"] = "graph_write"
     user_id: str

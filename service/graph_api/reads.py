@@ -10,26 +10,22 @@ from service.domain import iso
 from service.errors import DomainError, NotFound
 from service.graph_api.vocabulary import predicate_forms, type_forms
 from service.schemas.graph_api import (
-    CommunityItem,
     CommunityPage,
     EntityFactsPage,
     EntityInfo,
-    EntitySummary,
     FactItem,
     FactPage,
     GraphQuery,
+    community_item,
+    entity_summary,
 )
 from service.stores.graph import GraphStore, groups_for
 
 
-def _summary(e: dict[str, Any]) -> EntitySummary:
-    return EntitySummary(id=str(e["id"]), name=str(e.get("name") or ""), type=str(e.get("type") or "thing"))
-
-
 def _item(fact: dict[str, Any], subject: dict[str, Any], obj: dict[str, Any]) -> FactItem:
     current = fact.get("invalid_at") is None and fact.get("expired_at") is None
-    return FactItem(id=str(fact["id"]), subject=_summary(subject), predicate=str(fact.get("predicate") or ""),
-                    object=_summary(obj), fact=str(fact.get("fact") or ""), valid_at=fact.get("valid_at"),
+    return FactItem(id=str(fact["id"]), subject=entity_summary(subject), predicate=str(fact.get("predicate") or ""),
+                    object=entity_summary(obj), fact=str(fact.get("fact") or ""), valid_at=fact.get("valid_at"),
                     invalid_at=fact.get("invalid_at"), expired_at=fact.get("expired_at"), current=current,
                     confidence=fact.get("confidence"), memory_ids=list(fact.get("memory_ids") or []),
                     group_id=str(fact.get("group_id") or "global"))
@@ -91,9 +87,3 @@ class GraphFacts:
         return CommunityPage(items=[community_item(r) for r in rows], next_cursor=next_cursor)
 
 
-def community_item(row: dict[str, Any]) -> CommunityItem:
-    """A row {community, members} of the store as the API shows it."""
-    c = row["community"]
-    return CommunityItem(id=str(c["id"]), size=len(row["members"]), members=[_summary(m) for m in row["members"]],
-                         predicates=list(c.get("predicates") or []), summary=str(c.get("summary") or ""),
-                         summary_source=str(c.get("summary_source") or "offline"), updated_at=c.get("updated_at"))

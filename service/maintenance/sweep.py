@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import structlog
 from arq.connections import ArqRedis
@@ -64,9 +64,6 @@ from service.schemas import DedupRunReport, DedupTotals, DedupUserReport, Progre
 from service.settings import Settings
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
-
-if TYPE_CHECKING:
-    from service.deps import Deps
 
 log = structlog.get_logger(__name__)
 
@@ -110,11 +107,6 @@ class DedupSweep:
         self.block_cols = block_cols
         self.threshold = settings.calibration.dedup
         self.batch_size = settings.dedup_batch_size
-
-    @classmethod
-    def from_deps(cls, deps: Deps) -> DedupSweep:
-        """The sweep the worker's jobs run (its removals through their ledger)."""
-        return deps.jobs.sweep
 
     async def run_requested(self, task_id: str, job: DedupJob) -> dict[str, Any]:
         """The job of a POST /v1/maintenance/dedup (its task id is the run id): one run, summarised."""

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from service.memory.base import MemoryBase
+from service.queue import now_iso
 from service.schemas import (
     DuplicatePage,
     DuplicatePair,
@@ -27,7 +28,6 @@ from service.schemas import (
     TraceSummary,
 )
 from service.stores.graph import groups_for
-from service.stores.neo4j.rows import utc_now
 
 log = structlog.get_logger(__name__)
 
@@ -48,22 +48,22 @@ class MemoryCuration(MemoryBase):
 
     async def review_duplicate(self, req: ReviewRequest, user_id: str) -> EntityChange:
         change = await self.graph.review_duplicate(user_id, req.source_id, req.target_id, req.confirm,
-                                                   req.reviewer or user_id, utc_now())
+                                                   req.reviewer or user_id, now_iso())
         log.info("duplicate_reviewed", user_id=user_id, **change)
         return EntityChange(**change)
 
     async def merge_entities(self, req: MergeRequest, user_id: str) -> EntityChange:
-        change = await self.graph.merge_entities(user_id, req.source_id, req.target_id, utc_now())
+        change = await self.graph.merge_entities(user_id, req.source_id, req.target_id, now_iso())
         log.info("entities_merged", user_id=user_id, **change)
         return EntityChange(**change)
 
     async def unmerge_entity(self, entity_id: str, user_id: str) -> EntityChange:
-        change = await self.graph.unmerge_entity(user_id, entity_id, utc_now())
+        change = await self.graph.unmerge_entity(user_id, entity_id, now_iso())
         log.info("entity_unmerged", user_id=user_id, **change)
         return EntityChange(**change)
 
     async def graph_stats(self, user_id: str, project_id: str | None) -> GraphStats:
-        s = await self.graph.graph_stats(user_id, groups_for(project_id) if project_id else None, utc_now())
+        s = await self.graph.graph_stats(user_id, groups_for(project_id) if project_id else None, now_iso())
         return GraphStats(memories=s["memories"], entities=s["entities"], merged_entities=s["merged"],
                           live_facts=s["live"], expired_facts=s["expired"], traces=s["traces"],
                           same_as=SameAsCounts(pending=s["pending"], confirmed=s["confirmed"],
@@ -100,14 +100,14 @@ class MemoryCuration(MemoryBase):
             log.warning("trace_write_failed", trace_id=trace["id"], error=f"{type(exc).__name__}: {exc}"[:300])
 
     async def get_trace(self, trace_id: str, user_id: str) -> TraceOut:
-        return TraceOut(**await self.graph.trace(user_id, trace_id, utc_now()))
+        return TraceOut(**await self.graph.trace(user_id, trace_id, now_iso()))
 
     async def list_traces(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None) -> TracePage:
-        rows, next_cursor = await self.graph.traces_of_entity(user_id, entity_id, limit, cursor, utc_now())
+        rows, next_cursor = await self.graph.traces_of_entity(user_id, entity_id, limit, cursor, now_iso())
         return TracePage(items=[TraceSummary(**r) for r in rows], next_cursor=next_cursor)
 
     async def purge_traces(self) -> int:
-        removed = await self.graph.purge_traces(utc_now())
+        removed = await self.graph.purge_traces(now_iso())
         if removed:
             log.info("traces_expired", removed=removed)
         return removed

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import structlog
 
-from service.graph_api.reads import community_item
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out
 from service.memory.rules import existing, list_filter, scroll_all
@@ -25,6 +24,7 @@ from service.schemas import (
     TaskResponse,
     WritePathHealth,
 )
+from service.schemas.graph_api import community_item
 from service.schemas.memories import ContextSection
 from service.search import context
 from service.sensitivity import redact

@@ -12,12 +12,12 @@ from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
 from service.conversations.writes import erase_after_delete, keep_messages
 from service.domain import Memory, Message, content_hash, memory_id_for
-from service.graph_api.links import structured_links
 from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.kv import RedisKV
 from service.ledger import Ledger
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
+from service.memory.links import structured_links
 from service.memory.rules import existing, list_filter, scroll_all
 from service.memory.windows import (
     anchored_time,

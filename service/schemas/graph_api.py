@@ -151,3 +151,16 @@ class CommunityRebuild(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: str | None = TenantId
+
+
+def entity_summary(e: dict[str, Any]) -> EntitySummary:
+    """An entity row of the store as the API shows it."""
+    return EntitySummary(id=str(e["id"]), name=str(e.get("name") or ""), type=str(e.get("type") or "thing"))
+
+
+def community_item(row: dict[str, Any]) -> CommunityItem:
+    """A row {community, members} of the store as the API shows it."""
+    c = row["community"]
+    return CommunityItem(id=str(c["id"]), size=len(row["members"]), members=[entity_summary(m) for m in row["members"]],
+                         predicates=list(c.get("predicates") or []), summary=str(c.get("summary") or ""),
+                         summary_source=str(c.get("summary_source") or "offline"), updated_at=c.get("updated_at"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from service.stores.graph import GraphReport
+    from service.stores.reports import GraphReport
 
 
 @dataclass(frozen=True)

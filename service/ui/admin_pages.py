@@ -13,7 +13,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from service.api import meta
 from service.auth import ApiKeyStore, Caller
 from service.deps import Deps
-from service.maintenance.runs import make_runs, submit_dedup
 from service.schemas import (
     DedupRequest,
 )
@@ -35,13 +34,13 @@ async def activity(request: Request, console: ConsoleDep) -> Response:
     with their reports: all of them for an admin, the user's otherwise."""
     owner = None if console.admin else console.acting()
     tasks = await call(console.deps.tasks.recent(console.acting(), RECENT_TASKS))
-    runs = await call(make_runs(console.deps).recent(50, only_user=owner))
+    runs = await call(console.deps.maintenance.records.recent(50, only_user=owner))
     return render(request, "activity.html", console, tasks=tasks, runs=runs)
 
 
 @router.get("/activity/{run_id}", response_class=HTMLResponse)
 async def run_report(request: Request, run_id: str, console: ConsoleDep) -> Response:
-    report = await call(make_runs(console.deps).get(run_id))
+    report = await call(console.deps.maintenance.records.get(run_id))
     if not console.admin and report.user_id != console.acting():
         raise HTTPException(status_code=404, detail=f"unknown maintenance run '{run_id}'")
     return render(request, "run.html", console, report=report,
@@ -53,7 +52,7 @@ async def start_dedup(request: Request, console: ConsoleDep) -> Response:
     """Admin only: a dedup dry run for the session's user; the task page follows its progress."""
     if not console.admin:
         raise HTTPException(status_code=403, detail="a dedup run needs an admin key")
-    accepted = await call(submit_dedup(console.deps, DedupRequest(user_id=console.acting(), dry_run=True)))
+    accepted = await call(console.deps.maintenance.submit_dedup(DedupRequest(user_id=console.acting(), dry_run=True)))
     return follow(accepted.task_id, f"/ui/activity/{accepted.run_id}")
 
 

@@ -18,10 +18,10 @@ from pydantic import BaseModel, ValidationError
 
 from service.domain import ID_PATTERN
 from service.errors import ServiceError
-from service.ui.web import HERE
+from service.ui.paths import TEMPLATES
 from service.ui.words import describe_signal
 
-templates = Jinja2Templates(directory=HERE / "templates")
+templates = Jinja2Templates(directory=TEMPLATES)
 templates.env.filters["signal"] = describe_signal
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

@@ -5,7 +5,6 @@ security headers of every HTML answer (a Content-Security-Policy without inline 
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_oauth2_redirect_html
@@ -14,10 +13,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.settings import Settings
+from service.ui.paths import STATIC
 from service.ui.session import SessionCodec
 
-HERE = Path(__file__).resolve().parent
-STATIC = HERE / "static"
 STATIC_URL = "/ui/static"
 
 # The console: its own scripts only; styles from its own sheets (htmx's indicator styles are turned off).

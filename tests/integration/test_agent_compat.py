@@ -11,7 +11,6 @@ import httpx
 
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
-from service.maintenance.runs import expire_observations
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import write_raw
@@ -79,7 +78,7 @@ async def test_old_observations_expire_and_other_memories_stay(client: httpx.Asy
     await deps.vectors.upsert([observation, note], vectors)
     fresh = await write_raw(client, content="Edited b.py", user_id=user, category="task_context",
                             metadata={"session_id": "s2", "tool": "Edit"})
-    assert await expire_observations(deps) >= 1
+    assert await deps.maintenance.expire_observations() >= 1
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and await deps.vectors.get([observation.id]):
         await asyncio.sleep(0.1)

@@ -373,7 +373,7 @@ async def test_overlapping_runs_do_not_both_run(app: App) -> None:
         await holder.release()
 
     # two runs started together: exactly one works
-    sweep = DedupSweep.from_deps(deps)
+    sweep = deps.jobs.sweep
     first, second = await asyncio.gather(
         sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user),
         sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user),

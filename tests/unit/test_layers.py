@@ -118,3 +118,121 @@ def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
     # the rule is live: the worker's own modules do reach them
     assert any(isinstance(node, ast.Attribute) and node.attr == "jobs"
                for rel, tree in _sources() if rel.startswith("worker/") for node in ast.walk(tree))
+
+
+def _modules() -> dict[str, Path]:
+    """Module name -> file, for service/ and worker/."""
+    out = {}
+    for base in ("service", "worker"):
+        for path in (ROOT / base).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of service/ and worker/ it imports (anywhere in the file: top level, functions,
+    TYPE_CHECKING blocks), and -> external top-level packages as "ext:<name>"."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {}
+    for mod, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{node.module}" if node.module else package
+                else:
+                    base = node.module or ""
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                target = owner(name)
+                if target is None and name.split(".")[0] not in ("service", "worker"):
+                    found.add(f"ext:{name.split('.')[0]}")
+                elif target is not None and target != mod and not mod.startswith(f"{target}."):
+                    found.add(target)
+        edges[mod] = found
+    return edges
+
+
+def test_no_import_cycles() -> None:
+    """No module of service/ or worker/ reaches itself through imports (Tarjan's strongly connected components)."""
+    edges = {m: {t for t in ts if not t.startswith("ext:")} for m, ts in _imports(_modules()).items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # the graph is a few hundred modules: recursion depth stays small
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+BACKENDS = ("service.stores.neo4j", "service.stores.qdrant_edge", "service.stores.qdrant_server",
+            "service.stores.edge_", "service.stores.remote")
+
+
+def test_only_the_composition_roots_import_store_backends_and_drivers() -> None:
+    """deps.py builds the stores (worker/child.py the worker child's proxy of the API process's vector store);
+    everything else sees the Protocols. No module outside stores/ imports a database driver."""
+    offenders = []
+    for mod, targets in _imports(_modules()).items():
+        if mod.startswith("service.stores"):
+            continue
+        backends = {t for t in targets if t.startswith(BACKENDS)}
+        if backends and mod not in ("service.deps", "worker.child"):
+            offenders.append(f"{mod}: {sorted(backends)}")
+        drivers = {t for t in targets if t in ("ext:neo4j", "ext:qdrant_client", "ext:qdrant_edge")}
+        if drivers:
+            offenders.append(f"{mod}: {sorted(drivers)}")
+    assert offenders == []
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    """The composition root (deps.py) is imported only by the entry layers (the API, the console, MCP, the worker,
+    the app); the memory service never imports the graph API, search never imports runs or conversations."""
+    entry = ("service.api", "service.ui", "service.mcp", "service.app", "service.__main__", "worker")
+    rules = {
+        "service.deps": lambda m: m.startswith(entry) or m == "service.deps",
+        "service.graph_api": lambda m: not m.startswith("service.memory"),
+        "service.runs": lambda m: not m.startswith("service.search"),
+        "service.conversations": lambda m: not m.startswith("service.search"),
+    }
+    offenders = [f"{mod} -> {target}" for mod, targets in _imports(_modules()).items() for target in targets
+                 for layer, allowed in rules.items()
+                 if (target == layer or target.startswith(f"{layer}.")) and not allowed(mod)]
+    assert offenders == []

@@ -9,10 +9,11 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.errors import DomainError
-from service.stores.graph import EntityDecision, GraphReport, NameRules
+from service.stores.graph import NameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, edge_item, entity_name, ft_key
+from service.stores.reports import EntityDecision, GraphReport
 
 MAX_MERGE_HOPS = 5
 MAX_FACTS_LIMIT = 1000  # entities and facts of one `entity_facts` read (the console's graph page)

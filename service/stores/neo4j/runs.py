@@ -15,7 +15,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
-from service.stores.graph import GraphReport, NameRules, group_id
+from service.stores.graph import NameRules, group_id
 from service.stores.neo4j import cypher_writes, facts, resolution
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
@@ -27,6 +27,7 @@ from service.stores.neo4j.rows import (
     entity_name,
     ft_key,
 )
+from service.stores.reports import GraphReport
 from service.stores.tiers import RunWrite
 
 FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, FT_GROUP)

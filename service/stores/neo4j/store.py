@@ -21,7 +21,7 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 
 from service.domain import Memory, Scope, content_hash
 from service.errors import DependencyUnavailable, DomainError
-from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityRef, GraphReport, MemoryLinks, NameRules, RelationRef
+from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityRef, MemoryLinks, NameRules, RelationRef
 from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 from service.stores.neo4j.communities import CommunityGraph
@@ -47,6 +47,7 @@ from service.stores.neo4j.runs import RunGraph
 from service.stores.neo4j.schema import GraphSchema
 from service.stores.neo4j.traces import TraceGraph
 from service.stores.neo4j.turn import TurnGraph
+from service.stores.reports import GraphReport
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")

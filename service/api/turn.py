@@ -21,7 +21,8 @@ from service.conversations.service import ConversationService
 from service.runs.schemas import ReasoningHit, SearchWithReasoning
 from service.runs.service import RunService
 from service.schemas import SearchRequest, SearchResponse
-from service.stores.graph import GraphStore, groups_for
+from service.stores.graph import groups_for
+from service.stores.tiers import EntitySearch
 
 TURN_MESSAGES = 5
 TURN_ENTITIES = 5
@@ -46,7 +47,7 @@ class ChatTurn(SearchWithReasoning):
 
 
 async def chat_turn(found: SearchResponse, req: SearchRequest, user_id: str, runs: RunService,
-                    conversations: ConversationService, graph: GraphStore) -> SearchResponse:
+                    conversations: ConversationService, graph: EntitySearch) -> SearchResponse:
     """The search's answer with the parts `req.include` asks for (the plain answer without `include`)."""
     include = set(req.include or ())
     if not include:
