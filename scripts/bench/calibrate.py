@@ -49,7 +49,8 @@ async def cosines(embedder: LocalEmbedder, pairs: list[tuple[str, str]], kind: s
         b = await embedder.embed(right)
     else:
         a, b = await embedder.embed(left), await embedder.embed(right)
-    return np.einsum("ij,ij->i", np.asarray(a), np.asarray(b))
+    result: np.ndarray = np.einsum("ij,ij->i", np.asarray(a), np.asarray(b))
+    return result
 
 
 def fit_floor(model: np.ndarray, reference: np.ndarray) -> float:

@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.integration.procs importable from a checkout
 
 from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, pct  # noqa: E402
-from tests.integration.procs import free_port, start_neo4j, stop, wait_port  # noqa: E402
+from scripts.bench.procs import free_port, start_neo4j, stop, wait_port  # noqa: E402
 
 TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",

@@ -84,6 +84,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
+def local_embedder(batch_size: int = 64, model: str | None = None) -> Any:
+    """A registered local embedder (default: the service's default model) on ONNX Runtime, its files in the test
+    stack's model cache (`./scripts/test.sh` fetches them; `python -m service models fetch` with MODEL_CACHE_DIR)."""
+    from pathlib import Path
+
+    from service.ai.local import LocalEmbedder, ModelFiles
+    from service.ai.models import DEFAULT_MODEL, MODELS
+
+    cache = Path(__file__).resolve().parents[2] / ".test-stack" / "models"
+    return LocalEmbedder(ModelFiles.registered(MODELS[model or DEFAULT_MODEL], cache), batch_size=batch_size)
+
+
 async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[str, float, float]:
     """The raw embedder's texts/s in this process (the yardstick of the write path's throughput) and the CPU it
     spends per text (ms, every thread of this process: the embedder's share of a memory's CPU budget):
@@ -93,7 +105,6 @@ async def embedder_rate(kind: str, texts: list[str], batch: int = 64) -> tuple[s
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     from service.ai.hashing import HashEmbedder
     from service.ai.local import LocalEmbedder
-    from tests.conftest import local_embedder
 
     embedder: HashEmbedder | LocalEmbedder = local_embedder(batch) if kind == "local" else HashEmbedder()
     await embedder.embed(texts[:batch])  # warm-up: loads the model and runs the first forward pass

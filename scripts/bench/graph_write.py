@@ -39,11 +39,10 @@ sys.path.insert(0, str(ROOT))
 from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
 import service.stores.neo4j.store as store_module  # noqa: E402
-from scripts.bench.common import embedder_rate  # noqa: E402
+from scripts.bench.common import embedder_rate, local_embedder  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
 from service.identity import NameRules, NameVectors, ResolutionGate  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
-from tests.conftest import local_embedder  # noqa: E402
 
 STATEMENTS: dict[str, list[float]] = {}
 TRANSACTIONS: list[tuple[int, float]] = []  # (items, seconds) of each write of a chunk the store's sizer timed
@@ -52,7 +51,7 @@ TRANSACTIONS: list[tuple[int, float]] = []  # (items, seconds) of each write of 
 def time_transactions() -> None:
     """Time each chunk the store writes (`write_chunked`'s `write(chunk)`: the names' embedding and the
     transaction, what the sizer measures), splits included; works with any version of the store's chunking."""
-    original = store_module.write_chunked
+    original = store_module.write_chunked  # type: ignore[attr-defined]
 
     async def timed(items: Any, sizer: Any, write: Any, *args: Any, **kw: Any) -> Any:
         async def timed_write(chunk: list[Any]) -> Any:
@@ -64,7 +63,7 @@ def time_transactions() -> None:
 
         return await original(items, sizer, timed_write, *args, **kw)
 
-    store_module.write_chunked = timed  # type: ignore[assignment]
+    store_module.write_chunked = timed  # type: ignore[attr-defined]
 
 
 def time_statements() -> None:
@@ -87,7 +86,7 @@ def time_statements() -> None:
     async def timed_commit(self: Any) -> Any:  # index updates (full text, the name vectors) happen at commit
         started = time.perf_counter()
         try:
-            return await commit(self)
+            return await commit(self)  # type: ignore[no-untyped-call]
         finally:
             slot = STATEMENTS.setdefault("COMMIT (the transaction's index updates and log write)", [0, 0.0])
             slot[0] += 1

@@ -42,13 +42,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench.common import local_embedder  # noqa: E402
 from service.ai.hashing import HashEmbedder  # noqa: E402
+from service.ai.models import calibration  # noqa: E402
 from service.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameVectors, ResolutionGate, same_node  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j.rows import entity_id, entity_name  # noqa: E402
-from tests.conftest import local_embedder  # noqa: E402
 
 GOLD = ROOT / "tests" / "data" / "resolution_gold.jsonl"
 T0 = "2026-01-01T00:00:00+00:00"
@@ -192,7 +193,8 @@ async def main() -> int:
     if not rows:
         raise SystemExit(f"no pairs in split {args.split!r} of {args.gold}")
     embedder = local_embedder() if args.embedder == "local" else HashEmbedder()
-    resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending))
+    # the gate reads the names' cosines on the embedding model's calibrated scale, as the service does
+    resolver = NameVectors(embedder, ResolutionGate(args.auto_merge, args.pending, scale=calibration(embedder.name)))
     store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10, resolver)
     started = time.monotonic()
     gate = asyncio.Semaphore(max(1, args.concurrency))

@@ -91,7 +91,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import NEO4J_JMX_MEMORY, pct  # noqa: E402
-from tests.integration.procs import free_port, stop, wait_port  # noqa: E402
+from scripts.bench.procs import free_port, stop, wait_port  # noqa: E402
 
 PROJECTS = tuple(f"proj-{i}" for i in range(5))
 GLOBAL_CATEGORIES = ("preference", "technical_skill", "decision", "workflow", "personal_fact", "interaction")
@@ -390,7 +390,7 @@ def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
 def settings_for(args: argparse.Namespace, data_dir: Path, queue: str) -> Any:
     from service.settings import Settings
 
-    return Settings(
+    return Settings(  # type: ignore[call-arg]
         _env_file=None, redis_url=args.redis_url, neo4j_uri=args.neo4j_uri, neo4j_database=args.neo4j_database,
         data_dir=data_dir, qdrant_path=data_dir / "qdrant", arq_queue_name=queue, embedder=args.embedder,
         google_api_key=None, log_level="WARNING", log_format="console",
@@ -473,7 +473,8 @@ async def measure_in_process(
 
         def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:
             async def one(q: str, project: str | None) -> bool:
-                req = SearchRequest(query=q, project_id=project, limit=args.limit, retrievers=[retriever])
+                req = SearchRequest(query=q, project_id=project, limit=args.limit,
+                                    retrievers=[retriever])  # type: ignore[list-item]
                 return bool((await deps.service.search(req, user)).degraded)
             return one
 
@@ -731,9 +732,10 @@ def compare(args: argparse.Namespace) -> int:
         after = pooled.get(("after", size, clients, path))
         if after is None:
             continue
-        b, a = before.latencies_ms, after.latencies_ms
-        print(f"{size:>7} {clients:>7}  {path:<46}{len(a):>6}{pct(b, 50):>11.1f}{pct(b, 95):>8.1f}{pct(b, 99):>8.1f}"
-              f"{pct(a, 50):>11.1f}{pct(a, 95):>8.1f}{pct(a, 99):>8.1f}{max(before.load1, after.load1):>10.1f}")
+        was, now = before.latencies_ms, after.latencies_ms
+        print(f"{size:>7} {clients:>7}  {path:<46}{len(now):>6}{pct(was, 50):>11.1f}{pct(was, 95):>8.1f}"
+              f"{pct(was, 99):>8.1f}{pct(now, 50):>11.1f}{pct(now, 95):>8.1f}{pct(now, 99):>8.1f}"
+              f"{max(before.load1, after.load1):>10.1f}")
     return code
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.integration.procs import free_port, stop, wait_port
+from scripts.bench.procs import free_port, stop, wait_port
 
 MASTER = "mymaster"
 # 3 s, not 1: in a CI run at full load one sentinel got no reply from the just-promoted primary within 1 s, the

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
 from service.api.security import PUBLIC_PATHS, RateLimiter
 from service.app import create_app
 from service.auth import ApiKeyStore
@@ -27,7 +28,6 @@ from service.errors import RateLimited
 from service.settings import Settings
 from tests.conftest import make_settings, unique
 from tests.integration.conftest import running_app
-from tests.integration.procs import ROOT, cli_env, stack_env, start_service, stop
 
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/memories"): {"messages": [{"role": "user", "content": "I use Rust."}]},

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from scripts.bench.procs import ROOT, cli_env, free_port, stack_env, start_service, stop
 from tests.conftest import MODEL_CACHE, unique
-from tests.integration.procs import ROOT, cli_env, free_port, stack_env, start_service, stop
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -26,6 +26,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from scripts.bench.procs import stack_env, start_service, stop
 from service.app import create_app
 from service.auth import ApiKeyStore
 from service.jobs import RawJob
@@ -33,7 +34,6 @@ from service.queue import TaskQueue
 from service.redis_client import connect_redis
 from service.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
-from tests.integration.procs import stack_env, start_service, stop
 
 T = TypeVar("T")
 XSS = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import httpx
 
+from scripts.bench import graph_probe as probe
 from service.deps import Deps
 from service.jobs import ConversationJob
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 
+from scripts.bench.procs import SlowProxy
 from service.conversations.writes import drain_pending_erasures, erase_after_delete, expire_tiers
 from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import SlowProxy
 
 
 async def _write(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:

@@ -15,6 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import free_port
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
 from service.identity import NameRules
@@ -23,10 +25,8 @@ from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import relation_id
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
-from tests.integration.procs import free_port
 from worker.crons import dedup_cron
 
 App = tuple[httpx.AsyncClient, Deps]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
 from tests.conftest import unique
-from tests.integration.procs import ROOT, cli_env, stack_env, start_service, stop
 
 MARKER = "<!-- runnable -->"
 BLOCK = re.compile(r"^" + re.escape(MARKER) + r"\n```(bash|python)\n(.*?)^```", re.MULTILINE | re.DOTALL)

@@ -12,14 +12,14 @@ from pathlib import Path
 import httpx
 import redis.asyncio as aioredis
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import SlowProxy, start_neo4j, start_redis, start_service, stop
 from service.identity import NameRules
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import SlowProxy, start_neo4j, start_redis, start_service, stop
 
 
 async def test_redis_stopped_means_503_on_writes_and_degraded_health(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from schemathesis import GenerationMode
 from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
 from tests.conftest import unique
-from tests.integration.procs import ROOT, cli_env, stack_env, start_service, stop
 
 MAX_EXAMPLES = 12
 

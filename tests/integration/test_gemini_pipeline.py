@@ -10,9 +10,9 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from scripts.bench import graph_probe as probe
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.fakes import FakeGemini
 from tests.integration.conftest import running_app, wait_task

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import SlowProxy
 from service.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
@@ -31,10 +33,8 @@ from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row, relation_id
 from service.stores.neo4j.store import FIRST_CHUNK, supersede_rows
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import SlowProxy
 
 DEGREE = 5000
 T0 = "2024-01-01T00:00:00+00:00"

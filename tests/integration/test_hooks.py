@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+from scripts.bench.procs import ROOT, free_port, stack_env, start_service, stop
 from tests.conftest import unique
-from tests.integration.procs import ROOT, free_port, stack_env, start_service, stop
 
 PAYLOADS = ROOT / "tests" / "data" / "hooks"
 RECORDED_ROOT = "/home/dev/projects/shop-api"

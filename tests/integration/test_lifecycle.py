@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from scripts.bench import graph_probe as probe
 from service.deps import Deps
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 

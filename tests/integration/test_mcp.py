@@ -23,9 +23,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
+from scripts.bench.procs import ROOT, free_port, start_service, stop
 from service.domain import CATEGORIES
 from tests.conftest import unique
-from tests.integration.procs import ROOT, free_port, start_service, stop
 
 TRANSPORTS = ["http", "stdio"]
 TOOLS = {

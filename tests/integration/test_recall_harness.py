@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scripts.bench.procs import ROOT, start_service, stop
 from tests.conftest import unique
-from tests.integration.procs import ROOT, start_service, stop
 
 SAMPLE = ROOT / "tests/data/locomo_sample.json"
 VARIANTS = ("dense", "lexical", "graph", "fused", "collapsed", "fused-replay", "fused-no-graph", "interleave")

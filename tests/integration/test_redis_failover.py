@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from scripts.bench import graph_probe as probe
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 from tests.integration.redis_ha import start_sentinel_set

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from tests.integration.procs import ROOT
+from scripts.bench.procs import ROOT
 
 FLOOR_MERGE_PRECISION = 0.98
 FLOOR_FLAGGED_RECALL = 0.90

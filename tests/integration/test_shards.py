@@ -13,15 +13,15 @@ import httpx
 import redis.asyncio as aioredis
 from arq.constants import health_check_key_suffix
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import stack_env, start_service, stop
 from service.identity import NameRules
 from service.shards import counts_key, queue_name, queue_names, shard_of
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import stack_env, start_service, stop
 from tests.integration.test_worker_process import children, wait_for
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi")

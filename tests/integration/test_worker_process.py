@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from scripts.bench.procs import stack_env, start_service, stop
 from service.errors import DependencyUnavailable
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
-from tests.integration.procs import stack_env, start_service, stop
 
 
 def children(pid: int) -> list[int]:

@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import free_port, stack_env, start_neo4j, start_redis, start_service, stop
 from service.identity import NameRules
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
-from tests.integration.procs import free_port, stack_env, start_neo4j, start_redis, start_service, stop
 from worker.embedded import EmbeddedWorker
 
 FAST_RECONCILE = {"RECONCILE_INTERVAL_SECONDS": "2", "RECONCILE_GRACE_SECONDS": "1", "RECONCILE_CRON_ENABLED": "false",

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 
+from scripts.bench import graph_probe as probe
+from scripts.bench.procs import SlowProxy
 from service.deps import Deps
 from service.domain import Memory, Scope, content_hash
 from service.identity import type_family
@@ -25,10 +27,8 @@ from service.jobs import RawJob
 from service.queue import INTERRUPTIONS_FORGIVEN
 from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
-from tests.integration.procs import SlowProxy
 from worker.embedded import EmbeddedWorker
 from worker.jobs import run_job
 

@@ -6,9 +6,9 @@ import asyncio
 
 import httpx
 
+from scripts.bench import graph_probe as probe
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
-from tests import graph_probe as probe
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 
