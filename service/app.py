@@ -168,7 +168,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.add_middleware(HostCheck, allowed_hosts=settings.resolved_allowed_hosts)
     # outermost: before anything reads the body; an import file may be larger than a request
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, paths={"/v1/import": settings.max_import_bytes})
-    # MCP over streamable HTTP at /mcp/ (README "Use with an agent"); its session manager runs in the lifespan above.
+    # MCP over streamable HTTP at /mcp/ (docs/agents.md); its session manager runs in the lifespan above.
     mcp_sessions = None
     if settings.mcp_transport == "http":
         from service.mcp.server import mount_http

@@ -71,7 +71,7 @@ def check_category(name: str) -> CategoryInfo:
 
 
 def resolve_scope(category: str, scope: Scope | None, project_id: str | None) -> Scope:
-    """The scope rule (README "Categories and scopes"): explicit scope wins, else the category default;
+    """The scope rule (docs/api.md, "Categories and scopes"): explicit scope wins, else the category default;
     flexible follows project_id."""
     info = check_category(category)
     if scope is None:

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     # or one relation away) and ranks them by the query without those names (docs/retrieval.md): cosine plus
     # GRAPH_ENTITY_WEIGHT x the graph score over the best, fused (RRF_K) with BM25 among them at GRAPH_LEXICAL_WEIGHT.
     graph_candidates: int = Field(default=1000, ge=1, le=5000)
-    graph_entity_weight: float = Field(default=0.15, ge=0)
+    graph_entity_weight: float | None = Field(default=None, ge=0)  # unset = the embedding model's calibrated value
     graph_lexical_weight: float = Field(default=0.5, ge=0)
     # a query naming several entities ranks each one's memories apart, fused (service/search/graph.py: per_entity);
     # an experiment, off by default (measured: docs/retrieval.md)
@@ -188,7 +188,7 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     environment: Literal["development", "production"] = "development"
 
-    # --- Access (README "Authentication and tenants") ---------------------------------------------------------
+    # --- Access (docs/api.md, "Authentication and tenants") ---------------------------------------------------------
     # keys = every route but /health and /v1/categories needs an API key; none = requests without a
     # key act as the user_id they name (allowed only on a loopback HOST). Unset: none on a loopback
     # HOST, keys otherwise.
@@ -390,11 +390,14 @@ class Settings(BaseSettings):
 
     @property
     def calibration(self) -> Calibration:
-        """The similarity thresholds of the embedding model in use, with DEDUP_SIMILARITY_THRESHOLD when set."""
+        """The similarity thresholds of the embedding model in use, with DEDUP_SIMILARITY_THRESHOLD and
+        GRAPH_ENTITY_WEIGHT when set."""
         measured = calibration(self.embedding_model_id)
-        if self.dedup_similarity_threshold is None:
-            return measured
-        return replace(measured, dedup=self.dedup_similarity_threshold)
+        if self.dedup_similarity_threshold is not None:
+            measured = replace(measured, dedup=self.dedup_similarity_threshold)
+        if self.graph_entity_weight is not None:
+            measured = replace(measured, graph_entity=self.graph_entity_weight)
+        return measured
 
     @property
     def resolved_model_cache_dir(self) -> Path:

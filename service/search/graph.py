@@ -116,7 +116,7 @@ class GraphProposal:
             requests.append(RankRequest(flt, min(len(ids), n), text=text, ids=ids))
         answers = await self.vectors.rank(requests)
         cosines = answers[0]
-        weight = self.settings.graph_entity_weight
+        weight = self.settings.calibration.graph_entity
         scored = [(mid, cos + weight * graph_score[mid] / top) for mid, cos in cosines]
         scored.sort(key=lambda ms: (-ms[1], ms[0]))
         if len(answers) > 1 and answers[1]:

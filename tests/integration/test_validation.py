@@ -1,4 +1,4 @@
-"""Input rules (README "API", errors): 400 domain errors, 413 oversize, 422 schema errors."""
+"""Input rules (docs/api.md: errors): 400 domain errors, 413 oversize, 422 schema errors."""
 
 from __future__ import annotations
 

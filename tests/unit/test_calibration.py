@@ -87,6 +87,8 @@ def test_an_explicit_setting_wins_over_the_models_value() -> None:
     set_by_operator = Settings(_env_file=None, dedup_similarity_threshold=0.99)  # type: ignore[call-arg]
     assert set_by_operator.calibration.dedup == 0.99
     assert set_by_operator.calibration.name_floor == calibration("e5-small-v2").name_floor
+    assert e5.calibration.graph_entity == 0.045  # 0.15 of MiniLM's spread of cosines, on e5's narrower one
+    assert Settings(_env_file=None, graph_entity_weight=0.2).calibration.graph_entity == 0.2  # type: ignore[call-arg]
     minilm = Settings(_env_file=None, embedder_model="all-MiniLM-L6-v2")  # type: ignore[call-arg]
     assert minilm.calibration == MODELS["all-MiniLM-L6-v2"].calibration != e5.calibration
     custom = Settings(_env_file=None, embedder_model_dir=Path("/models/my-model"))  # type: ignore[call-arg]

@@ -52,10 +52,10 @@ def test_production_refuses_placeholder_password() -> None:
     assert ok.environment == "production"
 
 
-def test_readme_config_table_lists_every_setting() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_configuration_table_lists_every_setting() -> None:
+    table = (ROOT / "docs" / "configuration.md").read_text()
     for name in NAMES:
-        assert f"`{name}`" in readme, f"{name} missing from the README config table"
+        assert f"`{name}`" in table, f"{name} missing from the table of docs/configuration.md"
 
 
 # ---------------------------------------------------------------------------- empty = unset
