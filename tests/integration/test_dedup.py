@@ -35,7 +35,9 @@ App = tuple[httpx.AsyncClient, Deps]
 @pytest.fixture(scope="module")
 async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[App]:
     # Own app (own vector store and queue prefix); the cron is off so only the tests start runs.
-    async with running_app(tmp_path_factory.mktemp("dedup"), dedup_cron_enabled=False) as pair:
+    # planted vectors around a threshold of 0.95, set explicitly (the hash embedder has no calibrated one)
+    async with running_app(tmp_path_factory.mktemp("dedup"), dedup_cron_enabled=False,
+                           dedup_similarity_threshold=0.95) as pair:
         yield pair
 
 
@@ -205,7 +207,7 @@ async def test_never_across_users_or_projects(app: App) -> None:
         (p.memory(alice, same), v),
         (p.memory(alice, same, project="p1"), v),
         (p.memory(alice, same, project="p2"), v),
-        (p.memory(alice, "near in p3", project="p3"), near),
+        (p.memory(alice, "near in the third project", project="p3"), near),
         (p.memory(alice, same, project="p3"), v),  # near-duplicate of the one above, same project
         (p.memory(bob, same), v),
         (p.memory(bob, "near bob"), near),  # near-duplicate of bob's global one

@@ -133,7 +133,7 @@ async def test_gemini_sources_map_to_message_ids_and_a_window_repeating_a_fact_i
         {**neovim, "source_messages": [0, 2]},  # message 2 confirms message 0
         {**postgres, "source_messages": [1]},
         # the model could not tell where this came from; its text is message 4's, alone in the last window
-        # (5 messages, windows of 2), which it absorbs
+        # (windows follow the turn: u-5 follows an assistant's message), which it absorbs
         {"content": "Deploys go through Fly.io.", "category": "tech_stack", "scope": "project", "entities": [],
          "relations": [], "source_messages": []},
     ]})
@@ -156,12 +156,13 @@ async def test_gemini_sources_map_to_message_ids_and_a_window_repeating_a_fact_i
         ("The user prefers Neovim over VS Code.", ["u-1", "u-3"]),
         ("The billing service uses PostgreSQL 16.", ["u-2"]),
         ("Deploys go through Fly.io.", ["u-5"]),
-        ("user: I really prefer Neovim over VS Code.\nuser: Since March the billing service runs on PostgreSQL 16.",
-         ["u-1", "u-2"]),
+        # one speaker's two messages in a row are two windows: each keeps to its topic
+        ("user: I really prefer Neovim over VS Code.", ["u-1"]),
+        ("user: Since March the billing service runs on PostgreSQL 16.", ["u-2"]),
         ("user: Yes, Neovim it is.\nassistant: Great, I'll keep that in mind.", ["u-3", "a-4"]),
     ]  # no "user: Deploys go through Fly.io." window: the fact holds that text
     assert memories[0]["occurred_at"] == memories[3]["occurred_at"] == "2026-02-01T13:30:00+00:00"
-    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 5
+    assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="billing")) == 6
     record = (await client.get(f"/v1/memories/{memories[2]['id']}", params={"user_id": user})).json()
     assert record["source_message_ids"] == ["u-5"]
 

@@ -1,7 +1,7 @@
 """scripts/bench/recall.py on the shipped LoCoMo-layout sample, against `python -m service`.
 
 Both ingest modes (turns: raw writes; sessions: the conversation path with source_message_ids) with the
-local embedder (all-MiniLM-L6-v2). Floors are the figures measured on the sample (docs/benchmarks.md)
+local embedder (the default model, e5-small-v2). Floors are the figures measured on the sample (docs/benchmarks.md)
 minus a margin, well above chance; they catch a broken ingestion, id mapping, retriever or fusion, they do
 not rank models.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.bench.procs import ROOT, start_service, stop
-from tests.conftest import unique
+from tests.conftest import MODEL_CACHE, unique
 
 SAMPLE = ROOT / "tests/data/locomo_sample.json"
 VARIANTS = ("dense", "lexical", "graph", "fused", "collapsed", "fused-replay", "fused-no-graph", "interleave")
@@ -70,6 +70,7 @@ def test_recall_harness_on_sample(tmp_path: Path) -> None:
         "DATA_DIR": str(tmp_path / "data"),
         "ARQ_QUEUE_NAME": unique("test:recallq"),
         "EMBEDDER": "local",
+        "MODEL_CACHE_DIR": str(MODEL_CACHE),  # the model files scripts/test.sh fetched
         "LOG_LEVEL": "WARNING",
         # fused-replay recomputes the first fusion only; the neighbour list fused after it has its own test
         # (test_search_neighbours.py)
