@@ -2,7 +2,7 @@
 (docs/preferences.md, "Corrections in conversations").
 
 A user's message *changes* something when it carries a change word ("actually", "now", "no longer", "switched",
-"moved ... to", "my new manager", "went up to", "from now on", "sold"). Such a message supersedes the earlier
+"moved ... to", "my new manager is", "went up to", "from now on", "sold"). Such a message supersedes the earlier
 memories of the same user that state the same slot: their text is close to the message's by the embedding model
 (at or above the model's calibrated `slot` cosine, service/ai/models.py) and they share a content word with it
 (the slot's noun: "seats", "manager", "CI", "rent"), other than the change words. When the change names its slot
@@ -25,9 +25,10 @@ from service.ai.models import Calibration
 
 CHANGE = re.compile(
     r"\b(?:actually|now|nowadays|these days|any ?more|no longer|not \w+ any ?more|switch(?:ed|ing)?|"
-    r"mov(?:ed|ing)|chang(?:ed|ing)|new|from now on|instead|replac(?:ed|ing)|sold|upgraded|downgraded|"
+    r"mov(?:ed|ing)|chang(?:ed|ing)|from now on|instead|replac(?:ed|ing)|sold|upgraded|downgraded|"
     r"(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|make (?:that|it)|correction|updated?|"
-    r"postponed|pushed (?:back|to)|rescheduled|left|quit|stopped|no more)\b",
+    r"postponed|pushed (?:back|to)|rescheduled|left|quit|stopped|no more|"
+    r"(?:jump|doubl|tripl|halv|dropp|bump|extend|adjust|promot)(?:ed|ing)|took over|cut to|rose to|fell to)\b",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#.'-]*")
@@ -39,19 +40,31 @@ our ours out over own same she should so some such than that the their them then
 through to too under until up very was we were what when where which while who whom why will with would you your
 yours yes ok okay thanks thank please sure great good well really think want like get got one two last next week
 month year day today tomorrow yesterday let let's make that's there's
+run runs running use uses used using live lives work works go goes going come comes take takes keep need start
+try look say tell know see feel find give thing stuff
 """))
+
+
+# "my new manager is ...", "new drummer: ...": a slot with a new value ("new clients", "a new lease ends ..." describe)
+NEW_VALUE = re.compile(r"\bnew (\w+)(?= (?:is|are|was)\b|[:,])", re.IGNORECASE)
 
 
 def changes(text: str) -> bool:
     """Whether a message says that something changed."""
-    return CHANGE.search(text) is not None
+    return CHANGE.search(text) is not None or NEW_VALUE.search(text) is not None
 
 
 def slot_words(text: str) -> frozenset[str]:
     """The content words of a statement (lower-cased, a plural's "s" dropped): what its slot may be named by. Change
-    words and function words are left out; an acronym counts ("CI")."""
+    words and function words are left out, and so are names (a capitalised word inside a sentence): two statements
+    about one person, client or project ("my contact at Brightleaf", "Brightleaf pays 95 an hour") are not about one
+    slot for naming it. An acronym counts ("CI")."""
     out = set()
-    for raw in _WORD.findall(text):
+    for found in _WORD.finditer(text):
+        raw = found.group(0)
+        before = text[: found.start()].rstrip()
+        if raw[:1].isupper() and not raw.isupper() and before and before[-1] not in ".!?:;":
+            continue  # a name
         word = raw.strip(".'-").casefold()
         if len(word) < 3 and not (len(raw) >= 2 and raw.isupper()):
             continue
@@ -68,22 +81,46 @@ def user_lines(content: str) -> str:
     return " ".join(lines) if lines else content
 
 
+_CHANGED = r"(?:moved|sold|switched|changed|replaced|rescheduled|postponed|jumped|doubled|dropped|went up|went down)"
 _NAMED = re.compile(
-    r"\bnew (\w+)|\b(\w+) (?:is|are) now\b|\b(?:moved|sold|switched|changed|replaced|rescheduled|postponed) "
-    r"(?:the |our |my |his |her |their )?(\w+)",
+    rf"{NEW_VALUE.pattern}|\b(\w+) (?:is|are) now\b|\b{_CHANGED} (?:the |our |my |his |her |their )?(\w+)|"
+    rf"\b(\w+)(?= (?:{_CHANGED}|(?:has|have|got) {_CHANGED})\b)",
     re.IGNORECASE,
 )
 
 
 def named_slots(text: str) -> frozenset[str]:
-    """The words a change names as what changed: "my new *manager*", "the *rent* is now", "moved the *wedding*"."""
+    """The words a change names as what changed: "my new *manager*", "the *rent* is now", "moved the *wedding*",
+    "the *wedding* moved to", "*insurance* jumped to" ("new clients" names no slot: "new" alone describes)."""
     return frozenset(w for m in _NAMED.finditer(text) for g in m.groups() if g for w in slot_words(g))
 
 
+_CLAUSE = re.compile(r"[.;!?]+\s+|,\s*|\s+(?:so|because|but|and then|while)\s+", re.IGNORECASE)
+
+
+def changed_words(text: str) -> frozenset[str]:
+    """The slot words of the clauses of a message that say something changed ("switched to new shoes, the physio
+    thinks ..." changed the shoes, not the physio). A clause of three words or fewer ("From now on", "For the
+    hotel") belongs to the next one."""
+    clauses: list[str] = []
+    carry = ""
+    for part in _CLAUSE.split(text):
+        clause = f"{carry} {part}".strip()
+        if len(clause.split()) <= 3:
+            carry = clause
+            continue
+        clauses.append(clause)
+        carry = ""
+    if carry:
+        clauses.append(carry)
+    return frozenset(w for c in clauses if changes(c) for w in slot_words(c))
+
+
 def same_slot(new: str, old: str, cosine: float, calibration: Calibration) -> bool:
-    """A later message and an earlier statement of the same slot: close by the model and sharing a content word
-    (closer than `slot`, or than `slot_named` when the shared word is the one the change names)."""
-    shared = slot_words(new) & slot_words(old)
+    """A later message and an earlier statement of the same slot: close by the model and sharing a content word of
+    a changing clause (closer than `slot`, or than `slot_named` when the shared word is the one the change
+    names)."""
+    shared = changed_words(new) & slot_words(old)
     if not shared:
         return False
     return cosine >= (calibration.slot_named if shared & named_slots(new) else calibration.slot)

@@ -105,7 +105,7 @@ async def test_the_slot_threshold_supersedes_corrections_and_nothing_else(model:
     found = {}
     for label, pairs in PAIRS["slot"].items():
         for old, new in pairs:
-            assert changes(new), new
+            assert changes(new) or label == "negative", new  # every correction says that something changed
             v_old, v_new = await embedder.embed([old, new])
             found[(label, new)] = same_slot(new, old, cos(v_old, v_new), calibration)
     assert not any(hit for (label, _), hit in found.items() if label == "negative"), found

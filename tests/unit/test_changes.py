@@ -1,0 +1,46 @@
+"""The offline rules of a correction (service/memory/changes.py): what says that something changed, which words name
+the slot, and which clause of a message the change is in."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.memory.changes import changed_words, changes, named_slots, slot_words, user_lines
+
+
+@pytest.mark.parametrize(("text", "changed"), [
+    ("Actually I prefer aisle seats now.", True),
+    ("insurance jumped to $188 a month", True),
+    ("I'm no longer vegetarian", True),
+    ("my new manager is Priya Raman", True),
+    ("I have a new manager, Priya Raman.", True),
+    ("new clients and Northwind both pay 95 an hour", False),  # "new" describes, it names no changed slot
+    ("the new lease ends March 31", False),
+    ("I prefer window seats when I fly.", False),
+])
+def test_what_says_that_something_changed(text: str, changed: bool) -> None:
+    assert changes(text) is changed
+
+
+def test_slot_words_leave_out_names_function_and_change_words() -> None:
+    assert slot_words("I sold the Civic, now I drive a Tesla Model 3.") == {"drive"}
+    assert slot_words("Rent is 1,300 a month. We run CI on Jenkins") == {"rent", "ci"}  # sentence starts count
+    assert slot_words("my contact at Northwind changed") == {"contact"}
+
+
+def test_named_slots_are_the_words_a_change_names() -> None:
+    assert named_slots("the barn flooded so the wedding moved to June 14") == {"wedding"}
+    assert named_slots("We moved our CI to GitHub Actions") == {"ci"}
+    assert named_slots("The rent is now 1,450") == {"rent"}
+    assert named_slots("new drummer is Lina") == {"drummer"}
+
+
+def test_only_the_changing_clause_names_the_slot() -> None:
+    assert changed_words("switched to Asics Novablast shoes, the physio thinks the old ones hurt") == {"shoe"}
+    assert changed_words("From now on, call me Sam in your replies.") == {"call", "replie"}  # a short clause joins
+    assert changed_words("For the hotel, actually, make that 150 euros.") == {"hotel", "euro"}
+
+
+def test_a_windows_user_lines() -> None:
+    assert user_lines("user: I drive a Civic.\nassistant: Noted, a Civic.") == "I drive a Civic."
+    assert user_lines("Takes coffee black") == "Takes coffee black"
