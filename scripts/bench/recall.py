@@ -30,9 +30,11 @@
    reports the odd ones, so the printed figure is not the one it was chosen on). `--variants collapsed` (or any
    comma-separated subset) asks only those lists: a quicker run while iterating on a query-side setting.
 3. Score: recall@k = evidence turns covered by the top k / evidence turns, mean per category (1
-   multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall. R@512t and R@1024t: the evidence covered by
-   the results whose contents, in order, fit in the first 512 / 1,024 tokens (all-MiniLM-L6-v2's tokenizer,
-   service/tokens.py; a result that would cross the bound and everything after it count for nothing). A slot
+   multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall; hit@1, hit@10 and hit@1024t: the share of
+   questions with at least one evidence turn found (a question counts 1 when any is). R@512t and R@1024t: the
+   evidence covered by the results whose contents, in order, fit in the first 512 / 1,024 tokens
+   (all-MiniLM-L6-v2's tokenizer, service/tokens.py; a result that would cross the bound and everything after it
+   count for nothing). A slot
    covers the turns of its memory (in `sessions` mode its `source_message_ids`, which include those of the
    memories folded into it).
 
@@ -65,6 +67,7 @@ from service.search.fusion import fuse  # noqa: E402
 from service.tokens import token_counter  # noqa: E402
 
 KS = (1, 5, 10, 20)
+HIT_KS = (1, 10)  # hit@k: a question counts 1 when any of its evidence turns is found
 TOKEN_BUDGETS = (512, 1024)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 RETRIEVERS = ("dense", "lexical", "graph", "time")
@@ -399,6 +402,15 @@ def mean_recall_within(questions: list[Question], ranked: dict[int, list[str]], 
     return sum(recall_within(q, ranked[q.index], budget) for q in questions) / max(1, len(questions))
 
 
+def hit_rate(questions: list[Question], ranked: dict[int, list[str]], k: int | None = None,
+             budget: int | None = None) -> float:
+    """hit@k (or within `budget` tokens): the share of questions with at least one evidence turn found."""
+    hits = sum(1 for q in questions
+               if (recall_at(q, ranked[q.index], k) if k is not None
+                   else recall_within(q, ranked[q.index], budget or 0)) > 0)
+    return hits / max(1, len(questions))
+
+
 def fit(questions: list[Question], split: str) -> dict[str, Any]:
     """Grid search of RRF weights and k by R@10 on one half of the questions, reported on the other half."""
     train = [q for q in questions if (q.index % 2 == 0) == (split == "even")]
@@ -445,7 +457,8 @@ def rankings(questions: list[Question], weights: dict[str, float], k: float,
 
 def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) -> tuple[str, list[dict[str, Any]]]:
     header = (f"{'category':<16}{'n':>4}  {'variant':<13}" + "".join(f"{'R@' + str(k):>7}" for k in KS)
-              + "".join(f"{'R@' + str(b) + 't':>9}" for b in TOKEN_BUDGETS))
+              + "".join(f"{'R@' + str(b) + 't':>9}" for b in TOKEN_BUDGETS)
+              + "".join(f"{'hit@' + str(k):>8}" for k in HIT_KS) + f"{'hit@1024t':>10}")
     lines = [header, "-" * len(header)]
     rows: list[dict[str, Any]] = []
     for category in [*sorted({q.category for q in questions}), None]:
@@ -454,12 +467,16 @@ def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) ->
         for i, (variant, lists) in enumerate(ranked.items()):
             values = {k: mean_recall(subset, lists, k) for k in KS}
             within = {b: mean_recall_within(subset, lists, b) for b in TOKEN_BUDGETS}
+            hits = {k: hit_rate(subset, lists, k=k) for k in HIT_KS}
+            hit_tokens = hit_rate(subset, lists, budget=1024)
             lines.append(f"{label if i == 0 else '':<16}{len(subset) if i == 0 else '':>4}  {variant:<13}"
                          + "".join(f"{values[k]:>7.3f}" for k in KS) + "".join(f"{within[b]:>9.3f}"
-                                                                             for b in TOKEN_BUDGETS))
+                                                                             for b in TOKEN_BUDGETS)
+                         + "".join(f"{hits[k]:>8.3f}" for k in HIT_KS) + f"{hit_tokens:>10.3f}")
             rows.append({"category": category if category is not None else "all", "variant": variant,
                          "n": len(subset), **{f"recall@{k}": round(values[k], 4) for k in KS},
-                         **{f"recall@{b}t": round(within[b], 4) for b in TOKEN_BUDGETS}})
+                         **{f"recall@{b}t": round(within[b], 4) for b in TOKEN_BUDGETS},
+                         **{f"hit@{k}": round(hits[k], 4) for k in HIT_KS}, "hit@1024t": round(hit_tokens, 4)})
     return "\n".join(lines), rows
 
 
