@@ -1,5 +1,7 @@
 """Corrections in conversations, without an LLM: a later statement about the same slot supersedes the earlier one
-(docs/preferences.md, "Corrections in conversations").
+(docs/preferences.md, "Corrections in conversations"). Only a user's own messages to the agent count: a
+transcript's labelled lines ("Caroline: ...", two people talking) are a record of chatter, where these rules
+cannot tell a correction from small talk.
 
 A user's message *changes* something when it carries a change word ("actually", "now", "no longer", "switched",
 "moved ... to", "my new manager is", "went up to", "from now on", "sold"). Such a message supersedes the earlier
@@ -22,15 +24,19 @@ from __future__ import annotations
 import re
 
 from service.ai.models import Calibration
+from service.memory.windows import speaker_label, without_label
 
+# Words that say a value changed, anywhere in a clause. "now" counts unless it is "right now", "for now", "just now"
+# or "now that"; "instead" unless "instead of"; the conversational "actually" and "update" only open a clause.
 CHANGE = re.compile(
-    r"\b(?:actually|now|nowadays|these days|any ?more|no longer|not \w+ any ?more|switch(?:ed|ing)?|"
-    r"mov(?:ed|ing)|chang(?:ed|ing)|from now on|instead|replac(?:ed|ing)|sold|upgraded|downgraded|"
-    r"(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|make (?:that|it)|correction|updated?|"
-    r"postponed|pushed (?:back|to)|rescheduled|left|quit|stopped|no more|"
+    r"\b(?:(?<!right )(?<!for )(?<!just )now(?! that)|nowadays|these days|any ?more|no longer|not \w+ any ?more|"
+    r"switch(?:ed|ing)|moved|moving (?:to|from)|changed|changing|from now on|instead(?! of)|"
+    r"replac(?:ed|ing)|sold|upgraded|downgraded|(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|"
+    r"make (?:that|it)|correction|postponed|pushed (?:back|to)|rescheduled|quit|stopped|no more|"
     r"(?:jump|doubl|tripl|halv|dropp|bump|extend|adjust|promot)(?:ed|ing)|took over|cut to|rose to|fell to)\b",
     re.IGNORECASE,
 )
+OPENS = re.compile(r"^\W*(?:actually|update|correction|scratch that|no wait)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#.'-]*")
 _STOP = frozenset(re.findall(r"\S+", """
 a about above after again against all also am an and any are as at be because been before being below between both
@@ -41,17 +47,41 @@ through to too under until up very was we were what when where which while who w
 yours yes ok okay thanks thank please sure great good well really think want like get got one two last next week
 month year day today tomorrow yesterday let let's make that's there's
 run runs running use uses used using live lives work works go goes going come comes take takes keep need start
-try look say tell know see feel find give thing stuff
+try look say tell know see feel find give thing stuff actually update correction instead right
 """))
 
 
+_CLAUSE = re.compile(r"[.;!?]+\s+|,\s*|\s+(?:so|because|but|and then|while)\s+", re.IGNORECASE)
+
+
+def clauses(text: str) -> list[str]:
+    """A message's clauses (split at sentence ends, commas and "so", "because", "but"); one of three words or fewer
+    ("From now on", "For the hotel") belongs to the next one."""
+    out: list[str] = []
+    carry = ""
+    for part in _CLAUSE.split(text):
+        clause = f"{carry} {part}".strip()
+        if len(part.split()) <= 3:
+            carry = clause
+            continue
+        out.append(clause)
+        carry = ""
+    if carry:
+        out.append(carry)
+    return out
+
+
 # "my new manager is ...", "new drummer: ...": a slot with a new value ("new clients", "a new lease ends ..." describe)
-NEW_VALUE = re.compile(r"\bnew (\w+)(?= (?:is|are|was)\b|[:,])", re.IGNORECASE)
+NEW_VALUE = re.compile(r"\bnew (\w+)(?= (?:is|are|was)\b|[:,]|\W*$)", re.IGNORECASE)
 
 
 def changes(text: str) -> bool:
-    """Whether a message says that something changed."""
-    return CHANGE.search(text) is not None or NEW_VALUE.search(text) is not None
+    """Whether a message (or a clause of it) says that something changed."""
+    return any(_changing(clause) for clause in clauses(text))
+
+
+def _changing(clause: str) -> bool:
+    return bool(CHANGE.search(clause) or NEW_VALUE.search(clause) or OPENS.search(clause))
 
 
 def slot_words(text: str) -> frozenset[str]:
@@ -74,11 +104,19 @@ def slot_words(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def user_lines(content: str) -> str:
-    """What the user said in a stored memory: an interaction window's `user:` lines, or the whole content of any
-    other memory (a fact, a raw write)."""
-    lines = [line.removeprefix("user:").strip() for line in content.splitlines() if line.startswith("user:")]
-    return " ".join(lines) if lines else content
+_ROLE_LINE = re.compile(r"^(user|assistant|system|tool):\s?")
+
+
+def said_by(content: str, label: str | None) -> str:
+    """What one speaker said in a stored memory, without speaker labels: an interaction window's `user:` lines of
+    that speaker (a transcript's "Caroline: ..." lines are Caroline's, unlabelled ones the user's), or a fact's or a
+    raw write's content when it is that speaker's ("" when it is someone else's)."""
+    lines = content.splitlines()
+    if lines and all(_ROLE_LINE.match(line) for line in lines):
+        mine = [without_label(text) for line in lines if line.startswith("user:")
+                and speaker_label(text := _ROLE_LINE.sub("", line, count=1)) == label]
+        return " ".join(mine)
+    return without_label(content) if speaker_label(content) == label else ""
 
 
 _CHANGED = r"(?:moved|sold|switched|changed|replaced|rescheduled|postponed|jumped|doubled|dropped|went up|went down)"
@@ -95,25 +133,10 @@ def named_slots(text: str) -> frozenset[str]:
     return frozenset(w for m in _NAMED.finditer(text) for g in m.groups() if g for w in slot_words(g))
 
 
-_CLAUSE = re.compile(r"[.;!?]+\s+|,\s*|\s+(?:so|because|but|and then|while)\s+", re.IGNORECASE)
-
-
 def changed_words(text: str) -> frozenset[str]:
     """The slot words of the clauses of a message that say something changed ("switched to new shoes, the physio
-    thinks ..." changed the shoes, not the physio). A clause of three words or fewer ("From now on", "For the
-    hotel") belongs to the next one."""
-    clauses: list[str] = []
-    carry = ""
-    for part in _CLAUSE.split(text):
-        clause = f"{carry} {part}".strip()
-        if len(clause.split()) <= 3:
-            carry = clause
-            continue
-        clauses.append(clause)
-        carry = ""
-    if carry:
-        clauses.append(carry)
-    return frozenset(w for c in clauses if changes(c) for w in slot_words(c))
+    thinks ..." changed the shoes, not the physio)."""
+    return frozenset(w for c in clauses(text) if _changing(c) for w in slot_words(c))
 
 
 def same_slot(new: str, old: str, cosine: float, calibration: Calibration) -> bool:

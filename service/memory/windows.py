@@ -50,11 +50,23 @@ def line(message: Message) -> str:
 _SPEAKER_LABEL = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s+\S")
 
 
+def speaker_label(text: str) -> str | None:
+    """The speaker a transcript line names first ("Caroline: I went ..." -> "caroline"), or None."""
+    label = _SPEAKER_LABEL.match(text)
+    return label.group(1).casefold() if label else None
+
+
+def without_label(text: str) -> str:
+    """A transcript line's text without its speaker label."""
+    label = _SPEAKER_LABEL.match(text)
+    return text[label.end(1) + 1:].strip() if label else text.strip()
+
+
 def speaker(message: Message) -> str:
     """Who said a message: its role, and the speaker its text names first when it is a transcript line ("user" for
     both people of an imported chat, told apart by "Caroline: ..." / "Melanie: ...")."""
-    label = _SPEAKER_LABEL.match(message.content)
-    return f"{message.role}\x1f{label.group(1).casefold()}" if label else message.role
+    label = speaker_label(message.content)
+    return f"{message.role}\x1f{label}" if label else message.role
 
 
 def interaction_windows(

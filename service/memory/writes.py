@@ -25,6 +25,7 @@ from service.memory.windows import (
     first_time,
     interaction_windows,
     source_id,
+    speaker_label,
     valid_indexes,
 )
 from service.metrics import STAGE, timed
@@ -340,13 +341,16 @@ class MemoryWriter:
         position = {source_id(i, m): i for i, m in enumerate(messages)}
         out: dict[str, str] = {}
         for i, message in enumerate(messages):
-            if message.role != "user" or not changes.changes(message.content):
+            # a user's own statements to the agent; a transcript's labelled lines ("Caroline: ...") are a record of
+            # what people said to each other, where chatter and corrections are not told apart without an LLM
+            if message.role != "user" or speaker_label(message.content) or not changes.changes(message.content):
                 continue
             mine = source_id(i, message)
             covering = {m.id: m for m in memories if mine in m.source_message_ids}
             window = next((m for m in covering.values() if m.category == INTERACTION), None)
             if window is None:
                 continue
+            text = message.content
             [vector] = await self.embedder.embed([message.content])
             [hits] = await self.vectors.rank([RankRequest(
                 MemoryFilter(user_id=job.user_id, project_id=job.project_id, active_only=True), CHANGE_CANDIDATES,
@@ -355,13 +359,14 @@ class MemoryWriter:
                        if m.superseded_by is None and m.id not in out
                        and (m.created_at < job.accepted_at if m.task_id != task_id
                             else max((position.get(s, i) for s in m.source_message_ids), default=i) < i)]
-            if not earlier:
+            said = {m.id: s for m in earlier if (s := changes.said_by(m.content, None))}  # the user's own words
+            if not said:
                 continue
-            said = [changes.user_lines(m.content) for m in earlier]
-            for old, text, other in zip(earlier, said, await self.embedder.embed(said), strict=True):
-                cosine = sum(a * b for a, b in zip(vector, other, strict=True))
-                if changes.same_slot(message.content, text, cosine, calibration):
-                    out[old.id] = window.id
+            [mine_vector, *others] = await self.embedder.embed([text, *said.values()])
+            for (old_id, old_text), other in zip(said.items(), others, strict=True):
+                cosine = sum(a * b for a, b in zip(mine_vector, other, strict=True))
+                if changes.same_slot(text, old_text, cosine, calibration):
+                    out[old_id] = window.id
         if out:
             log.info("conversation_changes", superseded=len(out), user_id=job.user_id)
         return out

@@ -107,3 +107,21 @@ async def test_within_one_conversation_the_later_message_wins(app: Any) -> None:
     results = await _search(client, user, "how much can I spend on the hotel per night?")
     assert "150" in results[0]["content"]
     assert not any("120" in r["content"] and "150" not in r["content"] for r in results)
+
+
+async def test_a_transcript_of_two_people_supersedes_nothing(app: Any) -> None:
+    """Labelled lines ("Caroline: ...") are a record of what people said to each other: chatter full of "now" and
+    "new" is not told apart from a correction by rules, so nothing of it is superseded."""
+    client, _ = app
+    user = unique("supersede-chat")
+    for when, lines in (("2026-11-03T09:00:00Z", ["Caroline: I paint landscapes in my studio on weekends.",
+                                                 "Melanie: That sounds lovely, I paint too."]),
+                        ("2026-11-20T18:00:00Z", ["Caroline: I paint portraits now, mostly in my new studio.",
+                                                 "Melanie: Portraits are hard, good for you!"])):
+        resp = await client.post("/v1/memories", json={"user_id": user, "messages": [
+            {"role": "user", "content": line, "timestamp": when} for line in lines]})
+        task = await wait_task(client, resp.json()["task_id"], timeout=60)
+        assert task["status"] == "completed", task
+    history = await _search(client, user, "what does Caroline paint?", include_superseded=True)
+    assert any("landscapes" in r["content"] for r in history)
+    assert not any(r["superseded_by"] for r in history)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.memory.changes import changed_words, changes, named_slots, slot_words, user_lines
+from service.memory.changes import changed_words, changes, named_slots, said_by, slot_words
 
 
 @pytest.mark.parametrize(("text", "changed"), [
@@ -41,6 +41,10 @@ def test_only_the_changing_clause_names_the_slot() -> None:
     assert changed_words("For the hotel, actually, make that 150 euros.") == {"hotel", "euro"}
 
 
-def test_a_windows_user_lines() -> None:
-    assert user_lines("user: I drive a Civic.\nassistant: Noted, a Civic.") == "I drive a Civic."
-    assert user_lines("Takes coffee black") == "Takes coffee black"
+def test_what_one_speaker_said() -> None:
+    assert said_by("user: I drive a Civic.\nassistant: Noted, a Civic.", None) == "I drive a Civic."
+    assert said_by("Takes coffee black", None) == "Takes coffee black"
+    chat = "user: Joanna: I moved to Denver.\nuser: Nate: I live in Boise now."
+    assert said_by(chat, "joanna") == "I moved to Denver." and said_by(chat, "nate") == "I live in Boise now."
+    assert said_by(chat, None) == ""  # an unlabelled message is the user's, not Joanna's or Nate's
+    assert said_by("Nate: Playing video games is my main hobby.", "joanna") == ""
