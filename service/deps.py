@@ -32,7 +32,7 @@ from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.kv import RedisKV
 from service.ledger import Ledger
 from service.maintenance.optimize import IndexBuilder
-from service.maintenance.records import RunStore
+from service.maintenance.records import MaintenanceRecords
 from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import MaintenanceRuns
 from service.maintenance.sweep import DedupSweep
@@ -82,7 +82,7 @@ class Deps:
     @property
     def maintenance(self) -> MaintenanceRuns:
         """Maintenance runs: submit, read the records, expire observations."""
-        return MaintenanceRuns(self.settings, self.tasks, RunStore(self.redis, self.settings), self.vectors)
+        return MaintenanceRuns(self.settings, self.tasks, MaintenanceRecords(self.redis, self.settings), self.vectors)
 
     async def close(self) -> None:
         if self.service.trace_writes:  # traces being written after their search answered: let them land

@@ -27,7 +27,7 @@ import structlog
 from service.domain import Memory, Scope
 from service.errors import DependencyUnavailable
 from service.jobs import ReconcileJob
-from service.maintenance.records import RunStore
+from service.maintenance.records import MaintenanceRecords
 from service.memory.writes import MemoryWriter
 from service.metrics import RECONCILE_REPAIRS
 from service.outbox import Intent
@@ -50,7 +50,7 @@ REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memor
 class Reconciler:
     def __init__(self, writer: MemoryWriter) -> None:
         self.writer = writer  # its collaborators: the ledger, the stores, the outbox, the locks, the rules' links
-        self.runs = RunStore(writer.tasks.redis, writer.settings)
+        self.runs = MaintenanceRecords(writer.tasks.redis, writer.settings)
 
     async def run_requested(self, task_id: str, job: ReconcileJob) -> dict[str, Any]:
         """The job of a POST /v1/maintenance/reconcile: a full reconcile, its run summarised."""

@@ -29,7 +29,8 @@ What it does (every loop is bounded in count and in time):
    `write_path.deadlock_retries` are reported when the service exposes them ("n/a" otherwise).
 4. Consistency per user: expected live ids = memory ids of completed write and update tasks minus
    the `deleted` ids of completed delete tasks; compared with every id listed by
-   `GET /v1/memories?user_id=` (no scope and no project_id: every scope) and with the live
+   `GET /v1/memories?user_id=&include_superseded=true` (no scope and no project_id: every scope; a superseded
+   memory is history, not lost) and with the live
    `(:Memory)` episodes of `GET /v1/graph/episodes?user_id=` (no `deleted_at`, no `duplicate_of`).
    unexpected = ids listed that no task reported; deleted_in_* = ids a completed delete
    reported deleted that are still listed.
@@ -544,7 +545,9 @@ async def page_all(state: State, client: aiohttp.ClientSession, route: str, path
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        params: dict[str, Any] = {"user_id": user, "limit": PAGE_LIMIT}
+        # a memory a later statement superseded is history, not lost: the memory listing includes it
+        params: dict[str, Any] = {"user_id": user, "limit": PAGE_LIMIT,
+                                  **({"include_superseded": "true"} if path == "/v1/memories" else {})}
         if cursor:
             params["cursor"] = cursor
         resp = await call(state, client, route, "GET", path, params=params)

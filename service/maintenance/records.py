@@ -109,7 +109,7 @@ class RunLock:
         await self._release(keys=[self._key], args=[self.token])
 
 
-class RunStore:
+class MaintenanceRecords:
     """Run reports: `<queue>:dedup:run:<id>` (JSON, TASK_TTL_SECONDS) and `<queue>:dedup:runs` (a sorted
     set of run ids by start time, the newest RUNS_KEPT)."""
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from service.jobs import DedupJob, DeleteJob, ReconcileJob
-from service.maintenance.records import RunStore, summary
+from service.maintenance.records import MaintenanceRecords, summary
 from service.queue import TaskQueue, now_iso
 from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
 from service.settings import Settings
@@ -24,10 +24,10 @@ __all__ = ["MaintenanceRuns", "summary"]
 class MaintenanceRuns:
     """What the API, the console and the worker's crons start or read of maintenance runs."""
 
-    def __init__(self, settings: Settings, tasks: TaskQueue, records: RunStore, vectors: VectorStore) -> None:
+    def __init__(self, settings: Settings, tasks: TaskQueue, records: MaintenanceRecords, vectors: VectorStore) -> None:
         self.settings = settings
         self.tasks = tasks
-        self.records = records  # the run records (RunStore)
+        self.records = records  # the run records (MaintenanceRecords)
         self.vectors = vectors
 
     async def submit_dedup(self, req: DedupRequest) -> DedupAccepted:

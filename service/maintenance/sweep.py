@@ -51,9 +51,9 @@ from service.maintenance.records import (
     LOCK_REFRESH_S,
     STORE_BATCH,
     DedupKeys,
+    MaintenanceRecords,
     PendingGraph,
     RunLock,
-    RunStore,
     record_phase,
     summary,
 )
@@ -99,7 +99,7 @@ class DedupSweep:
         self.ledger = graph if isinstance(graph, Ledger) else Ledger(Outbox(redis, settings), vectors, graph)
         self.redis = redis
         self.keys = DedupKeys(settings.arq_queue_name)
-        self.runs = RunStore(redis, settings)
+        self.runs = MaintenanceRecords(redis, settings)
         self.pending = PendingGraph(redis, self.keys.pending, settings)
         self.graph_part = GraphRemovals(vectors, self.ledger, self.pending)
         self.locks = MemoryLocks(redis, settings)

@@ -230,7 +230,7 @@ class ServiceBackend:
             reset_current(token)
 
 
-class ApiError(ServiceError):
+class RefusedByApi(ServiceError):
     """The API refused a request (4xx) or failed (5xx); the message is its `detail`."""
 
     def __init__(self, status_code: int, detail: str, code: str = "") -> None:
@@ -260,4 +260,4 @@ class ApiBackend:
             if exc.status == 0:
                 raise DependencyUnavailable(exc.detail) from exc
             detail = exc.detail if exc.status < 500 else f"memory API error {exc.status}: {exc.detail}"
-            raise ApiError(exc.status, detail, exc.code) from exc
+            raise RefusedByApi(exc.status, detail, exc.code) from exc

@@ -38,7 +38,7 @@ from service.ledger import Ledger
 from service.memory.base import MemoryBase
 from service.queue import TaskQueue
 from service.runs.portability import TierImport, export_tiers
-from service.stores.graph import GraphStore, Page, groups_for
+from service.stores.graph import GraphStore, RowPage, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -256,7 +256,7 @@ class Importer:
                 "vectors": "reused" if reuse and not imported["reembedded"] else "re-embedded"}
 
 
-async def _pages(fetch: Callable[[str | None], Awaitable[Page]]) -> AsyncIterator[dict[str, object]]:
+async def _pages(fetch: Callable[[str | None], Awaitable[RowPage]]) -> AsyncIterator[dict[str, object]]:
     """Every item of a cursor-paged graph listing (bounded: 100,000 pages)."""
     cursor: str | None = None
     for _ in range(100_000):

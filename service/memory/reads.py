@@ -28,7 +28,7 @@ from service.schemas.graph_api import community_item
 from service.schemas.memories import ContextSection
 from service.search import context
 from service.sensitivity import redact
-from service.stores.graph import Page, groups_for
+from service.stores.graph import RowPage, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -131,16 +131,16 @@ class MemoryReads(MemoryCuration):
                                    communities=[community_item(c) for c in communities])
 
 
-    async def list_nodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> Page:
+    async def list_nodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> RowPage:
         return await self.graph.list_nodes(user_id, groups_for(project_id) if project_id else None, limit, cursor)
 
     async def list_edges(
         self, user_id: str, project_id: str | None, limit: int, cursor: str | None, include_history: bool
-    ) -> Page:
+    ) -> RowPage:
         groups = groups_for(project_id) if project_id else None
         return await self.graph.list_edges(user_id, groups, limit, cursor, include_history)
 
-    async def list_episodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> Page:
+    async def list_episodes(self, user_id: str, project_id: str | None, limit: int, cursor: str | None) -> RowPage:
         return await self.graph.list_episodes(user_id, groups_for(project_id) if project_id else None, limit, cursor)
 
     async def refresh_gauges(self) -> None:

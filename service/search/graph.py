@@ -47,7 +47,7 @@ def named_in(query: str, names: list[str]) -> list[str]:
     return found
 
 
-class GraphProposal:
+class GraphRetriever:
     """Bounded by GRAPH_TIMEOUT_SECONDS: past it, or with the graph store down, the search answers without it and
     says so (degraded)."""
 

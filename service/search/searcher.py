@@ -16,7 +16,7 @@ from service.search.expansion import expansion
 from service.search.facts import supporting_facts
 from service.search.feedback import feedback
 from service.search.fusion import Fused, fuse
-from service.search.graph import GraphProposal
+from service.search.graph import GraphRetriever
 from service.search.lexical import Lexical
 from service.search.neighbours import neighbours
 from service.search.results import results
@@ -34,7 +34,7 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
     return (
         Dense(vectors, settings.search_weight_dense),
         Lexical(vectors, settings.search_weight_lexical),
-        GraphProposal(vectors, graph, settings),
+        GraphRetriever(vectors, graph, settings),
         TimeWindows(vectors, settings.search_weight_time),
     )
 
@@ -52,7 +52,7 @@ class Searcher:
         self.graph = graph
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
         self.retrievers = retrievers(settings, vectors, graph)
-        self.graph_ranker = next(r for r in self.retrievers if isinstance(r, GraphProposal))
+        self.graph_ranker = next(r for r in self.retrievers if isinstance(r, GraphRetriever))
         self.names = tuple(r.name for r in self.retrievers)
         self.weights = {r.name: r.weight for r in self.retrievers}
         self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # query-embedding LRU

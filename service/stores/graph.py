@@ -3,7 +3,7 @@
 `GraphStore` is what reads, listings, curation and traces use. `MemoryGraphWrites` writes memories into the
 graph; only the dual-store write owner (`service/ledger.py`, through `service/graph_writer.py`) holds it, so
 no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
-`NameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
+`EntityNameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
 never imports the identity rules or an embedder, and never embeds inside a transaction.
 """
 
@@ -47,7 +47,7 @@ class Resolution:
     also: tuple[Resolution, ...] = ()
 
 
-class NameRules(Protocol):
+class EntityNameRules(Protocol):
     """Entity names as the graph compares them. `resolves` False: one entity per spelling (no gate, no
     name vectors)."""
 
@@ -172,7 +172,9 @@ class GraphFact:
 
 
 @dataclass(frozen=True)
-class Page:
+class RowPage:
+    """A page of graph rows (a listing or an export), with the cursor of the next."""
+
     items: list[dict[str, object]]
     next_cursor: str | None
 
@@ -247,13 +249,13 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
         """The live facts (RELATES edges, not expired) that any of `memory_ids` supports, within `groups`,
         each once, at most `limit`."""
 
-    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page: ...
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage: ...
 
-    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters;
         not the copies a merge made."""
 
-    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         """Every entity of the user with its identity state: resolution decision, merge marker and record,
         rejected names, and its own (not copied) SAME_AS pairs."""
 
@@ -262,9 +264,9 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
 
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
-    ) -> Page: ...
+    ) -> RowPage: ...
 
-    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
 
     async def memory_users(self, limit: int = 100_000) -> list[str]:

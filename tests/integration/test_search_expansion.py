@@ -12,7 +12,7 @@ import httpx
 from service.deps import Deps
 from service.search.expansion import expansion
 from service.search.fusion import fuse
-from service.search.graph import GraphProposal, named_in
+from service.search.graph import GraphRetriever, named_in
 from service.search.retriever import Query
 from service.stores.vector import MemoryFilter, RankRequest
 from tests.conftest import unique
@@ -61,8 +61,8 @@ async def test_decomposition_gives_each_named_entity_its_own_memories(client: ht
     assert named_in(text, ["Jon", "Gina", "jon"]) == ["Gina", "Jon"]
 
     patient = deps.settings.model_copy(update={"graph_timeout_seconds": 60.0})  # a shared test Neo4j may be slow
-    together = GraphProposal(deps.vectors, deps.graph, patient)
-    apart = GraphProposal(deps.vectors, deps.graph, patient.model_copy(update={"graph_decompose": True}))
+    together = GraphRetriever(deps.vectors, deps.graph, patient)
+    apart = GraphRetriever(deps.vectors, deps.graph, patient.model_copy(update={"graph_decompose": True}))
     joint = [mid for mid, _ in (await together.retrieve(query(deps, text, user, limit=3))).hits]
     split = [mid for mid, _ in (await apart.retrieve(query(deps, text, user, limit=3))).hits]
     assert len(joint) == 3 and set(joint) <= set(jon)

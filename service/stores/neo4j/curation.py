@@ -15,7 +15,7 @@ from typing import Any, LiteralString, TypeVar
 from neo4j import AsyncManagedTransaction
 
 from service.errors import Conflict, DomainError, NotFound
-from service.stores.graph import NameRules
+from service.stores.graph import EntityNameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
 
@@ -199,7 +199,7 @@ RETURN memories, entities, merged, live, expired, pending, confirmed, rejected, 
 class GraphCuration(CeilingReads):
     """Curation methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
 
-    _names: NameRules  # provided by Neo4jGraphStore
+    _names: EntityNameRules  # provided by Neo4jGraphStore
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
     async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...

@@ -9,7 +9,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.errors import DomainError
-from service.stores.graph import NameRules
+from service.stores.graph import EntityNameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, edge_item, entity_name, ft_key
@@ -181,7 +181,7 @@ def offset_of(cursor: str | None) -> int:
 class FactGraph(CeilingReads):
     """Entity lookups, facts about an entity and structural queries (use Neo4jGraphStore's `_read`)."""
 
-    _names: NameRules  # provided by Neo4jGraphStore
+    _names: EntityNameRules  # provided by Neo4jGraphStore
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
 

@@ -7,7 +7,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.graph import GraphFact, GraphProposal, Page
+from service.stores.graph import GraphFact, GraphProposal, RowPage
 from service.stores.neo4j import cypher_portability, cypher_reads, schema
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import (
@@ -162,27 +162,27 @@ class GraphReads(CeilingReads):
         return rows
 
     @staticmethod
-    def _paged(items: list[dict[str, object]], limit: int) -> Page:
+    def _paged(items: list[dict[str, object]], limit: int) -> RowPage:
         limit = clamp(limit, MAX_PAGE_LIMIT)
         more = len(items) > limit
         items = items[:limit]
-        return Page(items=items, next_cursor=str(items[-1]["id"]) if more and items else None)
+        return RowPage(items=items, next_cursor=str(items[-1]["id"]) if more and items else None)
 
-    async def _kept(self, page: Page, keep: Any) -> Page:
+    async def _kept(self, page: RowPage, keep: Any) -> RowPage:
         """A page without what the sensitivity ceiling hides (its cursor unchanged: a page may come out short)."""
-        return Page(items=await keep(page.items), next_cursor=page.next_cursor)
+        return RowPage(items=await keep(page.items), next_cursor=page.next_cursor)
 
-    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_reads.LIST_NODES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
-    ) -> Page:
+    ) -> RowPage:
         rows = await self._page(cypher_reads.LIST_EDGES, user_id, groups, limit, cursor, include_history)
         return await self._kept(self._paged([edge_item(r["fact"]) for r in rows], limit), self.keep_facts)
 
-    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_portability.EXPORT_FACTS, user_id, groups, limit, cursor)
         # `confidence` only where a structured write set it (docs/graph.md)
         return await self._kept(self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
@@ -224,11 +224,11 @@ class GraphReads(CeilingReads):
         seen = await self.visible_memory_ids(found)
         return found if seen is None else {k: v for k, v in found.items() if k in seen}
 
-    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_portability.EXPORT_ENTITIES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
 
-    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> Page:
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_reads.LIST_EPISODES, user_id, groups, limit, cursor)
         return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_memories)
 

@@ -1,4 +1,5 @@
-"""The resolution gate applied to a graph write (the store's `NameRules` decide; this module fetches and rewrites).
+"""The resolution gate applied to a graph write (the store's `EntityNameRules` decide; this module fetches and
+rewrites).
 
 The names' embeddings are computed before the transaction (`vectors`); a candidate whose name has no vector of
 this embedder yet raises `MissingNameVectors`, and the store embeds those names and runs the transaction again.
@@ -25,7 +26,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.metrics import ENTITY_RESOLUTIONS
-from service.stores.graph import MERGE, PENDING, Candidate, NameRules
+from service.stores.graph import MERGE, PENDING, Candidate, EntityNameRules
 from service.stores.neo4j.rows import entity_id, meaning_name, relation_id
 from service.stores.neo4j.search import lucene_escape
 
@@ -131,7 +132,7 @@ def key_query(ft: str, keys: list[str]) -> str:
     return f"+ft_key:{ft}^0 +keys:({quoted})"
 
 
-async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str, list[dict[str, Any]]],
+async def resolve(tx: AsyncManagedTransaction, rules: EntityNameRules, graph: dict[str, list[dict[str, Any]]],
                   now: str, vectors: dict[str, list[float]]) -> None:
     """Rewrite the batch's rows in place (entities, mentions, relations) by the gate's decisions (existing
     entities keep theirs), and add `same_as` rows. `vectors`: name key -> embedding, for the batch's names."""
@@ -228,7 +229,7 @@ async def resolve(tx: AsyncManagedTransaction, rules: NameRules, graph: dict[str
         "match_type": None})} for first, row in origin]
 
 
-async def _unplaced(tx: AsyncManagedTransaction, rules: NameRules, rows: list[dict[str, Any]],
+async def _unplaced(tx: AsyncManagedTransaction, rules: EntityNameRules, rows: list[dict[str, Any]],
                     existing: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows with no role whose spelling's entity is one of several meanings held (live entities of that name
     and family): which one the mention means is the reviewer's call (docs/identity.md, Meanings)."""
@@ -243,7 +244,7 @@ async def _unplaced(tx: AsyncManagedTransaction, rules: NameRules, rows: list[di
                                        for t in others.get(r["id"], []))]
 
 
-def _candidate(c: dict[str, Any], rules: NameRules, by_key: dict[str, list[float]]) -> Candidate:
+def _candidate(c: dict[str, Any], rules: EntityNameRules, by_key: dict[str, list[float]]) -> Candidate:
     vec = (c.get("name_vector") if c.get("name_vector_model") == rules.model
            else by_key.get(rules.name_key(str(c["name"]))))
     return Candidate(str(c["id"]), str(c["name"]), str(c.get("type") or "thing"), tuple(c.get("aliases") or ()),

@@ -12,7 +12,7 @@ import structlog
 
 from service.domain import ID_NAMESPACE, Memory
 from service.errors import DomainError
-from service.stores.graph import EntityRef, GraphFact, MemoryLinks, NameRules, group_id
+from service.stores.graph import EntityNameRules, EntityRef, GraphFact, MemoryLinks, group_id
 
 log = structlog.get_logger(__name__)
 
@@ -118,7 +118,7 @@ def relation_id(user_id: str, group: str, subject: str, predicate: str, obj: str
 
 
 def link_rows(
-    memories: list[Memory], links: list[MemoryLinks], names: NameRules, default_valid_at: str | None = None
+    memories: list[Memory], links: list[MemoryLinks], names: EntityNameRules, default_valid_at: str | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Entity, mention and relation rows for the links. A relation's valid_at is its stated time,
     else `default_valid_at`, else the memory's acceptance time (normalised to UTC ISO)."""

@@ -15,7 +15,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.domain import ID_NAMESPACE
-from service.stores.graph import NameRules, group_id
+from service.stores.graph import EntityNameRules, group_id
 from service.stores.neo4j import cypher_writes, facts, resolution
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
@@ -128,7 +128,7 @@ def step_uid(run_key: str, seq: int) -> str:
 
 
 def _entity_rows(user_id: str, group: str, touched: list[Any], at: str,
-                 names: NameRules, rows: dict[str, dict[str, Any]]) -> list[str]:
+                 names: EntityNameRules, rows: dict[str, dict[str, Any]]) -> list[str]:
     """Entity rows (as rows.link_rows builds a memory's) for a tool call's touched names; their ids."""
     ids = []
     for raw_name, raw_type in ((str(t[0]), str(t[1])) for t in touched):
@@ -151,7 +151,7 @@ def _entity_rows(user_id: str, group: str, touched: list[Any], at: str,
 class RunGraph:
     """Run writes of Neo4jGraphStore."""
 
-    _names: NameRules  # provided by Neo4jGraphStore
+    _names: EntityNameRules  # provided by Neo4jGraphStore
 
     async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
     async def _write(self, fn: Any, **params: Any) -> Any: ...
@@ -260,7 +260,7 @@ class RunGraph:
         return total
 
 
-async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, names: NameRules,
+async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, names: EntityNameRules,
                  vectors: dict[str, list[float]]) -> GraphReport:
     """The touched entities through the identity gate (as a memory's mentions), then the TOUCHED edges. What the
     gate did, per tool call (facts.finish_links)."""

@@ -13,7 +13,7 @@ from neo4j import AsyncDriver, AsyncManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
 from service.errors import DependencyUnavailable
-from service.stores.graph import NameRules
+from service.stores.graph import EntityNameRules
 from service.stores.neo4j import resolution
 from service.stores.neo4j.communities import COMMUNITY_SCHEMA
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA
@@ -112,7 +112,7 @@ class GraphSchema:
     _driver: AsyncDriver  # provided by Neo4jGraphStore
     _db: str
     _timeout: float
-    _names: NameRules
+    _names: EntityNameRules
 
     async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
 

@@ -21,7 +21,7 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 
 from service.domain import Memory, Scope, content_hash
 from service.errors import DependencyUnavailable, DomainError
-from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityRef, MemoryLinks, NameRules, RelationRef
+from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityNameRules, EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
 from service.stores.neo4j.communities import CommunityGraph
@@ -79,7 +79,7 @@ def supersede_rows(relations: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
-                      names: NameRules, vectors: dict[str, list[float]]) -> GraphReport:
+                      names: EntityNameRules, vectors: dict[str, list[float]]) -> GraphReport:
     """Resolve the new entities (when the rules have a gate), MERGE entities, mentions and relations, then let
     single-valued facts replace older ones. Returns what it did per memory (facts.py, `report`)."""
     origin = {r["id"]: (r["name"], r["type"]) for r in graph["entities"]}
@@ -105,7 +105,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
 
 
 async def write_memories(tx: AsyncManagedTransaction, rows: list[dict[str, Any]],
-                         graph: dict[str, list[dict[str, Any]]], now: str, names: NameRules,
+                         graph: dict[str, list[dict[str, Any]]], now: str, names: EntityNameRules,
                          vectors: dict[str, list[float]]) -> GraphReport:
     """The memories' nodes, then their links (`apply_links`): one chunk of `upsert_memories`."""
     await (await tx.run(cypher_writes.UPSERT_MEMORIES, rows=rows)).consume()
@@ -121,7 +121,7 @@ class Neo4jGraphStore(GraphSchema, GraphReads, GraphCuration, TraceGraph, RunGra
     name = "neo4j"
 
     def __init__(self, uri: str, user: str, password: str | None, database: str, timeout: float,
-                 names: NameRules) -> None:
+                 names: EntityNameRules) -> None:
         auth = (user, password) if password else None
         self._driver: AsyncDriver = AsyncGraphDatabase.driver(
             uri,
