@@ -148,7 +148,7 @@ class Memory(BaseModel):
     source_write: str | None = None
     source_first: int | None = None
     source_last: int | None = None
-    # Preferences with a scope and a history (issue 28 part 4, service/memory/preferences.py): what the
+    # Preferences with a scope and a history (service/memory/preferences.py): what the
     # preference is about (`kind`, e.g. "budget") and the entity names it applies to; a newer preference of
     # the same kind, scope and applies_to sets `superseded_by`/`superseded_at` here (kept, hidden by default).
     kind: str | None = None

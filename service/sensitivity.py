@@ -1,4 +1,4 @@
-"""Sensitivity tiers (issue 29, part 6): every memory is `public`, `internal` (the default), `private` or `secret`.
+"""Sensitivity tiers: every memory is `public`, `internal` (the default), `private` or `secret`.
 
 An API key carries a ceiling (`max_sensitivity`); a read may lower it for itself, never raise it. The ceiling of
 the request being served lives in a context variable that the API's caller dependency (and the MCP transport)

@@ -155,6 +155,8 @@ def service_env(args: argparse.Namespace, work: Path, redis_port: int, neo4j_por
         "NEO4J_DATABASE": "memory", "DATA_DIR": str(work / "data"), "EMBEDDER": args.embedder,
         "ARQ_JOB_TIMEOUT": str(args.job_timeout), "DEDUP_CRON_ENABLED": "false",
     })
+    # the local model's files, fetched by ./scripts/test.sh (or `python -m service models fetch`), unless set
+    env.setdefault("MODEL_CACHE_DIR", str(ROOT / ".test-stack" / "models"))
     return env
 
 

@@ -263,7 +263,7 @@ async def probed(
 async def seed_way(
     store: EdgeVectorStore, plant: Plant, threshold: float, sample: int, batch: int
 ) -> tuple[float, int, int]:
-    """Seed 001's semantic phase: for each memory, one vector search for neighbours above the threshold
+    """the v1 API's semantic phase: for each memory, one vector search for neighbours above the threshold
     (the older of each pair would be deleted). Returns (seconds, memories searched, pairs found)."""
     t0 = time.perf_counter()
     done = pairs = 0
@@ -478,7 +478,7 @@ async def main(args: argparse.Namespace) -> int:
     print("peak traced = tracemalloc peak of a dry run (Python objects and numpy buffers the sweep allocates);")
     print("process RSS = the whole bench process (stores, plant data) during the real run, growth over its start;")
     print("matrix-only s = NearDuplicateFinder alone on the same vectors (pure numpy, no store);")
-    print("seed way = one store.search per memory (limit 10, score >= threshold kept), as seed 001 does;")
+    print("seed way = one store.search per memory (limit 10, score >= threshold kept), as the v1 design did;")
     print("loop lag = how late asyncio.sleep(0.01) wakes up on the sweep's event loop; search = a vector")
     print("search for another user every 50 ms on that loop, while the sweep runs.")
     if not all(r.dry_matches for r in rows):

@@ -4,7 +4,7 @@
 
 Every mode writes `-n` memories of one fresh user from `-c` concurrent writers, each memory mentioning
 2-4 entities of a small shared pool (ten people, five places, eight tools) and stating one relation,
-the shape of the soak benchmark's hot user (the shape that deadlocked in issue 9):
+the shape of the soak benchmark's hot user (the shape that once deadlocked):
 
 - `per-job`:   one transaction per memory, rows in the order the memory names them (the old write path);
 - `sorted`:    one transaction per memory, rows sorted by id (one global lock order);

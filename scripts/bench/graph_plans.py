@@ -32,7 +32,7 @@ from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noq
 from service.stores.neo4j import store as store_module  # noqa: E402
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row  # noqa: E402
 
-supersede_rows = getattr(store_module, "supersede_rows", None)  # absent before issue 27 (for a before/after run)
+supersede_rows = getattr(store_module, "supersede_rows", None)  # absent in older commits (for a before/after run)
 
 
 def memory(user_id: str, i: int, at: str) -> Memory:
@@ -99,7 +99,7 @@ async def main() -> int:
             RelationRef("user", "uses", "tool 3", "uses tool 3 still"),  # an existing edge
         ])
         graph = link_rows([m], [link], NameRules())
-        single = supersede_rows(graph["relations"]) if supersede_rows else [  # before issue 27: no slot
+        single = supersede_rows(graph["relations"]) if supersede_rows else [  # older commits: no slot
             {"source_id": r["source_id"], "id": r["id"], "valid_at": str(r["valid_at"])} for r in graph["relations"]
             if r["predicate"] == "deploys_to"]
         steps: list[tuple[str, str, dict[str, Any]]] = [

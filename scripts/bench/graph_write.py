@@ -2,7 +2,7 @@
 
 Two modes:
 
-- `--mode growth` (default, issue 27): one user, the search bench's memories (fact templates over its skewed
+- `--mode growth` (default): one user, the search bench's memories (fact templates over its skewed
   entity pool, one relation each), the resolution gate on, written in chunks of --chunk. Prints the chunk rate
   against the size already loaded (buckets of --bucket memories: min-max, the median chunk rate, which a shared
   machine's bursts move less than the mean, and the load average), the slowest chunk beside the write deadline,
@@ -13,7 +13,7 @@ Two modes:
 
       .venv/bin/python scripts/bench/graph_write.py --neo4j-uri bolt://127.0.0.1:17687 -n 100000 --sizes 10000,100000
 
-- `--mode gate` (issue 16): memories per second without and with the entity resolution gate, beside the local
+- `--mode gate`: memories per second without and with the entity resolution gate, beside the local
   embedder's rate measured in the same run (target: graph writes >= 5x the embedder).
 
       .venv/bin/python scripts/bench/graph_write.py --mode gate --neo4j-uri bolt://127.0.0.1:17687 -n 5000

@@ -24,7 +24,7 @@
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
    from the lists with `--weights`: it matches `fused` when the steps after the first fusion are off,
    SEARCH_FEEDBACK_WEIGHT, SEARCH_EXPANSION_WEIGHT and SEARCH_NEIGHBOUR_WEIGHT at 0; a check of the harness),
-   `fused-no-graph` (the same without the graph retriever: what the second store adds) and `interleave` (seed 001's
+   `fused-no-graph` (the same without the graph retriever: what the second store adds) and `interleave` (the v1 design's
    order: dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
    the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
    reports the odd ones, so the printed figure is not the one it was chosen on). `--variants collapsed` (or any

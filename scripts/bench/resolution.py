@@ -11,7 +11,7 @@ how many pairs of each label landed there, and
 - the same per kind of pair (variant, nickname, hard_negative, ...).
 
 The `dev` and `test` parts were used to choose the gate's rules (docs/identity.md); `holdout` was written after
-them and is only reported; `dev2` (tests/data/resolution_dev2.jsonl, issue 32's first blind set) was written by
+them and is only reported; `dev2` (tests/data/resolution_dev2.jsonl, the first blind set) was written by
 someone who had not read the rules, and its misses were then used to change them, so it is tuning data now
 (`--gold tests/data/resolution_dev2.jsonl --split dev2`). A blind set kept apart from whoever writes the rules is
 read the same way (`--gold FILE --split blind`). Figures are printed for the whole selection, then per split and

@@ -1,4 +1,4 @@
-"""One payload for a chat turn (seed 000's `/api/chat`): `POST /v1/search` with `include` adds, beside the memories,
+"""One payload for a chat turn (a chat endpoint's payload): `POST /v1/search` with `include` adds, beside the memories,
 
 - `"traces"` → `reasoning`: prior task runs (service/runs/service.py, `RunService.reasoning`);
 - `"messages"` → `messages`: hits among the conversation tier's messages (full text), the request's `session_id`

@@ -1,4 +1,4 @@
-"""The vector index build on demand as a task (`POST /v1/maintenance/optimize`, issue 33): the API queues an
+"""The vector index build on demand as a task (`POST /v1/maintenance/optimize`): the API queues an
 `optimize` job and answers 202; the worker builds the index (Qdrant Edge: in a child process on a copy, swapped
 in; a Qdrant server indexes by itself) and the task's result is the build's report."""
 

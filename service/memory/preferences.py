@@ -1,4 +1,4 @@
-"""Preferences with a scope and a history (issue 28 part 4, docs/preferences.md).
+"""Preferences with a scope and a history (docs/preferences.md).
 
 A preference memory may carry a `kind` (e.g. `budget`, given by the write; never guessed from the content) and
 `applies_to` (entity names: a project's tool, a person). Its *slot* is (user, kind, scope, project, applies_to

@@ -140,8 +140,8 @@ class ReembedRequest(BaseModel):
 
 
 class MaintenanceRunPage(Page[DedupRunSummary]):
-    """The latest maintenance runs (dedup, reconcile: `kind`), newest first (issue 33: `items` and `next_cursor`,
+    """The latest maintenance runs (dedup, reconcile: `kind`), newest first (`items` and `next_cursor`,
     was `runs`)."""
 
 
-DedupRunList = MaintenanceRunPage  # its name before issue 33
+DedupRunList = MaintenanceRunPage  # its earlier name, kept for clients

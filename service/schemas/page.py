@@ -16,9 +16,9 @@ MAX_PAGE_SIZE = 500
 
 # (method, path) -> why its list keeps another shape. tests/unit/test_api_convention.py enforces the rest.
 SEED_SHAPES: dict[tuple[str, str], str] = {
-    ("GET", "/v1/memories"): "seed 001: `{status, memories, next_cursor}`",
-    ("GET", "/v1/categories"): "seed 001: a JSON array of the 13 categories (a fixed set, never paged)",
-    ("POST", "/v1/search"): "seed 001: `{status, results}` (a ranking, not a page)",
+    ("GET", "/v1/memories"): "the v1 API: `{status, memories, next_cursor}`",
+    ("GET", "/v1/categories"): "the v1 API: a JSON array of the 13 categories (a fixed set, never paged)",
+    ("POST", "/v1/search"): "the v1 API: `{status, results}` (a ranking, not a page)",
 }
 
 

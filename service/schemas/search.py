@@ -124,7 +124,7 @@ class SearchWindow(BaseModel):
 
 
 class SupportingFact(BaseModel):
-    """A graph fact (seed 001's graph result) supporting returned memories: its entities and validity times."""
+    """A graph fact (the v1 API's graph result) supporting returned memories: its entities and validity times."""
 
     id: str
     fact: str

@@ -1,4 +1,4 @@
-"""`include: ["facts"]`: the graph facts that support a search's returned memories (seed 001's graph results),
+"""`include: ["facts"]`: the graph facts that support a search's returned memories (the v1 API's graph results),
 beside the memories rather than in their slots, so they cost no recall."""
 
 from __future__ import annotations

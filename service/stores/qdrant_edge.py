@@ -14,7 +14,7 @@ Facts about qdrant-edge-py 0.9.0 this module relies on (checked, not assumed):
   GIL: `asyncio.to_thread` keeps the loop responsive *between* calls only. So a search's short reads (`rank`,
   `get`) run on the event loop itself: in a worker thread they gained nothing and cost the loop its own I/O,
   since a socket call on the loop (the graph retriever's Neo4j query) releases the GIL and then waits for the
-  thread's whole Edge call to get it back (docs/retrieval.md, "Speed of the third round"). `optimize()` (building
+  thread's whole Edge call to get it back (docs/retrieval.md, "Speed"). `optimize()` (building
   HNSW) holds the GIL for its whole run, freezing every thread of the process: `edge_build` runs it in a
   child process on a copy of the shard.
 - All shard errors are plain `Exception("Service runtime error: ...")`.

@@ -143,7 +143,7 @@ async def test_every_route_needs_a_key_and_sees_only_its_tenant(stack: Stack) ->
 
 
 async def test_runs_and_conversations_of_another_user_are_404(stack: Stack) -> None:
-    """Issue 28's tiers: B's own run and session, by B's key; A's key sees neither, and naming B is 403."""
+    """the tiers: B's own run and session, by B's key; A's key sees neither, and naming B is 403."""
     c, b = stack.client, stack.users["b"]
     run = await c.post("/v1/runs", json={"task": "B's secret deploy", "steps": [{"seq": 0, "action": "deploy"}]},
                        headers=stack.h("b"))

@@ -1,4 +1,4 @@
-"""One payload for a chat turn (issue 28 part 2) against the real stack: `POST /v1/search` with
+"""One payload for a chat turn against the real stack: `POST /v1/search` with
 `include: ["messages", "entities", "traces"]` returns the memories and, beside them, message hits from the
 conversation tier (the current session's first), the entities the query names with their score and related
 names, and prior task runs."""

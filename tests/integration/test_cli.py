@@ -52,7 +52,7 @@ def test_operator_commands_drive_the_running_api(tmp_path: Path) -> None:
         opt = _cli(cli, "optimize")  # Qdrant Edge: a copy is optimized in a child process and swapped in
         assert opt.returncode == 0, opt.stderr
         built = json.loads(opt.stdout)
-        # a task now (issue 33): the worker child builds it through the API process's shard
+        # a task now: the worker child builds it through the API process's shard
         assert built["backend"].startswith("qdrant-edge") and built["backlog_after"] <= built["backlog_before"]
         assert built["figures"]["points"] >= 1 and built["figures"]["swap_pause_ms"] >= 0
         dump = tmp_path / "export.ndjson.gz"

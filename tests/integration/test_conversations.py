@@ -1,4 +1,4 @@
-"""Conversations (issue 28 part 3) against the real stack: messages kept in order under a session, listed,
+"""Conversations against the real stack: messages kept in order under a session, listed,
 paged, summarised offline; deletes erase them."""
 
 from __future__ import annotations

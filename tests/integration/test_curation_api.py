@@ -1,4 +1,4 @@
-"""The identity and provenance routes through the whole app (issue 13): a raw write's entity goes to the review
+"""The identity and provenance routes through the whole app: a raw write's entity goes to the review
 queue, a review merges it (visible in stats, listings and search), unmerge undoes it, and a traced search
 records exactly what it returned until the trace expires."""
 

@@ -97,7 +97,7 @@ async def start_run(client: httpx.AsyncClient, **body: Any) -> str:
     assert resp.status_code == 202, resp.text
     accepted = resp.json()
     assert accepted["status"] == "accepted" and accepted["run_id"] == accepted["task_id"]
-    assert accepted["poll_url"] == f"/v1/tasks/{accepted['task_id']}"  # every task kind is polled there (issue 33)
+    assert accepted["poll_url"] == f"/v1/tasks/{accepted['task_id']}"  # every task kind is polled there
     assert accepted["run_url"] == f"/v1/maintenance/runs/{accepted['run_id']}"
     return str(accepted["run_id"])
 

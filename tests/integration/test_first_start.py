@@ -1,4 +1,4 @@
-"""Right the first time (issue 25): an empty GOOGLE_API_KEY, which docker-compose.yml passes when no key is set
+"""Right the first time: an empty GOOGLE_API_KEY, which docker-compose.yml passes when no key is set
 (`${GOOGLE_API_KEY:-}`), is no key. The app starts on the offline extractor, /health names the extractor the
 start-up built, and a conversation goes through that extractor."""
 

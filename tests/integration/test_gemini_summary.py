@@ -1,4 +1,4 @@
-"""A session's summary by Gemini (issue 28 part 3) when a key is set: the real google-genai client against the local
+"""A session's summary by Gemini when a key is set: the real google-genai client against the local
 fake of the Gemini API; the extractor's model, its fallback model when the first is unavailable, and the offline
 extractive summary (with the reason) when no model answers."""
 

@@ -1,4 +1,4 @@
-"""The graph as an API (issue 29) through the whole app: structured writes through the resolution gate with their
+"""The graph as an API through the whole app: structured writes through the resolution gate with their
 decisions, idempotent retries, facts about an entity across a merge and a supersession, structural queries,
 erasure, and the entities every write task reports."""
 

@@ -1,4 +1,4 @@
-"""Community summaries by Gemini (issue 29): the real google-genai client against the local fake of the API writes
+"""Community summaries by Gemini: the real google-genai client against the local fake of the API writes
 each community's summary from its members and facts; a call that fails keeps the offline summary."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Graph writes whose cost does not grow with the user's graph (issue 27), against a real Neo4j.
+"""Graph writes whose cost does not grow with the user's graph, against a real Neo4j.
 
 - On an entity that already has 5,000 relations and 5,000 mentions, the plans of the relation upsert, the
   supersession of single-valued facts and the mention upsert find what they touch through indexes (read from

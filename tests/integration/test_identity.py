@@ -1,4 +1,4 @@
-"""Entity identity on the real graph (issue 13): the resolution gate on writes, the review queue, reversible
+"""Entity identity on the real graph: the resolution gate on writes, the review queue, reversible
 merges, and resolution in reads. Real Neo4j, the real gate, all-MiniLM-L6-v2 for the names."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 32 through the real graph store (real Neo4j, the real gate, all-MiniLM-L6-v2 for the names): a name that
+"""Ambiguous names through the real graph store (real Neo4j, the real gate, all-MiniLM-L6-v2 for the names): a name that
 matches several entities alike gets a pending pair to each and merges into none; a spelling the graph holds
 under a specific type is not merged with a generic mention of it, the pair is proposed instead."""
 

@@ -1,4 +1,4 @@
-"""Two things of one name (issue 32, "Meanings"): through the real graph store (real Neo4j, the real gate), a
+"""Two things of one name: through the real graph store (real Neo4j, the real gate), a
 same-spelled name whose memory gives it a role that disagrees with the held entity's is another entity, with a
 pending pair to review, never a merge; a mention with the same role, or with none, is the held entity."""
 

@@ -1,4 +1,4 @@
-"""Lessons in context (issue 28 part 2) against the real stack: the context endpoint shows a failed tool call of an
+"""Lessons in context against the real stack: the context endpoint shows a failed tool call of an
 earlier session with what the agent did after it and how the task ended; not the current session's, not another
 user's; at most a small fixed number, within the markdown bound."""
 

@@ -65,7 +65,7 @@ async def test_list_filters_and_pages(client: httpx.AsyncClient) -> None:
     assert await listed(agent_id="cursor") == {ids["skill"]}
     bad = await client.get("/v1/memories", params={"user_id": user, "category": "nope"})
     assert bad.status_code == 400
-    unnamed = await client.get("/v1/memories")  # without a key (AUTH_MODE=none): DEFAULT_USER_ID's memories (issue 33)
+    unnamed = await client.get("/v1/memories")  # without a key (AUTH_MODE=none): DEFAULT_USER_ID's memories
     assert unnamed.status_code == 200 and {m["user_id"] for m in unnamed.json()["memories"]} <= {"default_user"}
 
 
@@ -184,7 +184,7 @@ async def test_delete_expires_only_exclusive_edges(client: httpx.AsyncClient, de
 
     await _accepted(await client.delete(f"/v1/memories/{a}"), client)
     edges = {r["target"]: r for r in await probe.relations(deps.graph, user) if r["source"] == "shop"}
-    # deleting erases (issue 10): the edge only `a` stated goes with the entity only `a` named
+    # deleting erases: the edge only `a` stated goes with the entity only `a` named
     assert "Redis" not in edges
     assert edges["FastAPI"]["expired_at"] is None and a not in edges["FastAPI"]["memory_ids"]
 

@@ -46,7 +46,7 @@ TOOLS = {
     "finish_task": {"run_id", "user_id", "success"},
     "recall_similar_tasks": {"query", "user_id"},
     "update_memory": {"memory_id", "content", "user_id"},
-    # the graph as an API (issue 29; tests/integration/test_mcp_graph.py)
+    # the graph as an API (tests/integration/test_mcp_graph.py)
     "add_entity": {"user_id", "name"},
     "add_relationship": {"user_id", "source", "predicate", "target"},
     "add_fact": {"user_id", "subject", "predicate", "object"},
@@ -214,7 +214,7 @@ async def test_recall_is_compact_by_default_and_full_on_request(api: str, transp
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_update_memory_corrects_a_memory(api: str, transport: str) -> None:
-    """An agent corrects a memory over MCP (issue 33); the stdio server sends it through the typed client."""
+    """An agent corrects a memory over MCP; the stdio server sends it through the typed client."""
     user = unique(f"mcp-upd-{transport}")
     async with connect(transport, api) as client:
         memory_id = await remember(client, content="I live in Porto", user_id=user, category="personal_fact")

@@ -1,4 +1,4 @@
-"""The graph-as-API MCP tools (issue 29) through the official MCP client, over both transports, against the real
+"""The graph-as-API MCP tools through the official MCP client, over both transports, against the real
 stack: an entity, a relationship and a fact told to the graph, then the facts about an entity and a structural
 query."""
 

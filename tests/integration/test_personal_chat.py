@@ -1,4 +1,4 @@
-"""A short personal chat through POST /v1/memories with the offline extractor (issue 52): the graph's facts are about
+"""A short personal chat through POST /v1/memories with the offline extractor: the graph's facts are about
 the right subject (a third party, a named project, a role on it), a plan keeps the day it is for beside when it was
 said, and the context keeps the user's words where a fact would only be a fragment of them."""
 

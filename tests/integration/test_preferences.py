@@ -1,4 +1,4 @@
-"""Preferences with a scope and a history (issue 28 part 4) against the real stack (API + ARQ worker, Redis,
+"""Preferences with a scope and a history against the real stack (API + ARQ worker, Redis,
 Neo4j, Qdrant Edge, the offline extractor): a newer preference of the same kind and scope supersedes the older
 one, both kept; listings, search and the context show the active one unless asked for history."""
 

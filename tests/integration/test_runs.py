@@ -1,4 +1,4 @@
-"""Task traces (issue 28 part 1) against the real stack: parts of a run written in any order read back in order,
+"""Task traces against the real stack: parts of a run written in any order read back in order,
 a failed tool call is found by a later search naming its tool or its error, redaction, stats, erasure."""
 
 from __future__ import annotations

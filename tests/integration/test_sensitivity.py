@@ -1,4 +1,4 @@
-"""Sensitivity tiers (issue 29, part 6): a key's ceiling, a read's own lower ceiling, and a walk of every read route
+"""Sensitivity tiers: a key's ceiling, a read's own lower ceiling, and a walk of every read route
 with a low-ceiling key that never finds a secret memory (its words, its id, the facts only it supports).
 
 The walk reads the app's own route table, so a read route added later is walked without editing this file."""

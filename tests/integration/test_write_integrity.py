@@ -70,7 +70,7 @@ async def test_32_concurrent_jobs_of_one_user_share_entities_without_deadlocks(
     assert {d["result"]["graph"] for d in done} == {"stored"}
     entities = await probe.entities(deps.graph, user)
     # one node per name and type family: the offline extractor types an uncued name as a generic `thing`, and a
-    # name held with a specific type is not merged with a generic mention of it (issue 32, docs/identity.md)
+    # name held with a specific type is not merged with a generic mention of it (docs/identity.md)
     kinds = [(str(e["name"]).casefold(), type_family(str(e["type"]))) for e in entities]
     assert len(kinds) == len(set(kinds)), "an entity was created twice"
     names = [name for name, _ in kinds]

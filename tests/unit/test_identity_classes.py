@@ -1,4 +1,4 @@
-"""The gate's classes of issue 32, each with its positive and its hard negative (service/identity/): people by
+"""The gate's classes, each with its positive and its hard negative (service/identity/): people by
 parsed name parts, product and organisation short forms, generic types, per-family thresholds and the fuzzy
 switch, ambiguity. Identical name vectors are given where the point is that similarity alone does not decide."""
 
@@ -191,7 +191,7 @@ def test_name_vectors_uses_the_gate() -> None:
     assert NameVectors.same_node is not NameRules.same_node
 
 
-# --- issue 32, second round: classes that generalise past the first blind set (dev2) -----------------------------
+# --- classes that generalise past the first blind set (dev2) -----------------------------
 
 @pytest.mark.parametrize(("a", "b"), [
     ("Nikolai Orlov", "Kolya Orlov"),  # Russian (diminutives.txt)

@@ -7,7 +7,7 @@ Gold set: tests/data/extraction_gold.jsonl, labelled by hand. Lines without "spl
 the development set, labelled before any rule was written. Lines with "split": "holdout" came in
 four batches (ids h.., k.., n.., f..), each written later and scored once before anything was
 changed; those first-run figures are the honest estimate for unseen text and are recorded in
-docs/offline-extractor.md. Batches h, k and n then informed generic fixes; batch f never did. Issue 52 added batch p
+docs/offline-extractor.md. Batches h, k and n then informed generic fixes; batch f never did. Later, batch p was added
 (personal chat; scored before its fixes, then tuned on) and batch q (written after them, never tuned on).
 The BASELINE figures are asserted over the whole file, as a regression guard.
 """
@@ -345,7 +345,7 @@ async def test_long_conversation_is_bounded() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Issue 52: facts keep their meaning and their subject
+# Facts keep their meaning and their subject
 # --------------------------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ PUBLIC_ROUTES = {
     ("GET", "/memories/status/{task_id}"),
     ("GET", "/v1/maintenance/runs"),
     ("GET", "/v1/maintenance/runs/{run_id}"),
-    # task traces and conversations (issue 28)
+    # task traces and conversations
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("POST", "/v1/runs/search"),
@@ -57,8 +57,8 @@ PUBLIC_ROUTES = {
     ("GET", "/v1/conversations/{session_id}"),
     ("GET", "/v1/conversations/{session_id}/summary"),
     ("DELETE", "/v1/conversations/{session_id}"),
-    ("GET", "/v1/tasks/{task_id}"),  # task polling for every kind (issue 33)
-    # the graph as an API (issue 29)
+    ("GET", "/v1/tasks/{task_id}"),  # task polling for every kind
+    # the graph as an API
     ("POST", "/v1/graph/entities"),
     ("POST", "/v1/graph/relations"),
     ("POST", "/v1/graph/facts"),

@@ -202,7 +202,7 @@ def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
-    """Issue 33: ARQ_MAX_RETRIES=N gives a job N + 1 attempts (it counted attempts before)."""
+    """ARQ_MAX_RETRIES=N gives a job N + 1 attempts (it counted attempts before)."""
     from worker.settings import worker_options
 
     options = worker_options(Settings(_env_file=None, arq_max_retries=0))  # type: ignore[call-arg]
@@ -215,7 +215,7 @@ def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
 
 
 def test_qdrant_on_disk_false_keeps_vectors_in_memory(tmp_path: Path) -> None:
-    """Seed 001's QDRANT_ON_DISK: false without QDRANT_URL = an in-process, in-memory vector store, and the embedded
+    """the v1 API's QDRANT_ON_DISK: false without QDRANT_URL = an in-process, in-memory vector store, and the embedded
     worker in the API process (a child could not reach an in-memory store)."""
     from service.deps import build_vector_store
     from service.stores.qdrant_edge import EdgeVectorStore
