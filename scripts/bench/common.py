@@ -85,14 +85,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 def local_embedder(batch_size: int = 64, model: str | None = None) -> Any:
-    """A registered local embedder (default: the service's default model) on ONNX Runtime, its files in the test
-    stack's model cache (`./scripts/test.sh` fetches them; `python -m service models fetch` with MODEL_CACHE_DIR)."""
+    """A registered local embedder (default: the service's default model) on ONNX Runtime, its files in
+    MODEL_CACHE_DIR when set, else the test stack's model cache (`./scripts/test.sh` fetches them there;
+    `python -m service models fetch` puts them into MODEL_CACHE_DIR)."""
     from pathlib import Path
 
     from service.ai.local import LocalEmbedder, ModelFiles
     from service.ai.models import DEFAULT_MODEL, MODELS
 
-    cache = Path(__file__).resolve().parents[2] / ".test-stack" / "models"
+    cache = Path(os.environ.get("MODEL_CACHE_DIR") or Path(__file__).resolve().parents[2] / ".test-stack" / "models")
     return LocalEmbedder(ModelFiles.registered(MODELS[model or DEFAULT_MODEL], cache), batch_size=batch_size)
 
 
