@@ -21,10 +21,9 @@ from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
-from service.conversations.summary import Summarizer
+from service.conversations.summary import SessionSummarizer
 from service.conversations.writes import ConversationWriter
-from service.graph_api.communities import Communities
-from service.graph_api.communities import Summarizer as CommunitySummarizer
+from service.graph_api.communities import Communities, CommunitySummarizer
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.graph_api.writes import GraphWrites
@@ -78,6 +77,7 @@ class Deps:
     graph_facts: GraphFacts  # the graph API: facts about an entity, structural queries
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
+    openai_llm: Any = None  # the OpenAI-compatible server's client (LLM_PROVIDER=openai / EMBEDDER=openai)
 
     @property
     def maintenance(self) -> MaintenanceRuns:
@@ -94,6 +94,8 @@ class Deps:
         await self.redis.aclose()
         if self.genai_client is not None:
             await self.genai_client.aio.aclose()
+        if self.openai_llm is not None:
+            await self.openai_llm.aclose()
 
 
 def build_vector_store(settings: Settings) -> VectorStore:
@@ -118,11 +120,26 @@ def local_model_files(settings: Settings) -> ModelFiles:
     return ModelFiles.registered(MODELS[settings.embedder_model], settings.resolved_model_cache_dir)
 
 
-def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
-    """Gemini when GOOGLE_API_KEY is set (extraction; embeddings too with EMBEDDER=gemini),
-    else the offline extractor. The choice is logged at start and shown by /health."""
+def build_llm(settings: Settings, redis: Any = None) -> Any:
+    """The OpenAI-compatible server's client (service/ai/openai/provider.py) when LLM_PROVIDER=openai or
+    EMBEDDER=openai, else None; with `redis`, the structured-output modes it learns are shared there (/health)."""
+    from service.ai.openai.provider import OpenAIProvider
+
+    if not OpenAIProvider.wanted(settings):
+        return None
+    llm = OpenAIProvider(settings)
+    if redis is not None:
+        llm.share_modes(redis, settings.arq_queue_name)
+    return llm
+
+
+def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, Any]:
+    """LLM_PROVIDER (docs/llm.md): Gemini (the default when GOOGLE_API_KEY is set; embeddings too with
+    EMBEDDER=gemini), an OpenAI-compatible server (`llm`, from build_llm), else the offline extractor. The choice
+    is logged at start and shown by /health."""
     client = None
-    if settings.google_api_key is not None:
+    provider = settings.resolved_llm_provider
+    if settings.google_api_key is not None and (provider == "gemini" or settings.embedder == "gemini"):
         from service.ai.gemini import make_client
 
         client = make_client(
@@ -137,13 +154,19 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
             client, settings.gemini_embedder_model, dim=settings.gemini_embedding_dim,
             batch_size=settings.embedding_batch_size,
         )
+    elif settings.embedder == "openai":
+        assert llm is not None  # build_llm builds it for EMBEDDER=openai
+        embedder = llm.embedder()
     elif settings.embedder == "local":
         embedder = LocalEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads)
     else:
         embedder = HashEmbedder()
     embedder = BatchingEmbedder(embedder, max_batch=settings.embedding_batch_size)
     extractor: Extractor
-    if client is not None:
+    if provider == "openai":
+        assert llm is not None  # build_llm builds it for LLM_PROVIDER=openai
+        extractor = llm.extractor()
+    elif provider == "gemini" and client is not None:
         from service.ai.gemini import GeminiExtractor
 
         extractor = GeminiExtractor(
@@ -154,13 +177,18 @@ def build_ai(settings: Settings) -> tuple[Embedder, Extractor, Any]:
         from service.ai.offline import OfflineExtractor
 
         extractor = OfflineExtractor()
-        log.warning("offline_extraction", reason="GOOGLE_API_KEY is not set: using the offline rule-based extractor")
+        log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm_provider == "offline" else
+                    "GOOGLE_API_KEY is not set: using the offline rule-based extractor")
     return embedder, extractor, client
 
 
-def community_summarizer(settings: Settings, client: Any) -> CommunitySummarizer | None:
-    """Gemini writes the communities' summaries when GOOGLE_API_KEY is set (service/graph_api/communities.py)."""
-    if client is None:
+def community_summarizer(settings: Settings, client: Any, llm: Any = None) -> CommunitySummarizer | None:
+    """The LLM provider writes the communities' summaries: Gemini when GOOGLE_API_KEY is set, or the
+    OpenAI-compatible server (service/graph_api/communities.py)."""
+    if settings.resolved_llm_provider == "openai" and llm is not None:
+        summarizer_: CommunitySummarizer | None = llm.community_summarizer()
+        return summarizer_
+    if client is None or settings.resolved_llm_provider != "gemini":
         return None
     from service.ai.gemini.summaries import GeminiCommunitySummarizer
 
@@ -191,9 +219,13 @@ def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> G
     )
 
 
-def summarizer(settings: Settings, client: Any) -> Summarizer | None:
-    """A session's summary by the Gemini extractor's model (and its fallback) when there is a key."""
-    if client is None:
+def summarizer(settings: Settings, client: Any, llm: Any = None) -> SessionSummarizer | None:
+    """A session's summary by the extractor's model (and its fallback): Gemini when there is a key, or the
+    OpenAI-compatible server."""
+    if settings.resolved_llm_provider == "openai" and llm is not None:
+        summarizer_: SessionSummarizer | None = llm.summarizer()
+        return summarizer_
+    if client is None or settings.resolved_llm_provider != "gemini":
         return None
     from service.ai.gemini.summary import GeminiSummarizer
 
@@ -204,7 +236,8 @@ def summarizer(settings: Settings, client: Any) -> Summarizer | None:
 async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
     """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py)."""
     redis = await connect_redis(settings)
-    embedder, extractor, genai_client = build_ai(settings)
+    openai_llm = build_llm(settings, redis)
+    embedder, extractor, genai_client = build_ai(settings, openai_llm)
     write_embedder: Embedder = embedder
     child = (ProcessEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads,
                              settings.embed_process_nice) if settings.embeds_in_child else None)
@@ -213,6 +246,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     vectors = vectors or build_vector_store(settings)
     graph = build_graph_store(settings, write_embedder)
     try:
+        if openai_llm is not None:  # EMBEDDER=openai: the server's dimension against OPENAI_EMBEDDING_DIM
+            await openai_llm.check()
         await vectors.ensure_collection(embedder.dim, embedder.name, embedder.variant,
                                         COMPATIBLE_VARIANTS.get(embedder.name, frozenset()),
                                         settings.allow_embedder_change)
@@ -227,6 +262,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         await redis.aclose()
         if genai_client is not None:
             await genai_client.aio.aclose()
+        if openai_llm is not None:
+            await openai_llm.aclose()
         raise
     tasks = TaskQueue(redis, settings, FUNCTIONS)
     kv = RedisKV(redis, settings)
@@ -246,7 +283,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        runs=RunWriter(settings, tasks, kv, graph, write_embedder),
                        conversations=ConversationWriter(graph),
                        graph=GraphWrites(writer),
-                       communities=Communities(graph, community_summarizer(settings, genai_client)))
+                       communities=Communities(graph, community_summarizer(settings, genai_client, openai_llm)))
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -261,5 +298,6 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, service, intake, jobs,
                 RunService(graph, write_embedder, embedder, settings.calibration.run_match),
                 RunIntake(tasks, kv, graph),
-                ConversationService(graph, summarizer(settings, genai_client)), ConversationIntake(tasks, graph),
-                GraphIntake(settings, tasks, graph), GraphFacts(graph), genai_client, child)
+                ConversationService(graph, summarizer(settings, genai_client, openai_llm)),
+                ConversationIntake(tasks, graph), GraphIntake(settings, tasks, graph), GraphFacts(graph), genai_client,
+                child, openai_llm)

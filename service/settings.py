@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.ai.models import Calibration, calibration
 
-EmbedderName = Literal["local", "gemini", "hash"]
+EmbedderName = Literal["local", "gemini", "hash", "openai"]
 
 
 def is_loopback(host: str) -> bool:
@@ -56,6 +56,23 @@ class Settings(BaseSettings):
     gemini_timeout_seconds: float = Field(default=60.0, gt=0)
     # Only for proxies and tests (a local fake of the Gemini API); unset = Google's endpoint.
     gemini_base_url: str | None = None
+
+    # --- LLM provider (docs/llm.md) ---------------------------------------------------------
+    # Who extracts facts and writes summaries: gemini, openai (any OpenAI-compatible server: OpenAI, OpenRouter,
+    # Ollama, vLLM, llama.cpp's server, LM Studio) or offline (rules). Unset = gemini with GOOGLE_API_KEY, else offline.
+    llm_provider: Literal["gemini", "openai", "offline"] | None = None
+    # The OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (Ollama); unset = https://api.openai.com/v1.
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = None  # optional for local servers
+    llm_model: str | None = Field(default=None, min_length=1, max_length=200)  # LLM_PROVIDER=openai: the model
+    llm_fallback_model: str | None = Field(default=None, min_length=1, max_length=200)  # on 429/5xx after retries
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)
+    llm_concurrency: int = Field(default=4, ge=1, le=256)  # requests in flight to the server, per process
+    # the cap on each answer (a small model looping inside a JSON string ends truncated, repaired or offline)
+    llm_max_output_tokens: int = Field(default=4096, ge=64, le=131_072)
+    # EMBEDDER=openai: the server's embeddings model and the dimension of its vectors (checked at start)
+    openai_embedding_model: str | None = Field(default=None, min_length=1, max_length=200)
+    openai_embedding_dim: int | None = Field(default=None, ge=8, le=8192)
 
     # --- Neo4j ----------------------------------------------------------------------------
     neo4j_uri: str = "neo4j://127.0.0.1:7687"
@@ -139,7 +156,7 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = None
     qdrant_path: Path | None = None  # default: <DATA_DIR>/qdrant
     # Without QDRANT_URL: false keeps the vectors in memory only (qdrant-client's in-process mode; gone at exit,
-    # and the embedded worker runs in the API process), as seed 001's QDRANT_ON_DISK. Default true: Qdrant Edge on disk.
+    # and the embedded worker runs in the API process), as the v1 design's QDRANT_ON_DISK. Default true: Qdrant Edge
     qdrant_on_disk: bool = True
     qdrant_collection: str = "memory_platform"
 
@@ -318,6 +335,38 @@ class Settings(BaseSettings):
         if self.embedder == "gemini" and self.google_api_key is None:
             raise ValueError("EMBEDDER=gemini needs GOOGLE_API_KEY")
         return self
+
+    @model_validator(mode="after")
+    def _check_llm_provider(self) -> Settings:
+        """An LLM provider or OpenAI embedder without what it needs: one line that names the settings."""
+        reaches_openai = self.openai_base_url is not None or self.openai_api_key is not None
+        if self.llm_provider == "gemini" and self.google_api_key is None:
+            raise ValueError("LLM_PROVIDER=gemini needs GOOGLE_API_KEY")
+        if self.llm_provider == "openai":
+            if self.llm_model is None:
+                raise ValueError("LLM_PROVIDER=openai needs LLM_MODEL (the model the server serves; docs/llm.md)")
+            if not reaches_openai:
+                raise ValueError("LLM_PROVIDER=openai needs OPENAI_BASE_URL (a local server) or OPENAI_API_KEY "
+                                 "(api.openai.com)")
+        if self.embedder == "openai":
+            if self.openai_embedding_model is None or self.openai_embedding_dim is None:
+                raise ValueError("EMBEDDER=openai needs OPENAI_EMBEDDING_MODEL and OPENAI_EMBEDDING_DIM")
+            if not reaches_openai:
+                raise ValueError("EMBEDDER=openai needs OPENAI_BASE_URL (a local server) or OPENAI_API_KEY "
+                                 "(api.openai.com)")
+        for name in ("openai_base_url",):
+            url = getattr(self, name)
+            if url is not None and urlsplit(url).scheme not in ("http", "https"):
+                raise ValueError(f"{name.upper()} must be an http(s) URL, e.g. http://127.0.0.1:11434/v1 "
+                                 f"(got {mask_url(url)[:80]})")
+        return self
+
+    @property
+    def resolved_llm_provider(self) -> str:
+        """LLM_PROVIDER, or gemini when GOOGLE_API_KEY is set, else offline."""
+        if self.llm_provider is not None:
+            return self.llm_provider
+        return "gemini" if self.google_api_key is not None else "offline"
 
     @field_validator("allowed_hosts", "cors_origins", mode="before")
     @classmethod

@@ -1,6 +1,7 @@
 """Extraction Protocol: a conversation in, typed categorised facts out.
 
-Backends: `service/ai/gemini.py` (google-genai, structured output) and `service/ai/offline.py`
+Backends: `service/ai/gemini/` (google-genai, structured output), `service/ai/openai/` (any OpenAI-compatible
+server; docs/llm.md), both on the shared prompt and validation of `service/ai/llm/`, and `service/ai/offline/`
 (deterministic rules, no network). The worker sees only this Protocol.
 """
 

@@ -10,6 +10,7 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from service.ai.llm.health import describe_llm
 from service.api.deps import DepsDep
 from service.api.errors import responses
 from service.api.security import CallerDep, api_key_of, caller_of
@@ -86,6 +87,7 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
         checks=checks,
         embedder=deps.embedder.name,
         extractor=deps.extractor.name,  # the extractor the start-up built (service/deps.py build_ai), not a guess
+        llm=await describe_llm(deps.settings, deps.extractor, caller.admin, deps.openai_llm),  # provider, models, modes
         write_path=write_path,
         errors=errors,
     )

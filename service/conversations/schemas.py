@@ -71,8 +71,9 @@ class SummarySentence(BaseModel):
 class SessionSummary(BaseModel):
     status: Literal["ok"] = "ok"
     session_id: str
-    method: Literal["extractive", "gemini"] = "extractive"
-    model: str | None = Field(default=None, description="method gemini: the model that wrote the summary")
+    method: Literal["extractive", "gemini", "openai"] = "extractive"
+    model: str | None = Field(default=None, description="method gemini or openai (the LLM provider, docs/llm.md): "
+                              "the model that wrote the summary")
     message_count: int
     summary: str
     sentences: list[SummarySentence] = Field(description="method extractive: the sentences picked, in order")

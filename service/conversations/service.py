@@ -18,7 +18,7 @@ from service.conversations.schemas import (
     SessionSummary,
     SummarySentence,
 )
-from service.conversations.summary import Summarizer, summarise
+from service.conversations.summary import SessionSummarizer, summarise
 from service.errors import NotFound, ServiceError
 from service.stores.tiers import ConversationStore
 
@@ -37,7 +37,7 @@ async def known_session(graph: ConversationStore, user_id: str, session_id: str)
 class ConversationService:
     """The reads of conversations: sessions, a session's messages in order, its summary, message search."""
 
-    def __init__(self, graph: ConversationStore, summarizer: Summarizer | None = None) -> None:
+    def __init__(self, graph: ConversationStore, summarizer: SessionSummarizer | None = None) -> None:
         self.graph = graph
         self.summarizer = summarizer  # Gemini with GOOGLE_API_KEY; else the extractive summary only
 
@@ -71,7 +71,8 @@ class ConversationService:
                 log.warning("summary_model_failed", session_id=session_id, error=str(exc))
                 fallback = str(exc)[:300] or type(exc).__name__
             else:
-                return SessionSummary(session_id=session_id, method="gemini", model=model, summary=text,
+                return SessionSummary(session_id=session_id, model=model, summary=text,
+                                      method="openai" if self.summarizer.name == "openai" else "gemini",
                                       message_count=int(session.get("message_count") or 0), sentences=[])
         picked = summarise(lines, max_sentences)
         sentences = [SummarySentence(message_id=rows[p.message_index].get("id"),

@@ -21,7 +21,7 @@ off more most other let lets i'm i've i'd i'll you're it's that's don't can't wo
 MAX_SENTENCE_CHARS = 400
 
 
-class Summarizer(Protocol):
+class SessionSummarizer(Protocol):
     """A model that summarises a conversation (service/ai/gemini/summary.py)."""
 
     name: str

@@ -71,14 +71,14 @@ def detect(user_id: str, relations: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-class Summarizer(Protocol):
+class CommunitySummarizer(Protocol):
     name: str
 
     async def summarise(self, members: list[tuple[str, str]], facts: list[str]) -> str: ...
 
 
 class Communities:
-    def __init__(self, graph: GraphStore, summarizer: Summarizer | None = None) -> None:
+    def __init__(self, graph: GraphStore, summarizer: CommunitySummarizer | None = None) -> None:
         self.graph = graph
         self.summarizer = summarizer  # Gemini when GOOGLE_API_KEY is set; else the offline summary only
 

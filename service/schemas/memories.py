@@ -295,6 +295,17 @@ class WritePathHealth(BaseModel):
     deadlock_retries: int = 0
 
 
+class LLMHealth(BaseModel):
+    """The LLM provider the start-up built (docs/llm.md): gemini, openai or offline, its models, and per model the
+    structured-output mode its answers came back in (json_schema, json_object or text; none yet before the first)."""
+
+    provider: str
+    model: str | None = None
+    fallback_model: str | None = None
+    server: str | None = None  # the OpenAI-compatible server's URL: admin keys only
+    structured_output: dict[str, str] | None = None
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok", "degraded"]
     service: str
@@ -302,5 +313,6 @@ class HealthResponse(BaseModel):
     checks: dict[str, str]
     embedder: str
     extractor: str
+    llm: LLMHealth | None = None
     write_path: WritePathHealth = Field(default_factory=WritePathHealth)
     errors: dict[str, str] | None = None  # why a check is down: admin keys only

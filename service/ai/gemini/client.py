@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -17,6 +16,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from service.ai.llm.retry import Backoff
 from service.errors import DependencyUnavailable, ServiceError
 from service.metrics import LLM_CALLS
 
@@ -78,8 +78,6 @@ class GeminiResponseError(GeminiError):
     """Gemini answered, but not with the JSON the response schema asks for, twice in a row."""
 
 
-class Malformed(Exception):
-    pass
 
 
 def make_client(
@@ -120,19 +118,9 @@ def _retry_hint_s(exc: BaseException) -> float | None:
     return None
 
 
-class Backoff:
-    def __init__(self, base_delay_s: float, max_delay_s: float) -> None:
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
-
-    def delay(self, failures: int, exc: BaseException | None = None) -> float:
-        """Exponential with jitter: base * 2^(n-1) * [0.5, 1], capped; a server hint raises the floor."""
-        raw = min(self.max_delay_s, self.base_delay_s * 2.0 ** max(0, failures - 1))
-        delay = raw * (0.5 + random.random() / 2)
-        hint = _retry_hint_s(exc) if exc is not None else None
-        if hint is not None:
-            delay = min(self.max_delay_s, max(delay, hint))
-        return delay
+def backoff(base_delay_s: float, max_delay_s: float) -> Backoff:
+    """The back-off of this provider's retries: its server's hint (_retry_hint_s) raises the floor."""
+    return Backoff(base_delay_s, max_delay_s, _retry_hint_s)
 
 
 def _describe(exc: BaseException) -> tuple[int | None, str]:

@@ -8,7 +8,7 @@ import structlog
 from google import genai
 from google.genai import types
 
-from service.ai.gemini.client import GEMINI_MAX_EMBED_BATCH, Backoff, GeminiResponseError, request_with_retries
+from service.ai.gemini.client import GEMINI_MAX_EMBED_BATCH, GeminiResponseError, backoff, request_with_retries
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,7 @@ class GeminiEmbedder:
         self._batch_size = max(1, min(batch_size, GEMINI_MAX_EMBED_BATCH))
         self._max_retries = max(0, max_retries)
         self._timeout_s = timeout_s
-        self._backoff = Backoff(base_delay_s, max_delay_s)
+        self._backoff = backoff(base_delay_s, max_delay_s)
         self._config = types.EmbedContentConfig(
             output_dimensionality=dim,
             task_type=task_type,

@@ -3,37 +3,32 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from datetime import date, datetime
 from typing import Any
 
 import structlog
 from google import genai
 from google.genai import types
-from pydantic import ValidationError
 
 from service.ai.extraction import (
-    ExtractedEntity,
     ExtractedFact,
-    ExtractedRelation,
     ExtractionResult,
     Message,
     TokenUsage,
 )
 from service.ai.gemini.client import (
     FALLBACK_CODES,
-    MAX_ITEMS_PER_FACT,
     MODEL_NOT_FOUND,
-    Backoff,
     GeminiError,
     GeminiRequestError,
     GeminiResponseError,
     GeminiUnavailable,
-    Malformed,
+    backoff,
     request_with_retries,
 )
-from service.ai.gemini.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation, render_message
+from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation
+from service.ai.llm.retry import Malformed
+from service.ai.llm.validation import validate_item, windows
 from service.domain import normalise
 from service.metrics import LLM_TOKENS
 
@@ -42,29 +37,6 @@ log = structlog.get_logger(__name__)
 # --------------------------------------------------------------------------------------------
 # Extractor
 # --------------------------------------------------------------------------------------------
-
-_PREDICATE_JUNK = re.compile(r"[^a-z0-9]+")
-
-
-def _snake(predicate: str) -> str:
-    return _PREDICATE_JUNK.sub("_", predicate.strip().casefold()).strip("_")
-
-
-def _iso_or_none(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if not text or text.casefold() in {"null", "none", "unknown", "n/a"}:
-        return None
-    try:
-        if len(text) == 10:
-            date.fromisoformat(text)
-        else:
-            datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return text
-
 
 class GeminiExtractor:
     """Conversation -> facts with Gemini structured output, retries, fallback model and windowing."""
@@ -97,7 +69,7 @@ class GeminiExtractor:
         self._timeout_s = timeout_s
         self._max_retries = max(0, max_retries)
         self._window_chars = window_chars
-        self._backoff = Backoff(base_delay_s, max_delay_s)
+        self._backoff = backoff(base_delay_s, max_delay_s)
         self._temperature = temperature
 
     # --- public -------------------------------------------------------------------------
@@ -138,25 +110,9 @@ class GeminiExtractor:
         return ExtractionResult(facts=facts, extractor=model, usage=usage, dropped=dropped)
 
     def windows(self, messages: Sequence[Message]) -> list[tuple[int, list[Message]]]:
-        """Whole messages packed into windows of at most `window_chars` rendered characters.
-
-        Returns (index of the first message, messages). A single message longer than a window
-        gets a window of its own and is cut when rendered.
-        """
-        out: list[tuple[int, list[Message]]] = []
-        current: list[Message] = []
-        start = 0
-        size = 0
-        for index, message in enumerate(messages):
-            length = min(len(render_message(index, message)), self._window_chars) + 1
-            if current and size + length > self._window_chars:
-                out.append((start, current))
-                current, size, start = [], 0, index
-            current.append(message)
-            size += length
-        if current:
-            out.append((start, current))
-        return out
+        """Whole messages packed into windows of at most `window_chars` rendered characters
+        (service/ai/llm/validation.py)."""
+        return windows(messages, self._window_chars)
 
     # --- calls --------------------------------------------------------------------------
 
@@ -264,95 +220,9 @@ class GeminiExtractor:
     def _validate(
         self, item: Any, project_id: str | None, model: str, shown: range | None = None
     ) -> tuple[ExtractedFact | None, int]:
-        """One returned item -> (fact or None, number of dropped items incl. nested ones).
-
-        `shown`: the message indexes the model saw; a `source_messages` entry outside it (or not an
-        integer) is dropped without counting, and a fact may end with none."""
-        if not isinstance(item, dict):
-            log.warning("gemini_item_dropped", model=model, reason="not an object", item=repr(item)[:200])
-            return None, 1
-        dropped = 0
-        entities: list[ExtractedEntity] = []
-        names: set[str] = set()
-        for raw in _as_list(item.get("entities")):
-            try:
-                entity = ExtractedEntity.model_validate(raw)
-            except ValidationError as exc:
-                dropped += 1
-                log.warning("gemini_entity_dropped", model=model, error=_short(exc), item=repr(raw)[:200])
-                continue
-            if entity.name.casefold() not in names:
-                names.add(entity.name.casefold())
-                entities.append(entity)
-        relations: list[ExtractedRelation] = []
-        for raw in _as_list(item.get("relations")):
-            candidate = dict(raw) if isinstance(raw, dict) else raw
-            if isinstance(candidate, dict) and isinstance(candidate.get("predicate"), str):
-                candidate["predicate"] = _snake(candidate["predicate"])
-            try:
-                relation = ExtractedRelation.model_validate(candidate)
-            except ValidationError as exc:
-                dropped += 1
-                log.warning("gemini_relation_dropped", model=model, error=_short(exc), item=repr(raw)[:200])
-                continue
-            relations.append(relation)
-            for endpoint in (relation.subject, relation.object):  # every endpoint is an entity
-                if endpoint.casefold() not in names:
-                    names.add(endpoint.casefold())
-                    kind = "person" if endpoint.casefold() == "user" else "thing"
-                    entities.append(ExtractedEntity(name=endpoint, type=kind))
-        dropped += max(0, len(relations) - MAX_ITEMS_PER_FACT)  # extra entities are trimmed silently
-        entities, relations = entities[:MAX_ITEMS_PER_FACT], relations[:MAX_ITEMS_PER_FACT]
-
-        category = item.get("category")
-        scope = item.get("scope")
-        if isinstance(scope, str):
-            scope = scope.strip().casefold() or None
-        if scope not in (None, "global", "project"):
-            scope = None
-        if scope == "project" and not project_id:
-            scope = "global"  # no project to attach it to
-        content = item.get("content")
-        candidate_fact = {
-            "content": content.strip() if isinstance(content, str) else content,
-            "category": category.strip().casefold() if isinstance(category, str) else category,
-            "scope": scope,
-            "entities": entities,
-            "relations": relations,
-            "valid_at": _iso_or_none(item.get("valid_at")),
-            "source_messages": _indexes(item.get("source_messages"), shown),
-        }
-        try:
-            fact = ExtractedFact.model_validate(candidate_fact)
-        except ValidationError as exc:
-            log.warning(
-                "gemini_item_dropped",
-                model=model,
-                error=_short(exc),
-                category=str(category)[:64],
-                content=str(item.get("content"))[:200],
-            )
-            return None, dropped + 1
-        return fact, dropped
-
-
-def _indexes(value: Any, shown: range | None) -> list[int]:
-    """The valid message indexes of a `source_messages` answer, sorted, each once."""
-    found: set[int] = set()
-    for raw in _as_list(value):
-        if isinstance(raw, str) and raw.strip().isdigit():
-            raw = int(raw.strip())
-        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 and (shown is None or raw in shown):
-            found.add(raw)
-    return sorted(found)
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _short(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        """One returned item -> (fact or None, number of dropped items incl. nested ones): the check every provider
+        shares (service/ai/llm/validation.py)."""
+        return validate_item(item, project_id, model, shown, provider="gemini")
 
 
 def _usage_of(response: types.GenerateContentResponse) -> TokenUsage:

@@ -9,23 +9,17 @@ import json
 import structlog
 from google import genai
 from google.genai import types
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
-from service.ai.gemini.client import Backoff, GeminiResponseError, request_with_retries
+from service.ai.gemini.client import GeminiResponseError, backoff, request_with_retries
+from service.ai.llm.summaries import COMMUNITY_INSTRUCTION, MAX_COMMUNITY_FACTS, CommunityAnswer, community_prompt
 from service.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 
-INSTRUCTION = (
-    "You summarise one community of a person's knowledge graph: a group of entities that are related to each other. "
-    "Write one or two plain sentences (at most 60 words) saying what ties the group together, using only the "
-    "entities and facts given. Answer as JSON {\"summary\": \"...\"}."
-)
-MAX_FACTS = 30
-
-
-class _Answer(BaseModel):
-    summary: str = Field(min_length=1, max_length=1000)
+INSTRUCTION = COMMUNITY_INSTRUCTION
+MAX_FACTS = MAX_COMMUNITY_FACTS
+_Answer = CommunityAnswer
 
 
 class GeminiCommunitySummarizer:
@@ -36,12 +30,11 @@ class GeminiCommunitySummarizer:
         self.model = model
         self._timeout_s = timeout_s
         self._max_retries = max_retries
-        self._backoff = Backoff(0.5, 8.0)
+        self._backoff = backoff(0.5, 8.0)
 
     async def summarise(self, members: list[tuple[str, str]], facts: list[str]) -> str:
         """`members`: (name, type), best connected first; `facts`: the sentences of relations inside the group."""
-        prompt = "ENTITIES\n" + "\n".join(f"- {n} ({t})" for n, t in members) + "\n\nFACTS\n" + "\n".join(
-            f"- {f}" for f in facts[:MAX_FACTS])
+        prompt = community_prompt(members, facts)
         config = types.GenerateContentConfig(
             system_instruction=INSTRUCTION, response_mime_type="application/json", response_schema=_Answer,
             http_options=types.HttpOptions(timeout=max(1, int(self._timeout_s * 1000))))

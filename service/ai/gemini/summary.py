@@ -8,26 +8,12 @@ import json
 import structlog
 from google import genai
 from google.genai import types
-from pydantic import BaseModel, Field
 
-from service.ai.gemini.client import Backoff, GeminiResponseError, GeminiUnavailable, request_with_retries
+from service.ai.gemini.client import GeminiResponseError, GeminiUnavailable, backoff, request_with_retries
+from service.ai.llm.summaries import SUMMARY_INSTRUCTION, SummaryResponse, clip_summary, conversation_prompt
 from service.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
-
-MAX_INPUT_CHARS = 24_000  # of "role: content" lines, as the extractor's window
-MAX_SUMMARY_CHARS = 1500
-
-SUMMARY_INSTRUCTION = """\
-You summarise a conversation between a user and an AI assistant for the assistant's future sessions.
-Write at most {sentences} plain sentences: what was asked, what was decided or done, what is still open, the
-names, numbers and dates that matter. Use only what the conversation says; do not address the reader.
-Answer only with JSON matching the response schema."""
-
-
-class SummaryResponse(BaseModel):
-    summary: str = Field(description="The summary, at most the requested number of sentences.")
-
 
 class GeminiSummarizer:
     name = "gemini"
@@ -39,20 +25,12 @@ class GeminiSummarizer:
         self.fallback_model = fallback_model
         self._timeout_s = timeout_s
         self._max_retries = max(0, max_retries)
-        self._backoff = Backoff(base_delay_s, max_delay_s)
+        self._backoff = backoff(base_delay_s, max_delay_s)
 
     @staticmethod
     def prompt(messages: list[tuple[str, str]]) -> str:
-        """The conversation as `role: content` lines, the first MAX_INPUT_CHARS characters."""
-        lines, used = [], 0
-        for role, content in messages:
-            line = f"{role}: {' '.join(content.split())}"
-            if used + len(line) > MAX_INPUT_CHARS:
-                lines.append(line[: max(0, MAX_INPUT_CHARS - used)])
-                break
-            lines.append(line)
-            used += len(line) + 1
-        return "Conversation:\n" + "\n".join(lines)
+        """The conversation as `role: content` lines, the first MAX_INPUT_CHARS characters (service/ai/llm)."""
+        return conversation_prompt(messages)
 
     async def summarise(self, messages: list[tuple[str, str]], max_sentences: int) -> tuple[str, str]:
         """(summary, model that wrote it). The fallback model is asked when the first is unavailable."""
@@ -85,5 +63,4 @@ class GeminiSummarizer:
         except ValueError as exc:
             raise GeminiResponseError(f"Gemini {model} returned no summary: {text[:120]!r}", model=model) from exc
         log.info("gemini_summary", model=model, attempt=attempt, latency_ms=latency_ms, chars=len(summary))
-        summary = " ".join(summary.split())
-        return summary if len(summary) <= MAX_SUMMARY_CHARS else summary[: MAX_SUMMARY_CHARS - 1].rstrip() + "…"
+        return clip_summary(summary)

