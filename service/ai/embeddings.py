@@ -9,12 +9,22 @@ A model trained with prefixes (e5: "passage: ", "query: ") gets the right one fo
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Protocol
 
 import structlog
 
 log = structlog.get_logger(__name__)
 
+
+
+def unit_length(vector: list[float]) -> list[float]:
+    """A vector scaled to length 1 (a zero vector as it is): remote models (Gemini at reduced dimensions, many
+    OpenAI-compatible servers) do not always normalise, and the vector store's cosine/dot scores assume it."""
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if norm == 0.0:
+        return [float(x) for x in vector]
+    return [float(x) / norm for x in vector]
 
 
 class Embedder(Protocol):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import structlog
 from google import genai
 from google.genai import types
 
+from service.ai.embeddings import unit_length
 from service.ai.gemini.client import GEMINI_MAX_EMBED_BATCH, GeminiResponseError, backoff, request_with_retries
 
 log = structlog.get_logger(__name__)
@@ -89,11 +88,4 @@ class GeminiEmbedder:
                 model=self.model,
             )
         log.debug("gemini_embed", model=self.model, attempt=attempt, batch=len(texts), latency_ms=latency_ms)
-        return [_unit(v) for v in vectors]
-
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(math.fsum(x * x for x in vector))
-    if norm == 0.0:
-        return [float(x) for x in vector]
-    return [float(x) / norm for x in vector]
+        return [unit_length(v) for v in vectors]

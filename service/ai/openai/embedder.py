@@ -4,12 +4,12 @@ OPENAI_EMBEDDING_DIM: a server whose vectors have another dimension is refused a
 from __future__ import annotations
 
 import asyncio
-import math
 
 import openai
 import structlog
 from openai import AsyncOpenAI, Omit, omit
 
+from service.ai.embeddings import unit_length
 from service.ai.openai.client import OpenAIResponseError, OpenAIUnavailable, backoff, request_with_retries
 from service.errors import ConfigError
 
@@ -68,7 +68,7 @@ class OpenAIEmbedder:
                 f"embeddings ({self.model}): expected {len(texts)} vectors of {self.dim}, "
                 f"got {len(vectors)} of {sorted({len(v) for v in vectors})}", model=self.model)
         log.debug("openai_embed", model=self.model, attempt=attempt, batch=len(texts), latency_ms=latency_ms)
-        return [_unit(v) for v in vectors]
+        return [unit_length(v) for v in vectors]
 
 
 async def check_dimension(embedder: OpenAIEmbedder, server: str) -> None:
@@ -88,12 +88,6 @@ async def check_dimension(embedder: OpenAIEmbedder, server: str) -> None:
             f"OPENAI_EMBEDDING_DIM is {embedder.dim}, but {embedder.model} at {server} returns vectors of {got} "
             f"dimensions: set OPENAI_EMBEDDING_DIM={got}")
 
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(math.fsum(x * x for x in vector))
-    if norm == 0.0:
-        return [float(x) for x in vector]
-    return [float(x) / norm for x in vector]
 
 
 __all__ = ["EmbeddingDimensionError", "OpenAIEmbedder", "OpenAIUnavailable", "check_dimension"]
