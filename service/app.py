@@ -30,12 +30,12 @@ from service.api import (
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router
 from service.api.security import PUBLIC_PATHS, BodyLimit, HostCheck, RateLimiter, get_caller
+from service.core.errors import ConfigError
+from service.core.heap import freeze_startup_heap, track_gc_pauses
+from service.core.logging import configure_logging
+from service.core.metrics import HTTP_DURATION
+from service.core.settings import Settings, load_settings
 from service.deps import Deps, build_deps
-from service.errors import ConfigError
-from service.heap import freeze_startup_heap, track_gc_pauses
-from service.logging import configure_logging
-from service.metrics import HTTP_DURATION
-from service.settings import Settings, load_settings
 from service.ui.web import install_console
 
 log = structlog.get_logger(__name__)
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     """The API. `worker_factory` is the start-up hook of the embedded profile: `python -m service`
     passes the in-process ARQ worker (service/ never imports worker/); it runs when
     settings.run_embedded_worker is true. `freeze_heap`: the start-up heap leaves the garbage collector's
-    reach once started (service/heap.py); `python -m service` sets it, a test process does not."""
+    reach once started (service/core/heap.py); `python -m service` sets it, a test process does not."""
     settings = settings or load_settings()
     configure_logging(settings)
     track_gc_pauses()

@@ -23,13 +23,14 @@ from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
 from service.conversations.summary import SessionSummarizer
 from service.conversations.writes import ConversationWriter
+from service.core.kv import RedisKV
+from service.core.redis_client import connect_redis
+from service.core.settings import Settings
 from service.graph_api.communities import Communities, CommunitySummarizer
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
-from service.kv import RedisKV
-from service.ledger import Ledger
 from service.maintenance.optimize import IndexBuilder
 from service.maintenance.records import MaintenanceRecords
 from service.maintenance.reembed import Reembedder
@@ -39,19 +40,18 @@ from service.memory import MemoryService
 from service.memory.intake import Intake
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
-from service.outbox import MemoryLocks, Outbox
-from service.queue import TaskQueue
-from service.reconcile import Reconciler
-from service.redis_client import connect_redis
-from service.registry import FUNCTIONS, JobHandlers
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
 from service.runs.writes import RunWriter
 from service.search.usage import RetrievalCounts
-from service.settings import Settings
 from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.vector import VectorStore
+from service.tasks.queue import TaskQueue
+from service.tasks.registry import FUNCTIONS, JobHandlers
+from service.writepath.ledger import Ledger
+from service.writepath.outbox import MemoryLocks, Outbox
+from service.writepath.reconcile import Reconciler
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ class Deps:
     extractor: Extractor
     service: MemoryService  # the read side
     intake: Intake  # the API side of writes: validate, enqueue
-    jobs: JobHandlers  # the worker side: what each job kind runs (service/registry.py)
+    jobs: JobHandlers  # the worker side: what each job kind runs (service/tasks/registry.py)
     runs: RunService  # task traces: the reads
     run_intake: RunIntake  # task traces: the API side of writes
     conversations: ConversationService  # conversations: the reads

@@ -16,8 +16,8 @@ import pytest
 
 from service.ai.local import LocalEmbedder, ModelFiles
 from service.ai.models import DEFAULT_MODEL, MODELS
+from service.core.settings import Settings
 from service.identity import NameVectors, ResolutionGate
-from service.settings import Settings
 from service.stores.neo4j import Neo4jGraphStore
 
 # The local embedders' files, shared by every test run on this machine (scripts/test.sh fetches the default model's,

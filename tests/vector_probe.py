@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.core.heap import freeze_startup_heap, track_gc_pauses
+from service.core.logging import configure_logging
+from service.core.settings import Settings, load_settings
 from service.deps import Deps, build_deps
-from service.heap import freeze_startup_heap, track_gc_pauses
-from service.logging import configure_logging
-from service.settings import Settings, load_settings
 
 
 async def open_deps(settings: Settings) -> Deps:
@@ -30,7 +30,7 @@ async def open_deps(settings: Settings) -> Deps:
 
         start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
     track_gc_pauses()
-    freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/heap.py)
+    freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/core/heap.py)
     return deps
 
 

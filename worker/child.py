@@ -9,7 +9,7 @@ The parent starts the child at start-up, starts it again when it exits (backoff 
 stops it at shutdown (SIGTERM, then SIGKILL after STOP_TIMEOUT_S). A child whose parent is gone stops itself.
 A job that was running when the child died is found by the reaper (TaskQueue.reap) like any killed worker's.
 
-WORKER_PROCESSES=N starts N children on the same socket, each consuming its shards' queues (service/shards.py
+WORKER_PROCESSES=N starts N children on the same socket, each consuming its shards' queues (service/tasks/shards.py
 `shards_of_process`): with WORKER_SHARDS >= N a user's jobs all run in one child.
 """
 
@@ -31,12 +31,12 @@ from typing import Any
 import structlog
 from pydantic import SecretStr
 
+from service.core.heap import freeze_startup_heap, track_gc_pauses
+from service.core.logging import configure_logging
+from service.core.settings import Settings
 from service.deps import Deps, build_deps
-from service.heap import freeze_startup_heap, track_gc_pauses
-from service.logging import configure_logging
-from service.settings import Settings
-from service.shards import parse_shards, shards_of_process
 from service.stores.remote import RemoteVectorStore, VectorServer
+from service.tasks.shards import parse_shards, shards_of_process
 from worker.embedded import EmbeddedWorker, serve
 
 log = structlog.get_logger(__name__)

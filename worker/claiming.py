@@ -52,7 +52,7 @@ return out
 
 class ClaimingWorker(Worker):
     def __init__(self, *args: Any, connect: Callable[[], Awaitable[ArqRedis]] | None = None, **kwargs: Any) -> None:
-        """`connect`: how the worker opens its Redis client (service/queue.py `connect_redis`, which knows
+        """`connect`: how the worker opens its Redis client (service/tasks/queue.py `connect_redis`, which knows
         Sentinel's password and timeouts); without it, ARQ's own from `redis_settings`."""
         super().__init__(*args, **kwargs)
         self._claim: AsyncScript | None = None

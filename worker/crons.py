@@ -17,13 +17,13 @@ import structlog
 from arq.cron import CronJob, cron
 
 from service.conversations.writes import drain_pending_erasures
+from service.core.domain import ID_NAMESPACE
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 from service.deps import Deps
-from service.domain import ID_NAMESPACE
-from service.errors import DependencyUnavailable
 from service.graph_api.jobs import CommunityJob
 from service.maintenance.records import summary
-from service.settings import Settings
-from service.shard_drain import rehome
+from service.tasks.drain import rehome
 from worker.tiers import tier_retention_cron
 
 log = structlog.get_logger(__name__)

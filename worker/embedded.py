@@ -1,7 +1,7 @@
 """The ARQ worker(s) of one process, supervised: if Redis goes away (a restart, a Sentinel failover) a worker is
 rebuilt once it is back, so a Redis restart never needs a process restart.
 
-One ARQ worker per shard this process consumes (service/shards.py; all of them unless told otherwise), on the
+One ARQ worker per shard this process consumes (service/tasks/shards.py; all of them unless told otherwise), on the
 process's one set of clients: a user's jobs all reach this process's graph writer, which coalesces them. The
 embedded profile runs this in the API process (or its worker child); `python -m worker` runs it standalone
 (worker/standalone.py)."""
@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 import structlog
 from redis.exceptions import RedisError
 
+from service.core.errors import DependencyUnavailable
+from service.core.redis_client import connect_redis
 from service.deps import Deps
-from service.errors import DependencyUnavailable
-from service.redis_client import connect_redis
-from service.shards import queue_name
+from service.tasks.shards import queue_name
 from worker.claiming import ClaimingWorker
 from worker.settings import worker_options
 

@@ -1,4 +1,4 @@
-"""ARQ job functions: one per kind of the job registry (service/registry.py), each its handler in one wrapper.
+"""ARQ job functions: one per kind of the job registry (service/tasks/registry.py), each its handler in one wrapper.
 
 The wrapper is where a task's fate is decided, so that every job ends in exactly one of:
 - completed (the status record says so, with `result.graph` "stored" or "pending");
@@ -23,13 +23,13 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from service.core.errors import DependencyUnavailable
+from service.core.metrics import JOB_DURATION, JOBS
 from service.deps import Deps
-from service.errors import DependencyUnavailable
-from service.metrics import JOB_DURATION, JOBS
-from service.outbox import MemoryBusy
-from service.queue import LEASE_TTL_S
-from service.registry import JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
+from service.tasks.queue import LEASE_TTL_S
+from service.tasks.registry import JobKind
+from service.writepath.outbox import MemoryBusy
 
 log = structlog.get_logger(__name__)
 

@@ -6,16 +6,16 @@ from typing import Any
 
 from arq.worker import func
 
-from service.redis_client import job_deserializer, job_serializer, redis_settings
-from service.registry import JOB_KINDS
-from service.settings import Settings
-from service.shards import queue_name
+from service.core.redis_client import job_deserializer, job_serializer, redis_settings
+from service.core.settings import Settings
+from service.tasks.registry import JOB_KINDS
+from service.tasks.shards import queue_name
 from worker.crons import cron_jobs
 from worker.jobs import arq_function
 
 
 def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
-    """The options of a worker of one shard's queue (service/shards.py); the workers of shard 0 also schedule the
+    """The options of a worker of one shard's queue (service/tasks/shards.py); the workers of shard 0 also schedule the
     crons, so they run once per deployment whatever WORKER_SHARDS is."""
     return {
         "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_tries))

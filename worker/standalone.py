@@ -1,7 +1,7 @@
 """`python -m worker`: the standalone worker (server profile), one ARQ worker per shard it consumes.
 
     python -m worker                 every shard's queue (all of them with WORKER_SHARDS=1: the one queue)
-    python -m worker --shard 2       shard 2's queue only (WORKER_SHARDS > 1; service/shards.py)
+    python -m worker --shard 2       shard 2's queue only (WORKER_SHARDS > 1; service/tasks/shards.py)
     python -m worker --shard 0,1     several shards in one process, on one set of clients
 
 Each shard needs at least one worker, and the workers of shard 0 also run the crons. Several workers may consume
@@ -17,8 +17,8 @@ import asyncio
 
 import structlog
 
-from service.settings import Settings, load_settings
-from service.shards import parse_shards
+from service.core.settings import Settings, load_settings
+from service.tasks.shards import parse_shards
 from worker import open_deps
 from worker.embedded import serve
 

@@ -1,4 +1,4 @@
-"""The retention cron of the runs and conversations tiers (their job kinds are in service/registry.py)."""
+"""The retention cron of the runs and conversations tiers (their job kinds are in service/tasks/registry.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import structlog
 
 from service.conversations.writes import expire_tiers
+from service.core.errors import DependencyUnavailable
 from service.deps import Deps
-from service.errors import DependencyUnavailable
 
 log = structlog.get_logger(__name__)
 

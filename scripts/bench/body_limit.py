@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from service.app import create_app  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 
 
 async def measure(limit: int, body: bytes, n: int, args: argparse.Namespace, tmp: Path) -> tuple[list[float], int]:

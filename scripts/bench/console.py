@@ -34,8 +34,8 @@ if str(ROOT) not in sys.path:
 from scripts.bench.common import pct  # noqa: E402
 from scripts.bench.search import chunks, make_memories  # noqa: E402
 from service.app import create_app  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 from service.deps import build_deps  # noqa: E402
-from service.settings import Settings  # noqa: E402
 
 
 def settings_for(args: argparse.Namespace, data: Path, queue: str) -> Settings:

@@ -50,13 +50,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import pct  # noqa: E402
-from service.domain import Memory, Scope  # noqa: E402
+from service.core.domain import Memory, Scope  # noqa: E402
+from service.core.redis_client import connect_redis  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
-from service.redis_client import connect_redis  # noqa: E402
 from service.schemas import DedupRunReport  # noqa: E402
-from service.settings import Settings  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402

@@ -8,7 +8,7 @@ the shape of the soak benchmark's hot user (the shape that once deadlocked):
 
 - `per-job`:   one transaction per memory, rows in the order the memory names them (the old write path);
 - `sorted`:    one transaction per memory, rows sorted by id (one global lock order);
-- `coalesced`: through `service.graph_writer.GraphWriter`: the writes waiting for the user's writer
+- `coalesced`: through `service.writepath.graph_writer.GraphWriter`: the writes waiting for the user's writer
   go in one transaction, one transaction at a time per user (the write path now).
 
 It prints per mode: seconds, memories/s, transactions, deadlock retries the driver made, and writes
@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from service.domain import Memory, Scope, content_hash  # noqa: E402
-from service.graph_writer import GraphWriter  # noqa: E402
+from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
 from service.stores.neo4j import store as neo4j_store  # noqa: E402
+from service.writepath.graph_writer import GraphWriter  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
 PLACES = ("Lisbon", "Berlin", "Oslo", "Kyoto", "Quito")

@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from service.domain import Memory, Scope, content_hash  # noqa: E402
+from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noqa: E402

@@ -6,7 +6,8 @@
 For each worker count N it starts `python -m service` (embedded profile) with WORKER_PROCESS=child and
 WORKER_PROCESSES=N: N worker processes on the API process's vector store (its Unix socket), each its own ARQ
 worker, embedder and graph writer. Sharding off: WORKER_SHARDS=1, every worker polls the one queue, so one user's
-jobs run in several processes at once. Sharding on: WORKER_SHARDS=N, each worker its own shard (service/shards.py).
+jobs run in several processes at once. Sharding on: WORKER_SHARDS=N, each worker its own shard
+(service/tasks/shards.py).
 `-n` raw writes, one hot user taking half of them and 16 users the rest, each memory naming people and places of a
 small shared pool (the hot user's graph is one dense cluster), sent by `-c` concurrent clients.
 

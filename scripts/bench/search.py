@@ -199,7 +199,7 @@ WRITE_MESSAGES = 20  # synthetic memories per conversation write (their position
 
 def make_memories(user_id: str, size: int, seed: int) -> tuple[list[Any], list[Any], Pool]:
     """N memories with explicit graph links; deterministic for (user_id, size, seed)."""
-    from service.domain import ID_NAMESPACE, Memory, Scope, content_hash
+    from service.core.domain import ID_NAMESPACE, Memory, Scope, content_hash
     from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 
     rng = random.Random(seed * 1_000_003 + size)
@@ -388,7 +388,7 @@ def chunks(items: list[Any], n: int) -> Iterator[list[Any]]:
 
 
 def settings_for(args: argparse.Namespace, data_dir: Path, queue: str) -> Any:
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     return Settings(  # type: ignore[call-arg]
         _env_file=None, redis_url=args.redis_url, neo4j_uri=args.neo4j_uri, neo4j_database=args.neo4j_database,

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
-from service.domain import CATEGORIES, MAX_MESSAGES, Message, Scope
+from service.core.domain import CATEGORIES, MAX_MESSAGES, Message, Scope
 
 __all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionResult", "Extractor", "Message",
            "TokenUsage"]

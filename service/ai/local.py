@@ -33,7 +33,7 @@ import numpy as np
 import structlog
 
 from service.ai.models import FETCH_HINT, MINILM, ModelSpec, file_sha256
-from service.errors import ConfigError
+from service.core.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 

@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.errors import ConfigError
+from service.core.errors import ConfigError
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 FETCH_HINT = "python -m service models fetch"

@@ -27,7 +27,7 @@ import numpy as np
 import structlog
 
 from service.ai.local import LocalEmbedder, ModelFiles, TextKind
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
 
 log = structlog.get_logger(__name__)
 

@@ -12,15 +12,15 @@ from service.api.deps import RunsDep, ServiceDep
 from service.api.params import OptionalUserQuery, ProjectPath
 from service.api.runs import SessionQuery
 from service.api.security import CallerDep
-from service.context_format import render_markdown
 from service.runs.lessons import HEADING, ContextWithLessons, lesson_line
 from service.schemas import ContextResponse
 from service.schemas.memories import ContextSection
+from service.search.context_format import render_markdown
 
 router = APIRouter(prefix="/v1/context", tags=["context"])
 
 DEFAULT_CHARS = 4000
-LESSONS_TITLE = HEADING.removeprefix("## ")  # a context section (service/context_format.py `heading`)
+LESSONS_TITLE = HEADING.removeprefix("## ")  # a context section (service/search/context_format.py `heading`)
 Format = Annotated[Literal["json", "markdown"], Query()]
 MaxChars = Annotated[int | None, Query(ge=200, le=200_000, description=(
     "Bound of the markdown block in characters (default 4000 without max_tokens)"))]

@@ -19,7 +19,7 @@ from service.conversations.schemas import (
     SessionPage,
     SessionSummary,
 )
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from service.schemas import AcceptedResponse
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.errors import RateLimited, SchemaError, ServiceError, Unauthorized
+from service.core.errors import RateLimited, SchemaError, ServiceError, Unauthorized
 from service.schemas.memories import TOO_LARGE  # a schema error of this type is a size limit: 413
 
 log = structlog.get_logger(__name__)

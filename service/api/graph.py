@@ -10,6 +10,7 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, remembered
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
+from service.core.sensitivity import lowered
 from service.schemas import (
     DuplicatePage,
     EntityChange,
@@ -21,7 +22,6 @@ from service.schemas import (
     ReviewRequest,
     UnmergeRequest,
 )
-from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 

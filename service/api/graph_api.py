@@ -12,6 +12,7 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
 from service.api.security import CallerDep
+from service.core.sensitivity import lowered
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import (
     CommunityPage,
@@ -23,7 +24,6 @@ from service.schemas.graph_api import (
     GraphQuery,
     RelationWrite,
 )
-from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Header, HTTPException
 from pydantic import BaseModel
 
-from service.auth import Caller
+from service.core.auth import Caller
 from service.memory.intake import Intake
 from service.schemas import AcceptedResponse
 

@@ -12,7 +12,7 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, remembered
 from service.api.params import PAGE, PageLimit, RunId
 from service.api.security import CallerDep
-from service.errors import NotFound
+from service.core.errors import NotFound
 from service.maintenance.optimize import submit_optimize
 from service.maintenance.reembed import submit_reembed
 from service.schemas import (

@@ -11,7 +11,7 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
 from service.api.security import CallerDep
-from service.domain import Scope
+from service.core.domain import Scope
 from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,

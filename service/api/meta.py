@@ -14,9 +14,9 @@ from service.ai.llm.health import describe_llm
 from service.api.deps import DepsDep
 from service.api.errors import responses
 from service.api.security import CallerDep, api_key_of, caller_of
-from service.domain import CATEGORIES
-from service.errors import DependencyUnavailable, Forbidden
-from service.metrics import exposition
+from service.core.domain import CATEGORIES
+from service.core.errors import DependencyUnavailable, Forbidden
+from service.core.metrics import exposition
 from service.schemas import CategoryOut, HealthResponse, WritePathHealth
 
 router = APIRouter(tags=["meta"])

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from service.schemas.page import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 OptionalUserQuery = Annotated[

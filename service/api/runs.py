@@ -12,7 +12,7 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
 from service.api.security import CallerDep
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from service.runs.schemas import (
     MAX_SEQ,
     CompleteRequest,

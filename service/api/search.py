@@ -7,8 +7,8 @@ from fastapi import APIRouter
 from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, ServiceDep
 from service.api.security import CallerDep
 from service.api.turn import ChatTurn, chat_turn
+from service.core.sensitivity import lowered
 from service.schemas import SearchRequest, SearchResponse
-from service.sensitivity import lowered
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

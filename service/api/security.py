@@ -16,11 +16,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_body
-from service.auth import ApiKeyStore, Caller
+from service.core.auth import ApiKeyStore, Caller
+from service.core.errors import DependencyUnavailable, RateLimited, SchemaError, Unauthorized
+from service.core.kv import redis_guard
+from service.core.sensitivity import Sensitivity, set_current
 from service.deps import Deps
-from service.errors import DependencyUnavailable, RateLimited, SchemaError, Unauthorized
-from service.kv import redis_guard
-from service.sensitivity import Sensitivity, set_current
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +76,7 @@ async def get_caller(request: Request) -> Caller:
         await rate_limit(deps, request, caller)
     request.state.caller = caller
     # Every read this request makes inherits the key's ceiling, lowered by a `max_sensitivity` query parameter
-    # (a body field lowers it again where the route reads its body: service/sensitivity.py `lowered`).
+    # (a body field lowers it again where the route reads its body: service/core/sensitivity.py `lowered`).
     set_current(caller.ceiling(_ceiling_param(request)))
     return caller
 

@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from service.conversations.service import known_session
-from service.domain import ID_PATTERN
-from service.queue import TaskQueue
+from service.core.domain import ID_PATTERN
 from service.runs.jobs import ConversationDeleteJob
 from service.schemas import AcceptedResponse
 from service.stores.tiers import ConversationStore
+from service.tasks.queue import TaskQueue
 
 
 def session_of(session_id: str | None, metadata: dict[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from service.conversations.schemas import (
     SummarySentence,
 )
 from service.conversations.summary import SessionSummarizer, summarise
-from service.errors import NotFound, ServiceError
+from service.core.errors import NotFound, ServiceError
 from service.stores.tiers import ConversationStore
 
 log = structlog.get_logger(__name__)

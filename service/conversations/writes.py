@@ -14,14 +14,14 @@ from typing import Any
 
 import structlog
 
-from service.domain import Memory, Message
-from service.errors import DependencyUnavailable
-from service.kv import aw, redis_guard
-from service.queue import TaskQueue
+from service.core.domain import Memory, Message
+from service.core.errors import DependencyUnavailable
+from service.core.kv import aw, redis_guard
+from service.core.settings import Settings
 from service.runs.jobs import ConversationDeleteJob
-from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.tiers import ConversationStore
+from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
 PENDING_ERASE = "tiers:pending-erase"

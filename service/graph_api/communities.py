@@ -16,11 +16,11 @@ from typing import Any, Protocol
 import networkx as nx
 import structlog
 
-from service.domain import ID_NAMESPACE
-from service.errors import DependencyUnavailable, ServiceError
+from service.core.domain import ID_NAMESPACE
+from service.core.errors import DependencyUnavailable, ServiceError
 from service.graph_api.jobs import CommunityJob
-from service.queue import now_iso
 from service.stores.graph import GraphStore
+from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 

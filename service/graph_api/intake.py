@@ -8,18 +8,18 @@ import json
 import time
 from typing import Any, Literal
 
-from service.domain import Scope, iso, normalise
-from service.errors import DomainError, NotFound, PayloadTooLarge
+from service.core.domain import Scope, iso, normalise
+from service.core.errors import DomainError, NotFound, PayloadTooLarge
+from service.core.sensitivity import Sensitivity
+from service.core.settings import Settings
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity import GENERIC, type_family
 from service.memory.links import KEY, entity_entry
-from service.queue import TaskQueue
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
-from service.sensitivity import Sensitivity
-from service.settings import Settings
 from service.stores.graph import GraphStore, group_id, groups_for, scope_of_group
+from service.tasks.queue import TaskQueue
 
 Op = Literal["entity", "relation", "fact"]
 CATEGORY = "domain_knowledge"  # the category of the memory a structured write is stored as

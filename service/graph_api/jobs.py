@@ -1,10 +1,10 @@
-"""The job kind of the structured graph writes (registered in service/registry.py)."""
+"""The job kind of the structured graph writes (registered in service/tasks/registry.py)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from service.jobs import JobModel, RawItem
+from service.tasks.jobs import JobModel, RawItem
 
 
 class GraphWriteJob(JobModel, RawItem):

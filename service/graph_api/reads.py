@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from service.domain import iso
-from service.errors import DomainError, NotFound
+from service.core.domain import iso
+from service.core.errors import DomainError, NotFound
 from service.graph_api.vocabulary import predicate_forms, type_forms
 from service.schemas.graph_api import (
     CommunityPage,

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.stores.vector import Boundary, VectorRecord
 
 log = structlog.get_logger(__name__)

@@ -9,10 +9,10 @@ from typing import Any
 
 import structlog
 
-from service.jobs import OptimizeJob
-from service.queue import TaskQueue
 from service.schemas import OptimizeReport
 from service.stores.vector import VectorStore
+from service.tasks.jobs import OptimizeJob
+from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
 

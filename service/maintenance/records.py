@@ -14,11 +14,11 @@ import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.errors import NotFound
-from service.kv import aw, redis_guard
+from service.core.errors import NotFound
+from service.core.kv import aw, redis_guard
+from service.core.settings import Settings
 from service.maintenance.algorithm import stamp_of
 from service.schemas import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
-from service.settings import Settings
 
 log = structlog.get_logger(__name__)
 

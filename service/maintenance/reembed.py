@@ -19,13 +19,13 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.jobs import ReembedJob
-from service.kv import RedisKV
-from service.ledger import Ledger
-from service.outbox import MemoryLocks
-from service.queue import TaskQueue
-from service.settings import Settings
+from service.core.kv import RedisKV
+from service.core.settings import Settings
 from service.stores.vector import MemoryFilter, VectorStore
+from service.tasks.jobs import ReembedJob
+from service.tasks.queue import TaskQueue
+from service.writepath.ledger import Ledger
+from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from service.jobs import DedupJob, DeleteJob, ReconcileJob
+from service.core.settings import Settings
 from service.maintenance.records import MaintenanceRecords, summary
-from service.queue import TaskQueue, now_iso
 from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
-from service.settings import Settings
 from service.stores.vector import MemoryFilter, VectorStore
+from service.tasks.jobs import DedupJob, DeleteJob, ReconcileJob
+from service.tasks.queue import TaskQueue, now_iso
 
 log = structlog.get_logger(__name__)
 __all__ = ["MaintenanceRuns", "summary"]

@@ -32,9 +32,9 @@ import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.errors import DependencyUnavailable
-from service.jobs import DedupJob
-from service.ledger import Ledger
+from service.core.errors import DependencyUnavailable
+from service.core.metrics import DEDUP_REMOVED
+from service.core.settings import Settings
 from service.maintenance.algorithm import (
     BLOCK_COLS,
     BLOCK_ROWS,
@@ -57,13 +57,13 @@ from service.maintenance.records import (
     record_phase,
     summary,
 )
-from service.metrics import DEDUP_REMOVED
-from service.outbox import MemoryLocks, Outbox
-from service.queue import now_iso
 from service.schemas import DedupRunReport, DedupTotals, DedupUserReport, Progress
-from service.settings import Settings
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
+from service.tasks.jobs import DedupJob
+from service.tasks.queue import now_iso
+from service.writepath.ledger import Ledger
+from service.writepath.outbox import MemoryLocks, Outbox
 
 log = structlog.get_logger(__name__)
 

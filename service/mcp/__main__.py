@@ -18,10 +18,10 @@ from pathlib import Path
 import anyio
 import structlog
 
-from service.logging import configure_logging
+from service.core.logging import configure_logging
+from service.core.settings import Settings, load_settings
 from service.mcp.backend import ApiBackend
 from service.mcp.server import build_server
-from service.settings import Settings, load_settings
 
 log = structlog.get_logger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from service.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message
+from service.core.domain import CATEGORIES, ID_PATTERN, MAX_BATCH_MEMORIES, Message
 
 DEFAULT_CONTEXT_CHARS = 4000  # the context text's bound without max_chars or max_tokens
 

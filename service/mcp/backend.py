@@ -19,7 +19,8 @@ from pydantic import BaseModel, Field
 
 from service.client import ApiError as ClientError
 from service.client import AsyncMemoryClient, Call
-from service.errors import DependencyUnavailable, ServiceError
+from service.core.errors import DependencyUnavailable, ServiceError
+from service.core.sensitivity import reset_current, set_current
 from service.runs.schemas import (
     CompleteRequest,
     RunAccepted,
@@ -38,10 +39,9 @@ from service.schemas import (
     UpdateMemoryRequest,
 )
 from service.schemas.graph_api import EntityFactsPage, FactPage
-from service.sensitivity import reset_current, set_current
 
 if TYPE_CHECKING:
-    from service.auth import Caller
+    from service.core.auth import Caller
     from service.deps import Deps
     from service.graph_api.intake import GraphIntake
     from service.graph_api.reads import GraphFacts

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from service.mcp.args import AgentId, ProjectId, Query, UserId, Wait
 from service.runs.schemas import (
     ERROR_KIND_PATTERN,

@@ -22,15 +22,15 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from service.api.security import caller_of
-from service.auth import Caller
-from service.errors import ServiceError
+from service.core.auth import Caller
+from service.core.errors import ServiceError
 from service.mcp.backend import MemoryBackend, ServiceBackend
 from service.mcp.tools import TOOLS, Tool
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from service.settings import Settings
+    from service.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

@@ -18,8 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.context_format import render_markdown
-from service.domain import Scope, TaskStatus
+from service.core.domain import Scope, TaskStatus
 from service.mcp.args import (
     DEFAULT_CONTEXT_CHARS,
     WAIT_SECONDS,
@@ -99,6 +98,7 @@ from service.schemas import (
     SearchResult,
 )
 from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
+from service.search.context_format import render_markdown
 
 
 class WriteOutcome(BaseModel):

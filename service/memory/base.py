@@ -10,15 +10,15 @@ import asyncio
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.kv import RedisKV
-from service.outbox import Outbox
-from service.queue import TaskQueue
+from service.core.kv import RedisKV
+from service.core.settings import Settings
 from service.search.searcher import Searcher
 from service.search.usage import RetrievalCounts
-from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import VectorStore
-from service.tokens import token_counter
+from service.tasks.queue import TaskQueue
+from service.text.tokens import token_counter
+from service.writepath.outbox import Outbox
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,6 @@ from typing import Any
 import structlog
 
 from service.memory.base import MemoryBase
-from service.queue import now_iso
 from service.schemas import (
     DuplicatePage,
     DuplicatePair,
@@ -28,6 +27,7 @@ from service.schemas import (
     TraceSummary,
 )
 from service.stores.graph import groups_for
+from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 

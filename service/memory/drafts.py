@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from service.ai.extraction import ExtractedFact
-from service.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
-from service.jobs import ConversationJob, RawItem
+from service.core.domain import Memory, Message, Scope, content_hash, memory_id_for, resolve_scope
+from service.core.sensitivity import Sensitivity, of_category, rank
 from service.memory.windows import EventTime, Window, event_time, first_time, source_ids
-from service.sensitivity import Sensitivity, of_category, rank
 from service.stores.graph import MemoryLinks
+from service.tasks.jobs import ConversationJob, RawItem
 
 INTERACTION = "interaction"
 

@@ -1,6 +1,6 @@
 """The API side of writes: validate a request, derive the identity a retried identical request is recognised
-by, build the typed job (service/jobs.py) and enqueue it (service/queue.py). Nothing here writes a store; the
-worker side is service/memory/writes.py."""
+by, build the typed job (service/tasks/jobs.py) and enqueue it (service/tasks/queue.py). Nothing here writes a
+store; the worker side is service/memory/writes.py."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ import json
 from typing import Any
 
 from service.conversations.intake import session_of
-from service.domain import Scope, check_category, iso, normalise, resolve_scope
-from service.errors import DomainError, NotFound, PayloadTooLarge
-from service.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
-from service.kv import RedisKV
+from service.core.domain import Scope, check_category, iso, normalise, resolve_scope
+from service.core.errors import DomainError, NotFound, PayloadTooLarge
+from service.core.kv import RedisKV
+from service.core.settings import Settings
 from service.memory.portability import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
-from service.outbox import Outbox
-from service.queue import TaskQueue
 from service.schemas import (
     AcceptedResponse,
     BulkDeleteRequest,
@@ -27,9 +25,11 @@ from service.schemas import (
     RawMemoryRequest,
     UpdateMemoryRequest,
 )
-from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import VectorStore
+from service.tasks.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
+from service.tasks.queue import TaskQueue
+from service.writepath.outbox import Outbox
 
 
 class Intake:

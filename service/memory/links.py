@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 
 KEY = "graph"  # the metadata key

@@ -30,16 +30,16 @@ import structlog
 from pydantic import ValidationError
 
 from service.ai.embeddings import Embedder
-from service.domain import Memory
-from service.errors import DomainError
-from service.jobs import ImportJob
-from service.kv import RedisKV
-from service.ledger import Ledger
+from service.core.domain import Memory
+from service.core.errors import DomainError
+from service.core.kv import RedisKV
 from service.memory.base import MemoryBase
-from service.queue import TaskQueue
 from service.runs.portability import TierImport, export_tiers
 from service.stores.graph import GraphStore, RowPage, groups_for
 from service.stores.vector import MemoryFilter
+from service.tasks.jobs import ImportJob
+from service.tasks.queue import TaskQueue
+from service.writepath.ledger import Ledger
 
 log = structlog.get_logger(__name__)
 FORMAT = "memory-export"

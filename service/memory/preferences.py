@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from service.domain import Memory, Message, content_hash
-from service.errors import DomainError
+from service.core.domain import Memory, Message, content_hash
+from service.core.errors import DomainError
 
 PREFERENCE = "preference"
 

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import structlog
 
+from service.core.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
+from service.core.sensitivity import redact
 from service.memory.curation import MemoryCuration
 from service.memory.mapping import fact_out
 from service.memory.rules import existing, list_filter, scroll_all
-from service.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
 from service.schemas import (
     ContextResponse,
     GraphSearchRequest,
@@ -27,7 +28,6 @@ from service.schemas import (
 from service.schemas.graph_api import community_item
 from service.schemas.memories import ContextSection
 from service.search import context
-from service.sensitivity import redact
 from service.stores.graph import RowPage, groups_for
 from service.stores.vector import MemoryFilter
 

@@ -3,9 +3,9 @@ filter (the API-side intake, the worker-side writer and the reads all use them).
 
 from __future__ import annotations
 
-from service.domain import Memory, Scope, check_category
-from service.errors import DomainError, NotFound, PayloadTooLarge
-from service.settings import Settings
+from service.core.domain import Memory, Scope, check_category
+from service.core.errors import DomainError, NotFound, PayloadTooLarge
+from service.core.settings import Settings
 from service.stores.vector import MemoryFilter, VectorStore
 
 

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 import dateparser
 
-from service.domain import Message, iso
-from service.timephrases import anchor
+from service.core.domain import Message, iso
+from service.text.timephrases import anchor
 
 WINDOW_MESSAGES = 2  # at most this many messages in one interaction window (INTERACTION_WINDOW_MESSAGES): a turn
 WINDOW_CHARS = 1200  # and at most this many characters of "<role>: <text>" lines (one message may exceed it)

@@ -11,10 +11,10 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
 from service.conversations.writes import erase_after_delete, keep_messages
-from service.domain import Memory, Message, content_hash, memory_id_for
-from service.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
-from service.kv import RedisKV
-from service.ledger import Ledger
+from service.core.domain import Memory, Message, content_hash, memory_id_for
+from service.core.kv import RedisKV
+from service.core.metrics import STAGE, timed
+from service.core.settings import Settings
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.links import structured_links
@@ -28,14 +28,14 @@ from service.memory.windows import (
     speaker_label,
     valid_indexes,
 )
-from service.metrics import STAGE, timed
-from service.outbox import MemoryLocks
-from service.queue import TaskQueue, now_iso
 from service.schemas import MemoryOut
 from service.search.usage import RetrievalCounts
-from service.settings import Settings
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
+from service.tasks.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
+from service.tasks.queue import TaskQueue, now_iso
+from service.writepath.ledger import Ledger
+from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 
-from service.errors import NotFound
+from service.core.errors import NotFound
+from service.core.kv import RedisKV
 from service.hooks.redact import redact
-from service.kv import RedisKV
-from service.queue import TaskQueue
 from service.runs.jobs import (
     RunDeleteJob,
     RunJob,
@@ -32,6 +31,7 @@ from service.runs.schemas import (
 )
 from service.schemas import AcceptedResponse
 from service.stores.tiers import RunStore
+from service.tasks.queue import TaskQueue
 
 MAX_TEXT_CHARS = 4000  # arguments (as JSON), a result, a thought, a summary: redacted, then cut to this
 MAX_ERROR_CHARS = 2000

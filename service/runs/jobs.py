@@ -1,4 +1,4 @@
-"""The job kinds of the runs and conversations tiers (registered in service/registry.py).
+"""The job kinds of the runs and conversations tiers (registered in service/tasks/registry.py).
 
 Arguments, results and errors arrive here already redacted and bounded (service/runs/intake.py).
 """
@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.ai.embeddings import Embedder
-from service.jobs import JobModel
+from service.tasks.jobs import JobModel
 
 
 class ToolCallItem(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from service.schemas import AcceptedResponse, OptionalId, SearchResponse, TenantId
 
 MAX_TASK_CHARS = 2000

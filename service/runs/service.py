@@ -10,7 +10,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.models import DEFAULT_CALIBRATION
-from service.errors import DependencyUnavailable, NotFound
+from service.core.errors import DependencyUnavailable, NotFound
 from service.runs import lessons as lesson_rules
 from service.runs.jobs import vector_model
 from service.runs.schemas import (

@@ -11,12 +11,12 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.domain import ID_NAMESPACE
-from service.kv import RedisKV, redis_guard
-from service.queue import TaskQueue
+from service.core.domain import ID_NAMESPACE
+from service.core.kv import RedisKV, redis_guard
+from service.core.settings import Settings
 from service.runs.jobs import RunDeleteJob, RunJob, accepted_marker, vector_model
-from service.settings import Settings
 from service.stores.tiers import RunStore, RunWrite
+from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
 

@@ -1,5 +1,5 @@
 """The API's request and response models, one module per resource (the maintenance run reports too). Domain
-rules are in service/domain.py."""
+rules are in service/core/domain.py."""
 
 from __future__ import annotations
 

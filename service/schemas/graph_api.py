@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.domain import Scope
+from service.core.domain import Scope
+from service.core.sensitivity import Sensitivity
 from service.schemas.memories import MaxSensitivity, OptionalId, TenantId
-from service.sensitivity import Sensitivity
 
 Name = Field(min_length=1, max_length=200)
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.domain import (
+from service.core.domain import (
     ID_PATTERN,
 )
 from service.schemas.memories import AcceptedResponse, Progress

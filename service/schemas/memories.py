@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from service.domain import (
+from service.core.domain import (
     ID_PATTERN,
     MAX_BATCH_MEMORIES,
     MAX_MESSAGES,
@@ -20,7 +20,7 @@ from service.domain import (
     Scope,
     TaskStatus,
 )
-from service.sensitivity import Sensitivity
+from service.core.sensitivity import Sensitivity
 
 
 class MemoryOut(BaseModel):

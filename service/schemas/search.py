@@ -7,15 +7,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from service.domain import (
+from service.core.domain import (
     ID_PATTERN,
     Scope,
     utc,
 )
+from service.core.sensitivity import Sensitivity
 from service.schemas.graph_api import CommunityItem
 from service.schemas.memories import MaxSensitivity, OptionalId, TenantId
-from service.sensitivity import Sensitivity
-from service.timephrases import TimeWindow
+from service.text.timephrases import TimeWindow
 
 
 class SearchRequest(BaseModel):

@@ -12,7 +12,7 @@ import asyncio
 
 import structlog
 
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
 from service.search.fusion import Fused
 from service.search.graph import GraphRetriever
 from service.search.retriever import Query, Ranked

@@ -7,10 +7,10 @@ import asyncio
 
 import structlog
 
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 from service.schemas import SearchResult
 from service.schemas.search import SupportingFact
-from service.settings import Settings
 from service.stores.graph import GraphStore, groups_for
 
 log = structlog.get_logger(__name__)

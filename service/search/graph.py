@@ -8,10 +8,10 @@ import re
 
 import structlog
 
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 from service.search.fusion import fuse
 from service.search.retriever import Query, Ranked, Retrieved
-from service.settings import Settings
 from service.stores.graph import GraphStore, groups_for
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 

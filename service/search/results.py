@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.schemas import SearchResult, Signal
 from service.schemas.search import Folded
 from service.search.fusion import Fused

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from service.stores.vector import MemoryFilter
-from service.timephrases import TimeWindow
+from service.text.timephrases import TimeWindow
 
 Ranked = list[tuple[str, float]]  # a retriever's (memory id, its own score), best first
 

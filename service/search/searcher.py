@@ -8,8 +8,9 @@ from array import array
 from collections import OrderedDict
 
 from service.ai.embeddings import Embedder
-from service.domain import check_category, iso
-from service.metrics import SEARCH_DURATION, timed
+from service.core.domain import check_category, iso
+from service.core.metrics import SEARCH_DURATION, timed
+from service.core.settings import Settings
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
 from service.search.expansion import expansion
@@ -22,7 +23,6 @@ from service.search.neighbours import neighbours
 from service.search.results import results
 from service.search.retriever import Query, Ranked, Retrieved, Retriever
 from service.search.time_window import TimeWindows
-from service.settings import Settings
 from service.stores.graph import GraphStore
 from service.stores.vector import MemoryFilter, VectorStore
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from service.domain import iso
+from service.core.domain import iso
 from service.search.retriever import Query, Retrieved
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
-from service.timephrases import EventRelation, TimeWindow, event_window, find_event_relation, find_time_window
+from service.text.timephrases import EventRelation, TimeWindow, event_window, find_event_relation, find_time_window
 
 
 def narrow(flt: MemoryFilter, window: TimeWindow | None) -> MemoryFilter | None:

@@ -12,8 +12,8 @@ import asyncio
 import structlog
 from arq.connections import ArqRedis
 
-from service.kv import aw, redis_guard
-from service.settings import Settings
+from service.core.kv import aw, redis_guard
+from service.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

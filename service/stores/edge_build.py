@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 import structlog
 
-from service.errors import Conflict, DependencyUnavailable
+from service.core.errors import Conflict, DependencyUnavailable
 from service.stores.edge_layout import sibling
 
 log = structlog.get_logger(__name__)

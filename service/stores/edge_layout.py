@@ -12,7 +12,7 @@ from typing import Any
 import qdrant_edge as qe
 import structlog
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.stores.qdrant_common import lexical_vector, memory_of, payload_of, plain_vector
 from service.stores.vector import INDEXED_FIELDS, LEXICAL_VECTOR, POSITION_FIELDS, TIME_FIELD
 

@@ -1,8 +1,9 @@
 """Graph store Protocols. Backend: `service/stores/neo4j/` (async driver, managed transactions).
 
 `GraphStore` is what reads, listings, curation and traces use. `MemoryGraphWrites` writes memories into the
-graph; only the dual-store write owner (`service/ledger.py`, through `service/graph_writer.py`) holds it, so
-no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
+graph; only the dual-store write owner (`service/writepath/ledger.py`, through
+`service/writepath/graph_writer.py`) holds it, so no other path writes a memory to one store and not the
+other. All Cypher lives in the backend module.
 `EntityNameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
 never imports the identity rules or an embedder, and never embeds inside a transaction.
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from service.domain import Memory
+from service.core.domain import Memory
 from service.stores.console import ConsoleReads
 from service.stores.facts import CommunityStore, FactStore
 from service.stores.reports import GraphReport

@@ -8,9 +8,9 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar, cast
 
-from service.domain import Memory, Scope
-from service.errors import DomainError, StoreConfigError
-from service.sensitivity import DEFAULT, allowed, visible
+from service.core.domain import Memory, Scope
+from service.core.errors import DomainError, StoreConfigError
+from service.core.sensitivity import DEFAULT, allowed, visible
 from service.stores.lexical import Bm25Encoder
 from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest, Span
 
@@ -30,7 +30,7 @@ def memory_of(point_id: object, payload: dict[str, Any] | None) -> Memory:
 
 
 def visible_memories(memories: Iterable[Memory]) -> list[Memory]:
-    """Those a read by id may return under the ceiling of the request being served (service/sensitivity.py)."""
+    """Those a read by id may return under the ceiling of the request being served (service/core/sensitivity.py)."""
     return [m for m in memories if visible(m.sensitivity)]
 
 

@@ -35,8 +35,8 @@ from typing import Any, TypeVar, cast
 import qdrant_edge as qe
 import structlog
 
-from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, StoreConfigError
+from service.core.domain import Memory, Scope
+from service.core.errors import DependencyUnavailable, StoreConfigError
 from service.stores.edge_build import IndexBuild
 from service.stores.edge_layout import (
     CHANGES,

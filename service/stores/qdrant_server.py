@@ -22,8 +22,8 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, StoreConfigError
+from service.core.domain import Memory, Scope
+from service.core.errors import DependencyUnavailable, StoreConfigError
 from service.stores.qdrant_common import (
     FilterBuilder,
     RankBuilder,

@@ -24,8 +24,8 @@ from typing import Any
 
 import structlog
 
-from service.domain import Memory
-from service.errors import DependencyUnavailable
+from service.core.domain import Memory
+from service.core.errors import DependencyUnavailable
 from service.stores.qdrant_common import visible_memories
 from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorRecord, VectorStore
 

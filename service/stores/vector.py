@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from service.domain import Memory, Scope, utc
-from service.sensitivity import Sensitivity, current, visible
+from service.core.domain import Memory, Scope, utc
+from service.core.sensitivity import Sensitivity, current, visible
 
 # Payload fields that get an index (docs/architecture.md, "Data model"). user_id is the tenant key.
 # Keyword payload indexes. Every field a filter conditions on needs one: a condition on a field without an index reads
@@ -48,7 +48,7 @@ class MemoryFilter:
     # listings, search and the context set it; reconcile, export, dedup and deletes see every memory
     active_only: bool = False
     # The highest sensitivity tier it matches (None: every tier). Its default is the ceiling of the request
-    # being served (service/sensitivity.py), so every read made for a caller inherits the caller's ceiling.
+    # being served (service/core/sensitivity.py), so every read made for a caller inherits the caller's ceiling.
     max_sensitivity: Sensitivity | None = field(default_factory=current)
 
     def matches(self, m: Memory) -> bool:

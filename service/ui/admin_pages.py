@@ -11,7 +11,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.api import meta
-from service.auth import ApiKeyStore, Caller
+from service.core.auth import ApiKeyStore, Caller
 from service.deps import Deps
 from service.schemas import (
     DedupRequest,

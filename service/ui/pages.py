@@ -13,10 +13,10 @@ from urllib.parse import urlencode
 from fastapi import HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.auth import ApiKeyStore
+from service.core.auth import ApiKeyStore
+from service.core.domain import CATEGORIES, Scope
+from service.core.errors import NotFound, ServiceError, Unauthorized
 from service.deps import Deps
-from service.domain import CATEGORIES, Scope
-from service.errors import NotFound, ServiceError, Unauthorized
 from service.schemas import (
     BulkDeleteRequest,
     SearchRequest,

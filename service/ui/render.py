@@ -16,8 +16,8 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
 
-from service.domain import ID_PATTERN
-from service.errors import ServiceError
+from service.core.domain import ID_PATTERN
+from service.core.errors import ServiceError
 from service.ui.paths import TEMPLATES
 from service.ui.words import describe_signal
 

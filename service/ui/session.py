@@ -23,9 +23,9 @@ from fastapi import Depends, HTTPException, Request
 from starlette.responses import Response
 
 from service.api.security import rate_limit
-from service.auth import ApiKeyStore, Caller
+from service.core.auth import ApiKeyStore, Caller
+from service.core.errors import Unauthorized
 from service.deps import Deps
-from service.errors import Unauthorized
 
 COOKIE = "memory_console"
 LOGIN_PATH = "/ui/login"

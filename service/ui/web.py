@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.settings import Settings
+from service.core.settings import Settings
 from service.ui.paths import STATIC
 from service.ui.session import SessionCodec
 

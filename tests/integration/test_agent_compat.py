@@ -9,8 +9,8 @@ import uuid
 
 import httpx
 
+from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
-from service.domain import Memory, Scope, content_hash
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
 from tests.integration.conftest import write_raw

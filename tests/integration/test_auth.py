@@ -22,10 +22,10 @@ import pytest
 from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
 from service.api.security import PUBLIC_PATHS, RateLimiter
 from service.app import create_app
-from service.auth import ApiKeyStore
+from service.core.auth import ApiKeyStore
+from service.core.errors import RateLimited
+from service.core.settings import Settings
 from service.deps import Deps
-from service.errors import RateLimited
-from service.settings import Settings
 from tests.conftest import make_settings, unique
 from tests.integration.conftest import running_app
 

@@ -28,11 +28,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from scripts.bench.procs import stack_env, start_service, stop
 from service.app import create_app
-from service.auth import ApiKeyStore
-from service.jobs import RawJob
-from service.queue import TaskQueue
-from service.redis_client import connect_redis
-from service.registry import FUNCTIONS
+from service.core.auth import ApiKeyStore
+from service.core.redis_client import connect_redis
+from service.tasks.jobs import RawJob
+from service.tasks.queue import TaskQueue
+from service.tasks.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
 
 T = TypeVar("T")

@@ -8,8 +8,8 @@ import httpx
 
 from scripts.bench import graph_probe as probe
 from service.deps import Deps
-from service.jobs import ConversationJob
 from service.stores.vector import MemoryFilter
+from service.tasks.jobs import ConversationJob
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
 

@@ -17,8 +17,8 @@ import pytest
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import free_port
+from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
-from service.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.maintenance.records import DedupKeys, RunLock
 from service.maintenance.sweep import DedupSweep

@@ -12,8 +12,8 @@ import pytest
 
 from service.ai.embeddings import BatchingEmbedder
 from service.ai.process import ProcessEmbedder
-from service.errors import DependencyUnavailable
-from service.settings import Settings
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 from tests.conftest import local_embedder
 
 

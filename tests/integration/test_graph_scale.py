@@ -26,7 +26,7 @@ import pytest
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
-from service.domain import Memory, Scope, content_hash
+from service.core.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scripts.bench import graph_probe as probe
-from service.domain import Memory, Scope, content_hash
+from service.core.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore

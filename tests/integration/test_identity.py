@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scripts.bench import graph_probe as probe
-from service.domain import Memory, Scope, content_hash
+from service.core.domain import Memory, Scope, content_hash
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
@@ -182,7 +182,7 @@ async def test_no_resolution_across_users_or_projects(store: Neo4jGraphStore) ->
 
 
 async def test_merge_refuses_what_must_not_merge(store: Neo4jGraphStore) -> None:
-    from service.errors import Conflict, DomainError, NotFound
+    from service.core.errors import Conflict, DomainError, NotFound
 
     u, other = user(), user()
     await say(store, u, ("Rust", "language"), ("Ruby", "person"), ("Go", "language"))

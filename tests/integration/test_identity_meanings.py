@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from scripts.bench import graph_probe as probe
-from service.domain import Memory, Scope, content_hash
+from service.core.domain import Memory, Scope, content_hash
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 from scripts.bench.procs import ROOT, free_port, start_service, stop
-from service.domain import CATEGORIES
+from service.core.domain import CATEGORIES
 from tests.conftest import unique
 
 TRANSPORTS = ["http", "stdio"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.auth import ApiKeyStore
-from service.jobs import RawJob
+from service.core.auth import ApiKeyStore
+from service.tasks.jobs import RawJob
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from service.deps import Deps
-from service.jobs import ConversationJob
+from service.tasks.jobs import ConversationJob
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import DependencyUnavailable
-from service.kv import redis_guard
-from service.outbox import Intent, Outbox
-from service.queue import TaskQueue
-from service.redis_client import connect_redis
-from service.registry import FUNCTIONS
+from service.core.errors import DependencyUnavailable
+from service.core.kv import redis_guard
+from service.core.redis_client import connect_redis
+from service.tasks.queue import TaskQueue
+from service.tasks.registry import FUNCTIONS
+from service.writepath.outbox import Intent, Outbox
 from tests.conftest import make_settings, unique
 
 PAUSE_MS = 1200

@@ -11,10 +11,10 @@ import httpx
 import numpy as np
 import pytest
 
-from service.errors import StoreConfigError
-from service.jobs import ReembedJob
+from service.core.errors import StoreConfigError
 from service.maintenance.reembed import Reembedder, submit_reembed
 from service.stores.vector import MemoryFilter
+from service.tasks.jobs import ReembedJob
 from tests.conftest import MODEL_CACHE, local_embedder, unique
 from tests.integration.conftest import running_app, wait_task
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from service.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN
 from tests.conftest import unique
 from tests.integration.conftest import write_raw
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from service.api.security import PUBLIC_PATHS, READ_POSTS
-from service.auth import ApiKeyStore
+from service.core.auth import ApiKeyStore
 from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import running_app

@@ -1,4 +1,4 @@
-"""User-sharded queues (WORKER_SHARDS, service/shards.py) on real worker processes and real Redis: one hot user's
+"""User-sharded queues (WORKER_SHARDS, service/tasks/shards.py) on real worker processes and real Redis: one hot user's
 jobs run in one worker process, and a change of the shard count with jobs queued runs every job once."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from arq.constants import health_check_key_suffix
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import stack_env, start_service, stop
 from service.identity import NameRules
-from service.shards import counts_key, queue_name, queue_names, shard_of
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
+from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 from tests.integration.test_worker_process import children, wait_for

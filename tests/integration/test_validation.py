@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from service.domain import CATEGORIES
+from service.core.domain import CATEGORIES
 from tests.conftest import unique
 from tests.integration.conftest import wait_task
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from scripts.bench.procs import stack_env, start_service, stop
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer
 from service.stores.vector import MemoryFilter
@@ -120,7 +120,7 @@ async def test_the_worker_child_stores_writes_is_replaced_when_killed_and_stops_
         assert proc.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a graceful stop
         log = (tmp_path / "service.log").read_text()
         assert "worker_process_stopped" in log
-        # the API process and both children froze their start-up heaps (service/heap.py)
+        # the API process and both children froze their start-up heaps (service/core/heap.py)
         frozen = [json.loads(line) for line in log.splitlines() if '"heap_frozen"' in line]
         assert len(frozen) >= 3 and all(f["objects"] > 10_000 for f in frozen), frozen
         assert not alive(second[0])  # the child stopped with the service

@@ -20,13 +20,13 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
+from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
-from service.domain import Memory, Scope, content_hash
 from service.identity import type_family
-from service.jobs import RawJob
-from service.queue import INTERRUPTIONS_FORGIVEN
-from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
+from service.tasks.jobs import RawJob
+from service.tasks.queue import INTERRUPTIONS_FORGIVEN
+from service.tasks.registry import JOB_KINDS
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.embedded import EmbeddedWorker
@@ -240,7 +240,7 @@ async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconcile
         assert await probe.count_memories(deps.graph, user) == 2
         facts = (await client.post("/v1/graph/search", json={"query": "PostgreSQL", "user_id": user})).json()
         assert any(memory_id in f["memory_ids"] for f in facts["results"])
-        assert (await deps.service.outbox.stats())[0] == 0
+        assert (await deps.service.writepath.outbox.stats())[0] == 0
 
 
 async def test_delete_whose_graph_step_fails_is_finished_and_can_be_retried(tmp_path: Path) -> None:
@@ -310,8 +310,8 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     # drift 2: a live node whose vector was lost
     await deps.vectors.delete([lost_vector_id])
     # drift 3: a delete that recorded its intent and removed the vector, then lost its outbox entry
-    await deps.service.outbox.put(_remove_intent(user, deleted_id))
-    await deps.service.outbox.clear("drift-test")
+    await deps.service.writepath.outbox.put(_remove_intent(user, deleted_id))
+    await deps.service.writepath.outbox.clear("drift-test")
     await deps.vectors.delete([deleted_id])
     await asyncio.sleep(deps.settings.reconcile_grace_seconds + 0.2)
 
@@ -340,7 +340,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
 
 
 def _remove_intent(user: str, memory_id: str) -> Any:
-    from service.outbox import Intent
+    from service.writepath.outbox import Intent
 
     return Intent(op="remove", task_id="drift-test", user_id=user, memory_ids=[memory_id], now="2026-01-01T00:00:00")
 

@@ -19,9 +19,9 @@ from service.api.errors import COMMON, GUARDED
 from service.api.meta import SERVICE_NAME
 from service.api.security import PUBLIC_PATHS, READ_POSTS
 from service.app import PRODUCT_TITLE, create_app
+from service.core.settings import Settings
 from service.mcp.server import SERVER_NAME
 from service.schemas.page import DEFAULT_PAGE_SIZE, SEED_SHAPES
-from service.settings import Settings
 
 WRITES = {"post", "put", "delete", "patch"}
 BY_ID = {"task_id", "memory_id", "run_id", "trace_id", "session_id", "entity_id"}  # a named resource: 404

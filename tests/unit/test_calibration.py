@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from service.ai.models import MODELS, calibration
+from service.core.settings import Settings
 from service.maintenance.algorithm import plan_boundary
 from service.memory.changes import changes, same_slot
-from service.settings import Settings
 from tests.conftest import local_embedder
 
 PAIRS = json.loads((Path(__file__).resolve().parents[1] / "data" / "similarity_pairs.json").read_text("utf-8"))

@@ -1,18 +1,17 @@
 """Collapse by source (service/search/results.py) and the session context's order and budget
-(service/search/context.py, service/context_format.py) on memories built in memory: no store involved."""
+(service/search/context.py, service/search/context_format.py) on memories built in memory: no store involved."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service import context_format
-from service.domain import Memory, Message, Scope
+from service.core.domain import Memory, Message, Scope
 from service.memory.windows import anchored_time, event_time
 from service.schemas.memories import ContextSection
-from service.search import context
+from service.search import context, context_format
 from service.search.fusion import Fused
 from service.search.results import Collapse
-from service.tokens import HFTokenCounter, default_tokenizer
+from service.text.tokens import HFTokenCounter, default_tokenizer
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # an exact release: name:1.2.3 or name:v1.2.3, optionally with a variant (-alpine, -community, -slim-bookworm)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.core.settings import Settings
 from service.maintenance.algorithm import (
     BoundaryCollector,
     DisjointSets,
@@ -20,7 +21,6 @@ from service.maintenance.algorithm import (
     stamp_of,
 )
 from service.maintenance.sweep import run_budget
-from service.settings import Settings
 from worker.settings import worker_options
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain import CATEGORIES, Scope, check_category, content_hash, memory_id_for, normalise, resolve_scope
-from service.errors import DomainError
+from service.core.domain import CATEGORIES, Scope, check_category, content_hash, memory_id_for, normalise, resolve_scope
+from service.core.errors import DomainError
 
 
 def test_thirteen_categories_in_five_groups() -> None:

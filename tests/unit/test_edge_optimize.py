@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.domain import Memory, Scope
+from service.core.domain import Memory, Scope
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from tests.vector_probe import search
@@ -160,7 +160,7 @@ async def test_every_field_a_search_filter_tests_has_a_payload_index(tmp_path: P
     search) tests `superseded_by` with is_empty, which made the fused search several times slower."""
     import qdrant_edge as qe
 
-    from service.sensitivity import Sensitivity
+    from service.core.sensitivity import Sensitivity
     from service.stores.edge_layout import config
     from service.stores.qdrant_common import FilterBuilder
     from service.stores.vector import TIME_FIELD, Span

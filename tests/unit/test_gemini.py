@@ -20,8 +20,8 @@ from service.ai.gemini import (
     make_client,
 )
 from service.ai.gemini.prompts import SYSTEM_INSTRUCTION
-from service.domain import CATEGORIES
-from service.errors import DependencyUnavailable
+from service.core.domain import CATEGORIES
+from service.core.errors import DependencyUnavailable
 from tests.fakes import FakeGemini, fake_embedding
 
 PRIMARY = "gemini-3-flash-preview"

@@ -1,4 +1,4 @@
-"""The start-up heap freeze and the GC pause metric (service/heap.py)."""
+"""The start-up heap freeze and the GC pause metric (service/core/heap.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import weakref
 import pytest
 from prometheus_client import REGISTRY
 
-from service.heap import freeze_startup_heap, track_gc_pauses
+from service.core.heap import freeze_startup_heap, track_gc_pauses
 
 pytestmark = pytest.mark.unit
 

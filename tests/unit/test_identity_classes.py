@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from service.core.settings import Settings
 from service.deps import resolution_gate
 from service.identity import (
     CREATE,
@@ -21,7 +22,6 @@ from service.identity import (
     signals,
     type_family,
 )
-from service.settings import Settings
 
 SAME = [1.0, 0.0]  # two names whose embeddings agree completely
 GATE = ResolutionGate(0.95, 0.85)

@@ -7,8 +7,8 @@ from neo4j.exceptions import ClientError, ServiceUnavailable, SessionExpired, Tr
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from service.errors import DependencyUnavailable, DomainError
-from service.outbox import MemoryBusy
+from service.core.errors import DependencyUnavailable, DomainError
+from service.writepath.outbox import MemoryBusy
 from worker.jobs import backoff, deadline, is_transient
 
 

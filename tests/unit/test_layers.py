@@ -29,14 +29,14 @@ def test_importing_worker_reads_no_settings_until_arq_asks() -> None:
             "try:\n    worker.WorkerSettings\nexcept SystemExit as e:\n    print(e.code)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    # only the access to WorkerSettings reads them, and a broken one is one line (service.settings.load_settings)
+    # only the access to WorkerSettings reads them, and a broken one is one line (service.core.settings.load_settings)
     assert out.stdout.strip() == "ARQ_MAX_JOBS: must be a valid integer, unable to parse string as an integer " \
                                  "(got not-a-number)"
 
 
 def test_worker_settings_register_one_function_per_job_kind() -> None:
-    from service.registry import FUNCTIONS
-    from service.settings import Settings
+    from service.core.settings import Settings
+    from service.tasks.registry import FUNCTIONS
     from worker import build_worker_settings
 
     ws = build_worker_settings(Settings(_env_file=None))  # type: ignore[call-arg]
@@ -48,7 +48,7 @@ def test_worker_settings_register_one_function_per_job_kind() -> None:
 def test_only_the_ledger_writes_memories_to_the_graph() -> None:
     """The graph's memory writes are called from the ledger's GraphWriter (and the ledger) only."""
     writes = {"upsert_memories", "replace_memory", "remove_memories", "import_graph", "import_identity"}
-    owners = {"service/ledger.py", "service/graph_writer.py"}
+    owners = {"service/writepath/ledger.py", "service/writepath/graph_writer.py"}
     callers = set()
     for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
@@ -87,7 +87,7 @@ def test_only_the_ledger_writes_memories_to_the_vector_store() -> None:
                 receiver = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
                 if receiver not in not_vector_stores:
                     callers.add(f"{rel}: {receiver}.{node.attr}")
-    assert {c.split(":")[0] for c in callers} == {"service/ledger.py"}, sorted(callers)
+    assert {c.split(":")[0] for c in callers} == {"service/writepath/ledger.py"}, sorted(callers)
 
 
 def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
@@ -101,14 +101,15 @@ def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
                 holders.add(rel)
             if isinstance(node, ast.alias) and node.name == "Neo4jGraphStore":
                 builders.add(rel)
-    assert holders <= {"service/ledger.py", "service/graph_writer.py", "service/maintenance/sweep.py"}, sorted(holders)
-    assert "service/ledger.py" in holders
+    owners = {"service/writepath/ledger.py", "service/writepath/graph_writer.py", "service/maintenance/sweep.py"}
+    assert holders <= owners, sorted(holders)
+    assert "service/writepath/ledger.py" in holders
     assert builders == {"service/deps.py"}, sorted(builders)
 
 
 def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
     """Routes, the console and the MCP server take the API-side objects (the intakes, the reads) from `Deps`; the
-    worker-side handlers (`Deps.jobs`, service/registry.py `JobHandlers`) are the worker's only."""
+    worker-side handlers (`Deps.jobs`, service/tasks/registry.py `JobHandlers`) are the worker's only."""
     offenders = []
     for rel, tree in _sources():
         if rel.startswith(("service/api/", "service/ui/", "service/mcp/")) or rel == "service/app.py":

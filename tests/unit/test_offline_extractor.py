@@ -25,7 +25,7 @@ import pytest
 
 from service.ai.extraction import ExtractedFact, Message
 from service.ai.offline import PROJECT_ENTITY, USER_ENTITY, OfflineExtractor
-from service.domain import CATEGORIES, Scope
+from service.core.domain import CATEGORIES, Scope
 
 GOLD = Path(__file__).resolve().parents[1] / "data" / "extraction_gold.jsonl"
 

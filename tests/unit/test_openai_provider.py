@@ -19,8 +19,8 @@ from service.ai.openai.client import ChatClient, make_client, parse_json_answer,
 from service.ai.openai.embedder import EmbeddingDimensionError, OpenAIEmbedder, check_dimension
 from service.ai.openai.extractor import OpenAIExtractor
 from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
-from service.errors import DependencyUnavailable
-from service.settings import Settings, load_settings
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings, load_settings
 from tests.fakes.openai_server import FakeOpenAI
 
 PRIMARY, FALLBACK = "small-model", "bigger-model"

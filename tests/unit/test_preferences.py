@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain import Memory, Scope, content_hash
-from service.errors import DomainError
+from service.core.domain import Memory, Scope, content_hash
+from service.core.errors import DomainError
 from service.memory import preferences
 from service.stores.vector import Boundary, MemoryFilter
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 
 PUBLIC_ROUTES = {
     ("POST", "/v1/memories"),

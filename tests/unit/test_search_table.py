@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
+from service.core.settings import Settings
 from service.identity import NameRules
 from service.schemas import SearchRequest, Signal
 from service.search.searcher import SECOND_PASS, retrievers
-from service.settings import Settings
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.auth import Caller
-from service.sensitivity import Sensitivity, allowed, current, lowered, of_category, rank, redact, visible
+from service.core.auth import Caller
+from service.core.sensitivity import Sensitivity, allowed, current, lowered, of_category, rank, redact, visible
 
 P, N, V, S = Sensitivity.PUBLIC, Sensitivity.INTERNAL, Sensitivity.PRIVATE, Sensitivity.SECRET
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.settings import Settings, load_settings
+from service.core.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = [name.upper() for name in Settings.model_fields]
@@ -127,8 +127,8 @@ def test_env_example_shows_each_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def settings_groups() -> list[list[str]]:
-    """The settings under each `# --- Group ---` comment of service/settings.py, in order."""
-    source = (ROOT / "service" / "settings.py").read_text()
+    """The settings under each `# --- Group ---` comment of service/core/settings.py, in order."""
+    source = (ROOT / "service" / "core" / "settings.py").read_text()
     body = source[source.index("class Settings(BaseSettings):"):]
     end = re.search(r"\n(?=\S)", body)  # the class ends at the next top-level line
     body = body[: end.start() if end else None]

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.settings import Settings, describe_errors
-from service.shards import parse_shards, queue_name, queue_names, shard_of, shards_of_process
+from service.core.settings import Settings, describe_errors
+from service.tasks.shards import parse_shards, queue_name, queue_names, shard_of, shards_of_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def documented(user_id: str, shards: int) -> int:
-    """The formula docs/deployment.md and service/shards.py write down, for clients in other languages."""
+    """The formula docs/deployment.md and service/tasks/shards.py write down, for clients in other languages."""
     return int.from_bytes(hashlib.sha256(user_id.encode("utf-8")).digest()[:8], "big") % shards
 
 
@@ -42,7 +42,7 @@ def test_known_users_keep_their_shards() -> None:
 
 
 def test_shards_do_not_depend_on_pythons_hash_seed() -> None:
-    code = "from service.shards import shard_of; print([shard_of(f'user-{i}', 7) for i in range(50)])"
+    code = "from service.tasks.shards import shard_of; print([shard_of(f'user-{i}', 7) for i in range(50)])"
     outs = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
@@ -104,7 +104,7 @@ def test_sentinel_settings() -> None:
     assert s.sentinel_addresses == [("10.0.0.1", 26379), ("sentinel-b", 26380), ("::1", 26381)]
     assert "pw" not in s.safe_redis_url and "s3cret" not in s.safe_redis_url
     assert "primary" in s.safe_redis_url
-    from service.redis_client import redis_settings
+    from service.core.redis_client import redis_settings
 
     rs = redis_settings(s)
     assert rs.sentinel and rs.host == s.sentinel_addresses and rs.sentinel_master == "primary" and rs.database == 2

@@ -1,10 +1,10 @@
-"""Time phrases of search queries (service/timephrases.py), with the real dateparser."""
+"""Time phrases of search queries (service/text/timephrases.py), with the real dateparser."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from service.timephrases import anchor, event_window, find_event_relation, find_time_window, tense
+from service.text.timephrases import anchor, event_window, find_event_relation, find_time_window, tense
 
 
 def test_a_query_without_time_stays_without_one_on_repeat() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable, DomainError, StoreConfigError
-from service.sensitivity import Sensitivity, lowered
+from service.core.domain import Memory, Scope
+from service.core.errors import DependencyUnavailable, DomainError, StoreConfigError
+from service.core.sensitivity import Sensitivity, lowered
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.ai.offline import OfflineExtractor
-from service.domain import Message
+from service.core.domain import Message
 from service.memory.windows import (
     first_time,
     interaction_windows,

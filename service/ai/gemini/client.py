@@ -17,8 +17,8 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from service.ai.llm.retry import Backoff
-from service.errors import DependencyUnavailable, ServiceError
-from service.metrics import LLM_CALLS
+from service.core.errors import DependencyUnavailable, ServiceError
+from service.core.metrics import LLM_CALLS
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

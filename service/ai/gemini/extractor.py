@@ -29,8 +29,8 @@ from service.ai.gemini.client import (
 from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation
 from service.ai.llm.retry import Malformed
 from service.ai.llm.validation import validate_item, windows
-from service.domain import normalise
-from service.metrics import LLM_TOKENS
+from service.core.domain import normalise
+from service.core.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from service.ai.gemini.client import GeminiResponseError, backoff, request_with_retries
 from service.ai.llm.summaries import COMMUNITY_INSTRUCTION, MAX_COMMUNITY_FACTS, CommunityAnswer, community_prompt
-from service.metrics import LLM_TOKENS
+from service.core.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 

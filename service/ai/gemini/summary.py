@@ -11,7 +11,7 @@ from google.genai import types
 
 from service.ai.gemini.client import GeminiResponseError, GeminiUnavailable, backoff, request_with_retries
 from service.ai.llm.summaries import SUMMARY_INSTRUCTION, SummaryResponse, clip_summary, conversation_prompt
-from service.metrics import LLM_TOKENS
+from service.core.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 

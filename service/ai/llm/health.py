@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.core.settings import Settings
 from service.schemas.memories import LLMHealth
-from service.settings import Settings
 
 
 async def describe_llm(settings: Settings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:

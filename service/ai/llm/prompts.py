@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.ai.extraction import Message
-from service.domain import CATEGORIES
+from service.core.domain import CATEGORIES
 
 PROMPT_VERSION = "2025-2"
 
@@ -76,7 +76,7 @@ CATEGORY_EXAMPLES: dict[str, tuple[str, ...]] = {
 }
 
 if set(CATEGORY_EXAMPLES) != set(CATEGORIES):  # pragma: no cover - guards edits to either list
-    raise RuntimeError("CATEGORY_EXAMPLES must cover exactly the categories in service.domain.CATEGORIES")
+    raise RuntimeError("CATEGORY_EXAMPLES must cover exactly the categories in service.core.domain.CATEGORIES")
 
 
 def _category_section() -> str:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from service.ai.extraction import ExtractedEntity, ExtractedFact, ExtractedRelation, Message
 from service.ai.llm.prompts import render_message
-from service.domain import normalise
+from service.core.domain import normalise
 
 log = structlog.get_logger(__name__)
 

@@ -35,7 +35,7 @@ from service.ai.offline.text import (
     split_clauses,
     split_sentences,
 )
-from service.domain import Scope
+from service.core.domain import Scope
 
 
 class OfflineExtractor:

@@ -12,7 +12,7 @@ from service.ai.extraction import (
 )
 from service.ai.offline.mentions import PERSON_NOUN, Mention
 from service.ai.offline.text import MAX_RELATIONS, PROJECT_ENTITY, USER_ENTITY, rx
-from service.domain import CATEGORIES
+from service.core.domain import CATEGORIES
 
 _DEFAULT_PREDICATE: dict[str, str | None] = {
     "tech_stack": "uses",

@@ -28,8 +28,8 @@ from pydantic import BaseModel
 
 from service.ai.extraction import TokenUsage
 from service.ai.llm.retry import Backoff, Malformed
-from service.errors import DependencyUnavailable, ServiceError
-from service.metrics import LLM_CALLS, LLM_TOKENS
+from service.core.errors import DependencyUnavailable, ServiceError
+from service.core.metrics import LLM_CALLS, LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -82,7 +82,7 @@ def make_client(base_url: str | None, api_key: str | None, timeout_s: float = 60
 
 def server_of(base_url: str | None) -> str:
     """The server as logs and /health name it: scheme, host and path, never a key or a password."""
-    from service.settings import mask_url
+    from service.core.settings import mask_url
 
     return mask_url(base_url or OPENAI_URL).rstrip("/")
 

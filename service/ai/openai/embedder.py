@@ -11,7 +11,7 @@ from openai import AsyncOpenAI, Omit, omit
 
 from service.ai.embeddings import unit_length
 from service.ai.openai.client import OpenAIResponseError, OpenAIUnavailable, backoff, request_with_retries
-from service.errors import ConfigError
+from service.core.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 

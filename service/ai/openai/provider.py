@@ -13,7 +13,7 @@ from service.ai.openai.client import ChatClient, make_client, server_of
 from service.ai.openai.embedder import OpenAIEmbedder, check_dimension
 from service.ai.openai.extractor import OpenAIExtractor
 from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
-from service.settings import Settings
+from service.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

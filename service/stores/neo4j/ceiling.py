@@ -1,4 +1,4 @@
-"""The sensitivity ceiling in the graph's reads (service/sensitivity.py; docs/decisions.md "Sensitivity tiers").
+"""The sensitivity ceiling in the graph's reads (service/core/sensitivity.py; docs/decisions.md "Sensitivity tiers").
 
 The ceiling is the one of the request being served. A (:Memory) node carries its tier (`sensitivity`; none on a
 node written before tiers: `internal`). A fact is visible when at least one memory that supports it is within the
@@ -14,7 +14,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.sensitivity import Sensitivity, allowed, current, visible
+from service.core.sensitivity import Sensitivity, allowed, current, visible
 
 VISIBLE_MEMORIES: LiteralString = """
 MATCH (m:Memory) WHERE m.id IN $ids AND coalesce(m.sensitivity, 'internal') IN $tiers

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import structlog
 
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.domain import ID_NAMESPACE
+from service.core.domain import ID_NAMESPACE
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_query, lucene_terms

@@ -14,7 +14,7 @@ from typing import Any, LiteralString, TypeVar
 
 from neo4j import AsyncManagedTransaction
 
-from service.errors import Conflict, DomainError, NotFound
+from service.core.errors import Conflict, DomainError, NotFound
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now

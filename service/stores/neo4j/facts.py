@@ -8,7 +8,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.errors import DomainError
+from service.core.errors import DomainError
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j.ceiling import CeilingReads
 from service.stores.neo4j.resolution import KEY_INDEX, key_query

@@ -25,7 +25,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.metrics import ENTITY_RESOLUTIONS
+from service.core.metrics import ENTITY_RESOLUTIONS
 from service.stores.graph import MERGE, PENDING, Candidate, EntityNameRules
 from service.stores.neo4j.rows import entity_id, meaning_name, relation_id
 from service.stores.neo4j.search import lucene_escape

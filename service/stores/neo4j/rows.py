@@ -10,8 +10,8 @@ from typing import Any
 
 import structlog
 
-from service.domain import ID_NAMESPACE, Memory
-from service.errors import DomainError
+from service.core.domain import ID_NAMESPACE, Memory
+from service.core.errors import DomainError
 from service.stores.graph import EntityNameRules, EntityRef, GraphFact, MemoryLinks, group_id
 
 log = structlog.get_logger(__name__)

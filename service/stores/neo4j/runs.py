@@ -14,7 +14,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.domain import ID_NAMESPACE
+from service.core.domain import ID_NAMESPACE
 from service.stores.graph import EntityNameRules, group_id
 from service.stores.neo4j import cypher_writes, facts, resolution
 from service.stores.neo4j.resolution import resolve

@@ -12,7 +12,7 @@ import structlog
 from neo4j import AsyncDriver, AsyncManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
-from service.errors import DependencyUnavailable
+from service.core.errors import DependencyUnavailable
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j import resolution
 from service.stores.neo4j.communities import COMMUNITY_SCHEMA

@@ -19,8 +19,8 @@ from neo4j import (
 )
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, TransientError
 
-from service.domain import Memory, Scope, content_hash
-from service.errors import DependencyUnavailable, DomainError
+from service.core.domain import Memory, Scope, content_hash
+from service.core.errors import DependencyUnavailable, DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityNameRules, EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked

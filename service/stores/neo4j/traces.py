@@ -9,8 +9,8 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.errors import NotFound
-from service.sensitivity import Sensitivity, current
+from service.core.errors import NotFound
+from service.core.sensitivity import Sensitivity, current
 from service.stores.neo4j.ceiling import trace_visible
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 

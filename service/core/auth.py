@@ -24,10 +24,10 @@ from typing import Any
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from service.errors import Forbidden, NotFound, SchemaError, Unauthorized
-from service.kv import aw, redis_guard
-from service.sensitivity import Sensitivity, lower
-from service.settings import Settings
+from service.core.errors import Forbidden, NotFound, SchemaError, Unauthorized
+from service.core.kv import aw, redis_guard
+from service.core.sensitivity import Sensitivity, lower
+from service.core.settings import Settings
 
 KEY_PREFIX = "msk"
 
@@ -120,7 +120,7 @@ class Caller:
     key_user: str | None = None
     admin: bool = False
     default_user: str | None = None  # DEFAULT_USER_ID: the user of a request naming none under AUTH_MODE=none
-    max_sensitivity: Sensitivity | None = None  # the key's ceiling (service/sensitivity.py); None: every tier
+    max_sensitivity: Sensitivity | None = None  # the key's ceiling (service/core/sensitivity.py); None: every tier
 
     def ceiling(self, requested: Sensitivity | str | None = None) -> Sensitivity | None:
         """The ceiling of a read that asks for `requested`: it may lower the key's, never raise it."""

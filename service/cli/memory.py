@@ -34,8 +34,8 @@ from rich.console import Console
 from rich.table import Table
 
 from service.client import ApiError, MemoryClient
+from service.core.settings import Settings
 from service.schemas import TaskResponse
-from service.settings import Settings
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 COMMANDS = ("add", "search", "list", "get", "delete", "status")

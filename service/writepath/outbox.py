@@ -3,7 +3,7 @@
 Outbox: before a job touches a store it records what both stores must end up holding (an *intent*):
 the memories and graph links of a write, the new content of an update, the ids of a delete. The job
 clears the intent once both stores hold it. An intent left behind (the graph was down, the worker
-died) is finished by the reconciler (service/reconcile.py). Keys, under `<queue>:`:
+died) is finished by the reconciler (service/writepath/reconcile.py). Keys, under `<queue>:`:
 
 - `outbox`     hash   entry id (the task id) -> JSON intent
 - `outbox:at`  zset   entry id -> time the intent was recorded (ms): age and drain order
@@ -28,10 +28,10 @@ from typing import Any, Literal
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
-from service.domain import Memory
-from service.errors import ServiceError
-from service.kv import aw, redis_guard, redis_settle
-from service.settings import Settings
+from service.core.domain import Memory
+from service.core.errors import ServiceError
+from service.core.kv import aw, redis_guard, redis_settle
+from service.core.settings import Settings
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 
 LOCK_TTL_MS = 30_000

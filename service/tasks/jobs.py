@@ -1,9 +1,9 @@
 """Typed jobs: one pydantic model per job kind; its `kind` is the job's name on the wire.
 
 The API-side intake (service/memory/intake.py) validates a request, builds one of these and enqueues it
-(service/queue.py); the worker validates the payload again before running it. Which ARQ function, handler and
-retry policy each kind has is declared once, in service/registry.py. `accepted_at` is set by the queue when the job is
-accepted, so every replay of a job sees the same acceptance time (ids and timestamps derive from it).
+(service/tasks/queue.py); the worker validates the payload again before running it. Which ARQ function, handler and
+retry policy each kind has is declared once, in service/tasks/registry.py. `accepted_at` is set by the queue when
+the job is accepted, so every replay of a job sees the same acceptance time (ids and timestamps derive from it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class RawItem(BaseModel):
     occurred_at: str | None = None  # stored form (domain.iso); None = the acceptance time
     pref_kind: str | None = None  # a preference's `kind` (service/memory/preferences.py; `kind` names the job)
     applies_to: list[str] = Field(default_factory=list)
-    sensitivity: str | None = None  # None: the category's tier (service/sensitivity.py)
+    sensitivity: str | None = None  # None: the category's tier (service/core/sensitivity.py)
     thread_id: str | None = None  # with position: its place among its thread's messages (neighbouring turns)
     position: int | None = None
 

@@ -15,7 +15,7 @@ Keys (prefixed with ARQ_QUEUE_NAME, so deployments sharing one Redis stay apart)
   TASK_TTL_SECONDS after the user's last write; `recent()` reads it (the console's Activity page).
 
 ARQ's own queue (the sorted set workers poll) is ARQ_QUEUE_NAME with WORKER_SHARDS=1, else the queue of the
-user's shard (service/shards.py); every key above stays under ARQ_QUEUE_NAME, so a task reads the same whatever
+user's shard (service/tasks/shards.py); every key above stays under ARQ_QUEUE_NAME, so a task reads the same whatever
 shard runs it.
 """
 
@@ -34,15 +34,15 @@ from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from arq.jobs import serialize_job
 
-from service.domain import ID_NAMESPACE, TaskStatus
-from service.errors import DependencyUnavailable, NotFound
-from service.jobs import JobModel
-from service.kv import STEPS, aw, redis_guard, redis_settle, step_key
-from service.redis_client import job_serializer
+from service.core.domain import ID_NAMESPACE, TaskStatus
+from service.core.errors import DependencyUnavailable, NotFound
+from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
+from service.core.redis_client import job_serializer
+from service.core.settings import Settings
 from service.schemas import TaskResponse
-from service.settings import Settings
-from service.shards import counts_key, queue_name, queue_names, shard_of
-from service.task_scripts import ACCEPT, FINISH
+from service.tasks.jobs import JobModel
+from service.tasks.scripts import ACCEPT, FINISH
+from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -68,7 +68,7 @@ class TaskQueue:
     """The API side of writes (enqueue, poll) and the worker side of status updates."""
 
     def __init__(self, redis: ArqRedis, settings: Settings, functions: Mapping[str, str]) -> None:
-        """`functions`: the ARQ function of each job kind (service/registry.py)."""
+        """`functions`: the ARQ function of each job kind (service/tasks/registry.py)."""
         self._redis = redis
         self._settings = settings
         self._functions = functions
@@ -165,7 +165,7 @@ class TaskQueue:
         return cast(bytes | None, existing)
 
     def queue_of(self, user_id: str | None) -> str:
-        """The ARQ queue of a user's jobs (the queue of the user's shard; service/shards.py)."""
+        """The ARQ queue of a user's jobs (the queue of the user's shard; service/tasks/shards.py)."""
         shards = self._settings.worker_shards
         return queue_name(self._settings.arq_queue_name, shard_of(user_id, shards), shards)
 

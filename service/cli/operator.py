@@ -32,14 +32,14 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 FOLLOW_S = 3600.0  # how long a followed run is polled before giving up (the run goes on)
 POLL_S = 1.0
 
 
 class CliError(Exception):
-    """One line for the user; `exit_code` follows the rule of service/cli_memory.py (1 refused, 3 unavailable)."""
+    """One line for the user; `exit_code` follows the rule of service/cli/memory.py (1 refused, 3 unavailable)."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)

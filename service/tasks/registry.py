@@ -6,7 +6,7 @@ A handler is a method of one of the worker-side objects `JobHandlers` holds; the
 (validation, idempotency, enqueue) is service/memory/intake.py, service/runs/intake.py,
 service/conversations/intake.py, service/graph_api/intake.py and service/maintenance/runs.py.
 
-To add a kind: its model in service/jobs.py, its handler on one of these objects, one line in `JOB_KINDS`.
+To add a kind: its model in service/tasks/jobs.py, its handler on one of these objects, one line in `JOB_KINDS`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from service.conversations.writes import ConversationWriter
 from service.graph_api.communities import Communities
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.writes import GraphWrites
-from service.jobs import (
+from service.maintenance.optimize import IndexBuilder
+from service.maintenance.reembed import Reembedder
+from service.maintenance.sweep import DedupSweep
+from service.memory.portability import Importer
+from service.memory.writes import MemoryWriter
+from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
+from service.runs.writes import RunWriter
+from service.tasks.jobs import (
     ConversationJob,
     DedupJob,
     DeleteJob,
@@ -32,14 +39,7 @@ from service.jobs import (
     ReembedJob,
     UpdateJob,
 )
-from service.maintenance.optimize import IndexBuilder
-from service.maintenance.reembed import Reembedder
-from service.maintenance.sweep import DedupSweep
-from service.memory.portability import Importer
-from service.memory.writes import MemoryWriter
-from service.reconcile import Reconciler
-from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
-from service.runs.writes import RunWriter
+from service.writepath.reconcile import Reconciler
 
 J = TypeVar("J", bound=JobModel)
 JobResult = dict[str, Any]  # what the task's status record shows as `result`

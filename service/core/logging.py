@@ -10,7 +10,7 @@ import sys
 
 import structlog
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

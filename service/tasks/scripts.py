@@ -1,5 +1,5 @@
 """The task queue's Redis scripts: a write is accepted, and a task ends, each in one script (one round trip, all or
-nothing), so that a crash leaves all of it or none (service/queue.py `TaskQueue` runs them)."""
+nothing), so that a crash leaves all of it or none (service/tasks/queue.py `TaskQueue` runs them)."""
 
 from __future__ import annotations
 

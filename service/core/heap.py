@@ -18,7 +18,7 @@ import time
 
 import structlog
 
-from service.metrics import GC_PAUSE
+from service.core.metrics import GC_PAUSE
 
 log = structlog.get_logger(__name__)
 _pause_started = [0.0]  # the collector runs with the GIL held and is not re-entered: one start time

@@ -24,16 +24,16 @@ from typing import Any
 
 import structlog
 
-from service.domain import Memory, Scope
-from service.errors import DependencyUnavailable
-from service.jobs import ReconcileJob
+from service.core.domain import Memory, Scope
+from service.core.errors import DependencyUnavailable
+from service.core.metrics import RECONCILE_REPAIRS
 from service.maintenance.records import MaintenanceRecords
 from service.memory.writes import MemoryWriter
-from service.metrics import RECONCILE_REPAIRS
-from service.outbox import Intent
-from service.queue import now_iso
 from service.schemas import DedupRunReport, Progress
 from service.stores.vector import MemoryFilter
+from service.tasks.jobs import ReconcileJob
+from service.tasks.queue import now_iso
+from service.writepath.outbox import Intent
 
 log = structlog.get_logger(__name__)
 

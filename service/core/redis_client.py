@@ -11,8 +11,8 @@ from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import RedisError
 
-from service.errors import DependencyUnavailable
-from service.settings import Settings
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 
 
 def job_serializer(obj: Any) -> bytes:

@@ -6,7 +6,7 @@
   pointers, re-embed positions, idempotency keys), blobs (uploads a job reads later), a job's step caches (what a
   replay reuses) and the write-path counters /health shows.
 
-Task records, the pending set and leases are the task queue's (service/queue.py).
+Task records, the pending set and leases are the task queue's (service/tasks/queue.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.errors import DependencyUnavailable
-from service.settings import Settings
+from service.core.errors import DependencyUnavailable
+from service.core.settings import Settings
 
 _T = TypeVar("_T")
 

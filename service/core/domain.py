@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from service.errors import DomainError
-from service.sensitivity import Sensitivity
+from service.core.errors import DomainError
+from service.core.sensitivity import Sensitivity
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$"
 MAX_METADATA_KEYS = 32
@@ -155,7 +155,7 @@ class Memory(BaseModel):
     applies_to: list[str] = Field(default_factory=list)
     superseded_by: str | None = None
     superseded_at: str | None = None
-    # Its tier (service/sensitivity.py): reads under a lower ceiling never return it.
+    # Its tier (service/core/sensitivity.py): reads under a lower ceiling never return it.
     sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 

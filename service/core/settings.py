@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     # With REDIS_SENTINELS: a write is acknowledged (202) only once this many replicas hold it (Redis WAIT), so a
     # failover cannot lose it (docs/decisions.md "Acknowledged writes and failover"); 0 = answer at once.
     redis_wait_replicas: int = Field(default=1, ge=0, le=5)
-    # Queues of user shards (service/shards.py): a user's jobs all go to the queue of shard
+    # Queues of user shards (service/tasks/shards.py): a user's jobs all go to the queue of shard
     # sha256(user_id) mod WORKER_SHARDS, consumed by `python -m worker --shard K`; 1 = one queue (ARQ_QUEUE_NAME).
     worker_shards: int = Field(default=1, ge=1, le=1024)
     arq_queue_name: str = "memory-platform:queue"

@@ -1,5 +1,5 @@
 """After a change of WORKER_SHARDS: the jobs still waiting on another shard count's queues move to their shard's
-queue under this count (service/shards.py), so each still runs once, and in the worker that holds its user.
+queue under this count (service/tasks/shards.py), so each still runs once, and in the worker that holds its user.
 
 `rehome` runs in the reconcile tick (worker/crons.py: once per deployment, RECONCILE_INTERVAL_SECONDS). A move is
 one script per job: out of the old queue and into the new one with its score (its due time) only if it is still
@@ -18,10 +18,10 @@ from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.jobs import DeserializationError, deserialize_job
 
-from service.kv import aw, redis_guard
-from service.redis_client import job_deserializer
-from service.settings import Settings
-from service.shards import counts_key, queue_name, queue_names, shard_of
+from service.core.kv import aw, redis_guard
+from service.core.redis_client import job_deserializer
+from service.core.settings import Settings
+from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
 
 log = structlog.get_logger(__name__)
 

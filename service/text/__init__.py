@@ -1,0 +1,1 @@
+"""Text utilities: time phrases in queries and token counts for budgets."""
