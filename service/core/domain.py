@@ -27,6 +27,30 @@ class Scope(StrEnum):
     PROJECT = "project"
 
 
+class ListOrder(StrEnum):
+    """The order of a memory listing: newest first by created_at (the default), oldest first, or by id (an id
+    cursor can be made from an id prefix: the CLI's prefix lookup). Equal created_at go by id."""
+
+    NEWEST = "newest"
+    OLDEST = "oldest"
+    ID = "id"
+
+
+# A created_at order's cursor starts with its order's letter; an id cursor is a UUID (hex digits), which never does.
+ORDER_MARKS = {ListOrder.NEWEST: "n", ListOrder.OLDEST: "o"}
+
+
+def listing_order(order: ListOrder | None, cursor: str | None) -> ListOrder:
+    """The order a listing page is read in: the one asked for; else the order of the cursor (each page's
+    `next_cursor` carries the order that made it, so a walk begun by id, before newest first was the default,
+    goes on by id); else newest first."""
+    if order is not None:
+        return order
+    if cursor:
+        return next((o for o, mark in ORDER_MARKS.items() if cursor.startswith(mark)), ListOrder.ID)
+    return ListOrder.NEWEST
+
+
 class TaskStatus(StrEnum):
     QUEUED = "queued"
     PROCESSING = "processing"

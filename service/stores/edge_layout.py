@@ -14,7 +14,7 @@ import structlog
 
 from service.core.domain import Memory
 from service.stores.qdrant_common import lexical_vector, memory_of, payload_of, plain_vector
-from service.stores.vector import INDEXED_FIELDS, LEXICAL_VECTOR, POSITION_FIELDS, TIME_FIELD
+from service.stores.vector import CREATED_FIELD, INDEXED_FIELDS, LEXICAL_VECTOR, POSITION_FIELDS, TIME_FIELD
 
 log = structlog.get_logger(__name__)
 SIDECAR = "memory_store.json"
@@ -51,8 +51,9 @@ def ensure_indexes(shard: qe.EdgeShard) -> None:
                 qe.KeywordIndexParams(is_tenant=True) if field == "user_id" else qe.PayloadSchemaType.Keyword
             )
             shard.update(qe.UpdateOperation.create_field_index(field, schema))
-    if TIME_FIELD not in have:
-        shard.update(qe.UpdateOperation.create_field_index(TIME_FIELD, qe.PayloadSchemaType.Datetime))
+    for field in (TIME_FIELD, CREATED_FIELD):  # a shard made before the created_at order gains its index at start
+        if field not in have:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Datetime))
     for field in POSITION_FIELDS:
         if field not in have:
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer))

@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 import qdrant_edge as qe
 import structlog
 
-from service.core.domain import Memory, Scope
+from service.core.domain import ListOrder, Memory, Scope
 from service.core.errors import DependencyUnavailable, StoreConfigError
 from service.stores.edge_build import IndexBuild
 from service.stores.edge_layout import (
@@ -63,7 +63,9 @@ from service.stores.qdrant_common import (
     valid_ids,
     visible_memories,
 )
+from service.stores.time_order import page_by_time
 from service.stores.vector import (
+    CREATED_FIELD,
     LEXICAL_VECTOR,
     Boundary,
     MemoryFilter,
@@ -265,14 +267,28 @@ class EdgeVectorStore(IndexBuild):
         records = await self._run(lambda s: s.retrieve(valid, True, False), inline=True)
         return visible_memories(memory_of(r.id, r.payload) for r in records)
 
-    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
+    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None,
+                     order: ListOrder = ListOrder.ID) -> tuple[list[Memory], str | None]:
+        if order is not ListOrder.ID:
+            return await page_by_time(_filters, self._by_time, self._by_id, flt, limit, cursor, order)
         offset = parse_cursor(cursor)
         f = build_filter(flt)
         if f is None or limit <= 0:
             return [], None
+        return await self._by_id(f, offset, limit)
+
+    async def _by_id(self, f: qe.Filter, offset: str | None, limit: int) -> tuple[list[Memory], str | None]:
         req = qe.ScrollRequest(offset=offset, limit=limit, filter=f, with_payload=True, with_vector=False)
         records, nxt = await self._run(lambda s: s.scroll(req))
         return [memory_of(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+
+    async def _by_time(self, f: qe.Filter, newest: bool, limit: int) -> list[tuple[Memory, int]]:
+        """By created_at (its datetime index: edge_layout.ensure_indexes), each with its order value."""
+        direction = qe.Direction.Desc if newest else qe.Direction.Asc
+        req = qe.ScrollRequest(limit=limit, filter=f, with_payload=True, with_vector=False,
+                               order_by=qe.OrderBy(CREATED_FIELD, direction))
+        records, _ = await self._run(lambda s: s.scroll(req))
+        return [(memory_of(r.id, r.payload), int(cast(int, r.order_value))) for r in records]
 
     async def count(self, flt: MemoryFilter | None = None) -> int:
         if flt is None:

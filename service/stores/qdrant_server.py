@@ -22,7 +22,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from service.core.domain import Memory, Scope
+from service.core.domain import ListOrder, Memory, Scope
 from service.core.errors import DependencyUnavailable, StoreConfigError
 from service.stores.qdrant_common import (
     FilterBuilder,
@@ -39,7 +39,9 @@ from service.stores.qdrant_common import (
     valid_ids,
     visible_memories,
 )
+from service.stores.time_order import page_by_time
 from service.stores.vector import (
+    CREATED_FIELD,
     INDEXED_FIELDS,
     LEXICAL_VECTOR,
     POSITION_FIELDS,
@@ -140,9 +142,10 @@ class QdrantServerVectorStore:
                             ),
                             wait=True,
                         )
-                if TIME_FIELD not in have:
-                    await self._client.create_payload_index(
-                        c, TIME_FIELD, field_schema=qm.PayloadSchemaType.DATETIME, wait=True)
+                for field in (TIME_FIELD, CREATED_FIELD):  # created_at: a collection made before gains it here
+                    if field not in have:
+                        await self._client.create_payload_index(
+                            c, field, field_schema=qm.PayloadSchemaType.DATETIME, wait=True)
                 for field in POSITION_FIELDS:
                     if field not in have:
                         await self._client.create_payload_index(
@@ -233,9 +236,30 @@ class QdrantServerVectorStore:
             records = await self._client.retrieve(self._collection, ids=valid, with_payload=True, with_vectors=False)
         return visible_memories(memory_of(r.id, r.payload) for r in records)
 
-    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None) -> tuple[list[Memory], str | None]:
+    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None,
+                     order: ListOrder = ListOrder.ID) -> tuple[list[Memory], str | None]:
+        if order is not ListOrder.ID:
+            return await page_by_time(_filters, self._by_time, self._by_id, flt, limit, cursor, order)
         records, nxt = await self._scroll(flt, limit, cursor, with_vectors=False)
         return [memory_of(r.id, r.payload) for r in records], nxt
+
+    async def _by_id(self, f: qm.Filter, offset: str | None, limit: int) -> tuple[list[Memory], str | None]:
+        self._check_open()
+        with self._errors("scroll"):
+            records, nxt = await self._client.scroll(self._collection, scroll_filter=f, limit=limit, offset=offset,
+                                                     with_payload=True, with_vectors=False)
+        return [memory_of(r.id, r.payload) for r in records], (None if nxt is None else str(nxt))
+
+    async def _by_time(self, f: qm.Filter, newest: bool, limit: int) -> list[tuple[Memory, int]]:
+        """By created_at (a server needs its datetime index, made by ensure_collection; local mode sorts the
+        payloads), each with its order value."""
+        direction = qm.Direction.DESC if newest else qm.Direction.ASC
+        self._check_open()
+        with self._errors("scroll"):
+            records, _ = await self._client.scroll(
+                self._collection, scroll_filter=f, limit=limit, with_payload=True, with_vectors=False,
+                order_by=qm.OrderBy(key=CREATED_FIELD, direction=direction))
+        return [(memory_of(r.id, r.payload), int(cast(int, r.order_value))) for r in records]
 
     async def _scroll(
         self, flt: MemoryFilter, limit: int, cursor: str | None, *, with_vectors: bool

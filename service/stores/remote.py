@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from service.core.domain import Memory
+from service.core.domain import ListOrder, Memory
 from service.core.errors import DependencyUnavailable
 from service.stores.qdrant_common import visible_memories
 from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorRecord, VectorStore
@@ -247,9 +247,9 @@ class RemoteVectorStore:
     async def delete(self, ids: list[str]) -> None:
         await self._call("delete", ids)
 
-    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    async def scroll(self, flt: MemoryFilter, limit: int, cursor: str | None = None, order: ListOrder = ListOrder.ID
                      ) -> tuple[list[Memory], str | None]:
-        result: tuple[list[Memory], str | None] = await self._call("scroll", flt, limit, cursor)
+        result: tuple[list[Memory], str | None] = await self._call("scroll", flt, limit, cursor, order)
         return result
 
     async def count(self, flt: MemoryFilter | None = None) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from service.core.domain import Memory, Scope, utc
+from service.core.domain import ListOrder, Memory, Scope, utc
 from service.core.sensitivity import Sensitivity, current, visible
 
 # Payload fields that get an index (docs/architecture.md, "Data model"). user_id is the tenant key.
@@ -21,6 +21,7 @@ INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_i
 # Integer payload indexes: a memory's place in its conversation write (`RankRequest.near`, neighbouring turns).
 POSITION_FIELDS = ("source_first", "source_last")
 TIME_FIELD = "occurred_at"  # datetime payload index
+CREATED_FIELD = "created_at"  # datetime payload index: listings by created_at order by it (Qdrant orders by an index)
 LEXICAL_VECTOR = "bm25"  # the sparse vector beside the unnamed dense one
 
 
@@ -167,9 +168,12 @@ class VectorStore(Protocol):
     async def delete(self, ids: list[str]) -> None: ...
 
     async def scroll(
-        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None, order: ListOrder = ListOrder.ID
     ) -> tuple[list[Memory], str | None]:
-        """One page of memories matching `flt`, ordered by id; returns (page, next_cursor)."""
+        """One page of memories matching `flt`, in `order`: by id, or by created_at (newest or oldest first, equal
+        created_at by id: service/stores/time_order.py); returns (page, next_cursor). A cursor belongs to the order
+        that made it (another order's is a DomainError). A walk of pages returns every memory that existed when it
+        began exactly once."""
 
     async def count(self, flt: MemoryFilter | None = None) -> int: ...
 

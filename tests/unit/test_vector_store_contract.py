@@ -11,12 +11,13 @@ import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service.core.domain import Memory, Scope
+from service.core.domain import ListOrder, Memory, Scope, utc
 from service.core.errors import DependencyUnavailable, DomainError, StoreConfigError
 from service.core.sensitivity import Sensitivity, lowered
 from service.stores.qdrant_edge import EdgeVectorStore
@@ -384,6 +385,100 @@ async def test_scroll_last_page_and_bad_cursor(store: VectorStore) -> None:
     assert len(rest) == 1 and end is None
     with pytest.raises(DomainError):
         await store.scroll(MemoryFilter("alice"), 3, "garbage")
+
+
+def created(m: Memory, at: str) -> Memory:
+    return m.model_copy(update={"created_at": at})
+
+
+def listing_key(order: ListOrder) -> Any:
+    """The listing's total order: created_at (the instant) newest or oldest first, then id."""
+    def key(m: Memory) -> tuple[float, uuid.UUID]:
+        when = utc(datetime.fromisoformat(m.created_at)).timestamp()
+        return (-when if order is ListOrder.NEWEST else when), uuid.UUID(m.id)
+    return key
+
+
+async def walk(store: VectorStore, flt: MemoryFilter, size: int, order: ListOrder,
+               between: Any = None) -> list[str]:
+    seen: list[str] = []
+    cursor: str | None = None
+    for pages in range(1, 200):
+        page, cursor = await store.scroll(flt, size, cursor, order)
+        assert len(page) <= size and (page or cursor is None)  # no empty page before the end
+        seen += [m.id for m in page]
+        if cursor is None:
+            return seen
+        if between is not None:
+            await between(pages)
+    raise AssertionError("the walk does not end")
+
+
+@pytest.mark.parametrize("order", [ListOrder.NEWEST, ListOrder.OLDEST])
+async def test_scroll_by_created_at_pages_through_ties_without_skips_or_repeats(
+        store: VectorStore, order: ListOrder) -> None:
+    """Groups of equal created_at larger than a page, single ones, one instant written with another UTC offset,
+    another user's memories at the same instants: every page size walks each memory once, in (created_at, id)."""
+    stamps = (["2025-03-01T10:00:00+00:00"] * 7 + ["2025-03-01T10:00:00.000001+00:00"]
+              + ["2025-03-02T08:30:00+00:00"] * 12 + ["2025-03-02T10:30:00.5+02:00", "2025-03-02T08:30:00.5Z"]
+              + [f"2025-03-0{d}T00:00:00+00:00" for d in range(3, 8)] + ["2024-12-31T23:59:59.999999+00:00"] * 3)
+    mine = [created(mem(content=f"m{i}"), at) for i, at in enumerate(stamps)]
+    theirs = [created(mem("bob", content=f"b{i}"), at) for i, at in enumerate(stamps[:10])]
+    await store.upsert(mine + theirs, [unit(i % DIM) for i in range(len(mine) + len(theirs))])
+    expected = [m.id for m in sorted(mine, key=listing_key(order))]
+    for size in (1, 2, 3, 5, 7, 8, 13, 30, 31, 100):
+        assert await walk(store, MemoryFilter("alice"), size, order) == expected, size
+
+
+async def test_scroll_newest_first_during_writes_and_with_cursors_of_its_own_order(store: VectorStore) -> None:
+    """A walk newest first returns every memory that existed when it began exactly once while writes go on (a
+    newer memory, one more in the tie group being listed); a cursor of another order is refused."""
+    tied = [created(mem(content=f"t{i}"), "2025-05-05T05:05:05+00:00") for i in range(9)]
+    older = [created(mem(content=f"o{i}"), f"2025-04-0{i + 1}T00:00:00+00:00") for i in range(6)]
+    await store.upsert(tied + older, [unit(0)] * 15)
+    expected = [m.id for m in sorted(tied + older, key=listing_key(ListOrder.NEWEST))]
+
+    async def write(pages: int) -> None:
+        if pages == 2:
+            late = [created(mem(content="newer"), "2026-01-01T00:00:00+00:00"),
+                    created(mem(content="tie"), "2025-05-05T05:05:05+00:00")]
+            await store.upsert(late, [unit(1)] * 2)
+
+    seen = await walk(store, MemoryFilter("alice"), 4, ListOrder.NEWEST, write)
+    assert len(seen) == len(set(seen))
+    assert [i for i in seen if i in set(expected)] == expected
+    _, newest = await store.scroll(MemoryFilter("alice"), 3, None, ListOrder.NEWEST)
+    assert newest is not None and newest.startswith("n")
+    _, by_id = await store.scroll(MemoryFilter("alice"), 3)
+    assert by_id is not None
+    for cursor, order in ((newest, ListOrder.OLDEST), (newest, ListOrder.ID), (by_id, ListOrder.NEWEST),
+                          ("n12x", ListOrder.NEWEST), ("n1.not-an-id", ListOrder.NEWEST)):
+        with pytest.raises(DomainError):
+            await store.scroll(MemoryFilter("alice"), 3, cursor, order)
+    assert await store.scroll(MemoryFilter("carol"), 3, None, ListOrder.NEWEST) == ([], None)
+    assert await store.scroll(MemoryFilter("alice", categories=()), 3, None, ListOrder.OLDEST) == ([], None)
+
+
+async def test_edge_shard_made_before_the_created_at_index_gains_it_and_lists_newest_first(tmp_path: Path) -> None:
+    import qdrant_edge as qe
+
+    store = EdgeVectorStore(tmp_path / "edge", COLLECTION)
+    await store.ensure_collection(DIM, EMBEDDER)
+    ms = [created(mem(content=f"m{i}"), f"2025-06-{10 + i:02d}T00:00:00+00:00") for i in range(5)]
+    await store.upsert(ms, [unit(0)] * 5)
+    await store.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "edge" / COLLECTION))  # as a shard of an earlier version left it
+    shard.update(qe.UpdateOperation.delete_field_index("created_at"))
+    assert "created_at" not in shard.info().payload_schema
+    shard.flush()
+    shard.close()
+    again = EdgeVectorStore(tmp_path / "edge", COLLECTION)
+    await again.ensure_collection(DIM, EMBEDDER)
+    try:
+        page, cursor = await again.scroll(MemoryFilter("alice"), 10, None, ListOrder.NEWEST)
+        assert [m.id for m in page] == [m.id for m in reversed(ms)] and cursor is None
+    finally:
+        await again.close()
 
 
 # -------------------------------------------------------------------------------------------
