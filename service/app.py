@@ -115,7 +115,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
             raise
         app.state.deps = deps
         app.state.rate_limiter = RateLimiter()
-        await deps.service.warm_up()
+        await deps.search.warm_up()
         await deps.runs.warm_up()
         worker = worker_factory(deps) if settings.run_embedded_worker and worker_factory is not None else None
         if worker is not None:

@@ -36,19 +36,26 @@ from service.maintenance.records import MaintenanceRecords
 from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import MaintenanceRuns
 from service.maintenance.sweep import DedupSweep
-from service.memory import MemoryService
+from service.memory.backlog import Backlog
+from service.memory.curation import Curation
+from service.memory.graph_reads import GraphReads
 from service.memory.intake import Intake
-from service.memory.portability import Importer
+from service.memory.portability import Exporter, Importer
+from service.memory.reads import MemoryReads
+from service.memory.search import MemorySearch
+from service.memory.traces import Traces
 from service.memory.writes import MemoryWriter
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
 from service.runs.writes import RunWriter
+from service.search.searcher import Searcher
 from service.search.usage import RetrievalCounts
 from service.stores.graph import GraphBackend, GraphStore
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.vector import VectorStore
 from service.tasks.queue import TaskQueue
 from service.tasks.registry import FUNCTIONS, JobHandlers
+from service.text.tokens import token_counter
 from service.writepath.ledger import Ledger
 from service.writepath.outbox import MemoryLocks, Outbox
 from service.writepath.reconcile import Reconciler
@@ -64,9 +71,16 @@ class Deps:
     kv: RedisKV
     vectors: VectorStore
     graph: GraphStore
-    embedder: Embedder  # the write path's (a child process in the embedded profile); queries: service.query_embedder
+    embedder: Embedder  # the write path's (a child process in the embedded profile); queries: query_embedder
     extractor: Extractor
-    service: MemoryService  # the read side
+    query_embedder: Embedder  # a search's (in this process: no queue behind writes)
+    memories: MemoryReads  # the read side: a memory, a listing, a task's status
+    search: MemorySearch  # the read side: search, context
+    traces: Traces  # the read side: retrieval traces
+    curation: Curation  # the read side: duplicates, merges, graph statistics
+    graph_reads: GraphReads  # the read side: graph search and listings
+    backlog: Backlog  # the write path's gauges and /health figures
+    exporter: Exporter  # the export
     intake: Intake  # the API side of writes: validate, enqueue
     jobs: JobHandlers  # the worker side: what each job kind runs (service/tasks/registry.py)
     runs: RunService  # task traces: the reads
@@ -85,8 +99,8 @@ class Deps:
         return MaintenanceRuns(self.settings, self.tasks, MaintenanceRecords(self.redis, self.settings), self.vectors)
 
     async def close(self) -> None:
-        if self.service.trace_writes:  # traces being written after their search answered: let them land
-            await asyncio.wait(set(self.service.trace_writes), timeout=self.settings.graph_timeout_seconds)
+        if self.traces.trace_writes:  # traces being written after their search answered: let them land
+            await asyncio.wait(set(self.traces.trace_writes), timeout=self.settings.graph_timeout_seconds)
         if self.embed_child is not None:
             await self.embed_child.close()
         await self.vectors.close()
@@ -271,8 +285,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
     usage = RetrievalCounts(redis, settings)
-    service = MemoryService(settings, tasks, vectors, graph, write_embedder, outbox, kv, query_embedder=embedder,
-                            usage=usage)
+    traces = Traces(graph, settings.trace_ttl_days, settings.graph_timeout_seconds)
+    search = MemorySearch(Searcher(settings, vectors, graph, embedder), vectors, traces, token_counter(embedder),
+                          settings.context_recency_days, usage)
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
                           RuleLinkFinder(), usage)
@@ -295,7 +310,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         worker_process=settings.worker_process,
         write_embedder="child process" if child is not None else "in process",
     )
-    return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, service, intake, jobs,
+    return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
+                MemoryReads(vectors, tasks), search, traces, Curation(graph), GraphReads(graph),
+                Backlog(tasks, outbox, kv), Exporter(vectors, graph, write_embedder), intake, jobs,
                 RunService(graph, write_embedder, embedder, settings.calibration.run_match),
                 RunIntake(tasks, kv, graph),
                 ConversationService(graph, summarizer(settings, genai_client, openai_llm)),

@@ -116,7 +116,7 @@ async def trace_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Hourly: retrieval traces past TRACE_TTL_DAYS are removed (reads already hide them)."""
     deps: Deps = ctx["deps"]
     try:
-        return {"removed": await deps.service.purge_traces()}
+        return {"removed": await deps.traces.purge_traces()}
     except DependencyUnavailable as exc:
         log.warning("trace_ttl_failed", error=str(exc)[:300])
         return None

@@ -440,6 +440,12 @@ async def load(deps: Any, args: argparse.Namespace, users: dict[int, str]) -> di
     return queries
 
 
+def search_part(deps: Any) -> Any:
+    """The object whose `search` the service's route calls: `Deps.search` (a --compare-ref run may measure code
+    from before it, where `Deps.service` held it)."""
+    return getattr(deps, "search", None) or deps.service
+
+
 async def measure_in_process(
     deps: Any, args: argparse.Namespace, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
     cells: list[Cell], suffix: str = "", graph_only_too: bool = True,
@@ -462,20 +468,21 @@ async def measure_in_process(
             return False
 
         async def merged(q: str, project: str | None, user: str = user) -> bool:
-            resp = await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
+            resp = await search_part(deps).search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             return bool(resp.degraded)
 
         async def merged_cold(q: str, project: str | None, user: str = user) -> bool:
             # the query is embedded again, as a query never asked before (the cache is the Searcher's; a
             # --compare-ref run may measure code from before service/search/, where the service held it)
-            getattr(deps.service, "searcher", deps.service).query_vectors.clear()
+            part = search_part(deps)
+            getattr(part, "searcher", part).query_vectors.clear()
             return await merged(q, project, user)
 
         def alone(retriever: str, user: str = user) -> Callable[[str, str | None], Awaitable[bool]]:
             async def one(q: str, project: str | None) -> bool:
                 req = SearchRequest(query=q, project_id=project, limit=args.limit,
                                     retrievers=[retriever])  # type: ignore[list-item]
-                return bool((await deps.service.search(req, user)).degraded)
+                return bool((await search_part(deps).search(req, user)).degraded)
             return one
 
         # (name, call, warm the query-embedding cache with every query first)
@@ -521,7 +528,7 @@ async def optimized_phase(
                 break
             q, project = queries[size][i % len(queries[size])]
             s0 = time.perf_counter()
-            await deps.service.search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
+            await search_part(deps).search(SearchRequest(query=q, project_id=project, limit=args.limit), user)
             during.latencies_ms.append((time.perf_counter() - s0) * 1000)
         await build
         cells.append(during)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from service.api.deps import RunsDep, ServiceDep
+from service.api.deps import RunsDep, SearchDep
 from service.api.params import OptionalUserQuery, ProjectPath
 from service.api.runs import SessionQuery
 from service.api.security import CallerDep
@@ -32,12 +32,12 @@ ContextQuery = Annotated[str | None, Query(min_length=1, max_length=2000, descri
 
 
 async def _context(
-    service: ServiceDep, runs: RunsDep, user_id: str, project_id: str | None, fmt: str, max_chars: int | None,
+    search: SearchDep, runs: RunsDep, user_id: str, project_id: str | None, fmt: str, max_chars: int | None,
     max_tokens: int | None, query: str | None, session_id: str | None,
 ) -> ContextResponse | PlainTextResponse:
     found = await runs.lessons(user_id, project_id, session_id)  # lessons of earlier sessions (docs/runs.md)
     lessons = ContextSection(title=LESSONS_TITLE, lines=[lesson_line(lesson) for lesson in found])
-    ctx = await service.context(user_id, project_id, max_tokens=max_tokens, query=query,
+    ctx = await search.context(user_id, project_id, max_tokens=max_tokens, query=query,
                                 sections=[lessons] if found else [])
     if fmt == "markdown":
         bound = max_chars if max_chars is not None or max_tokens is not None else DEFAULT_CHARS
@@ -47,16 +47,16 @@ async def _context(
 
 @router.get("/global", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
 async def global_context(
-    service: ServiceDep, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
+    search: SearchDep, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
     max_chars: MaxChars = None, max_tokens: MaxTokens = None, query: ContextQuery = None,
     session_id: SessionQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, runs, caller.user(user_id), None, format, max_chars, max_tokens, query, session_id)
+    return await _context(search, runs, caller.user(user_id), None, format, max_chars, max_tokens, query, session_id)
 
 
 @router.get("/{project_id}", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
 async def project_context(
-    service: ServiceDep,
+    search: SearchDep,
     runs: RunsDep,
     caller: CallerDep,
     project_id: ProjectPath,
@@ -67,5 +67,5 @@ async def project_context(
     query: ContextQuery = None,
     session_id: SessionQuery = None,
 ) -> ContextResponse | PlainTextResponse:
-    return await _context(service, runs, caller.user(user_id), project_id, format, max_chars, max_tokens, query,
+    return await _context(search, runs, caller.user(user_id), project_id, format, max_chars, max_tokens, query,
                           session_id)

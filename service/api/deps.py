@@ -12,8 +12,13 @@ from service.conversations.service import ConversationService
 from service.deps import Deps
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
-from service.memory import MemoryService
+from service.memory.curation import Curation
+from service.memory.graph_reads import GraphReads
 from service.memory.intake import Intake
+from service.memory.portability import Exporter
+from service.memory.reads import MemoryReads
+from service.memory.search import MemorySearch
+from service.memory.traces import Traces
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
 from service.stores.tiers import EntitySearch
@@ -37,7 +42,12 @@ def provided(pick: Callable[[Deps], T]) -> Callable[[Request], Awaitable[T]]:
 
 DepsDep = Annotated[Deps, Depends(get_deps)]
 IntakeDep = Annotated[Intake, Depends(provided(lambda d: d.intake))]
-ServiceDep = Annotated[MemoryService, Depends(provided(lambda d: d.service))]
+MemoriesDep = Annotated[MemoryReads, Depends(provided(lambda d: d.memories))]
+SearchDep = Annotated[MemorySearch, Depends(provided(lambda d: d.search))]
+TracesDep = Annotated[Traces, Depends(provided(lambda d: d.traces))]
+CurationDep = Annotated[Curation, Depends(provided(lambda d: d.curation))]
+GraphReadsDep = Annotated[GraphReads, Depends(provided(lambda d: d.graph_reads))]
+ExporterDep = Annotated[Exporter, Depends(provided(lambda d: d.exporter))]
 RunsDep = Annotated[RunService, Depends(provided(lambda d: d.runs))]
 RunIntakeDep = Annotated[RunIntake, Depends(provided(lambda d: d.run_intake))]
 ConversationsDep = Annotated[ConversationService, Depends(provided(lambda d: d.conversations))]

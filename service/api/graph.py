@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import IntakeDep, ServiceDep
+from service.api.deps import CurationDep, GraphReadsDep, IntakeDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, remembered
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
@@ -28,23 +28,23 @@ router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
 
 @router.post("/search", response_model=GraphSearchResponse)
-async def graph_search(req: GraphSearchRequest, service: ServiceDep, caller: CallerDep) -> GraphSearchResponse:
+async def graph_search(req: GraphSearchRequest, graph: GraphReadsDep, caller: CallerDep) -> GraphSearchResponse:
     with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
-        return await service.graph_search(req, caller.user(req.user_id))
+        return await graph.graph_search(req, caller.user(req.user_id))
 
 
 @router.get("/nodes", response_model=GraphPage)
 async def nodes(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    graph: GraphReadsDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.list_nodes(caller.user(user_id), project_id, limit, cursor)
+    page = await graph.list_nodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/edges", response_model=GraphPage)
 async def edges(
-    service: ServiceDep,
+    graph: GraphReadsDep,
     caller: CallerDep,
     user_id: OptionalUserQuery = None,
     project_id: GraphProjectQuery = None,
@@ -52,58 +52,58 @@ async def edges(
     cursor: Cursor = None,
     include_history: bool = False,
 ) -> GraphPage:
-    page = await service.list_edges(caller.user(user_id), project_id, limit, cursor, include_history)
+    page = await graph.list_edges(caller.user(user_id), project_id, limit, cursor, include_history)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/episodes", response_model=GraphPage)
 async def episodes(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    graph: GraphReadsDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: Cursor = None,
 ) -> GraphPage:
-    page = await service.list_episodes(caller.user(user_id), project_id, limit, cursor)
+    page = await graph.list_episodes(caller.user(user_id), project_id, limit, cursor)
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
 @router.get("/stats", response_model=GraphStats)
-async def stats(service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+async def stats(curation: CurationDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                 project_id: GraphProjectQuery = None) -> GraphStats:
-    return await service.graph_stats(caller.user(user_id), project_id)
+    return await curation.graph_stats(caller.user(user_id), project_id)
 
 
 @router.get("/duplicates", response_model=DuplicatePage)
 async def duplicates(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
+    curation: CurationDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: PairCursor = None,
 ) -> DuplicatePage:
     """Entity pairs the resolution gate could not decide (pending review), highest score first."""
-    return await service.list_duplicates(caller.user(user_id), project_id, limit, cursor)
+    return await curation.list_duplicates(caller.user(user_id), project_id, limit, cursor)
 
 
 @router.post("/duplicates/review", response_model=EntityChange, responses=responses(404, 409))
-async def review(req: ReviewRequest, service: ServiceDep, intake: IntakeDep, caller: CallerDep,
+async def review(req: ReviewRequest, curation: CurationDep, intake: IntakeDep, caller: CallerDep,
                  idempotency_key: IdempotencyKey = None) -> EntityChange:
     """confirm=true merges source into target; confirm=false rejects the pair (never proposed again)."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/graph/duplicates/review", req.model_dump(mode="json"))
-    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.review_duplicate(req, user),
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: curation.review_duplicate(req, user),
                             EntityChange)
 
 
 @router.post("/entities/merge", response_model=EntityChange, responses=responses(404, 409))
-async def merge(req: MergeRequest, service: ServiceDep, intake: IntakeDep, caller: CallerDep,
+async def merge(req: MergeRequest, curation: CurationDep, intake: IntakeDep, caller: CallerDep,
                 idempotency_key: IdempotencyKey = None) -> EntityChange:
     """Merge source into target (same user, same group, compatible types); idempotent, undone by unmerge."""
     user = caller.user(req.user_id)
     fp = fingerprint("POST", "/v1/graph/entities/merge", req.model_dump(mode="json"))
-    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.merge_entities(req, user),
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: curation.merge_entities(req, user),
                             EntityChange)
 
 
 @router.post("/entities/{entity_id}/unmerge", response_model=EntityChange, responses=responses(404, 409))
-async def unmerge(entity_id: EntityId, req: UnmergeRequest, service: ServiceDep, intake: IntakeDep,
+async def unmerge(entity_id: EntityId, req: UnmergeRequest, curation: CurationDep, intake: IntakeDep,
                   caller: CallerDep, idempotency_key: IdempotencyKey = None) -> EntityChange:
     user = caller.user(req.user_id)
     fp = fingerprint("POST", f"/v1/graph/entities/{entity_id}/unmerge", req.model_dump(mode="json"))
-    return await remembered(intake, caller, user, idempotency_key, fp, lambda: service.unmerge_entity(entity_id, user),
+    return await remembered(intake, caller, user, idempotency_key, fp, lambda: curation.unmerge_entity(entity_id, user),
                             EntityChange)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import IntakeDep, ServiceDep
+from service.api.deps import IntakeDep, MemoriesDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import TaskId
@@ -28,6 +28,6 @@ async def legacy_conversation(
 
 
 @router.get("/status/{task_id}", response_model=TaskResponse, deprecated=True, responses=responses(404))
-async def legacy_status(task_id: TaskId, service: ServiceDep, caller: CallerDep) -> TaskResponse:
+async def legacy_status(task_id: TaskId, memories: MemoriesDep, caller: CallerDep) -> TaskResponse:
     """Deprecated: `GET /v1/memories/status/{task_id}`."""
-    return await service.task_status(task_id, caller.user_filter(None))
+    return await memories.task_status(task_id, caller.user_filter(None))

@@ -71,7 +71,7 @@ async def start_reembed(
     body = req or ReembedRequest()
 
     async def submit() -> AcceptedResponse:
-        task_id = await submit_reembed(deps.tasks, deps.kv, deps.service.query_embedder, body.user_id)
+        task_id = await submit_reembed(deps.tasks, deps.kv, deps.query_embedder, body.user_id)
         return AcceptedResponse(task_id=task_id, poll_url=f"/v1/tasks/{task_id}")
 
     fp = fingerprint("POST", "/v1/maintenance/reembed", body.model_dump(mode="json"))

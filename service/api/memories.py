@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from service.api.deps import IntakeDep, ServiceDep
+from service.api.deps import IntakeDep, MemoriesDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
@@ -62,14 +62,14 @@ async def create_raw_memories(
 
 @router.get("/status/{task_id}", response_model=TaskResponse, responses=responses(404))
 async def task_status(
-    task_id: TaskId, service: ServiceDep, caller: CallerDep,
+    task_id: TaskId, memories: MemoriesDep, caller: CallerDep,
 ) -> TaskResponse:
-    return await service.task_status(task_id, caller.user_filter(None))
+    return await memories.task_status(task_id, caller.user_filter(None))
 
 
 @router.get("", response_model=MemoryPage)
 async def list_memories(
-    service: ServiceDep,
+    memories: MemoriesDep,
     caller: CallerDep,
     user_id: OptionalUserQuery = None,
     scope: Scope | None = None,
@@ -83,7 +83,7 @@ async def list_memories(
     """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
     Without scope and project_id: everything of the user; with project_id: global + that project.
     Preferences a newer one superseded are left out unless `include_superseded` (their history)."""
-    return await service.list_memories(
+    return await memories.list_memories(
         caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit,
         cursor=cursor, include_superseded=include_superseded,
     )
@@ -101,9 +101,9 @@ async def bulk_delete(
 
 @router.get("/{memory_id}", response_model=MemoryRecord, responses=responses(404))
 async def get_memory(
-    memory_id: MemoryId, service: ServiceDep, caller: CallerDep, user_id: OwnerQuery = None
+    memory_id: MemoryId, memories: MemoriesDep, caller: CallerDep, user_id: OwnerQuery = None
 ) -> MemoryRecord:
-    return await service.get_memory(memory_id, caller.user_filter(user_id))
+    return await memories.get_memory(memory_id, caller.user_filter(user_id))
 
 
 @router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))

@@ -54,7 +54,7 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
             if not caller.admin:
                 raise Forbidden("/metrics needs an admin key or METRICS_TOKEN")
     try:
-        await deps.service.refresh_gauges()
+        await deps.backlog.refresh_gauges()
     except DependencyUnavailable as exc:  # the process's own counters are still worth answering with
         log.warning("metrics_gauges_unavailable", error=str(exc)[:200])
     body, content_type = exposition()
@@ -77,7 +77,7 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
     write_path = WritePathHealth()
     if checks["redis"] == "ok":
         try:
-            write_path = await deps.service.write_path_stats()
+            write_path = await deps.backlog.write_path_stats()
         except DependencyUnavailable as exc:  # Redis went away between the two calls: the figures stay unset
             log.warning("health_write_path_unavailable", error=str(exc)[:300])
     body = HealthResponse(

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.api.deps import IntakeDep, ServiceDep
+from service.api.deps import ExporterDep, IntakeDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery
 from service.api.security import CallerDep
@@ -20,15 +20,15 @@ router = APIRouter(prefix="/v1", tags=["portability"])
 @router.get("/export", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}, "description": "One JSON object per line"}})
 async def export(
-    service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: IdQuery = None,
+    exporter: ExporterDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: IdQuery = None,
     include_vectors: Annotated[bool, Query(description="Also write each memory's vector")] = False,
 ) -> StreamingResponse:
     """The user's memories (with `project_id`: the global ones and that project's), entities with aliases
     and facts with their validity history, as NDJSON, page by page (docs/portability.md)."""
     user = caller.user(user_id)
-    await service.vectors.ping()  # fail before the 200 starts, not halfway through the stream
+    await exporter.vectors.ping()  # fail before the 200 starts, not halfway through the stream
     filename = f"memories-{user}{'-' + project_id if project_id else ''}.ndjson"
-    return StreamingResponse(service.export(user, project_id, include_vectors), media_type="application/x-ndjson",
+    return StreamingResponse(exporter.export(user, project_id, include_vectors), media_type="application/x-ndjson",
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, ServiceDep
+from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, SearchDep
 from service.api.security import CallerDep
 from service.api.turn import ChatTurn, chat_turn
 from service.core.sensitivity import lowered
@@ -14,10 +14,10 @@ router = APIRouter(prefix="/v1", tags=["search"])
 
 
 @router.post("/search", response_model=ChatTurn)
-async def search(req: SearchRequest, service: ServiceDep, runs: RunsDep, conversations: ConversationsDep,
+async def search(req: SearchRequest, search: SearchDep, runs: RunsDep, conversations: ConversationsDep,
                  entities: EntitySearchDep, caller: CallerDep) -> SearchResponse:
     user = caller.user(req.user_id)
     with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
-        found = await service.search(req, user)
+        found = await search.search(req, user)
         # include: prior task runs, message hits, entities beside the memories (one chat-turn payload)
         return await chat_turn(found, req, user, runs, conversations, entities)

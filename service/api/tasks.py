@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ServiceDep
+from service.api.deps import MemoriesDep
 from service.api.errors import responses
 from service.api.params import TaskId
 from service.api.security import CallerDep
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
 
 @router.get("/{task_id}", response_model=TaskResponse, responses=responses(404))
-async def task(task_id: TaskId, service: ServiceDep, caller: CallerDep) -> TaskResponse:
+async def task(task_id: TaskId, memories: MemoriesDep, caller: CallerDep) -> TaskResponse:
     """A task's state (queued, processing, completed, failed), its `progress` while a long one runs, and its
     `result` or `error`. A task of another user is unknown (404)."""
-    return await service.task_status(task_id, caller.user_filter(None))
+    return await memories.task_status(task_id, caller.user_filter(None))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ServiceDep
+from service.api.deps import TracesDep
 from service.api.errors import responses
 from service.api.params import PAGE, Cursor, EntityQuery, OptionalUserQuery, PageLimit, TraceId
 from service.api.security import CallerDep
@@ -14,14 +14,14 @@ router = APIRouter(prefix="/v1/traces", tags=["traces"])
 
 
 @router.get("", response_model=TracePage)
-async def traces(service: ServiceDep, caller: CallerDep, user_id: OptionalUserQuery = None,
+async def traces(traces: TracesDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                  entity_id: EntityQuery = None, limit: PageLimit = PAGE, cursor: Cursor = None) -> TracePage:
     """The traces that touched an entity (with entity_id; a merged entity's traces are its target's too),
     else all of the user's, newest first."""
-    return await service.list_traces(caller.user(user_id), entity_id, limit, cursor)
+    return await traces.list_traces(caller.user(user_id), entity_id, limit, cursor)
 
 
 @router.get("/{trace_id}", response_model=TraceOut, responses=responses(404))
-async def trace(trace_id: TraceId, service: ServiceDep, caller: CallerDep,
+async def trace(trace_id: TraceId, traces: TracesDep, caller: CallerDep,
                 user_id: OptionalUserQuery = None) -> TraceOut:
-    return await service.get_trace(trace_id, caller.user(user_id))
+    return await traces.get_trace(trace_id, caller.user(user_id))

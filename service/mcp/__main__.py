@@ -2,7 +2,7 @@
 
 A separate process from the API: in the embedded profile the API owns the Qdrant Edge shard (one
 process per data dir), so this server opens no store. Each tool is one request to the running API
-(MEMORY_API_URL, default http://127.0.0.1:<PORT>), whose routes call the same `MemoryService`.
+(MEMORY_API_URL, default http://127.0.0.1:<PORT>), whose routes call the same service objects.
 stdout carries the protocol; logs go to stderr.
 
 Agents start it in *their* working directory (the user's project), whose `.env` is not ours: the

@@ -2,9 +2,10 @@
 and the REST route that wraps the same call; and the two backends that run an operation.
 
 `ServiceBackend` runs `Operation.local` in the API process (the HTTP transport, mounted in the API), on the read
-side (`MemoryService`) or the intake, for the caller the MCP request's API key authenticated. `ApiBackend` sends the
-operation's REST request (the stdio server: a separate process that must not open the embedded Qdrant shard the
-API owns). Neither holds any logic of its own: validation, scope rules, queueing and search live in the service.
+side's parts (`MemoryReads`, `MemorySearch`, `Curation`, `GraphReads`) or the intake, for the caller the MCP
+request's API key authenticated. `ApiBackend` sends the operation's REST request (the stdio server: a separate
+process that must not open the embedded Qdrant shard the API owns). Neither holds any logic of its own:
+validation, scope rules, queueing and search live in the service.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ if TYPE_CHECKING:
     from service.deps import Deps
     from service.graph_api.intake import GraphIntake
     from service.graph_api.reads import GraphFacts
-    from service.memory import MemoryService
+    from service.memory.curation import Curation
+    from service.memory.graph_reads import GraphReads
     from service.memory.intake import Intake
+    from service.memory.reads import MemoryReads
+    from service.memory.search import MemorySearch
     from service.runs.intake import RunIntake
     from service.runs.service import RunService
 
@@ -102,7 +106,10 @@ class RunCompleteQuery(CompleteRequest):
 class Local:
     """What an operation runs on in the API process."""
 
-    service: MemoryService
+    memories: MemoryReads
+    search: MemorySearch
+    curation: Curation
+    graph_reads: GraphReads
     intake: Intake
     caller: Caller
     runs: RunService
@@ -139,8 +146,9 @@ def _context_path(req: ContextQuery) -> str:
     return f"/v1/context/{quote(req.project_id, safe='') if req.project_id else 'global'}"
 
 
-SEARCH = Operation(SearchResponse, for_user(lambda on: on.service.search), "POST", "/v1/search")
-GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.service.graph_search), "POST", "/v1/graph/search")
+SEARCH = Operation(SearchResponse, for_user(lambda on: on.search.search), "POST", "/v1/search")
+GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.graph_reads.graph_search), "POST",
+                         "/v1/graph/search")
 SUBMIT_RAW = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw), "POST", "/v1/memories/raw")
 SUBMIT_RAW_BATCH = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw_batch), "POST",
                              "/v1/memories/raw/batch")
@@ -148,9 +156,9 @@ SUBMIT_CONVERSATION = Operation(AcceptedResponse, for_user(lambda on: on.intake.
                                 "/v1/memories")
 SUBMIT_BULK_DELETE = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_bulk_delete), "POST",
                                "/v1/memories/delete")
-REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.service.review_duplicate), "POST",
+REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.curation.review_duplicate), "POST",
                              "/v1/graph/duplicates/review")
-MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.service.merge_entities), "POST",
+MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.curation.merge_entities), "POST",
                            "/v1/graph/entities/merge")
 SUBMIT_UPDATE = Operation[UpdateQuery, AcceptedResponse](
     AcceptedResponse, lambda on, r: on.intake.submit_update(
@@ -158,19 +166,19 @@ SUBMIT_UPDATE = Operation[UpdateQuery, AcceptedResponse](
         on.caller.user_filter(r.user_id)),
     "PUT", "/v1/memories/{memory_id}")
 TASK_STATUS = Operation[TaskQuery, TaskResponse](
-    TaskResponse, lambda on, r: on.service.task_status(r.task_id, on.caller.user_filter(None)),
+    TaskResponse, lambda on, r: on.memories.task_status(r.task_id, on.caller.user_filter(None)),
     "GET", "/v1/tasks/{task_id}")
 CONTEXT = Operation[ContextQuery, ContextResponse](
-    ContextResponse, lambda on, r: on.service.context(on.caller.user(r.user_id), r.project_id, max_tokens=r.max_tokens,
-                                                      query=r.query), "GET", _context_path)
+    ContextResponse, lambda on, r: on.search.context(on.caller.user(r.user_id), r.project_id, max_tokens=r.max_tokens,
+                                                     query=r.query), "GET", _context_path)
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
-    MemoryPage, lambda on, r: on.service.list_memories(
+    MemoryPage, lambda on, r: on.memories.list_memories(
         on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
         limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded),
     "GET", "/v1/memories")
 LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
-    DuplicatePage, lambda on, r: on.service.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,
-                                                            r.cursor),
+    DuplicatePage, lambda on, r: on.curation.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,
+                                                             r.cursor),
     "GET", "/v1/graph/duplicates")
 
 
@@ -218,8 +226,8 @@ class ServiceBackend:
     authenticated (the same tenant rules as the REST routes)."""
 
     def __init__(self, deps: Deps, caller: Caller) -> None:
-        self._on = Local(deps.service, deps.intake, caller, deps.runs, deps.run_intake, deps.graph_intake,
-                         deps.graph_facts)
+        self._on = Local(deps.memories, deps.search, deps.curation, deps.graph_reads, deps.intake, caller, deps.runs,
+                         deps.run_intake, deps.graph_intake, deps.graph_facts)
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
         # the key's sensitivity ceiling (lowered by a tool's own max_sensitivity) for every read the tool makes

@@ -101,7 +101,7 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
 
 
 def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncContextManager[None]]:
-    """Serve the tools over streamable HTTP at /mcp/ on the API's own `MemoryService`.
+    """Serve the tools over streamable HTTP at /mcp/ on the API's own service objects.
 
     Returns the session manager's `run`, which the API lifespan enters (a mounted app's own lifespan
     never runs). Stateless with JSON responses: no session state to lose on a restart, no open streams.

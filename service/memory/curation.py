@@ -1,16 +1,12 @@
-"""Entity curation and provenance (docs/identity.md): the duplicate review queue, merges and unmerges,
-graph statistics, and retrieval traces. The Cypher is in service/stores/neo4j/curation.py."""
+"""Entity curation (docs/identity.md): the duplicate review queue, merges and unmerges, and graph statistics.
+The Cypher is in service/stores/neo4j/curation.py."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
-from service.memory.base import MemoryBase
 from service.schemas import (
     DuplicatePage,
     DuplicatePair,
@@ -20,21 +16,31 @@ from service.schemas import (
     MergeRequest,
     ReviewRequest,
     SameAsCounts,
-    SearchRequest,
-    SearchResponse,
-    TraceOut,
-    TracePage,
-    TraceSummary,
 )
 from service.stores.graph import groups_for
 from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 
-MAX_TRACE_WRITES = 64  # traces being written at once, per process; past it a search answers without one
+
+class CurationGraph(Protocol):
+    async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
+                              cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+
+    async def review_duplicate(self, user_id: str, source_id: str, target_id: str, confirm: bool,
+                               reviewer: str | None, now: str) -> dict[str, Any]: ...
+
+    async def merge_entities(self, user_id: str, source_id: str, target_id: str, now: str,
+                             reviewer: str | None = None) -> dict[str, Any]: ...
+
+    async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]: ...
+
+    async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]: ...
 
 
-class MemoryCuration(MemoryBase):
+class Curation:
+    def __init__(self, graph: CurationGraph) -> None:
+        self.graph = graph
 
     async def list_duplicates(self, user_id: str, project_id: str | None, limit: int,
                               cursor: str | None) -> DuplicatePage:
@@ -68,49 +74,6 @@ class MemoryCuration(MemoryBase):
                           live_facts=s["live"], expired_facts=s["expired"], traces=s["traces"],
                           same_as=SameAsCounts(pending=s["pending"], confirmed=s["confirmed"],
                                                rejected=s["rejected"]))
-
-    # ---- traces -----------------------------------------------------------------------------
-
-    def trace_search(self, req: SearchRequest, user_id: str, response: SearchResponse) -> str | None:
-        """Record the search in the background (the answer does not wait for it) and return the trace's id;
-        None when MAX_TRACE_WRITES are already in flight (the search is not slowed to record it)."""
-        tasks = self.trace_writes
-        if len(tasks) >= MAX_TRACE_WRITES:
-            log.warning("trace_skipped", reason="too many trace writes in flight", limit=MAX_TRACE_WRITES)
-            return None
-        at = datetime.now(UTC)
-        trace: dict[str, Any] = {
-            "id": str(uuid.uuid4()), "user_id": user_id, "query": req.query, "project_id": req.project_id,
-            "at": at.isoformat(), "expires_at": (at + timedelta(days=self.settings.trace_ttl_days)).isoformat(),
-            "returned": [{"memory_id": r.id, "rank": i, "score": r.score} for i, r in enumerate(response.results, 1)],
-        }
-        uses_graph = req.retrievers is None or "graph" in req.retrievers
-        task = asyncio.create_task(self._write_trace(trace, req, uses_graph), name=f"trace-{trace['id']}")
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        return str(trace["id"])
-
-    async def _write_trace(self, trace: dict[str, Any], req: SearchRequest, uses_graph: bool) -> None:
-        try:
-            async with asyncio.timeout(self.settings.graph_timeout_seconds * 2):
-                touched = (await self.graph.query_entities(str(trace["user_id"]), groups_for(req.project_id),
-                                                           req.query) if uses_graph else [])
-                await self.graph.write_trace({**trace, "touched": touched})
-        except Exception as exc:  # a lost trace must not take anything else down; it is logged
-            log.warning("trace_write_failed", trace_id=trace["id"], error=f"{type(exc).__name__}: {exc}"[:300])
-
-    async def get_trace(self, trace_id: str, user_id: str) -> TraceOut:
-        return TraceOut(**await self.graph.trace(user_id, trace_id, now_iso()))
-
-    async def list_traces(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None) -> TracePage:
-        rows, next_cursor = await self.graph.traces_of_entity(user_id, entity_id, limit, cursor, now_iso())
-        return TracePage(items=[TraceSummary(**r) for r in rows], next_cursor=next_cursor)
-
-    async def purge_traces(self) -> int:
-        removed = await self.graph.purge_traces(now_iso())
-        if removed:
-            log.info("traces_expired", removed=removed)
-        return removed
 
 
 def _card(row: dict[str, Any]) -> EntityCard:

@@ -13,7 +13,7 @@ from service.core.domain import Scope, check_category, iso, normalise, resolve_s
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.kv import RedisKV
 from service.core.settings import Settings
-from service.memory.portability import read_header
+from service.memory.export_format import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
 from service.schemas import (

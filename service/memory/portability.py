@@ -19,12 +19,10 @@ graph, and reports counts and the rejected lines with their reasons.
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from pydantic import ValidationError
@@ -33,20 +31,17 @@ from service.ai.embeddings import Embedder
 from service.core.domain import Memory
 from service.core.errors import DomainError
 from service.core.kv import RedisKV
-from service.memory.base import MemoryBase
-from service.runs.portability import TierImport, export_tiers
+from service.memory.export_format import FORMAT, VERSION, check_header, decode_body
+from service.runs.portability import TierImport, TierReads, export_tiers
 from service.stores.graph import GraphStore, RowPage, groups_for
-from service.stores.vector import MemoryFilter
+from service.stores.vector import MemoryFilter, VectorRecord
 from service.tasks.jobs import ImportJob
 from service.tasks.queue import TaskQueue
 from service.writepath.ledger import Ledger
 
 log = structlog.get_logger(__name__)
-FORMAT = "memory-export"
-VERSION = 1
 PAGE = 500
 MAX_REJECTS_LISTED = 100
-HEADER_BYTES = 64 * 1024  # a header line is far shorter
 Progress = Callable[[int, int], Awaitable[None]]
 
 
@@ -54,55 +49,37 @@ def _line(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def decode_body(body: bytes) -> list[str]:
-    """The lines of an upload: NDJSON, or gzip-compressed NDJSON (detected by its magic bytes)."""
-    if body[:2] == b"\x1f\x8b":
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError) as e:
-            raise DomainError(f"the upload looks gzip-compressed but does not decompress: {e}") from e
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DomainError(f"the upload is not UTF-8 text (NDJSON, optionally gzip): {e}") from e
-    return text.splitlines()
+class ExportVectors(Protocol):
+    async def count(self, flt: MemoryFilter | None = None) -> int: ...
+
+    async def scroll(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[Memory], str | None]: ...
+
+    async def scroll_vectors(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[VectorRecord], str | None]: ...
+
+    async def ping(self) -> None: ...
 
 
-def check_header(raw: str) -> dict[str, Any]:
-    """The header line of an export, checked: its format and version."""
-    try:
-        header = json.loads(raw)
-    except ValueError as e:
-        raise DomainError(f"line 1 is not JSON: {e}") from e
-    if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
-        raise DomainError(f"line 1 is not a {FORMAT} header (write files with GET /v1/export)")
-    if header.get("version") != VERSION:
-        raise DomainError(f"export version {header.get('version')!r} is not supported (this is {VERSION})")
-    return header
+class ExportGraph(TierReads, Protocol):
+    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None
+                              ) -> RowPage: ...
+
+    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]: ...
+
+    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None
+                           ) -> RowPage: ...
 
 
-def read_header(body: bytes) -> dict[str, Any]:
-    """The header of an upload, reading only its first line (decompressing only that much of a gzip), so the
-    API can check the owner before queueing without unpacking the whole file."""
-    if body[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(body)) as f:
-                first = b""
-                for _ in range(1000):  # bounded: blank lines before the header
-                    first = f.readline(HEADER_BYTES)
-                    if first.strip() or not first:
-                        break
-        except (OSError, EOFError) as e:
-            raise DomainError(f"the upload looks gzip-compressed but does not decompress: {e}") from e
-    else:
-        first = body.lstrip()[:HEADER_BYTES].split(b"\n", 1)[0]
-    if not first.strip():
-        raise DomainError("the upload is empty")
-    return check_header(first.decode("utf-8", errors="replace"))
-
-
-class MemoryPortability(MemoryBase):
+class Exporter:
     """The export (the read side)."""
+
+    def __init__(self, vectors: ExportVectors, graph: ExportGraph, embedder: Embedder) -> None:
+        self.vectors = vectors
+        self.graph = graph
+        self.embedder = embedder  # the write path's: the vectors an export holds are its
 
     async def export(self, user_id: str, project_id: str | None, include_vectors: bool) -> AsyncIterator[bytes]:
         """The user's memories (with `project_id`: the global ones and that project's), entities and facts."""

@@ -3,10 +3,22 @@ filter (the API-side intake, the worker-side writer and the reads all use them).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from service.core.domain import Memory, Scope, check_category
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.settings import Settings
-from service.stores.vector import MemoryFilter, VectorStore
+from service.stores.vector import MemoryFilter
+
+
+class StoredMemories(Protocol):
+    """What the memory service reads of the vector store: memories by id, and pages of a filter."""
+
+    async def get(self, ids: list[str]) -> list[Memory]: ...
+
+    async def scroll(
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+    ) -> tuple[list[Memory], str | None]: ...
 
 
 def check_content(settings: Settings, content: str) -> str:
@@ -18,7 +30,7 @@ def check_content(settings: Settings, content: str) -> str:
     return content
 
 
-async def scroll_all(vectors: VectorStore, flt: MemoryFilter, pages: int = 100) -> list[Memory]:
+async def scroll_all(vectors: StoredMemories, flt: MemoryFilter, pages: int = 100) -> list[Memory]:
     """Every memory the filter selects, 500 a page, at most `pages` pages (bounded)."""
     found: list[Memory] = []
     cursor: str | None = None
@@ -30,7 +42,7 @@ async def scroll_all(vectors: VectorStore, flt: MemoryFilter, pages: int = 100) 
     return found
 
 
-async def existing(vectors: VectorStore, ids: list[str], user_id: str | None) -> list[Memory]:
+async def existing(vectors: StoredMemories, ids: list[str], user_id: str | None) -> list[Memory]:
     """The memories of `ids` in that order; NotFound names the first that is missing or (with `user_id`)
     belongs to another user."""
     found = {m.id: m for m in await vectors.get(ids)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from service.ai.embeddings import Embedder
 from service.runs.intake import MAX_ERROR_CHARS, bounded
@@ -40,7 +40,22 @@ def _in_project(row: dict[str, Any], project_id: str | None) -> bool:
     return project_id is None or row.get("project_id") in (None, project_id)
 
 
-async def export_tiers(graph: GraphStore, user_id: str, project_id: str | None,
+class TierReads(Protocol):
+    """What an export reads of the runs and conversations (service/stores/tiers.py)."""
+
+    async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None: ...
+
+    async def list_runs(self, user_id: str, session_id: str | None, project_id: str | None, limit: int,
+                        cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+
+    async def list_sessions(self, user_id: str, project_id: str | None, limit: int,
+                            cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+
+    async def session_messages(self, user_id: str, session_id: str, limit: int,
+                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
+
+
+async def export_tiers(graph: TierReads, user_id: str, project_id: str | None,
                        counts: dict[str, int]) -> AsyncIterator[dict[str, Any]]:
     counts.setdefault("runs", 0)
     counts.setdefault("messages", 0)

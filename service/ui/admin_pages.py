@@ -59,10 +59,10 @@ async def start_dedup(request: Request, console: ConsoleDep) -> Response:
 @router.get("/health", response_class=HTMLResponse)
 async def health(request: Request, console: ConsoleDep) -> Response:
     """/health's own answer (the route's function, called as it is), the user's graph figures, key counters."""
-    await console.deps.service.refresh_gauges()  # as /metrics does before it answers
+    await console.deps.backlog.refresh_gauges()  # as /metrics does before it answers
     answer = await meta.health(console.deps, Caller(admin=True) if console.admin else console.caller)
     body = json.loads(bytes(answer.body))
-    stats = await call(console.deps.service.graph_stats(console.acting(), None))
+    stats = await call(console.deps.curation.graph_stats(console.acting(), None))
     figures = {k: v for k, v in stats.model_dump().items() if k != "status"}
     return render(request, "health.html", console, health=body, ok=answer.status_code == 200,
                   write_path=_readable(body.get("write_path") or {}), graph=_readable(figures),

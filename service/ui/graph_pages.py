@@ -73,13 +73,13 @@ async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
 async def merge(request: Request, console: ConsoleDep) -> Response:
     form = await form_of(request)
     req = build(MergeRequest, source_id=form.get("source_id"), target_id=form.get("target_id"))
-    await call(console.deps.service.merge_entities(req, console.acting()))
+    await call(console.deps.curation.merge_entities(req, console.acting()))
     return RedirectResponse(f"/ui/entities/{req.source_id}", status_code=303)
 
 
 @router.post("/entities/{entity_id}/unmerge")
 async def unmerge(request: Request, entity_id: str, console: ConsoleDep) -> Response:
-    await call(console.deps.service.unmerge_entity(entity_id, console.acting()))
+    await call(console.deps.curation.unmerge_entity(entity_id, console.acting()))
     back = (await form_of(request)).get("back", "")
     return RedirectResponse(back if back == "/ui/review" else f"/ui/entities/{entity_id}", status_code=303)
 
@@ -90,7 +90,7 @@ async def unmerge(request: Request, entity_id: str, console: ConsoleDep) -> Resp
 async def review_queue(request: Request, console: ConsoleDep,
                        cursor: Annotated[str | None, Query(max_length=512)] = None) -> Response:
     user = console.acting()
-    page = await call(console.deps.service.list_duplicates(user, None, PAGE, cursor))
+    page = await call(console.deps.curation.list_duplicates(user, None, PAGE, cursor))
     merged = await call(console.deps.graph.merged_entities(user, None, 100))
     targets = await call(console.deps.graph.entities(user, sorted({str(e["merged_into"]) for e in merged})))
     return render(request, "review.html", console, pairs=page.items, next_cursor=page.next_cursor, merged=merged,
@@ -102,7 +102,7 @@ async def review(request: Request, console: ConsoleDep) -> Response:
     form = await form_of(request)
     req = build(ReviewRequest, source_id=form.get("source_id"), target_id=form.get("target_id"),
                 confirm=form.get("decision") == "confirm", reviewer="console")
-    await call(console.deps.service.review_duplicate(req, console.acting()))
+    await call(console.deps.curation.review_duplicate(req, console.acting()))
     return RedirectResponse("/ui/review", status_code=303)
 
 
@@ -120,5 +120,5 @@ async def graph_facts(request: Request, console: ConsoleDep, q: Annotated[str, Q
                       ) -> Response:
     """Facts as POST /v1/graph/search finds them, history included."""
     req = build(GraphSearchRequest, query=q, include_history=True, limit=50)
-    found = await call(console.deps.service.graph_search(req, console.acting()))
+    found = await call(console.deps.graph_reads.graph_search(req, console.acting()))
     return render(request, "graph_facts.html", console, q=q, facts=found.results)

@@ -1,6 +1,7 @@
 """The console's pages: sign in, the user, memories (list, search, edit, delete), a task followed to its end,
 conversations and runs. Thin handlers: read the form or query, call the same service objects the API routes call
-(`deps.service`, `deps.intake`, `deps.conversations`, `deps.runs`) for the session's user, render a template.
+(`deps.memories`, `deps.search`, `deps.intake`, `deps.conversations`, `deps.runs`) for the session's user, render
+a template.
 Writes answer with the task's page, which follows the task to its end (htmx polling). The graph's pages are
 graph_pages.py, the operator's admin_pages.py; what they share, render.py."""
 
@@ -124,11 +125,11 @@ async def memories(
     if text or after or before:
         req = build(SearchRequest, query=text or "*", project_id=project_id, after=after, before=before, limit=100,
                     categories=[category] if category else None)
-        found = await call(console.deps.service.search(req, user))
+        found = await call(console.deps.search.search(req, user))
         items = [r for r in found.results if (not scope or r.scope == scope)
                  and (not agent_id or r.agent_id == agent_id)]
     else:
-        page = await call(console.deps.service.list_memories(
+        page = await call(console.deps.memories.list_memories(
             user, scope=Scope(scope) if scope else None, category=category or None, project_id=project_id or None,
             agent_id=agent_id or None, limit=PAGE, cursor=cursor or None))
         items, next_cursor = page.memories, page.next_cursor
@@ -145,14 +146,14 @@ async def search(request: Request, console: ConsoleDep,
     results = None
     if q:
         req = build(SearchRequest, query=q, project_id=project_id, limit=20)
-        results = (await call(console.deps.service.search(req, console.acting()))).results
+        results = (await call(console.deps.search.search(req, console.acting()))).results
     return render(request, "search.html", console, q=q or "", project_id=project_id or "", results=results)
 
 
 @router.get("/memories/{memory_id}", response_class=HTMLResponse)
 async def memory_page(request: Request, memory_id: str, console: ConsoleDep) -> Response:
     user = console.acting()
-    memory = await call(console.deps.service.get_memory(memory_id, user))
+    memory = await call(console.deps.memories.get_memory(memory_id, user))
     stored = await call(console.deps.vectors.get([memory_id]))  # get_memory checked the owner
     task_id = stored[0].task_id if stored else None
     mentioned = (await call(console.deps.graph.mentions_of(user, [memory_id]))).get(memory_id, [])
@@ -173,7 +174,7 @@ async def edit_memory(request: Request, memory_id: str, console: ConsoleDep) -> 
 
 @router.get("/memories/{memory_id}/delete", response_class=HTMLResponse)
 async def confirm_delete(request: Request, memory_id: str, console: ConsoleDep) -> Response:
-    memory = await call(console.deps.service.get_memory(memory_id, console.acting()))
+    memory = await call(console.deps.memories.get_memory(memory_id, console.acting()))
     return render(request, "confirm_delete.html", console, m=memory)
 
 
@@ -196,7 +197,7 @@ async def delete_by_filter(request: Request, console: ConsoleDep) -> Response:
     if form.get("confirm") != "yes":
         count, cursor = 0, None
         for _ in range(400):  # bounded: 400 pages of 100
-            page = await call(console.deps.service.list_memories(
+            page = await call(console.deps.memories.list_memories(
                 user, scope=Scope(fields["scope"]) if fields.get("scope") else None, category=fields.get("category"),
                 project_id=fields.get("project_id"), agent_id=fields.get("agent_id"), limit=100, cursor=cursor))
             count += len(page.memories)
@@ -217,11 +218,11 @@ async def task_page(request: Request, task_id: str, console: ConsoleDep,
     """A task followed to its end: the fragment polls itself (htmx) until completed or failed, then shows the
     memory as it is now (an edit) or the error."""
     user = console.acting()
-    task = await call(console.deps.service.task_status(task_id, user))
+    task = await call(console.deps.memories.task_status(task_id, user))
     memory = None
     if task.status == "completed" and next.startswith("/ui/memories/"):
         try:
-            memory = await console.deps.service.get_memory(next.rsplit("/", 1)[1], user)
+            memory = await console.deps.memories.get_memory(next.rsplit("/", 1)[1], user)
         except NotFound:
             memory = None
     name = "task_status.html" if fragment else "task.html"

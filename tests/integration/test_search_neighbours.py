@@ -112,7 +112,7 @@ async def test_raw_messages_of_a_thread_have_neighbours(client: httpx.AsyncClien
     stored = {m.id: m for m in await deps.vectors.get(ids)}
     assert [(stored[i].source_write, stored[i].source_first, stored[i].source_last) for i in ids] == [
         ("thread:dinner-chat", n, n) for n in range(len(TRANSCRIPT))]
-    embed = deps.service.searcher.query_vector
+    embed = deps.search.searcher.query_vector
     q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
     found = dict(await neighbours(deps.vectors, fuse({"lexical": [(ids[4], 1.0)]}, {"lexical": 1.0}, 5.0), q))
     assert set(found) == {ids[3], ids[5]}
@@ -133,7 +133,7 @@ async def test_neighbours_bring_the_answer_next_to_the_best_hit(client: httpx.As
     user = unique("neighbours")
     memories = await converse(client, user)
     hit, answer, before, far = window(memories, 2), window(memories, 4), window(memories, 0), window(memories, 8)
-    embed = deps.service.searcher.query_vector
+    embed = deps.search.searcher.query_vector
     q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
     [plain] = await deps.vectors.rank([RankRequest(q.flt, 10, text=q.text)])
     assert [mid for mid, _ in plain][:1] == [hit] and answer not in dict(plain)  # no word of the question
@@ -153,10 +153,10 @@ async def test_search_with_neighbours_returns_the_answer_beside_the_question(tmp
     async with running_app(tmp_path, search_neighbour_weight=1.0, graph_timeout_seconds=60.0) as (client, deps):
         memories = await converse(client, user)
         hit, answer = window(memories, 2), window(memories, 4)
-        assert deps.service.searcher.settings.search_neighbour_weight == 1.0
+        assert deps.search.searcher.settings.search_neighbour_weight == 1.0
         near = await search_ids(client, user, 2)
         served = Searcher(deps.settings.model_copy(update={"search_neighbour_weight": 0.0}), deps.vectors, deps.graph,
-                          deps.service.query_embedder)
+                          deps.query_embedder)
         plain = await served.search(SearchRequest(query=QUESTION, limit=3), user)
     # the next messages' window or a fact drawn from them (collapse folds the one into the other)
     answers = {m["id"] for m in memories if set(m["source_message_ids"]) <= {"4", "5"}}

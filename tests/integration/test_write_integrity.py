@@ -240,7 +240,7 @@ async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconcile
         assert await probe.count_memories(deps.graph, user) == 2
         facts = (await client.post("/v1/graph/search", json={"query": "PostgreSQL", "user_id": user})).json()
         assert any(memory_id in f["memory_ids"] for f in facts["results"])
-        assert (await deps.service.writepath.outbox.stats())[0] == 0
+        assert (await deps.backlog.outbox.stats())[0] == 0
 
 
 async def test_delete_whose_graph_step_fails_is_finished_and_can_be_retried(tmp_path: Path) -> None:
@@ -310,8 +310,8 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     # drift 2: a live node whose vector was lost
     await deps.vectors.delete([lost_vector_id])
     # drift 3: a delete that recorded its intent and removed the vector, then lost its outbox entry
-    await deps.service.writepath.outbox.put(_remove_intent(user, deleted_id))
-    await deps.service.writepath.outbox.clear("drift-test")
+    await deps.backlog.outbox.put(_remove_intent(user, deleted_id))
+    await deps.backlog.outbox.clear("drift-test")
     await deps.vectors.delete([deleted_id])
     await asyncio.sleep(deps.settings.reconcile_grace_seconds + 0.2)
 
@@ -392,8 +392,8 @@ async def test_a_delete_of_everything_erases_the_users_words_everywhere(
         assert found.status_code == 200 and found.json()["trace_id"], found.text
     assert (await client.post("/v1/graph/search", json={"user_id": user, "query": f"{said} {asked}"})
             ).status_code == 200
-    await deps.service.usage.drain()
-    await asyncio.gather(*deps.service.trace_writes)
+    await deps.search.usage.drain()
+    await asyncio.gather(*deps.traces.trace_writes)
     assert await _graph_holds(deps, asked), "the trace keeps the query text until the delete"
     assert await _redis_holds(deps, said) and await _graph_holds(deps, said) and await _vectors_hold(deps, said)
 
@@ -403,7 +403,7 @@ async def test_a_delete_of_everything_erases_the_users_words_everywhere(
     assert done["status"] == "completed"
     # what it keeps, said in the answer: no text of the user's
     assert set(done["result"]["kept"]) == {"tombstones", "task_records", "idempotency_records"}
-    await deps.service.usage.drain()
+    await deps.search.usage.drain()
     assert (await wait_task(client, conv.json()["task_id"]))["result"] == {"erased": True}
     for marker in (said, asked):
         assert await _redis_holds(deps, marker) == [], marker
