@@ -173,6 +173,6 @@ async def test_neo4j_stopped_for_half_a_minute_during_writes(tmp_path: Path) -> 
                 assert status["result"]["graph"] == "stored", status
             assert await probe.count_memories(deps.graph, user) == 25
             assert await deps.tasks.pending_count() == 0
-            assert (await deps.service.writepath.outbox.stats())[0] == 0
+            assert (await deps.backlog.outbox.stats())[0] == 0
     finally:
         stop(neo)
