@@ -9,7 +9,17 @@ from fastapi import APIRouter, Query
 from service.api.deps import IntakeDep, MemoriesDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import PAGE, Cursor, IdQuery, MemoryId, OptionalUserQuery, OwnerQuery, PageLimit, TaskId
+from service.api.params import (
+    PAGE,
+    Cursor,
+    IdQuery,
+    MemoryId,
+    OptionalUserQuery,
+    OrderQuery,
+    OwnerQuery,
+    PageLimit,
+    TaskId,
+)
 from service.api.security import CallerDep
 from service.core.domain import Scope
 from service.schemas import (
@@ -79,13 +89,14 @@ async def list_memories(
     limit: PageLimit = PAGE,
     cursor: Cursor = None,
     include_superseded: bool = False,
+    order: OrderQuery = None,
 ) -> MemoryPage:
-    """A page of the user's memories ordered by id; pass `next_cursor` back as `cursor`.
+    """A page of the user's memories, newest first (`order`: oldest, id); pass `next_cursor` back as `cursor`.
     Without scope and project_id: everything of the user; with project_id: global + that project.
     Preferences a newer one superseded are left out unless `include_superseded` (their history)."""
     return await memories.list_memories(
         caller.user(user_id), scope=scope, category=category, project_id=project_id, agent_id=agent_id, limit=limit,
-        cursor=cursor, include_superseded=include_superseded,
+        cursor=cursor, include_superseded=include_superseded, order=order,
     )
 
 

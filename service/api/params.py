@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from service.core.domain import ID_PATTERN
+from service.core.domain import ID_PATTERN, ListOrder
 from service.schemas.page import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 OptionalUserQuery = Annotated[
@@ -34,6 +34,11 @@ ProjectPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTE
 PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size (default {DEFAULT_PAGE_SIZE})")]
 PAGE = DEFAULT_PAGE_SIZE  # every list's default `limit` (docs/api.md): `limit: PageLimit = PAGE`
 Cursor = Annotated[str | None, Query(max_length=64)]
+OrderQuery = Annotated[
+    ListOrder | None,
+    Query(description="newest (created_at, newest first: the default), oldest, or id. Equal created_at go by id. "
+                      "Without it, a cursor goes on in the order of the page that gave it."),
+]
 EntityId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 EntityQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 TraceId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]

@@ -4,7 +4,7 @@ MEMORY_API_KEY, else http://127.0.0.1:<PORT>.
 
     python -m service add TEXT [--category C [--scope S]] [--project P] [--wait]   (no category: extracted)
     python -m service search QUERY [--project P] [--limit N]
-    python -m service list [--scope S] [--category C] [--project P] [--agent A] [--limit N] [--cursor C]
+    python -m service list [--scope S] [--category C] [--project P] [--agent A] [--order O] [--limit N] [--cursor C]
     python -m service get ID
     python -m service delete ID... [--yes]
 
@@ -66,6 +66,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--category", default=None)
     listing.add_argument("--project", default=None)
     listing.add_argument("--agent", default=None)
+    listing.add_argument("--order", choices=["newest", "oldest", "id"], default=None,
+                         help="newest first (the default), oldest first, or by id")
     listing.add_argument("--limit", type=int, default=None)
     listing.add_argument("--cursor", default=None)
     get = sub.add_parser("get", parents=[common], help="one memory (its id or any unique prefix of it)")
@@ -134,12 +136,13 @@ class Commands:
 
     def memory_id(self, ref: str) -> str:
         """The full id of the user's memory that `ref` names: a full id as it is, else the one memory whose id
-        starts with `ref` (ids are listed in id order, so the listing starts where the prefix does)."""
+        starts with `ref` (a listing in id order starts where the prefix does)."""
         digits = ref.replace("-", "").lower()
         if not digits or len(digits) >= 32 or any(c not in "0123456789abcdef" for c in digits):
             return ref  # a full id (or no id at all: the API says so)
         start = str(uuid.UUID(digits.ljust(32, "0")))
-        page = self.client.list(user_id=self.args.user, cursor=start, limit=CANDIDATES + 1, include_superseded=True)
+        page = self.client.list(user_id=self.args.user, cursor=start, limit=CANDIDATES + 1, include_superseded=True,
+                                order="id")
         found = [m for m in page.memories if m.id.replace("-", "").startswith(digits)]
         if len(found) == 1:
             return found[0].id
@@ -179,7 +182,7 @@ class Commands:
     def cmd_list(self) -> int:
         a = self.args
         page = self.client.list(user_id=a.user, scope=a.scope, category=a.category, project_id=a.project,
-                                agent_id=a.agent, limit=a.limit, cursor=a.cursor)
+                                agent_id=a.agent, limit=a.limit, cursor=a.cursor, order=a.order)
         title = f"{len(page.memories)} memories" + (f" (next: --cursor {page.next_cursor})" if page.next_cursor
                                                      else "")
         table = Table("id", "category", "scope", "project", "created", "content", title=title)

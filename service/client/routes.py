@@ -118,10 +118,12 @@ class Routes:
     @staticmethod
     def memories(*, user_id: str | None = None, scope: str | None = None, category: str | None = None,
              project_id: str | None = None, agent_id: str | None = None, limit: int | None = None,
-             cursor: str | None = None, include_superseded: bool | None = None) -> Call[MemoryPage]:
+             cursor: str | None = None, include_superseded: bool | None = None,
+             order: str | None = None) -> Call[MemoryPage]:
+        """`order`: newest (the server's default), oldest or id."""
         return Call("GET", "/v1/memories", MemoryPage, params={
             "user_id": user_id, "scope": scope, "category": category, "project_id": project_id,
-            "agent_id": agent_id, "limit": limit, "cursor": cursor,
+            "agent_id": agent_id, "limit": limit, "cursor": cursor, "order": order,
             "include_superseded": None if include_superseded is None else str(include_superseded).lower()})
 
     @staticmethod

@@ -170,7 +170,7 @@ class ContextArgs(BaseModel):
 
 
 class ListArgs(BaseModel):
-    """A page of the user's stored memories (with ids, for delete_memories), ordered by id. Without scope and
+    """A page of the user's stored memories (with ids, for delete_memories), newest first. Without scope and
     project_id: all of them; with project_id: global plus that project's. Pass next_cursor back as cursor."""
 
     user_id: UserId
@@ -182,6 +182,8 @@ class ListArgs(BaseModel):
     cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None
     include_superseded: Annotated[bool, Field(
         description="Also the preferences a newer one superseded (their history, with superseded_by).")] = False
+    order: Annotated[Literal["newest", "oldest", "id"] | None, Field(
+        description="newest first (the default), oldest first, or by id; a cursor goes on in its own order.")] = None
 
 
 class DeleteArgs(BaseModel):

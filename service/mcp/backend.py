@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from service.client import ApiError as ClientError
 from service.client import AsyncMemoryClient, Call
+from service.core.domain import ListOrder
 from service.core.errors import DependencyUnavailable, ServiceError
 from service.core.sensitivity import reset_current, set_current
 from service.runs.schemas import (
@@ -78,6 +79,7 @@ class MemoryListQuery(BaseModel):
     limit: int = 50
     cursor: str | None = None
     include_superseded: bool = False
+    order: ListOrder | None = None
 
 
 class UpdateQuery(BaseModel):
@@ -174,7 +176,7 @@ CONTEXT = Operation[ContextQuery, ContextResponse](
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
     MemoryPage, lambda on, r: on.memories.list_memories(
         on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
-        limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded),
+        limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded, order=r.order),
     "GET", "/v1/memories")
 LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
     DuplicatePage, lambda on, r: on.curation.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,

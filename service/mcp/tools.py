@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.core.domain import Scope, TaskStatus
+from service.core.domain import ListOrder, Scope, TaskStatus
 from service.mcp.args import (
     DEFAULT_CONTEXT_CHARS,
     WAIT_SECONDS,
@@ -255,7 +255,8 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, source_id=a.source_id, target_id=a.target_id), ADDITIVE),
     ask("list_memories", ListArgs, LIST_MEMORIES, lambda a: MemoryListQuery(
         user_id=a.user_id, scope=a.scope, category=a.category, project_id=a.project_id, agent_id=a.agent_id,
-        limit=a.limit, cursor=a.cursor, include_superseded=a.include_superseded)),
+        limit=a.limit, cursor=a.cursor, include_superseded=a.include_superseded,
+        order=ListOrder(a.order) if a.order else None)),
     write("delete_memories", DeleteArgs, SUBMIT_BULK_DELETE, lambda a: BulkDeleteRequest(
         user_id=a.user_id, memory_ids=a.memory_ids, scope=_scope(a.scope), category=a.category,
         project_id=a.project_id, agent_id=a.agent_id, all=a.all), DESTRUCTIVE),

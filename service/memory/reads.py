@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
+from service.core.domain import ListOrder, listing_order
 from service.core.sensitivity import redact
 from service.memory.rules import StoredMemories, existing, list_filter
 from service.schemas import MemoryPage, MemoryRecord, TaskResponse
@@ -46,9 +47,10 @@ class MemoryReads:
         limit: int = 50,
         cursor: str | None = None,
         include_superseded: bool = False,
+        order: ListOrder | None = None,
     ) -> MemoryPage:
         flt = list_filter(user_id, scope, category, project_id, agent_id, all_scopes=True)
         if not include_superseded:  # superseded preferences are history (service/memory/preferences.py)
             flt = replace(flt, active_only=True)
-        page, next_cursor = await self.vectors.scroll(flt, limit, cursor)
+        page, next_cursor = await self.vectors.scroll(flt, limit, cursor, listing_order(order, cursor))
         return MemoryPage(memories=[MemoryRecord.of(m) for m in page], next_cursor=next_cursor)

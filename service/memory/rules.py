@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from service.core.domain import Memory, Scope, check_category
+from service.core.domain import ListOrder, Memory, Scope, check_category
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.settings import Settings
 from service.stores.vector import MemoryFilter
@@ -17,7 +17,7 @@ class StoredMemories(Protocol):
     async def get(self, ids: list[str]) -> list[Memory]: ...
 
     async def scroll(
-        self, flt: MemoryFilter, limit: int, cursor: str | None = None
+        self, flt: MemoryFilter, limit: int, cursor: str | None = None, order: ListOrder = ListOrder.ID
     ) -> tuple[list[Memory], str | None]: ...
 
 

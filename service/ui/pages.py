@@ -115,8 +115,8 @@ async def memories(
     before: Annotated[str | None, Query(max_length=40)] = None,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response:
-    """The list with filters. With text or a time range it is the search (the list pages by id, the search by
-    relevance within those filters)."""
+    """The list with filters, newest first. With text or a time range it is the search (by relevance within those
+    filters)."""
     user = console.acting()
     filters = {k: v for k, v in {"category": category, "scope": scope, "project_id": project_id,
                                   "agent_id": agent_id, "text": text, "after": after, "before": before}.items() if v}

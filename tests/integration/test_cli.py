@@ -118,6 +118,14 @@ def test_ids_by_unique_prefix_scope_on_add(tmp_path: Path) -> None:
                 time.sleep(0.1)
         ids = [m["id"] for m in done["result"]["memories"]]
         assert len(ids) == 20
+        added = _cli(cli, "add", "I keep the red notebook for drafts", "--category", "personal_fact", "--user", user,
+                     "--wait", "--json")
+        assert added.returncode == 0, added.stderr
+        later = json.loads(added.stdout)["result"]["memories"][0]["id"]
+        for order, expected in ((None, [later, *sorted(ids)[:3]]), ("oldest", sorted(ids)[:4])):
+            listed = _cli(cli, "list", "--user", user, "--limit", "4", "--json", *(("--order", order) if order else ()))
+            assert listed.returncode == 0, listed.stderr
+            assert [m["id"] for m in json.loads(listed.stdout)["memories"]] == expected  # the batch: one time, by id
         content = {m["id"]: m["content"] for m in done["result"]["memories"]}
         short = ids[0][:8]
         got = _cli(cli, "get", short, "--user", user, "--json")

@@ -208,6 +208,14 @@ def test_sign_in_search_with_signals_edit_and_delete(console: Console, browser: 
         assert c.get(f"/v1/memories/{mid}").status_code == 404
 
 
+def test_the_memory_page_lists_newest_first(console: Console, browser: WebDriver) -> None:
+    written = [console.write("a", f"Newest-first check, note {i}: written in turn", "decision") for i in range(3)]
+    sign_in(browser, console, "a")
+    browser.get(console.url + "/ui/memories")
+    links = [a.get_attribute("href") or "" for a in browser.find_elements(By.CSS_SELECTOR, "li.memory a.content")]
+    assert [link.rsplit("/", 1)[-1] for link in links[:3]] == written[::-1]
+
+
 def test_review_queue_confirm_then_unmerge(console: Console, browser: WebDriver) -> None:
     console.write("b", "I work with Jon Smith on the React app.", "personal_fact")
     console.write("b", "I work with Jon on the billing app.", "personal_fact")

@@ -52,8 +52,9 @@ async def test_list_filters_and_pages(client: httpx.AsyncClient) -> None:
         "p2": await _mid(client, content="Uses Django", user_id=user, category="tech_stack", project_id="p2"),
     }
     everything = await _all_pages(client, "/v1/memories", {"user_id": user, "limit": 2}, "memories")
-    assert sorted(m["id"] for m in everything) == sorted(ids.values())
-    assert [m["id"] for m in everything] == sorted(m["id"] for m in everything)  # ordered by id
+    assert [m["id"] for m in everything] == list(reversed(ids.values()))  # newest first: written one by one
+    by_id = await _all_pages(client, "/v1/memories", {"user_id": user, "limit": 2, "order": "id"}, "memories")
+    assert [m["id"] for m in by_id] == sorted(ids.values())
 
     async def listed(**params: Any) -> set[str]:
         return {m["id"] for m in await _all_pages(client, "/v1/memories", {"user_id": user, **params}, "memories")}
@@ -67,6 +68,34 @@ async def test_list_filters_and_pages(client: httpx.AsyncClient) -> None:
     assert bad.status_code == 400
     unnamed = await client.get("/v1/memories")  # without a key (AUTH_MODE=none): DEFAULT_USER_ID's memories
     assert unnamed.status_code == 200 and {m["user_id"] for m in unnamed.json()["memories"]} <= {"default_user"}
+
+
+async def test_listing_is_newest_first_with_ties_by_id_across_pages(client: httpx.AsyncClient) -> None:
+    """A batch's memories share their acceptance time: pages of 2 walk them by id, between the newer and the older
+    single writes, each memory once; oldest first reverses the times only; a cursor keeps its order."""
+    user = unique("newest")
+    first = await _mid(client, content="Uses Postgres 16", user_id=user, category="tech_stack", project_id="p")
+    resp = await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": [
+        {"content": f"Convention number {i}: snake case", "category": "convention", "project_id": "p"}
+        for i in range(5)]})
+    assert resp.status_code == 202, resp.text
+    batch = [m["id"] for m in (await wait_task(client, resp.json()["task_id"]))["result"]["memories"]]
+    last = await _mid(client, content="Prefers short answers", user_id=user, category="preference")
+    newest = await _all_pages(client, "/v1/memories", {"user_id": user, "limit": 2}, "memories")
+    assert [m["id"] for m in newest] == [last, *sorted(batch), first]
+    assert len({m["created_at"] for m in newest if m["id"] in batch}) == 1
+    oldest = await _all_pages(client, "/v1/memories", {"user_id": user, "limit": 2, "order": "oldest"}, "memories")
+    assert [m["id"] for m in oldest] == [first, *sorted(batch), last]
+
+    page = (await client.get("/v1/memories", params={"user_id": user, "limit": 3})).json()
+    assert [m["id"] for m in page["memories"]] == [last, *sorted(batch)[:2]]
+    rest = (await client.get("/v1/memories", params={"user_id": user, "cursor": page["next_cursor"]})).json()
+    assert [m["id"] for m in rest["memories"]] == [*sorted(batch)[2:], first]  # the cursor's own order
+    other = await client.get("/v1/memories", params={"user_id": user, "cursor": page["next_cursor"], "order": "id"})
+    assert other.status_code == 400 and "cursor" in other.json()["detail"]
+    ids = sorted([first, *batch, last])  # an id cursor (the order before newest first) goes on by id
+    by_id = (await client.get("/v1/memories", params={"user_id": user, "cursor": ids[3]})).json()
+    assert [m["id"] for m in by_id["memories"]] == ids[3:]
 
 
 async def test_pagination_is_stable_under_concurrent_writes(client: httpx.AsyncClient) -> None:

@@ -428,11 +428,13 @@ async def test_list_and_delete(api: str, transport: str) -> None:
                  for i in range(3)]
 
         page = await call(client, "list_memories", user_id=user)
-        assert {m["id"] for m in page["memories"]} == {keep, *notes} and page["next_cursor"] is None
+        assert [m["id"] for m in page["memories"]] == [*notes[::-1], keep] and page["next_cursor"] is None
         first = await call(client, "list_memories", user_id=user, category="task_context", limit=2)
         rest = await call(client, "list_memories", user_id=user, category="task_context", limit=2,
                           cursor=first["next_cursor"])
-        assert {m["id"] for m in first["memories"] + rest["memories"]} == set(notes)
+        assert [m["id"] for m in first["memories"] + rest["memories"]] == notes[::-1]  # newest first
+        oldest = await call(client, "list_memories", user_id=user, order="oldest")
+        assert [m["id"] for m in oldest["memories"]] == [keep, *notes]
 
         by_id = await call(client, "delete_memories", user_id=user, memory_ids=[notes[0]], wait=True)
         assert by_id["status"] == "completed" and by_id["result"]["deleted"] == [notes[0]]
