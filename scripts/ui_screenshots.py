@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from service.core.auth import ApiKeyStore  # noqa: E402
 from service.core.redis_client import connect_redis  # noqa: E402
-from service.core.settings import Settings  # noqa: E402
+from service.core.settings import load_settings  # noqa: E402
 
 USER = "demo-user"
 DEMO = [
@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "ui")
     args = parser.parse_args()
     queue = f"screens:{uuid.uuid4().hex[:8]}"
-    settings = Settings(arq_queue_name=queue)  # REDIS_URL etc. from the environment / .env
+    settings = load_settings(arq_queue_name=queue)  # REDIS_URL etc. from the environment / .env
 
     async def admin_key() -> str:
         redis = await connect_redis(settings)

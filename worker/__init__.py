@@ -19,16 +19,16 @@ from service.deps import Deps, build_deps
 async def open_deps(settings: Settings) -> Deps:
     """A standalone worker's clients, metrics server and heap settings (`python -m worker`, `arq`)."""
     configure_logging(settings)
-    if settings.qdrant_url is None:
+    if settings.qdrant.url is None:
         raise SystemExit(
             "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
             "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
         )
     deps = await build_deps(settings)
-    if settings.worker_metrics_port:
+    if settings.metrics.worker_port:
         from prometheus_client import start_http_server
 
-        start_http_server(settings.worker_metrics_port)  # the same metrics as the API's /metrics
+        start_http_server(settings.metrics.worker_port)  # the same metrics as the API's /metrics
     track_gc_pauses()
     freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/core/heap.py)
     return deps

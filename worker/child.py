@@ -33,7 +33,7 @@ from pydantic import SecretStr
 
 from service.core.heap import freeze_startup_heap, track_gc_pauses
 from service.core.logging import configure_logging
-from service.core.settings import Settings
+from service.core.settings import Settings, env_dict
 from service.deps import Deps, build_deps
 from service.stores.remote import RemoteVectorStore, VectorServer
 from service.tasks.shards import parse_shards, shards_of_process
@@ -50,9 +50,8 @@ def settings_line(settings: Settings) -> bytes:
     """The parent's settings, secrets included, as one JSON line for the child's stdin (never argv or env);
     the socket's token follows on a second line."""
     values: dict[str, Any] = {}
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
-        values[name] = value.get_secret_value() if isinstance(value, SecretStr) else value
+    for name, value in env_dict(settings).items():
+        values[name.lower()] = value.get_secret_value() if isinstance(value, SecretStr) else value
     return (json.dumps(values, default=str) + "\n").encode()
 
 
@@ -84,8 +83,8 @@ class ChildWorker:
         self._server = VectorServer(self._deps.vectors, Path(self._dir) / "vectors.sock")
         await self._server.start()
         settings = self._deps.settings
-        count = settings.worker_processes
-        await asyncio.gather(*(self._supervise(i, shards_of_process(i, count, settings.worker_shards))
+        count = settings.worker.processes
+        await asyncio.gather(*(self._supervise(i, shards_of_process(i, count, settings.redis.worker_shards))
                                for i in range(count)))
 
     async def _supervise(self, index: int, shards: list[int]) -> None:
@@ -160,10 +159,10 @@ async def run_child(settings: Settings, socket: Path, token: bytes, shards: list
         return 0
 
     def started(worker: EmbeddedWorker) -> None:
-        if settings.worker_metrics_port:
+        if settings.metrics.worker_port:
             from prometheus_client import start_http_server
 
-            start_http_server(settings.worker_metrics_port)  # the worker's metrics (jobs, graph writes, embedding)
+            start_http_server(settings.metrics.worker_port)  # the worker's metrics (jobs, graph writes, embedding)
         track_gc_pauses()
         freeze_startup_heap()
 
@@ -184,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(**{**json.loads(line), "embed_process": "inline", "worker_process": "inline"})
     configure_logging(settings)
     with contextlib.suppress(OSError):
-        os.nice(settings.worker_process_nice)
-    shards = parse_shards(args.shard, settings.worker_shards)
+        os.nice(settings.worker.process_nice)
+    shards = parse_shards(args.shard, settings.redis.worker_shards)
     return asyncio.run(run_child(settings, Path(args.socket), bytes.fromhex(token), shards))
 
 

@@ -53,7 +53,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Every RECONCILE_INTERVAL_SECONDS (and at worker start): end lost tasks, drain the outbox."""
     deps: Deps = ctx["deps"]
     try:
-        reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.reconcile_grace_seconds))
+        reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.writepath.reconcile_grace_seconds))
         drained = await deps.jobs.reconciler.drain()
         await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # messages, runs
         await rehome(deps.redis, deps.settings)  # jobs left on another WORKER_SHARDS's queues
@@ -80,7 +80,7 @@ async def optimize_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     build, build it again (Qdrant Edge: in a child process, then swapped in, which also drops deleted points;
     a Qdrant server indexes and vacuums by itself, so its backlog is 0)."""
     deps: Deps = ctx["deps"]
-    threshold = deps.settings.optimize_min_unindexed
+    threshold = deps.settings.qdrant.optimize_min_unindexed
     backlog = await deps.vectors.index_backlog()
     running: set[asyncio.Task[bool]] = ctx.setdefault("index_builds", set())
     if not threshold or backlog < threshold or running:
@@ -134,28 +134,28 @@ async def communities_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def cron_jobs(settings: Settings) -> list[CronJob]:
-    every = settings.reconcile_interval_seconds
+    every, hour = settings.writepath.reconcile_interval_seconds, settings.writepath.reconcile_cron_hour
     jobs = [
         cron(reconcile_tick, name="reconcile_tick", second=set(range(0, 60, every)), unique=True,
              run_at_startup=True, max_tries=1),
     ]
-    if settings.optimize_min_unindexed:
+    if settings.qdrant.optimize_min_unindexed:
         jobs.append(cron(optimize_cron, name="optimize_cron", minute=set(range(0, 60, 10)), unique=True,
                          run_at_startup=False, max_tries=1))
-    if settings.reconcile_cron_enabled:
-        jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=settings.reconcile_cron_hour, minute=30,
+    if settings.writepath.reconcile_cron_enabled:
+        jobs.append(cron(reconcile_cron, name="reconcile_cron", hour=hour, minute=30,
                          unique=True, run_at_startup=False, max_tries=1))
-    if settings.observation_ttl_days > 0:
-        jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=settings.reconcile_cron_hour, minute=45,
+    if settings.hooks.observation_ttl_days > 0:
+        jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
     jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
-    if settings.message_retention_days > 0 or settings.run_retention_days > 0:  # worker/tiers.py
-        jobs.append(cron(tier_retention_cron, name="tier_retention", hour=settings.reconcile_cron_hour, minute=55,
+    if settings.retention.message_retention_days > 0 or settings.retention.run_retention_days > 0:  # worker/tiers.py
+        jobs.append(cron(tier_retention_cron, name="tier_retention", hour=hour, minute=55,
                          unique=True, run_at_startup=False, max_tries=1))
-    if settings.communities_cron_enabled:
-        jobs.append(cron(communities_cron, name="communities_cron", hour=settings.reconcile_cron_hour, minute=40,
+    if settings.writepath.communities_cron_enabled:
+        jobs.append(cron(communities_cron, name="communities_cron", hour=hour, minute=40,
                          unique=True, run_at_startup=False, max_tries=1))
-    if settings.dedup_cron_enabled:
-        jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup_cron_hours), minute=0, unique=True,
+    if settings.dedup.cron_enabled:
+        jobs.append(cron(dedup_cron, name="dedup_cron", hour=set(settings.dedup.cron_hours), minute=0, unique=True,
                          run_at_startup=False, max_tries=1))
     return jobs

@@ -29,7 +29,7 @@ log = structlog.get_logger(__name__)
 class EmbeddedWorker:
     def __init__(self, deps: Deps, shards: list[int] | None = None) -> None:
         self._deps = deps
-        self.shards = shards if shards is not None else list(range(deps.settings.worker_shards))
+        self.shards = shards if shards is not None else list(range(deps.settings.redis.worker_shards))
         self._workers: dict[int, ClaimingWorker] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -40,7 +40,7 @@ class EmbeddedWorker:
 
     async def _supervise(self, shard: int) -> None:
         settings = self._deps.settings
-        queue = queue_name(settings.arq_queue_name, shard, settings.worker_shards)
+        queue = queue_name(settings.redis.queue_name, shard, settings.redis.worker_shards)
         delay = 0.5
         while not self._stopping:
             self._workers[shard] = ClaimingWorker(

@@ -70,7 +70,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
     deps: Deps = ctx["deps"]
     settings = deps.settings
     attempt = int(ctx.get("job_try", 1))
-    tries = spec.retry.tries(settings.arq_max_tries)
+    tries = spec.retry.tries(settings.redis.max_tries)
     retries_before = (deps.graph.transient_retries, deps.graph.deadlock_retries)
     structlog.contextvars.bind_contextvars(task_id=task_id, user_id=raw.get("user_id"), kind=raw.get("kind"))
     lease: asyncio.Task[None] | None = None
@@ -87,7 +87,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
                 outcome, ended = "skipped", True
                 return
             lease = asyncio.create_task(_keep_lease(deps, task_id, token), name=f"lease-{task_id}")
-            async with asyncio.timeout(deadline(settings.arq_job_timeout)):
+            async with asyncio.timeout(deadline(settings.redis.job_timeout)):
                 result = await spec.handler(deps.jobs)(task_id, job)
             await _stop(lease)  # the lease stays held (its TTL) until the final record drops it
             await deps.tasks.mark_completed(task_id, result)

@@ -18,15 +18,15 @@ def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
     """The options of a worker of one shard's queue (service/tasks/shards.py); the workers of shard 0 also schedule the
     crons, so they run once per deployment whatever WORKER_SHARDS is."""
     return {
-        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.arq_max_tries))
+        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.redis.max_tries))
                       for k in JOB_KINDS],
         "cron_jobs": cron_jobs(settings) if shard == 0 else [],
         "redis_settings": redis_settings(settings),
-        "queue_name": queue_name(settings.arq_queue_name, shard, settings.worker_shards),
-        "max_jobs": settings.arq_max_jobs,
-        "poll_delay": settings.arq_poll_delay_seconds,
-        "job_timeout": settings.arq_job_timeout,
-        "max_tries": settings.arq_max_tries,
+        "queue_name": queue_name(settings.redis.queue_name, shard, settings.redis.worker_shards),
+        "max_jobs": settings.redis.max_jobs,
+        "poll_delay": settings.redis.poll_delay_seconds,
+        "job_timeout": settings.redis.job_timeout,
+        "max_tries": settings.redis.max_tries,
         # Our status records live in <queue>:task:*. ARQ's own result would keep the job's arguments
         # (the memory's content) after a delete: none is kept.
         "keep_result": 0,

@@ -27,7 +27,7 @@ log = structlog.get_logger(__name__)
 
 async def run(settings: Settings, shards: list[int]) -> int:
     return await serve(lambda: open_deps(settings), shards, started=lambda worker: log.info(
-        "worker_started", shards=shards, worker_shards=settings.worker_shards))
+        "worker_started", shards=shards, worker_shards=settings.redis.worker_shards))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = load_settings()
     try:
-        shards = parse_shards(args.shard, settings.worker_shards)
+        shards = parse_shards(args.shard, settings.redis.worker_shards)
     except ValueError as exc:
         parser.error(str(exc))
     return asyncio.run(run(settings, shards))

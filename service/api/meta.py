@@ -48,7 +48,7 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
     """Prometheus metrics. With AUTH_MODE=keys: an admin key, or `Authorization: Bearer <METRICS_TOKEN>`."""
     if deps.settings.resolved_auth_mode == "keys":
         token = api_key_of(request.headers)
-        expected = deps.settings.metrics_token.get_secret_value() if deps.settings.metrics_token else None
+        expected = deps.settings.metrics.token.get_secret_value() if deps.settings.metrics.token else None
         if not (token and expected and hmac.compare_digest(token, expected)):
             caller = await caller_of(deps, request.headers)
             if not caller.admin:
@@ -65,7 +65,7 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
 async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
     """Each check is "ok" or "down"; the reasons (`errors`) only for an admin key, since they can name
     hosts and configuration."""
-    timeout = deps.settings.graph_timeout_seconds
+    timeout = deps.settings.neo4j.timeout_seconds
     names = ("redis", "vector_store", "graph_store")
     results = await asyncio.gather(
         _check(deps.tasks.ping, timeout), _check(deps.vectors.ping, timeout), _check(deps.graph.ping, timeout)

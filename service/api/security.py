@@ -50,7 +50,7 @@ async def caller_of(deps: Deps, headers: Any) -> Caller:
     if token is None:
         if deps.settings.resolved_auth_mode == "keys":
             raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
-        return Caller(default_user=deps.settings.default_user_id or None)
+        return Caller(default_user=deps.settings.service.default_user_id or None)
     record = await ApiKeyStore(deps.redis, deps.settings).verify(token)
     return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin,
                   max_sensitivity=record.max_sensitivity)
@@ -102,8 +102,8 @@ def is_write(method: str, path: str) -> bool:
 async def rate_limit(deps: Deps, request: Request, caller: Caller) -> None:
     """A fixed one-minute window per key (or client address) and kind, counted in Redis (RateLimiter)."""
     kind = "writes" if is_write(request.method, request.url.path) else "reads"
-    limit = (deps.settings.rate_limit_writes_per_minute if kind == "writes"
-             else deps.settings.rate_limit_reads_per_minute)
+    limit = (deps.settings.access.rate_limit_writes_per_minute if kind == "writes"
+             else deps.settings.access.rate_limit_reads_per_minute)
     if limit <= 0:
         return
     who = caller.bucket if caller.key_id else f"ip:{request.client.host if request.client else 'unknown'}"
@@ -133,7 +133,7 @@ class RateLimiter:
         if window != self._window:  # what was reserved for a past window is of no use
             self._left.clear()
             self._window = window
-        key = f"{deps.settings.arq_queue_name}:rate:{kind}:{who}:{window}"
+        key = f"{deps.settings.redis.queue_name}:rate:{kind}:{who}:{window}"
         if self._left.get(key, 0) > 0:
             self._left[key] -= 1
             return

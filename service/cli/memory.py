@@ -90,8 +90,8 @@ def common_parser() -> argparse.ArgumentParser:
 
 
 def client_for(settings: Settings, args: argparse.Namespace) -> MemoryClient:
-    url = args.url or settings.memory_api_url or f"http://127.0.0.1:{settings.port}"
-    key = args.api_key or (settings.memory_api_key.get_secret_value() if settings.memory_api_key else None)
+    url = args.url or settings.mcp.api_url or f"http://127.0.0.1:{settings.service.port}"
+    key = args.api_key or (settings.mcp.api_key.get_secret_value() if settings.mcp.api_key else None)
     return MemoryClient(url, key, retries=1)
 
 

@@ -48,8 +48,8 @@ class CliError(Exception):
 
 class Api:
     def __init__(self, settings: Settings, timeout_s: float = 30.0) -> None:
-        self.url = settings.memory_api_url or f"http://127.0.0.1:{settings.port}"
-        key = settings.memory_api_key.get_secret_value() if settings.memory_api_key else None
+        self.url = settings.mcp.api_url or f"http://127.0.0.1:{settings.service.port}"
+        key = settings.mcp.api_key.get_secret_value() if settings.mcp.api_key else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s, headers=headers)
 

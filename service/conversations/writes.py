@@ -104,11 +104,11 @@ async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | Non
     when they were written); a setting of 0 keeps them. `user_id`: only that user's (every user's without)."""
     now = datetime.now(UTC)
     out = {"messages": 0, "runs": 0}
-    if settings.message_retention_days > 0:
-        before = (now - timedelta(days=settings.message_retention_days)).isoformat()
+    if settings.retention.message_retention_days > 0:
+        before = (now - timedelta(days=settings.retention.message_retention_days)).isoformat()
         out["messages"] = await graph.expire_messages(before, user_id)
-    if settings.run_retention_days > 0:
-        before = (now - timedelta(days=settings.run_retention_days)).isoformat()
+    if settings.retention.run_retention_days > 0:
+        before = (now - timedelta(days=settings.retention.run_retention_days)).isoformat()
         out["runs"] = await graph.expire_runs(before, user_id)
     log.info("tier_retention", **out)
     return out

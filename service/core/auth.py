@@ -59,7 +59,7 @@ class ApiKeyStore:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.arq_queue_name}:apikey:"
+        self._prefix = f"{settings.redis.queue_name}:apikey:"
 
     async def create(self, user_id: str, name: str | None = None, admin: bool = False,
                      max_sensitivity: Sensitivity | str | None = None) -> tuple[ApiKey, str]:

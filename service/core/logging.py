@@ -26,7 +26,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def configure_logging(settings: Settings) -> None:
-    fmt = settings.log_format
+    fmt = settings.service.log_format
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor = (
@@ -55,7 +55,7 @@ def configure_logging(settings: Settings) -> None:
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(settings.log_level.upper())
+    root.setLevel(settings.service.log_level.upper())
     # Third-party chatter stays at WARNING unless asked for.
     for noisy in ("neo4j", "httpx", "httpcore", "urllib3", "sentence_transformers", "arq.worker"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -28,12 +28,12 @@ def job_deserializer(data: bytes) -> Any:
 def redis_settings(settings: Settings) -> RedisSettings:
     """ARQ's connection settings: REDIS_URL, or the primary REDIS_SENTINELS name for REDIS_SENTINEL_MASTER (what
     `arq worker.WorkerSettings` connects with; this service's own clients come from `connect_redis`)."""
-    rs = RedisSettings.from_dsn(settings.redis_url)
-    if settings.redis_sentinels:
-        rs.host = settings.sentinel_addresses
+    rs = RedisSettings.from_dsn(settings.redis.url)
+    if settings.redis.sentinels:
+        rs.host = settings.redis.sentinel_addresses
         rs.sentinel = True
-        rs.sentinel_master = settings.redis_sentinel_master
-    rs.conn_timeout = max(1, int(settings.redis_timeout_seconds))
+        rs.sentinel_master = settings.redis.sentinel_master
+    rs.conn_timeout = max(1, int(settings.redis.timeout_seconds))
     rs.conn_retries = 2
     return rs
 
@@ -42,15 +42,15 @@ def _sentinel_client(settings: Settings, queue: str) -> ArqRedis:
     """A client of the primary that REDIS_SENTINELS name: each new connection asks them where it is, so after a
     failover the next connection reaches the new primary (ARQ's own Sentinel path has no Sentinel password and no
     timeouts, hence this)."""
-    conf = RedisSettings.from_dsn(settings.redis_url)
-    timeout = settings.redis_timeout_seconds
+    conf = RedisSettings.from_dsn(settings.redis.url)
+    timeout = settings.redis.timeout_seconds
     sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    if settings.redis_sentinel_password is not None:
-        sentinel_kwargs["password"] = settings.redis_sentinel_password.get_secret_value()
+    if settings.redis.sentinel_password is not None:
+        sentinel_kwargs["password"] = settings.redis.sentinel_password.get_secret_value()
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        settings.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, socket_connect_timeout=timeout, ssl=conf.ssl,
-        db=conf.database, username=conf.username, password=conf.password)
-    client = cast(ArqRedis, sentinel.master_for(settings.redis_sentinel_master, redis_class=ArqRedis))
+        settings.redis.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, socket_connect_timeout=timeout,
+        ssl=conf.ssl, db=conf.database, username=conf.username, password=conf.password)
+    client = cast(ArqRedis, sentinel.master_for(settings.redis.sentinel_master, redis_class=ArqRedis))
     client.job_serializer = job_serializer
     client.job_deserializer = job_deserializer
     client.default_queue_name = queue
@@ -60,15 +60,15 @@ def _sentinel_client(settings: Settings, queue: str) -> ArqRedis:
 async def connect_redis(settings: Settings, queue: str | None = None) -> ArqRedis:
     """The service's Redis client (API, worker, key store, rate limits, idempotency all share it); `queue`: the
     ARQ queue `enqueue_job` defaults to (ARQ_QUEUE_NAME)."""
-    queue = queue or settings.arq_queue_name
+    queue = queue or settings.redis.queue_name
     try:
-        if not settings.redis_sentinels:
+        if not settings.redis.sentinels:
             return await create_pool(redis_settings(settings), job_serializer=job_serializer,
                                      job_deserializer=job_deserializer, default_queue_name=queue)
         client = _sentinel_client(settings, queue)
         for attempt in range(3):  # bounded, as create_pool's conn_retries
             try:
-                await asyncio.wait_for(client.ping(), settings.redis_timeout_seconds * 2)
+                await asyncio.wait_for(client.ping(), settings.redis.timeout_seconds * 2)
                 return client
             except (RedisError, OSError, TimeoutError):
                 if attempt == 2:
@@ -77,4 +77,4 @@ async def connect_redis(settings: Settings, queue: str | None = None) -> ArqRedi
                 await asyncio.sleep(1)
         raise AssertionError("unreachable")
     except (RedisError, OSError, TimeoutError) as exc:
-        raise DependencyUnavailable(f"redis unreachable at {settings.safe_redis_url}: {exc}") from exc
+        raise DependencyUnavailable(f"redis unreachable at {settings.redis.safe_url}: {exc}") from exc

@@ -52,9 +52,9 @@ class GraphIntake:
 
     def _job(self, op: Op, user_id: str, scope: str, project_id: str | None, agent_id: str | None, content: str,
              graph: dict[str, Any], valid_at: str | None, sensitivity: str | None = None) -> GraphWriteJob:
-        if len(content) > self.settings.max_content_chars:
+        if len(content) > self.settings.service.max_content_chars:
             raise PayloadTooLarge(f"the statement has {len(content)} characters; the limit is "
-                                  f"{self.settings.max_content_chars} (MAX_CONTENT_CHARS)")
+                                  f"{self.settings.service.max_content_chars} (MAX_CONTENT_CHARS)")
         metadata: dict[str, Any] = {KEY: graph}
         if valid_at is not None:
             metadata["valid_at"] = valid_at

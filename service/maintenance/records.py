@@ -116,8 +116,8 @@ class MaintenanceRecords:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._keys = DedupKeys(settings.arq_queue_name)
-        self._ttl = settings.task_ttl_seconds
+        self._keys = DedupKeys(settings.redis.queue_name)
+        self._ttl = settings.redis.task_ttl_seconds
 
     async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
         return await redis_guard(self._settings, f"maintenance run records: {what}", coro, scale=4)

@@ -74,7 +74,7 @@ class Reembedder:
         self.embedder = embedder
         self.locks = locks
         self.page = page
-        self.budget_s = max(1.0, settings.arq_job_timeout * 0.4) if budget_s is None else budget_s
+        self.budget_s = max(1.0, settings.redis.job_timeout * 0.4) if budget_s is None else budget_s
 
     async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
         """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""

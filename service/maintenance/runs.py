@@ -39,7 +39,7 @@ class MaintenanceRuns:
         task_id = await self.tasks.enqueue(DedupJob(user_id=req.user_id, dry_run=req.dry_run), identity)
         queued = DedupRunReport(
             run_id=task_id, trigger="api", status="queued", dry_run=req.dry_run, user_id=req.user_id, task_id=task_id,
-            threshold=self.settings.calibration.dedup, batch_size=self.settings.dedup_batch_size,
+            threshold=self.settings.calibration.dedup, batch_size=self.settings.dedup.batch_size,
             queued_at=now_iso(),
         )
         await self.records.save(queued, only_new=True)  # the worker may have started it
@@ -65,7 +65,7 @@ class MaintenanceRuns:
         """Observations (task_context memories a hook captured: metadata with session_id and tool) older than
         OBSERVATION_TTL_DAYS go through the normal delete path (so deleting erases). Returns how many were
         queued for deletion."""
-        days = self.settings.observation_ttl_days
+        days = self.settings.hooks.observation_ttl_days
         if days <= 0:
             return 0
         cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat()

@@ -76,7 +76,7 @@ def run_budget(settings: Settings) -> float:
     """Seconds one run may take: the ARQ job timeout minus our usual 10 % (max 10 s) job margin, and
     20 % of that kept for the last graph calls and the report. A run that reaches it stops between
     steps and reports `partial`; what it removed stays removed."""
-    t = float(settings.arq_job_timeout)
+    t = float(settings.redis.job_timeout)
     return max(1.0, t - min(10.0, t * 0.1)) * 0.8
 
 
@@ -98,7 +98,7 @@ class DedupSweep:
         # its removals in both stores (a graph store alone: a ledger of its own over it)
         self.ledger = graph if isinstance(graph, Ledger) else Ledger(Outbox(redis, settings), vectors, graph)
         self.redis = redis
-        self.keys = DedupKeys(settings.arq_queue_name)
+        self.keys = DedupKeys(settings.redis.queue_name)
         self.runs = MaintenanceRecords(redis, settings)
         self.pending = PendingGraph(redis, self.keys.pending, settings)
         self.graph_part = GraphRemovals(vectors, self.ledger, self.pending)
@@ -106,7 +106,7 @@ class DedupSweep:
         self.block_rows = block_rows
         self.block_cols = block_cols
         self.threshold = settings.calibration.dedup
-        self.batch_size = settings.dedup_batch_size
+        self.batch_size = settings.dedup.batch_size
 
     async def run_requested(self, task_id: str, job: DedupJob) -> dict[str, Any]:
         """The job of a POST /v1/maintenance/dedup (its task id is the run id): one run, summarised."""
@@ -139,7 +139,7 @@ class DedupSweep:
             acquired = await lock.acquire()
             holder = None if acquired else await lock.holder()
         except (RedisError, OSError) as exc:
-            where = self.settings.safe_redis_url
+            where = self.settings.redis.safe_url
             raise DependencyUnavailable(f"dedup lock unavailable: redis at {where}: {exc}") from exc
         if not acquired:
             report.status = "skipped"

@@ -29,11 +29,11 @@ CHECKOUT_ENV = Path(__file__).resolve().parents[2] / ".env"
 
 
 def api_url(settings: Settings) -> str:
-    return settings.memory_api_url or f"http://127.0.0.1:{settings.port}"
+    return settings.mcp.api_url or f"http://127.0.0.1:{settings.service.port}"
 
 
 async def serve_stdio(settings: Settings) -> None:
-    key = settings.memory_api_key.get_secret_value() if settings.memory_api_key else None
+    key = settings.mcp.api_key.get_secret_value() if settings.mcp.api_key else None
     backend = ApiBackend(api_url(settings), api_key=key)  # the HTTP client lives as long as the server
     try:
         log.info("mcp_stdio_started", api=backend.base_url)

@@ -114,7 +114,7 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.
     http_app = server.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, host=settings.host
+        streamable_http_path="/", stateless_http=True, json_response=True, host=settings.service.host
     )
     app.mount("/mcp", McpAuth(http_app, app))
     return server.session_manager.run

@@ -97,7 +97,7 @@ class Intake:
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:
         total = sum(len(m.content) for m in req.messages)
-        limit = self.settings.max_conversation_chars
+        limit = self.settings.service.max_conversation_chars
         if total > limit:
             raise PayloadTooLarge(
                 f"conversation has {total} characters; the limit is {limit} (MAX_CONVERSATION_CHARS)"

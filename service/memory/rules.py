@@ -24,7 +24,7 @@ class StoredMemories(Protocol):
 def check_content(settings: Settings, content: str) -> str:
     if not content.strip():
         raise DomainError("content is empty")
-    limit = settings.max_content_chars
+    limit = settings.service.max_content_chars
     if len(content) > limit:
         raise PayloadTooLarge(f"content has {len(content)} characters; the limit is {limit} (MAX_CONTENT_CHARS)")
     return content

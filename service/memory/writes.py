@@ -50,9 +50,10 @@ def erasure_keeps(settings: Settings) -> dict[str, str]:
         "tombstones": "the ids and deletion times of the deleted memories, sessions and runs (no text), "
                       "for as long as the graph lives: a write accepted before the delete cannot bring them back",
         "task_records": "each task's id, kind, status and times (results and errors erased), until "
-                        f"TASK_TTL_SECONDS ({settings.task_ttl_seconds} s) after its last change",
+                        f"TASK_TTL_SECONDS ({settings.redis.task_ttl_seconds} s) after its last change",
         "idempotency_records": "hashes of the requests and Idempotency-Keys (no text), until "
-                               f"IDEMPOTENCY_WINDOW_SECONDS ({settings.idempotency_window_seconds} s) after the write",
+                               f"IDEMPOTENCY_WINDOW_SECONDS ({settings.redis.idempotency_window_seconds} s) "
+                               "after the write",
     }
 
 class MemoryWriter:
@@ -90,7 +91,7 @@ class MemoryWriter:
                 extraction = await self.extractor.extract(messages, job.project_id)
             await self.kv.save_step(task_id, "extraction", extraction.model_dump_json())
         drafts = Drafts(messages)
-        anchored = self.settings.time_anchoring
+        anchored = self.settings.search.time_anchoring
         when = anchored_time if anchored else first_time
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
@@ -108,7 +109,7 @@ class MemoryWriter:
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
         # "The conversation path").
-        for window in interaction_windows(messages, (), self.settings.interaction_window_messages):
+        for window in interaction_windows(messages, (), self.settings.access.interaction_window_messages):
             memory = window_memory(task_id, len(drafts.memories), window, messages, job, anchored)
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)

@@ -37,7 +37,7 @@ async def supporting_facts(graph: GraphStore, user_id: str, project_id: str | No
     if not rank:
         return []
     try:
-        async with asyncio.timeout(settings.graph_timeout_seconds):
+        async with asyncio.timeout(settings.neo4j.timeout_seconds):
             found = await graph.facts_of_memories(user_id, groups_for(project_id), list(rank), MAX_FACTS)
     except (DependencyUnavailable, TimeoutError) as exc:
         log.warning("search_facts_degraded", error=str(exc) or "timeout")

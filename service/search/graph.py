@@ -59,13 +59,13 @@ class GraphRetriever:
         self.vectors = vectors
         self.graph = graph
         self.settings = settings
-        self.weight = settings.search_weight_graph
+        self.weight = settings.search.weight_graph
 
     async def retrieve(self, q: Query) -> Retrieved:
         try:
-            async with asyncio.timeout(self.settings.graph_timeout_seconds):
+            async with asyncio.timeout(self.settings.neo4j.timeout_seconds):
                 proposal = await self.graph.propose_memories(
-                    q.user_id, groups_for(q.project_id), q.text, self.settings.graph_candidates)
+                    q.user_id, groups_for(q.project_id), q.text, self.settings.search.graph_candidates)
         except (DependencyUnavailable, TimeoutError) as exc:
             log.warning("graph_search_degraded", error=str(exc) or "timeout")
             return Retrieved(degraded=True)
@@ -73,7 +73,7 @@ class GraphRetriever:
             return Retrieved()
         rest = without_names(q.text, proposal.names)
         vector = await (q.vector() if rest == q.text or not rest else q.embed(rest))
-        named = named_in(q.text, proposal.names) if self.settings.graph_decompose else []
+        named = named_in(q.text, proposal.names) if self.settings.search.graph_decompose else []
         if len(named) > 1:
             try:
                 return Retrieved(await self.per_entity(named, vector, rest or q.text, q))
@@ -87,13 +87,13 @@ class GraphRetriever:
         entity's own memories ranked by the rest of the query, and the sub-lists fused by RRF (k = RRF_K, equal
         weights), so that one entity's memories do not crowd out the other's."""
         groups = groups_for(q.project_id)
-        async with asyncio.timeout(self.settings.graph_timeout_seconds):
+        async with asyncio.timeout(self.settings.neo4j.timeout_seconds):
             proposals = await asyncio.gather(*(self.graph.propose_memories(
-                q.user_id, groups, name, self.settings.graph_candidates) for name in named))
+                q.user_id, groups, name, self.settings.search.graph_candidates) for name in named))
         ranked = await asyncio.gather(*(self.rank_proposed(p.memories, vector, text, q.flt, q.limit)
                                         for p in proposals if p.memories))
         lists = {str(i): hits for i, hits in enumerate(ranked)}
-        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.settings.rrf_k)
+        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.settings.search.rrf_k)
         return [(f.id, round(f.score, 6)) for f in mixed[:q.limit]]
 
     async def rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
@@ -110,7 +110,7 @@ class GraphRetriever:
         graph_score = dict(proposed)
         top = max(graph_score.values())
         ids = tuple(graph_score)
-        lex_weight = self.settings.graph_lexical_weight
+        lex_weight = self.settings.search.graph_lexical_weight
         requests = [RankRequest(flt, min(len(ids), DENSE_DEPTH * n), vector=vector, ids=ids)]
         if lex_weight > 0 and text:
             requests.append(RankRequest(flt, min(len(ids), n), text=text, ids=ids))
@@ -121,6 +121,6 @@ class GraphRetriever:
         scored.sort(key=lambda ms: (-ms[1], ms[0]))
         if len(answers) > 1 and answers[1]:
             mixed = fuse({"dense": scored, "lexical": answers[1]}, {"dense": 1.0, "lexical": lex_weight},
-                         self.settings.rrf_k)
+                         self.settings.search.rrf_k)
             return [(f.id, round(f.score, 6)) for f in mixed[:n]]
         return [(mid, round(score, 6)) for mid, score in scored[:n]]

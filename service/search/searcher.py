@@ -32,10 +32,10 @@ def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> t
     `signals` follow it) and the order they start in, after those with `remote_first`; the time retriever parses
     the query on the event loop, so it stays last."""
     return (
-        Dense(vectors, settings.search_weight_dense),
-        Lexical(vectors, settings.search_weight_lexical),
+        Dense(vectors, settings.search.weight_dense),
+        Lexical(vectors, settings.search.weight_lexical),
         GraphRetriever(vectors, graph, settings),
-        TimeWindows(vectors, settings.search_weight_time),
+        TimeWindows(vectors, settings.search.weight_time),
     )
 
 
@@ -69,7 +69,7 @@ class Searcher:
         run = [r for r in self.retrievers if r.name in use]
         embedding = (asyncio.ensure_future(self.query_vector(req.query)) if any(r.uses_vector for r in run)
                      else None)
-        q = Query(req.query, user_id, req.project_id, flt, max(self.settings.search_candidates, req.limit),
+        q = Query(req.query, user_id, req.project_id, flt, max(self.settings.search.candidates, req.limit),
                   self.query_vector, embedding)
         with timed(SEARCH_DURATION, retriever="fused"):
             try:
@@ -81,7 +81,7 @@ class Searcher:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
-            fused = fuse(lists, self.weights, self.settings.rrf_k)
+            fused = fuse(lists, self.weights, self.settings.search.rrf_k)
             if len(run) == len(self.retrievers):
                 fused = await self._second_pass(lists, fused, q)
             out = await results(self.vectors, fused, req.limit, req.collapse)
@@ -101,18 +101,18 @@ class Searcher:
         experiments, off by default: pseudo-relevance feedback, feedback.py; entity-linked expansion,
         expansion.py), fused again beside the retrievers' lists. Their signals stay in the results: "why it came
         back" names every list that set the order."""
-        extra = {FEEDBACK: self.settings.search_feedback_weight, EXPANSION: self.settings.search_expansion_weight,
-                 NEIGHBOURS: self.settings.search_neighbour_weight}
+        extra = {FEEDBACK: self.settings.search.feedback_weight, EXPANSION: self.settings.search.expansion_weight,
+                 NEIGHBOURS: self.settings.search.neighbour_weight}
         on = [name for name, weight in extra.items() if weight > 0]
         if not on:
             return fused
         started = {FEEDBACK: lambda: feedback(self.vectors, fused, q),
                    EXPANSION: lambda: expansion(self.graph, self.graph_ranker, fused, q,
-                                                self.settings.graph_timeout_seconds),
+                                                self.settings.neo4j.timeout_seconds),
                    NEIGHBOURS: lambda: neighbours(self.vectors, fused, q)}
         found = await asyncio.gather(*(started[name]() for name in on))
         lists = {**lists, **dict(zip(on, found, strict=True))}
-        return fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
+        return fuse(lists, {**self.weights, **extra}, self.settings.search.rrf_k)
 
     async def query_vector(self, query: str) -> list[float]:
         """The query's embedding, from the per-process LRU cache when it was asked before."""
@@ -121,9 +121,9 @@ class Searcher:
             cache.move_to_end(query)
             return cache[query].tolist()
         vector = await self.embedder.embed_query(query)
-        if self.settings.query_cache_size:
+        if self.settings.search.query_cache_size:
             cache[query] = array("f", vector)  # 4 bytes a value, not a Python float's 32
-            while len(cache) > self.settings.query_cache_size:
+            while len(cache) > self.settings.search.query_cache_size:
                 cache.popitem(last=False)
         return vector
 

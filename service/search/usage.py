@@ -24,7 +24,7 @@ class RetrievalCounts:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.arq_queue_name}:retrieved:"
+        self._prefix = f"{settings.redis.queue_name}:retrieved:"
         self._pending: set[asyncio.Task[None]] = set()
 
     def count(self, user_id: str, memory_ids: list[str]) -> None:

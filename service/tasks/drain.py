@@ -61,7 +61,7 @@ async def rehome(redis: ArqRedis, settings: Settings, *, limit: int = 1000) -> R
 
 
 async def _rehome(redis: ArqRedis, settings: Settings, limit: int) -> Rehomed:
-    base, shards = settings.arq_queue_name, settings.worker_shards
+    base, shards = settings.redis.queue_name, settings.redis.worker_shards
     known = {int(c) for c in await aw(redis.smembers(counts_key(base))) if c.isdigit()} | {shards}
     current = queue_names(base, shards)
     older = [c for c in sorted(known) if c != shards]

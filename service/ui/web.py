@@ -79,9 +79,9 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     # the pages import Jinja2; the app factory's import stays light
     from service.ui import admin_pages, graph_pages, pages
 
-    secret = settings.ui_session_secret.get_secret_value().encode() if settings.ui_session_secret else (
+    secret = settings.console.session_secret.get_secret_value().encode() if settings.console.session_secret else (
         secrets.token_bytes(32))  # unset: sessions last as long as this process
-    app.state.console_codec = SessionCodec(secret, settings.ui_session_hours * 3600)
+    app.state.console_codec = SessionCodec(secret, settings.console.session_hours * 3600)
     for module in (pages, graph_pages, admin_pages):
         app.include_router(module.router)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC), name="ui-static")

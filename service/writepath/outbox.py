@@ -88,9 +88,9 @@ class Outbox:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._hash = f"{settings.arq_queue_name}:outbox"
-        self._at = f"{settings.arq_queue_name}:outbox:at"
-        self._tombstones = f"{settings.arq_queue_name}:tombstones"
+        self._hash = f"{settings.redis.queue_name}:outbox"
+        self._at = f"{settings.redis.queue_name}:outbox:at"
+        self._tombstones = f"{settings.redis.queue_name}:tombstones"
 
     async def put(self, intent: Intent) -> None:
         async def run() -> None:
@@ -100,7 +100,7 @@ class Outbox:
             pipe.zadd(self._at, {intent.task_id: now_ms}, nx=True)
             if intent.op == "remove":
                 pipe.zadd(self._tombstones, {f"{intent.user_id}/{i}": now_ms for i in intent.memory_ids})
-                pipe.zremrangebyscore(self._tombstones, 0, now_ms - self._settings.task_ttl_seconds * 1000)
+                pipe.zremrangebyscore(self._tombstones, 0, now_ms - self._settings.redis.task_ttl_seconds * 1000)
             await pipe.execute()
 
         await redis_guard(self._settings, "outbox put", run())
@@ -176,7 +176,7 @@ class MemoryLocks:
     def __init__(self, redis: ArqRedis, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.arq_queue_name}:mlock:"
+        self._prefix = f"{settings.redis.queue_name}:mlock:"
         self._release = redis.register_script(_RELEASE_LOCKS)
 
     async def try_acquire(self, ids: Sequence[str], token: str) -> set[str]:

@@ -64,12 +64,12 @@ class Reconciler:
     async def drain(self, budget_s: float | None = None) -> dict[str, int]:
         """Finish due intents, DRAIN_CHUNK at a time side by side (their graph writes coalesce per
         user), until none is due, the graph is down, or `budget_s` (default: 80 % of the interval) ends."""
-        budget = budget_s if budget_s is not None else self.writer.settings.reconcile_interval_seconds * 0.8
+        budget = budget_s if budget_s is not None else self.writer.settings.writepath.reconcile_interval_seconds * 0.8
         stop_at = time.monotonic() + max(1.0, budget)
         counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0, "down": 0}
         for _ in range(MAX_DRAIN_ROUNDS):
             left = counts["waiting"] + counts["down"]  # entries that stay in the outbox: read past them
-            intents = await self.writer.outbox.due(self.writer.settings.reconcile_grace_seconds, DRAIN_CHUNK,
+            intents = await self.writer.outbox.due(self.writer.settings.writepath.reconcile_grace_seconds, DRAIN_CHUNK,
                                                     offset=left)
             if not intents:
                 break
@@ -153,7 +153,7 @@ class Reconciler:
         return sorted(users)
 
     async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
-        recent_cut = datetime.now(UTC).timestamp() - self.writer.settings.reconcile_grace_seconds
+        recent_cut = datetime.now(UTC).timestamp() - self.writer.settings.writepath.reconcile_grace_seconds
         in_vectors: set[str] = set()
         cursor: str | None = None
         for _ in range(MAX_PAGES):

@@ -262,7 +262,7 @@ async def test_rate_limit_counts_in_chunks_and_never_lets_more_through(stack: St
     if 60 - time.time() % 60 < 10:  # all of it in one window
         await asyncio.sleep(60 - time.time() % 60 + 0.1)
     window = int(time.time() // 60)
-    counter = f"{deps.settings.arq_queue_name}:rate:writes:{who}:{window}"
+    counter = f"{deps.settings.redis.queue_name}:rate:writes:{who}:{window}"
     first, second = RateLimiter(), RateLimiter()
     allowed, refused = 0, 0
     for i in range(limit + 3 * chunk):
@@ -294,7 +294,7 @@ async def test_secrets_never_leak_through_health_or_errors(tmp_path: Path) -> No
         async with running_app(tmp_path, redis_url=url):
             pass
     assert "hunter2" not in str(info.value) and "***" in str(info.value)
-    assert "hunter2" not in settings.safe_redis_url
+    assert "hunter2" not in settings.redis.safe_url
 
 
 async def test_keys_cli_and_mcp_http_transport_need_a_key(tmp_path: Path) -> None:

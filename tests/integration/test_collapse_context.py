@@ -250,4 +250,4 @@ async def test_a_delete_forgets_the_retrieval_counts_of_what_it_deleted(client: 
     everything = await client.post("/v1/memories/delete", json={"user_id": user, "all": True})
     assert everything.status_code == 202, everything.text
     assert (await wait_task(client, everything.json()["task_id"]))["status"] == "completed"
-    assert not await deps.redis.exists(f"{deps.settings.arq_queue_name}:retrieved:{user}")
+    assert not await deps.redis.exists(f"{deps.settings.redis.queue_name}:retrieved:{user}")

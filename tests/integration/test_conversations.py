@@ -130,8 +130,8 @@ async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient,
     run = await client.post("/v1/runs", json={"user_id": user, "task": "old work"})
     assert (await wait_task(client, run.json()["task_id"]))["status"] == "completed"
     # a one-day retention keeps what was just written
-    kept = await expire_tiers(deps.settings.model_copy(update={"message_retention_days": 1,
-                                                                "run_retention_days": 1}), deps.graph, user)
+    one_day = deps.settings.retention.model_copy(update={"message_retention_days": 1, "run_retention_days": 1})
+    kept = await expire_tiers(deps.settings.model_copy(update={"retention": one_day}), deps.graph, user)
     assert kept == {"messages": 0, "runs": 0}
     assert len((await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]) == 3
     # what was written before the cut-off goes (a cut-off in the future, for this user only)

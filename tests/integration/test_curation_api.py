@@ -126,7 +126,7 @@ async def test_a_trace_lists_what_the_search_returned_and_expires(client: httpx.
     assert [h["score"] for h in trace["returned"]] == [r["score"] for r in body["results"]]
     assert trace["query"] == "Jon Smith"
     at, expires = datetime.fromisoformat(trace["at"]), datetime.fromisoformat(trace["expires_at"])
-    assert expires - at == timedelta(days=deps.settings.trace_ttl_days)
+    assert expires - at == timedelta(days=deps.settings.retention.trace_ttl_days)
     nodes = {n["name"]: n["id"] for n in (await client.get("/v1/graph/nodes", params={"user_id": u})).json()["items"]}
     assert nodes["Jon Smith"] in {e["entity_id"] for e in trace["touched"]}
     listed = (await client.get("/v1/traces", params={"user_id": u, "entity_id": nodes["Jon Smith"]})).json()
@@ -139,7 +139,7 @@ async def test_a_trace_lists_what_the_search_returned_and_expires(client: httpx.
     assert (await stats(client, u))["traces"] == 1
 
     # expiry: the cron's purge past the TTL removes it
-    later = (datetime.now(UTC) + timedelta(days=deps.settings.trace_ttl_days, hours=1)).isoformat()
+    later = (datetime.now(UTC) + timedelta(days=deps.settings.retention.trace_ttl_days, hours=1)).isoformat()
     assert await deps.graph.purge_traces(later) >= 1
     assert (await client.get(f"/v1/traces/{body['trace_id']}", params={"user_id": u})).status_code == 404
     assert (await client.get("/v1/traces", params={"user_id": u})).json()["items"] == []

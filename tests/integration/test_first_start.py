@@ -16,7 +16,7 @@ async def test_an_empty_gemini_key_starts_the_offline_extractor(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_API_KEY", "")  # Settings reads the environment: this is what a container gets
     async with running_app(tmp_path) as (client, deps):
-        assert deps.settings.google_api_key is None
+        assert deps.settings.gemini.api_key is None
         assert deps.extractor.name == "offline"
         resp = await client.get("/health")
         assert resp.status_code == 200, resp.text

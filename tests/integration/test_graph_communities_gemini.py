@@ -31,7 +31,7 @@ def summary_of(body: dict[str, Any], model: str) -> dict[str, Any]:
 async def test_gemini_summarises_communities_and_a_failed_call_keeps_the_offline_one(
         tmp_path: Path, fake: FakeGemini) -> None:
     async with running_app(tmp_path, google_api_key="test-key", gemini_base_url=fake.base_url) as (client, deps):
-        model = deps.settings.gemini_llm_model
+        model = deps.settings.gemini.llm_model
         u = unique("gsum")
         for members in (["Alice", "Bob", "Carol"], ["Xavier", "Yan", "Zoe", "Walt"]):
             for i, a in enumerate(members):

@@ -122,7 +122,7 @@ async def test_a_json_mode_only_server_completes_and_health_says_so(openai_stack
     health = (await client.get("/health")).json()
     assert health["llm"]["structured_output"] == {PRIMARY: "json_object"}
     # shared in Redis too: an API process whose worker runs apart shows what the worker found
-    shared = await deps.redis.hgetall(f"{deps.settings.arq_queue_name}:llm-modes")
+    shared = await deps.redis.hgetall(f"{deps.settings.redis.queue_name}:llm-modes")
     assert {k.decode(): v.decode() for k, v in shared.items()} == {f"{fake.base_url} {PRIMARY}": "json_object"}
     deps.extractor.chat.modes._trying.clear()  # type: ignore[attr-defined]  # the next tests' server takes schemas
     deps.extractor.chat.modes._accepted.clear()  # type: ignore[attr-defined]

@@ -114,7 +114,7 @@ async def test_arguments_and_results_are_redacted_and_bounded(client: httpx.Asyn
     assert secret not in call["arguments"] and "[REDACTED]" in call["arguments"]
     assert "hunter2" not in call["result"] and call["result"].endswith("chars]") and len(call["result"]) < 4100
     # nor in the queued job the task record keeps
-    record = await deps.redis.get(f"{deps.settings.arq_queue_name}:task:{resp.json()['task_id']}")
+    record = await deps.redis.get(f"{deps.settings.redis.queue_name}:task:{resp.json()['task_id']}")
     assert record is not None and secret.encode() not in record and b"hunter2" not in record
 
 

@@ -161,7 +161,7 @@ async def _counts_are(redis: aioredis.Redis, queue: str, want: set[str]) -> bool
 
 async def test_the_reaper_requeues_a_lost_job_on_its_users_shard(tmp_path: Path) -> None:
     async with running_app(tmp_path, worker_shards=3, embedded_worker=False) as (client, deps):
-        queue = deps.settings.arq_queue_name
+        queue = deps.settings.redis.queue_name
         user = users_on(3, [2], "reap")[0]
         task = (await client.post("/v1/memories/raw", json={"content": "lost on shard two", "user_id": user,
                                                              "category": "preference"})).json()["task_id"]

@@ -117,8 +117,8 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
         redis = deps.tasks.redis
         for t in (lost, requeued):  # the jobs vanish from Redis (a worker died; ARQ ended them)
             await redis.delete(job_key_prefix + t)
-            await redis.zrem(deps.settings.arq_queue_name, t)
-        await deps.tasks.mark_processing(lost, deps.settings.arq_max_tries)  # its tries are used up
+            await redis.zrem(deps.settings.redis.queue_name, t)
+        await deps.tasks.mark_processing(lost, deps.settings.redis.max_tries)  # its tries are used up
 
         counts = await deps.tasks.reap(older_than_s=0)
         assert counts["failed"] == 1 and counts["requeued"] == 1
@@ -157,7 +157,7 @@ async def test_attempts_whose_worker_died_are_not_tries(tmp_path: Path) -> None:
         body = {"content": "written through many restarts", "user_id": user, "category": "preference"}
         task = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
         redis = deps.tasks.redis
-        tries = deps.settings.arq_max_tries
+        tries = deps.settings.redis.max_tries
         # What workers leave when every one of the job's runs died mid-job: ARQ counted each pickup, the last run's
         # in-progress key stays, its record says processing and its lease has lapsed.
         await redis.set(retry_key_prefix + task, tries)
@@ -313,7 +313,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     await deps.backlog.outbox.put(_remove_intent(user, deleted_id))
     await deps.backlog.outbox.clear("drift-test")
     await deps.vectors.delete([deleted_id])
-    await asyncio.sleep(deps.settings.reconcile_grace_seconds + 0.2)
+    await asyncio.sleep(deps.settings.writepath.reconcile_grace_seconds + 0.2)
 
     dry = await client.post("/v1/maintenance/reconcile", json={"user_id": user, "dry_run": True})
     assert dry.status_code == 202

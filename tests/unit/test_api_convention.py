@@ -135,6 +135,6 @@ def test_tasks_route_and_optimize_is_a_task(schema: dict[str, Any]) -> None:
 def test_one_product_name() -> None:
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     assert SERVICE_NAME == SERVER_NAME == "memory-platform"
-    assert settings.arq_queue_name.startswith("memory-platform:")
-    assert settings.qdrant_collection == "memory_platform"
+    assert settings.redis.queue_name.startswith("memory-platform:")
+    assert settings.qdrant.collection == "memory_platform"
     assert PRODUCT_TITLE.startswith("Memory platform")

@@ -83,7 +83,7 @@ async def test_the_gates_semantic_signal_means_the_same_under_every_model(model:
 
 def test_an_explicit_setting_wins_over_the_models_value() -> None:
     e5 = Settings(_env_file=None)  # type: ignore[call-arg]
-    assert e5.embedder_model == "e5-small-v2" and e5.calibration == calibration("e5-small-v2")
+    assert e5.embeddings.model == "e5-small-v2" and e5.calibration == calibration("e5-small-v2")
     set_by_operator = Settings(_env_file=None, dedup_similarity_threshold=0.99)  # type: ignore[call-arg]
     assert set_by_operator.calibration.dedup == 0.99
     assert set_by_operator.calibration.name_floor == calibration("e5-small-v2").name_floor
@@ -92,7 +92,7 @@ def test_an_explicit_setting_wins_over_the_models_value() -> None:
     minilm = Settings(_env_file=None, embedder_model="all-MiniLM-L6-v2")  # type: ignore[call-arg]
     assert minilm.calibration == MODELS["all-MiniLM-L6-v2"].calibration != e5.calibration
     custom = Settings(_env_file=None, embedder_model_dir=Path("/models/my-model"))  # type: ignore[call-arg]
-    assert custom.embedding_model_id == "my-model" and custom.calibration == calibration("unknown")
+    assert custom.embeddings.resolved_model_id == "my-model" and custom.calibration == calibration("unknown")
 
 
 @pytest.mark.parametrize("model", MODEL_IDS)

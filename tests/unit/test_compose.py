@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from service.core.settings import Settings
+from service.core.settings import Settings, env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 # an exact release: name:1.2.3 or name:v1.2.3, optionally with a variant (-alpine, -community, -slim-bookworm)
@@ -45,7 +45,7 @@ def test_redis_is_durable_and_never_evicts_jobs() -> None:
 
 def test_app_env_is_wired_to_the_services_and_known_settings() -> None:
     services = compose()["services"]
-    known = {name.upper() for name in Settings.model_fields}
+    known = set(env_names())
     for name in ("api", "worker"):
         env = services[name]["environment"]
         assert env["REDIS_URL"] == "redis://redis:6379"
@@ -83,21 +83,22 @@ def interpolate(value: str, env: dict[str, str]) -> str:
 def test_the_containers_settings_start_without_a_gemini_key(service: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`docker compose up` with nothing set: GOOGLE_API_KEY arrives empty, which is no key (the offline extractor),
     not SecretStr('') (which sent build_ai down the Gemini path to fail in both containers)."""
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
+    for name in env_names():
+        monkeypatch.delenv(name, raising=False)
     env = {k: interpolate(str(v), {}) for k, v in compose()["services"][service]["environment"].items()}
     assert env["GOOGLE_API_KEY"] == ""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    assert settings.google_api_key is None and settings.embedder == "local"
-    assert settings.qdrant_url == "http://qdrant:6333" and settings.resolved_auth_mode == "keys"
-    assert settings.neo4j_password is not None and settings.neo4j_password.get_secret_value() == "memory-dev-password"
+    assert settings.gemini.api_key is None and settings.embeddings.embedder == "local"
+    assert settings.qdrant.url == "http://qdrant:6333" and settings.resolved_auth_mode == "keys"
+    assert settings.neo4j.password is not None and settings.neo4j.password.get_secret_value() == "memory-dev-password"
     if service == "api":
-        assert settings.mcp_transport == "http" and settings.host == "0.0.0.0" and not settings.run_embedded_worker
+        assert settings.mcp.transport == "http" and settings.service.host == "0.0.0.0"
+        assert not settings.run_embedded_worker
     # with a key in the host's environment, the containers get it
     monkeypatch.setenv("GOOGLE_API_KEY", interpolate("${GOOGLE_API_KEY:-}", {"GOOGLE_API_KEY": "k-123"}))
-    key = Settings(_env_file=None).google_api_key  # type: ignore[call-arg]
+    key = Settings(_env_file=None).gemini.api_key  # type: ignore[call-arg]
     assert key is not None and key.get_secret_value() == "k-123"
 
 

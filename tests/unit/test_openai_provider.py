@@ -20,7 +20,7 @@ from service.ai.openai.embedder import EmbeddingDimensionError, OpenAIEmbedder, 
 from service.ai.openai.extractor import OpenAIExtractor
 from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
 from service.core.errors import DependencyUnavailable
-from service.core.settings import Settings, load_settings
+from service.core.settings import Settings, env_names, load_settings
 from tests.fakes.openai_server import FakeOpenAI
 
 PRIMARY, FALLBACK = "small-model", "bigger-model"
@@ -365,8 +365,8 @@ def test_the_provider_is_chosen_from_settings(tmp_path: Path) -> None:
 ])
 def test_an_invalid_combination_is_one_clear_line(env: dict[str, str], line: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
+    for name in env_names():
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as exc:
         load_settings(_env_file=None, **env)
     assert exc.value.code == line

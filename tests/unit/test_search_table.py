@@ -29,7 +29,7 @@ async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tm
     [listed, _none] = get_args(SearchRequest.model_fields["retrievers"].annotation)
     assert set(get_args(get_args(listed)[0])) == set(names)
     assert {r.name: r.weight for r in table} == {
-        "dense": settings.search_weight_dense, "lexical": settings.search_weight_lexical,
-        "graph": settings.search_weight_graph, "time": settings.search_weight_time}
+        "dense": settings.search.weight_dense, "lexical": settings.search.weight_lexical,
+        "graph": settings.search.weight_graph, "time": settings.search.weight_time}
     # Only the graph's first step is a query to another process: it starts first (searcher.py).
     assert [r.name for r in table if r.remote_first] == ["graph"]

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import subprocess
@@ -11,19 +10,19 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.core.settings import Settings, load_settings
+from service.core.settings import ENV_FIELDS, Settings, env_dict, env_names, is_secret, load_settings, settings_groups
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = [name.upper() for name in Settings.model_fields]
+NAMES = env_names()
 
 
 def test_defaults_match_the_documented_ones() -> None:
     s = Settings(_env_file=None)  # type: ignore[call-arg]
-    assert s.gemini_llm_model == "gemini-3-flash-preview"
-    assert s.gemini_llm_fallback_model == "gemini-2.5-flash"
-    assert s.port == 8199
-    assert s.dedup_cron_hours == {0, 6, 12, 18}
-    assert s.task_ttl_seconds == 7 * 24 * 3600
+    assert s.gemini.llm_model == "gemini-3-flash-preview"
+    assert s.gemini.llm_fallback_model == "gemini-2.5-flash"
+    assert s.service.port == 8199
+    assert s.dedup.cron_hours == {0, 6, 12, 18}
+    assert s.redis.task_ttl_seconds == 7 * 24 * 3600
     assert s.profile == "embedded" and s.run_embedded_worker
     assert s.resolved_qdrant_path == Path("data/qdrant")
 
@@ -33,9 +32,9 @@ def test_env_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QDRANT_URL", "http://qdrant:6333")
     monkeypatch.setenv("GOOGLE_API_KEY", "k")
     s = Settings(_env_file=None)  # type: ignore[call-arg]
-    assert s.dedup_cron_hours == {1, 13}
+    assert s.dedup.cron_hours == {1, 13}
     assert s.profile == "server" and not s.run_embedded_worker
-    assert s.google_api_key is not None and "k" not in repr(s.google_api_key)
+    assert s.gemini.api_key is not None and "k" not in repr(s.gemini.api_key)
 
 
 @pytest.mark.parametrize("hours", ["25", ",", "1,x"])
@@ -49,7 +48,7 @@ def test_production_refuses_placeholder_password() -> None:
     with pytest.raises(ValidationError, match="NEO4J_PASSWORD"):
         Settings(_env_file=None, environment="production", neo4j_password="changeme")  # type: ignore[call-arg]
     ok = Settings(_env_file=None, environment="production", neo4j_password="s3cr3t-xyz")  # type: ignore[call-arg]
-    assert ok.environment == "production"
+    assert ok.service.environment == "production"
 
 
 def test_the_configuration_table_lists_every_setting() -> None:
@@ -78,7 +77,7 @@ def test_an_empty_value_is_unset_for_every_setting(monkeypatch: pytest.MonkeyPat
     s = Settings(_env_file=None)  # type: ignore[call-arg]
     assert s.model_dump() == defaults
     # what compose's `GOOGLE_API_KEY: ${GOOGLE_API_KEY:-}` passes: no key, so the offline extractor
-    assert s.google_api_key is None and s.neo4j_password is None and s.port == 8199
+    assert s.gemini.api_key is None and s.neo4j.password is None and s.service.port == 8199
 
 
 def test_an_empty_value_in_the_environment_leaves_the_env_file_value(monkeypatch: pytest.MonkeyPatch,
@@ -87,9 +86,9 @@ def test_an_empty_value_in_the_environment_leaves_the_env_file_value(monkeypatch
     env_file = tmp_path / ".env"
     env_file.write_text("PORT=9001\n")
     monkeypatch.setenv("PORT", "")
-    assert Settings(_env_file=env_file).port == 9001  # type: ignore[call-arg]
+    assert Settings(_env_file=env_file).service.port == 9001  # type: ignore[call-arg]
     monkeypatch.setenv("PORT", "9002")
-    assert Settings(_env_file=env_file).port == 9002  # type: ignore[call-arg]
+    assert Settings(_env_file=env_file).service.port == 9002  # type: ignore[call-arg]
 
 
 # ---------------------------------------------------------------------------- .env.example
@@ -122,32 +121,29 @@ def test_env_example_shows_each_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
     uncommented = tmp_path / "uncommented.env"
     uncommented.write_text("".join(f"{name}={value}\n" for name, value in example_settings()))
     s = Settings(_env_file=uncommented)  # type: ignore[call-arg]
-    for name, value in s.model_dump().items():
-        assert value == defaults[name], f".env.example: {name.upper()}={value!r}, the default is {defaults[name]!r}"
+    for name, value in env_dict(s).items():
+        group, field = ENV_FIELDS[name]
+        default = defaults[group][field]
+        assert value == default, f".env.example: {name}={value!r}, the default is {default!r}"
 
 
-def settings_groups() -> list[list[str]]:
-    """The settings under each `# --- Group ---` comment of service/core/settings.py, in order."""
-    source = (ROOT / "service" / "core" / "settings.py").read_text()
-    body = source[source.index("class Settings(BaseSettings):"):]
-    end = re.search(r"\n(?=\S)", body)  # the class ends at the next top-level line
-    body = body[: end.start() if end else None]
-    groups: list[list[str]] = []
-    for line in body.splitlines():
-        if line.startswith("    # --- "):
-            groups.append([])
-        elif groups and (m := re.match(r"^    ([a-z][a-z0-9_]*): ", line)):
-            groups[-1].append(m.group(1).upper())
-    return [group for group in groups if group]
+def example_sections() -> list[list[str]]:
+    """The settings under each `# --- Section ---` line of .env.example, in order."""
+    sections: list[list[str]] = []
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if line.startswith("# --- "):
+            sections.append([])
+        elif sections and (m := EXAMPLE_LINE.match(line)):
+            sections[-1].append(m.group(1))
+    return sections
 
 
 def test_env_example_is_grouped_as_the_settings() -> None:
+    """Each settings group (service/core/settings.py) is one section of .env.example, in the same order."""
     groups = settings_groups()
     assert len(groups) >= 10 and sorted(name for group in groups for name in group) == sorted(NAMES)
-    position = {name: i for i, (name, _) in enumerate(example_settings())}
-    for group, following in itertools.pairwise(groups):
-        last, first = max(position[n] for n in group), min(position[n] for n in following)
-        assert last < first, f".env.example mixes or reorders the groups of {group[0]} and {following[0]}"
+    sections = example_sections()
+    assert [sorted(section) for section in sections] == [sorted(group) for group in groups]
 
 
 # ---------------------------------------------------------------------------- one line per invalid setting
@@ -193,7 +189,7 @@ def test_each_invalid_setting_is_one_line(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
     _clean_env(monkeypatch)
-    secrets = [name for name, field in Settings.model_fields.items() if "SecretStr" in repr(field.annotation)]
+    secrets = [name.lower() for name in NAMES if is_secret(name)]
     assert {"google_api_key", "neo4j_password", "memory_api_key"} <= set(secrets)
     for name in secrets:
         with pytest.raises(SystemExit) as exc:
@@ -211,7 +207,7 @@ def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
     tries = {f.name: f.max_tries for f in options["functions"]}
     assert options["max_tries"] == 4 and tries["memory_raw"] == 4
     assert tries["maintenance_optimize"] == 1  # its own policy: one attempt
-    assert Settings(_env_file=None).arq_max_tries == 3  # type: ignore[call-arg]  # the default: 2 retries
+    assert Settings(_env_file=None).redis.max_tries == 3  # type: ignore[call-arg]  # the default: 2 retries
 
 
 def test_qdrant_on_disk_false_keeps_vectors_in_memory(tmp_path: Path) -> None:

@@ -101,13 +101,14 @@ def test_sentinel_settings() -> None:
     s = Settings(_env_file=None, redis_sentinels="10.0.0.1:26379, sentinel-b:26380,[::1]:26381",  # type: ignore[call-arg]
                  redis_sentinel_master="primary", redis_sentinel_password="s3cret",
                  redis_url="redis://:pw@ignored:6379/2")
-    assert s.sentinel_addresses == [("10.0.0.1", 26379), ("sentinel-b", 26380), ("::1", 26381)]
-    assert "pw" not in s.safe_redis_url and "s3cret" not in s.safe_redis_url
-    assert "primary" in s.safe_redis_url
+    assert s.redis.sentinel_addresses == [("10.0.0.1", 26379), ("sentinel-b", 26380), ("::1", 26381)]
+    assert "pw" not in s.redis.safe_url and "s3cret" not in s.redis.safe_url
+    assert "primary" in s.redis.safe_url
     from service.core.redis_client import redis_settings
 
     rs = redis_settings(s)
-    assert rs.sentinel and rs.host == s.sentinel_addresses and rs.sentinel_master == "primary" and rs.database == 2
+    assert rs.sentinel and rs.host == s.redis.sentinel_addresses
+    assert rs.sentinel_master == "primary" and rs.database == 2
     with pytest.raises(Exception) as exc:
         Settings(_env_file=None, redis_sentinels="hostonly")  # type: ignore[call-arg]
     assert describe_errors(exc.value) == [  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ async def describe_llm(settings: Settings, extractor: Any, admin: bool = False, 
                          fallback_model=getattr(extractor, "fallback_model", None),
                          server=getattr(chat, "server", None) if admin else None, structured_output=modes)
     if provider == "gemini":
-        return LLMHealth(provider="gemini", model=getattr(extractor, "model", settings.gemini_llm_model),
-                         fallback_model=getattr(extractor, "fallback_model", settings.gemini_llm_fallback_model),
-                         structured_output={getattr(extractor, "model", settings.gemini_llm_model): "json_schema"})
+        return LLMHealth(provider="gemini", model=getattr(extractor, "model", settings.gemini.llm_model),
+                         fallback_model=getattr(extractor, "fallback_model", settings.gemini.llm_fallback_model),
+                         structured_output={getattr(extractor, "model", settings.gemini.llm_model): "json_schema"})
     return LLMHealth(provider=provider)

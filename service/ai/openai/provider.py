@@ -20,13 +20,13 @@ log = structlog.get_logger(__name__)
 
 class OpenAIProvider:
     def __init__(self, settings: Settings) -> None:
-        self.server = server_of(settings.openai_base_url)
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key is not None else None
-        self.client = make_client(settings.openai_base_url, key, settings.llm_timeout_seconds)
-        self.chat = ChatClient(self.client, self.server, timeout_s=settings.llm_timeout_seconds,
-                               concurrency=settings.llm_concurrency, max_output_tokens=settings.llm_max_output_tokens)
-        self.model = settings.llm_model
-        self.fallback_model = settings.llm_fallback_model
+        self.server = server_of(settings.llm.openai_base_url)
+        key = settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key is not None else None
+        self.client = make_client(settings.llm.openai_base_url, key, settings.llm.timeout_seconds)
+        self.chat = ChatClient(self.client, self.server, timeout_s=settings.llm.timeout_seconds,
+                               concurrency=settings.llm.concurrency, max_output_tokens=settings.llm.max_output_tokens)
+        self.model = settings.llm.model
+        self.fallback_model = settings.llm.fallback_model
         self._settings = settings
         self._embedder: OpenAIEmbedder | None = None
         self._redis: Any = None
@@ -64,7 +64,7 @@ class OpenAIProvider:
 
     @staticmethod
     def wanted(settings: Settings) -> bool:
-        return settings.resolved_llm_provider == "openai" or settings.embedder == "openai"
+        return settings.resolved_llm_provider == "openai" or settings.embeddings.embedder == "openai"
 
     def extractor(self) -> OpenAIExtractor:
         assert self.model is not None  # Settings refuses LLM_PROVIDER=openai without LLM_MODEL
@@ -79,9 +79,10 @@ class OpenAIProvider:
 
     def embedder(self) -> OpenAIEmbedder:
         settings = self._settings
-        assert settings.openai_embedding_model is not None and settings.openai_embedding_dim is not None
-        self._embedder = OpenAIEmbedder(self.client, settings.openai_embedding_model, settings.openai_embedding_dim,
-                                        settings.embedding_batch_size, timeout_s=settings.llm_timeout_seconds,
+        model, dim = settings.llm.openai_embedding_model, settings.llm.openai_embedding_dim
+        assert model is not None and dim is not None
+        self._embedder = OpenAIEmbedder(self.client, model, dim,
+                                        settings.embeddings.batch_size, timeout_s=settings.llm.timeout_seconds,
                                         limiter=self.chat.limiter)
         return self._embedder
 
