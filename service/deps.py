@@ -50,7 +50,7 @@ from service.runs.service import RunService
 from service.runs.writes import RunWriter
 from service.search.searcher import Searcher
 from service.search.usage import RetrievalCounts
-from service.stores.graph import GraphBackend, GraphStore
+from service.stores.graph import GraphStore
 from service.stores.neo4j import Neo4jGraphStore
 from service.stores.vector import VectorStore
 from service.tasks.queue import TaskQueue
@@ -218,8 +218,9 @@ def resolution_gate(settings: Settings) -> ResolutionGate:
         settings.identity.fuzzy_matching, settings.identity.ambiguity_margin, settings.calibration)
 
 
-def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> GraphBackend:
-    """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling."""
+def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> Neo4jGraphStore:
+    """`embedder`: the entity resolution gate's (ENTITY_RESOLUTION); without one, one entity per spelling. The
+    backend's parts are its attributes: build_deps hands each caller the part it uses."""
     password = settings.neo4j.password.get_secret_value() if settings.neo4j.password else None
     names = NameRules()
     if embedder is not None and settings.identity.resolution:
@@ -283,11 +284,11 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     tasks = TaskQueue(redis, settings, FUNCTIONS)
     kv = RedisKV(redis, settings)
     outbox = Outbox(redis, settings)
-    ledger = Ledger(outbox, vectors, graph)
+    ledger = Ledger(outbox, vectors, graph.memories)
     locks = MemoryLocks(redis, settings)
     usage = RetrievalCounts(redis, settings)
     traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
-    search = MemorySearch(Searcher(settings, vectors, graph, embedder), vectors, traces, token_counter(embedder),
+    search = MemorySearch(Searcher(settings, vectors, graph.reads, embedder), vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage)
     intake = Intake(settings, tasks, kv, vectors, graph, outbox)
     writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
@@ -296,10 +297,11 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                        sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
                        reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
                        indexer=IndexBuilder(vectors),
-                       runs=RunWriter(settings, tasks, kv, graph, write_embedder),
-                       conversations=ConversationWriter(graph),
+                       runs=RunWriter(settings, tasks, kv, graph.runs, write_embedder),
+                       conversations=ConversationWriter(graph.conversations),
                        graph=GraphWrites(writer),
-                       communities=Communities(graph, community_summarizer(settings, genai_client, openai_llm)))
+                       communities=Communities(graph.communities, graph.reads,
+                                               community_summarizer(settings, genai_client, openai_llm)))
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -312,10 +314,11 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         write_embedder="child process" if child is not None else "in process",
     )
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
-                MemoryReads(vectors, tasks), search, traces, Curation(graph), GraphReads(graph),
+                MemoryReads(vectors, tasks), search, traces, Curation(graph.curation), GraphReads(graph),
                 Backlog(tasks, outbox, kv), Exporter(vectors, graph, write_embedder), intake, jobs,
-                RunService(graph, write_embedder, embedder, settings.calibration.run_match),
-                RunIntake(tasks, kv, graph),
-                ConversationService(graph, summarizer(settings, genai_client, openai_llm)),
-                ConversationIntake(tasks, graph), GraphIntake(settings, tasks, graph), GraphFacts(graph), genai_client,
+                RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
+                RunIntake(tasks, kv, graph.run_reads),
+                ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),
+                ConversationIntake(tasks, graph.conversations), GraphIntake(settings, tasks, graph.facts),
+                GraphFacts(graph.facts, graph.communities), genai_client,
                 child, openai_llm)

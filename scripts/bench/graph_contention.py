@@ -37,8 +37,8 @@ from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j import memories as neo4j_store  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
-from service.stores.neo4j import store as neo4j_store  # noqa: E402
 from service.writepath.graph_writer import GraphWriter  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
@@ -124,7 +124,7 @@ async def cleanup(graph: Neo4jGraphStore, users: list[str]) -> None:
 
     for _ in range(100):  # bounded: users' nodes in batches are small here
         try:
-            await graph._write(run)
+            await graph.executor.write(run)
             return
         except Exception as exc:  # retry a transient failure of the cleanup a few times
             print(f"cleanup retry: {exc}", file=sys.stderr)

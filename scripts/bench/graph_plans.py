@@ -29,7 +29,7 @@ from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noqa: E402
-from service.stores.neo4j import store as store_module  # noqa: E402
+from service.stores.neo4j import memories as store_module  # noqa: E402
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row  # noqa: E402
 
 supersede_rows = getattr(store_module, "supersede_rows", None)  # absent in older commits (for a before/after run)
@@ -124,7 +124,7 @@ async def main() -> int:
             ("UNMERGE", curation.UNMERGE, {"id": entity_id(user_id, "global", "the operator"), "user_id": user_id,
                                            "now": "2026-01-04"}),
         ]
-        async with store._driver.session(database=args.neo4j_database) as session:
+        async with store.executor.driver.session(database=args.neo4j_database) as session:
             tx = await session.begin_transaction()
             try:
                 for name, stmt, params in steps:

@@ -15,7 +15,7 @@ async def _rows(store: Any, stmt: str, **params: Any) -> list[dict[str, Any]]:
     async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
         return [dict(r) for r in await (await tx.run(stmt, **params)).data()]  # type: ignore[arg-type]
 
-    rows: list[dict[str, Any]] = await store._read(run)
+    rows: list[dict[str, Any]] = await store.executor.read(run)
     return rows
 
 

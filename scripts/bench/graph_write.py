@@ -156,8 +156,9 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
             print(f"graph_write bench: over {limit:.0f} s, stopped at {loaded} memories")
             break
     total = time.perf_counter() - started
+    deadline = store.executor.timeout * 6
     print(f"\ngraph writes, one user, {loaded} memories (search bench pool, resolution gate on) in chunks of {chunk},"
-          f" {total:.0f} s; write deadline {store._timeout * 6:.0f} s, a tenth of it {store._timeout * 0.6:.1f} s\n")
+          f" {total:.0f} s; write deadline {deadline:.0f} s, a tenth of it {deadline / 10:.1f} s\n")
     print("| memories already in the user's graph | chunks | chunk rate /s min-max | median | mean | slowest chunk s |"
           " | load1 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -181,7 +182,7 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
           f"{first * bucket // 1000}k-{(first + 1) * bucket // 1000}k: median of chunk rates "
           f"{medians[last] / medians[first]:.2f}, mean {means[last] / means[first]:.2f}")
     print(f"slowest chunk {max(sec for _, _, sec in chunks):.2f} s; the store's chunks: {store.chunk_stats}")
-    target = store._timeout * 0.6
+    target = store.executor.timeout * 0.6
     print("\nthe store's first transactions (memories, s): "
           + ", ".join(f"{k} {sec:.2f}" for _, k, sec in txs[:12]))
     print(f"\n| memories already in the user's graph | transactions | memories per transaction min-median-max "

@@ -162,7 +162,7 @@ async def in_both_stores(args: argparse.Namespace, data: Path, per_user: dict[st
                 ok = False
         async def drop(tx: Any) -> None:
             await (await tx.run("MATCH (n) WHERE n.user_id IN $users DETACH DELETE n", users=list(per_user))).consume()
-        await graph._write(drop)
+        await graph.executor.write(drop)
     finally:
         await vectors.close()
         await graph.close()

@@ -28,7 +28,7 @@ PENDING_ERASE = "tiers:pending-erase"
 PENDING_MESSAGES = "tiers:pending-messages"
 
 
-async def keep_messages(settings: Settings, tasks: TaskQueue, graph: GraphStore, task_id: str, user_id: str,
+async def keep_messages(settings: Settings, tasks: TaskQueue, graph: ConversationStore, task_id: str, user_id: str,
                         session_id: str | None, project_id: str | None, accepted_at: str, messages: list[Message],
                         memories: list[Memory]) -> str:
     """Store the write's messages under its session (one per write, named by the task id, when none is given),
@@ -56,7 +56,7 @@ async def keep_messages(settings: Settings, tasks: TaskQueue, graph: GraphStore,
     return session
 
 
-async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: GraphStore, user_id: str,
+async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: ConversationStore, user_id: str,
                              memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
     """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
     and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
@@ -71,7 +71,7 @@ async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: GraphS
     await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
 
 
-async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: GraphStore) -> int:
+async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: ConversationStore) -> int:
     """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
     tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
     key = tasks.key(PENDING_MESSAGES)

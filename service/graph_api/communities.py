@@ -19,7 +19,8 @@ import structlog
 from service.core.domain import ID_NAMESPACE
 from service.core.errors import DependencyUnavailable, ServiceError
 from service.graph_api.jobs import CommunityJob
-from service.stores.graph import GraphStore
+from service.stores.facts import CommunityStore
+from service.stores.graph import MemoryUsers
 from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
@@ -78,8 +79,10 @@ class CommunitySummarizer(Protocol):
 
 
 class Communities:
-    def __init__(self, graph: GraphStore, summarizer: CommunitySummarizer | None = None) -> None:
+    def __init__(self, graph: CommunityStore, users: MemoryUsers, summarizer: CommunitySummarizer | None = None
+                 ) -> None:
         self.graph = graph
+        self.users = users  # every user's communities: the users the graph holds memories of
         self.summarizer = summarizer  # Gemini when GOOGLE_API_KEY is set; else the offline summary only
 
     async def rebuild(self, user_id: str) -> dict[str, int]:
@@ -111,7 +114,7 @@ class Communities:
 
     async def run(self, task_id: str, job: CommunityJob) -> dict[str, Any]:
         """The job: one user's communities, or every user's (one failing user does not stop the others)."""
-        users = [job.user_id] if job.user_id else await self.graph.memory_users()
+        users = [job.user_id] if job.user_id else await self.users.memory_users()
         done: dict[str, dict[str, int]] = {}
         failed: list[str] = []
         for user in users:

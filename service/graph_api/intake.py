@@ -18,7 +18,8 @@ from service.identity import GENERIC, type_family
 from service.memory.links import KEY, entity_entry
 from service.schemas import AcceptedResponse
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
-from service.stores.graph import GraphStore, group_id, groups_for, scope_of_group
+from service.stores.facts import FactStore
+from service.stores.graph import group_id, groups_for, scope_of_group
 from service.tasks.queue import TaskQueue
 
 Op = Literal["entity", "relation", "fact"]
@@ -27,7 +28,7 @@ MAX_ATTRIBUTES_CHARS = 8_000
 
 
 class GraphIntake:
-    def __init__(self, settings: Settings, tasks: TaskQueue, graph: GraphStore) -> None:
+    def __init__(self, settings: Settings, tasks: TaskQueue, graph: FactStore) -> None:
         self.settings = settings
         self.tasks = tasks
         self.graph = graph  # the entities a relation names by id

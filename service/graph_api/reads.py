@@ -19,7 +19,8 @@ from service.schemas.graph_api import (
     community_item,
     entity_summary,
 )
-from service.stores.graph import GraphStore, groups_for
+from service.stores.facts import CommunityStore, FactStore
+from service.stores.graph import groups_for
 
 
 def _item(fact: dict[str, Any], subject: dict[str, Any], obj: dict[str, Any]) -> FactItem:
@@ -42,8 +43,9 @@ def _attributes(text: Any) -> dict[str, Any] | None:
 
 
 class GraphFacts:
-    def __init__(self, graph: GraphStore) -> None:
+    def __init__(self, graph: FactStore, communities: CommunityStore) -> None:
         self.graph = graph
+        self.community_store = communities
 
     async def entity_facts(self, user_id: str, *, entity_id: str | None, name: str | None, project_id: str | None,
                            include_history: bool, limit: int, cursor: str | None) -> EntityFactsPage:
@@ -83,7 +85,7 @@ class GraphFacts:
         return FactPage(items=[_item(r["fact"], r["subject"], r["object"]) for r in rows], next_cursor=next_cursor)
 
     async def communities(self, user_id: str, limit: int, cursor: str | None) -> CommunityPage:
-        rows, next_cursor = await self.graph.list_communities(user_id, limit, cursor)
+        rows, next_cursor = await self.community_store.list_communities(user_id, limit, cursor)
         return CommunityPage(items=[community_item(r) for r in rows], next_cursor=next_cursor)
 
 

@@ -30,7 +30,7 @@ from service.runs.schemas import (
     ToolCallRequest,
 )
 from service.schemas import AcceptedResponse
-from service.stores.tiers import RunStore
+from service.stores.tiers import RunReadStore
 from service.tasks.queue import TaskQueue
 
 MAX_TEXT_CHARS = 4000  # arguments (as JSON), a result, a thought, a summary: redacted, then cut to this
@@ -65,7 +65,7 @@ def _outcome(outcome: OutcomeIn) -> RunOutcome:
 
 
 class RunIntake:
-    def __init__(self, tasks: TaskQueue, kv: RedisKV, graph: RunStore) -> None:
+    def __init__(self, tasks: TaskQueue, kv: RedisKV, graph: RunReadStore) -> None:
         self.tasks = tasks
         self.kv = kv  # markers of runs accepted and not yet stored
         self.graph = graph  # a run already stored

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from service.runs.schemas import Outcome
 from service.schemas import ContextResponse
-from service.stores.tiers import RunStore
+from service.stores.tiers import RunReadStore
 
 LESSONS = 3  # the fixed cap of lessons in a context
 SCAN = 50  # runs with a failure looked at
@@ -74,7 +74,7 @@ def _first_line(text: str | None) -> str:
     return ""
 
 
-async def lessons(graph: RunStore, user_id: str, project_id: str | None, session_id: str | None = None,
+async def lessons(graph: RunReadStore, user_id: str, project_id: str | None, session_id: str | None = None,
                   cap: int = LESSONS) -> list[Lesson]:
     """At most `cap` lessons for a context (see the module's docstring)."""
     if cap <= 0:

@@ -27,8 +27,7 @@ from service.runs.schemas import (
     ToolCallOut,
 )
 from service.schemas import SearchResponse
-from service.stores.graph import GraphStore
-from service.stores.tiers import RunFilter
+from service.stores.tiers import RunFilter, RunReadStore
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +64,7 @@ def _call_order(row: dict[str, Any]) -> tuple[bool, int, str, int, str]:
 class RunService:
     """The reads of task traces: one run in order, listings, search, stats, lessons, the reasoning beside a search."""
 
-    def __init__(self, graph: GraphStore, embedder: Embedder, query_embedder: Embedder | None = None,
+    def __init__(self, graph: RunReadStore, embedder: Embedder, query_embedder: Embedder | None = None,
                  run_match: float = DEFAULT_CALIBRATION.run_match) -> None:
         """`run_match`: the cosine at or above which a run is a semantic match (the model's calibration)."""
         self.graph = graph

@@ -15,14 +15,15 @@ from service.core.domain import ID_NAMESPACE
 from service.core.kv import RedisKV, redis_guard
 from service.core.settings import Settings
 from service.runs.jobs import RunDeleteJob, RunJob, accepted_marker, vector_model
-from service.stores.tiers import RunStore, RunWrite
+from service.stores.tiers import RunWrite, RunWriteStore
 from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
 
 
 class RunWriter:
-    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, graph: RunStore, embedder: Embedder) -> None:
+    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, graph: RunWriteStore,
+                 embedder: Embedder) -> None:
         self.settings = settings
         self.tasks = tasks
         self.kv = kv  # the accepted-run marker a delete drops

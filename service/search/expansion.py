@@ -16,7 +16,7 @@ from service.core.errors import DependencyUnavailable
 from service.search.fusion import Fused
 from service.search.graph import GraphRetriever
 from service.search.retriever import Query, Ranked
-from service.stores.graph import GraphStore, groups_for
+from service.stores.graph import GraphRetrieval, groups_for
 
 log = structlog.get_logger(__name__)
 
@@ -25,7 +25,7 @@ EXPANSION_MAX_SHARE = 0.05  # an entity in more than this share of the user's me
 EXPANSION_CANDIDATES = 300
 
 
-async def expansion(graph: GraphStore, ranker: GraphRetriever, fused: list[Fused], q: Query,
+async def expansion(graph: GraphRetrieval, ranker: GraphRetriever, fused: list[Fused], q: Query,
                     seconds: float) -> Ranked:
     """The linked memories ranked by the query (empty when the first pass found nothing, nothing is linked, or the
     graph store is down or slow: the first pass stands)."""

@@ -11,7 +11,7 @@ from service.core.errors import DependencyUnavailable
 from service.core.settings import Settings
 from service.schemas import SearchResult
 from service.schemas.search import SupportingFact
-from service.stores.graph import GraphStore, groups_for
+from service.stores.graph import GraphRetrieval, groups_for
 
 log = structlog.get_logger(__name__)
 
@@ -22,7 +22,7 @@ def _plain(text: str) -> str:
     return " ".join(text.split()).casefold().rstrip(".")
 
 
-async def supporting_facts(graph: GraphStore, user_id: str, project_id: str | None, out: list[SearchResult],
+async def supporting_facts(graph: GraphRetrieval, user_id: str, project_id: str | None, out: list[SearchResult],
                            settings: Settings) -> list[SupportingFact] | None:
     """The live facts the returned memories (and those folded into them) support, each once, in the order of the
     first result that supports it; a fact whose text is the content of the memory it came from is left out (the

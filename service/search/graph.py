@@ -12,7 +12,7 @@ from service.core.errors import DependencyUnavailable
 from service.core.settings import Settings
 from service.search.fusion import fuse
 from service.search.retriever import Query, Ranked, Retrieved
-from service.stores.graph import GraphStore, groups_for
+from service.stores.graph import GraphRetrieval, groups_for
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -55,7 +55,7 @@ class GraphRetriever:
     uses_vector = True
     remote_first = True
 
-    def __init__(self, vectors: VectorStore, graph: GraphStore, settings: Settings) -> None:
+    def __init__(self, vectors: VectorStore, graph: GraphRetrieval, settings: Settings) -> None:
         self.vectors = vectors
         self.graph = graph
         self.settings = settings

@@ -23,11 +23,11 @@ from service.search.neighbours import neighbours
 from service.search.results import results
 from service.search.retriever import Query, Ranked, Retrieved, Retriever
 from service.search.time_window import TimeWindows
-from service.stores.graph import GraphStore
+from service.stores.graph import GraphRetrieval
 from service.stores.vector import MemoryFilter, VectorStore
 
 
-def retrievers(settings: Settings, vectors: VectorStore, graph: GraphStore) -> tuple[Retriever, ...]:
+def retrievers(settings: Settings, vectors: VectorStore, graph: GraphRetrieval) -> tuple[Retriever, ...]:
     """The table of retrievers: what a search can run, one entry each. Their order is the fusion's (ties and
     `signals` follow it) and the order they start in, after those with `remote_first`; the time retriever parses
     the query on the event loop, so it stays last."""
@@ -46,7 +46,7 @@ SECOND_PASS = (NEIGHBOURS, FEEDBACK, EXPANSION)  # the lists made from the first
 
 
 class Searcher:
-    def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphStore, embedder: Embedder) -> None:
+    def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphRetrieval, embedder: Embedder) -> None:
         self.settings = settings
         self.vectors = vectors
         self.graph = graph

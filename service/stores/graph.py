@@ -1,6 +1,9 @@
-"""Graph store Protocols. Backend: `service/stores/neo4j/` (async driver, managed transactions).
+"""Graph store Protocols. Backend: `service/stores/neo4j/`: one executor (driver, transactions, retries) shared by
+small parts, each implementing one of these Protocols; service/deps.py hands each caller the part it uses.
 
-`GraphStore` is what reads, listings, curation and traces use. `MemoryGraphWrites` writes memories into the
+`GraphStore` is all of them together: the facade the callers that need many parts hold (the memory service, the
+console). `GraphRetrieval` is what the search's retrievers use, `MemoryUsers` the list of users a run over every
+user walks. `MemoryGraphWrites` writes memories into the
 graph; only the dual-store write owner (`service/writepath/ledger.py`, through
 `service/writepath/graph_writer.py`) holds it, so no other path writes a memory to one store and not the
 other. All Cypher lives in the backend module.
@@ -216,22 +219,8 @@ class MemoryGraphWrites(Protocol):
         """SAME_AS pairs of imported entities, then their merges replayed (idempotent)."""
 
 
-class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore, ConsoleReads, Protocol):
-    name: str
-    transient_retries: int  # write transactions re-run on a transient error (deadlocks included)
-    deadlock_retries: int
-
-    async def ensure_schema(self) -> None:
-        """Create constraints and indexes if missing (idempotent)."""
-
-    # ---- reads ---------------------------------------------------------------------------
-
-    async def search_facts(
-        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
-    ) -> list[GraphFact]:
-        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
-        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
-        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
+class GraphRetrieval(Protocol):
+    """The graph's part of a search: the graph retriever, entity-linked expansion, supporting facts."""
 
     async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
         """The graph retriever's candidates: (memory id, graph score) of the memories that mention an entity the
@@ -249,6 +238,35 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
                                 ) -> list[GraphFact]:
         """The live facts (RELATES edges, not expired) that any of `memory_ids` supports, within `groups`,
         each once, at most `limit`."""
+
+
+class MemoryUsers(Protocol):
+    async def memory_users(self, limit: int = 100_000) -> list[str]:
+        """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
+
+
+class GraphStore(GraphRetrieval, MemoryUsers, RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore,
+                 ConsoleReads, Protocol):
+    name: str
+
+    @property
+    def transient_retries(self) -> int:
+        """Write transactions re-run on a transient error (deadlocks included)."""
+
+    @property
+    def deadlock_retries(self) -> int: ...
+
+    async def ensure_schema(self) -> None:
+        """Create constraints and indexes if missing (idempotent)."""
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    async def search_facts(
+        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
+    ) -> list[GraphFact]:
+        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
+        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
+        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
 
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage: ...
 
@@ -269,9 +287,6 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
-
-    async def memory_users(self, limit: int = 100_000) -> list[str]:
-        """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
 
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
         """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
@@ -318,4 +333,4 @@ class GraphStore(RunStore, ConversationStore, EntitySearch, FactStore, Community
 
 
 class GraphBackend(GraphStore, MemoryGraphWrites, Protocol):
-    """A backend implements both: the service hands the reads to every reader and the writes to the ledger."""
+    """The whole backend: the reads (and the tiers) for the readers, the memory writes for the ledger."""

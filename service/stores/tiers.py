@@ -1,7 +1,8 @@
 """Store Protocols of the two tiers beside memories: task traces (runs) and conversations.
 
-Backend: `service/stores/neo4j/runs.py` and `service/stores/neo4j/conversations.py`, mixed into the Neo4j graph
-store; `GraphStore` includes both Protocols, so every holder of the graph store reaches them. All Cypher lives
+Backend: `service/stores/neo4j/runs.py` (`RunWriteStore`), `run_reads.py` (`RunReadStore`) and `conversations.py`
+(`ConversationStore`), parts of the Neo4j backend; service/deps.py hands each service the part it uses, and
+`GraphStore` includes them all (the memory service's facade). All Cypher lives
 in the backend. Vectors arrive ready (embedded before any transaction); touched entities are resolved by the
 graph's identity gate inside the write's transaction, like a memory's entities.
 """
@@ -40,11 +41,23 @@ class RunFilter:
     error_kind: str | None = None  # the run's or one of its tool calls' error kind
 
 
-class RunStore(Protocol):
+class RunWriteStore(Protocol):
     async def write_run(self, run: RunWrite) -> GraphReport | None:
         """MERGE the run, its steps and tool calls (touched entities resolved): what the gate did with the touched
         entities. None: the run was deleted after this write was accepted (nothing written)."""
 
+    async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:
+        """Erase the run, its steps and tool calls (a tombstone of ids and times stays, so a part accepted
+        before the delete and run after it writes nothing). False: no such run."""
+
+    async def erase_runs(self, user_id: str, before: str) -> int:
+        """Every run of the user accepted before `before`."""
+
+    async def expire_runs(self, before: str, user_id: str | None = None) -> int:
+        """Retention: erase runs created before `before` (of every user, or of one)."""
+
+
+class RunReadStore(Protocol):
     async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None:
         """The run's properties and counts, `step_rows` and `call_rows` (each with `step_seq`, `touched`), unordered."""
 
@@ -73,15 +86,9 @@ class RunStore(Protocol):
         """The newest `scan` runs with a failed tool call (not of `session_id`; of the project and of none):
         `{run, failed: its last failed call, after: up to `after` successful calls that followed it}`."""
 
-    async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:
-        """Erase the run, its steps and tool calls (a tombstone of ids and times stays, so a part accepted
-        before the delete and run after it writes nothing). False: no such run."""
 
-    async def erase_runs(self, user_id: str, before: str) -> int:
-        """Every run of the user accepted before `before`."""
-
-    async def expire_runs(self, before: str, user_id: str | None = None) -> int:
-        """Retention: erase runs created before `before` (of every user, or of one)."""
+class RunStore(RunReadStore, RunWriteStore, Protocol):
+    """Both halves of the runs (an export and an import of them)."""
 
 
 class ConversationStore(Protocol):

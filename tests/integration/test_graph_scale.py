@@ -31,8 +31,9 @@ from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
+from service.stores.neo4j.executor import FIRST_CHUNK
+from service.stores.neo4j.memories import supersede_rows
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row, relation_id
-from service.stores.neo4j.store import FIRST_CHUNK, supersede_rows
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 
@@ -75,9 +76,9 @@ async def erase_user(store: Neo4jGraphStore, user_id: str) -> None:
     """Test hygiene: the user's nodes go (the suite shares one Neo4j; other tests scan it)."""
     for label in ("Memory", "Entity"):
         for _ in range(1000):  # bounded: batches of 2,000
-            records, _, _ = await store._driver.execute_query(
+            records, _, _ = await store.executor.driver.execute_query(
                 f"MATCH (n:{label} {{user_id: $u}}) WITH n LIMIT 2000 DETACH DELETE n RETURN count(*) AS c",
-                u=user_id, database_=store._db)
+                u=user_id, database_=store.executor.database)
             if records[0]["c"] == 0:
                 break
 
@@ -101,7 +102,7 @@ async def plans(store: Neo4jGraphStore, mode: str, steps: list[tuple[str, str, d
                 ) -> dict[str, Any]:
     """EXPLAIN or PROFILE of each statement, in one transaction that is rolled back."""
     out: dict[str, Any] = {}
-    async with store._driver.session(database=store._db) as session:
+    async with store.executor.session() as session:
         tx = await session.begin_transaction()
         try:
             for name, stmt, params in steps:
@@ -192,7 +193,7 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
     ids = {name: entity_id(u, "global", name) for name in ("user", "Oslo", "Acme")}
     lives = relation_id(u, "global", "user", "lives_in", "Oslo")
     works = relation_id(u, "global", "user", "works_at", "Acme")
-    await store._driver.execute_query(
+    await store.executor.driver.execute_query(
         """
         UNWIND $memories AS m CREATE (:Memory {id: m.id, user_id: $u, content: m.content, updated_at: $t0,
                                                created_at: $t0, edge_ids: m.edge_ids, group_id: 'global'})
@@ -211,7 +212,7 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
         """,
         memories=[{"id": old[0].id, "content": old[0].content, "edge_ids": [lives]},
                   {"id": old[1].id, "content": old[1].content, "edge_ids": [works]}],
-        ids=ids, u=u, t0=T0, lives=lives, works=works, m0=old[0].id, m1=old[1].id, database_=store._db)
+        ids=ids, u=u, t0=T0, lives=lives, works=works, m0=old[0].id, m1=old[1].id, database_=store.executor.database)
     await store.ensure_schema()  # a start: the migration
     keyed = await probe._rows(store, "MATCH ()-[r:RELATES {user_id: $u}]->() RETURN r.id AS id, r.key AS key, "
                                      "r.slot AS slot", u=u)
@@ -368,8 +369,8 @@ async def test_erase_keeps_an_entity_a_live_memory_mentions(store: Neo4jGraphSto
                                       "RETURN count(x) AS n, count(x.live_of) AS live", u=u)
     assert marked == [{"n": 4, "live": 4}]
     # b's mention as written before `live_of`
-    await store._driver.execute_query("MATCH (:Memory {id: $b})-[x:MENTIONS]->() REMOVE x.live_of", b=b.id,
-                                      database_=store._db)
+    await store.executor.driver.execute_query("MATCH (:Memory {id: $b})-[x:MENTIONS]->() REMOVE x.live_of", b=b.id,
+                                              database_=store.executor.database)
     names = "MATCH (e:Entity {user_id: $u}) RETURN e.name AS name ORDER BY name"
 
     await store.remove_memories([a.id], "2026-01-01T00:00:00+00:00", user_id=u, erase=True)

@@ -73,7 +73,7 @@ def facts(found: list[GraphFact]) -> list[str]:
 async def test_the_write_plans_warm_up_stores_nothing(store: Neo4jGraphStore) -> None:
     """`ensure_schema` ends with one synthetic write through the whole write path, rolled back, so that a fresh
     server has planned the write statements before the first real write: it reaches every step and leaves nothing."""
-    report = await store._warm_write_plans()
+    report = await store.memories.warm_write_plans()
     assert report.relations == {"warm-up": 1}
     assert sorted(d.decision for d in report.entities["warm-up"]) == ["created", "created"]
     assert await probe.count_memories(store, "warm-up") == 0
@@ -138,8 +138,8 @@ async def test_search_by_name_alias_and_fact_text(store: Neo4jGraphStore) -> Non
                 rel("billing", "runs_on", "Kubernetes", "The billing service is redeployed every friday"))
     # an alias that is not just another casing (as entity resolution would add)
     pg = entity_id(u, "global", "PostgreSQL")
-    await store._driver.execute_query(
-        "MATCH (e:Entity {id: $id}) SET e.aliases = e.aliases + 'pgsql'", id=pg, database_=store._db
+    await store.executor.driver.execute_query(
+        "MATCH (e:Entity {id: $id}) SET e.aliases = e.aliases + 'pgsql'", id=pg, database_=store.executor.database
     )
     by_name = await store.search_facts(u, ["global"], "alice", 10)
     assert facts(by_name)[0] == "Alice uses database PostgreSQL"
@@ -436,7 +436,7 @@ async def test_upsert_twice_is_a_no_op(store: Neo4jGraphStore) -> None:
 
 async def _drop_user(store: Neo4jGraphStore, user_id: str) -> None:
     """Test cleanup only (the store itself never deletes): keeps the shared test database small."""
-    async with store._driver.session(database=store._db) as session:
+    async with store.executor.session() as session:
         for stmt in (
             "MATCH ()-[r:RELATES]->() WHERE r.user_id = $u CALL (r) { DELETE r } IN TRANSACTIONS OF 2000 ROWS",
             "MATCH (n:Memory|Entity) WHERE n.user_id = $u CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 500 ROWS",

@@ -466,7 +466,7 @@ async def _graph_holds(deps: Deps, marker: str) -> list[str]:
                                    "RETURN ':' + type(x) AS what, ks", s=marker)).data()
         return [f"{r['what']}.{k}" for r in nodes + rels for k in r["ks"]]
 
-    return list(await graph._read(run))
+    return list(await graph.executor.read(run))
 
 
 async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_meanwhile(

@@ -92,19 +92,38 @@ def test_only_the_ledger_writes_memories_to_the_vector_store() -> None:
 
 def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
     """`MemoryGraphWrites` is named by the ledger and its GraphWriter (the dedup sweep wraps a graph store it is
-    handed in a Ledger of its own), and only deps.py builds the graph backend that implements it."""
+    handed in a Ledger of its own), and only deps.py builds the graph backend (`Neo4jGraphStore`, which assembles
+    the executor and the parts, `MemoryGraph` among them) and hands its memory writes to the ledger."""
     holders, builders = set(), set()
+    backend = {"Neo4jGraphStore", "Neo4jExecutor", "MemoryGraph"}
     for rel, tree in _sources():
         for node in ast.walk(tree):
             if (isinstance(node, ast.Name) and node.id == "MemoryGraphWrites") or (
                     isinstance(node, ast.alias) and node.name == "MemoryGraphWrites"):
                 holders.add(rel)
-            if isinstance(node, ast.alias) and node.name == "Neo4jGraphStore":
+            if isinstance(node, ast.alias) and node.name in backend:
                 builders.add(rel)
     owners = {"service/writepath/ledger.py", "service/writepath/graph_writer.py", "service/maintenance/sweep.py"}
     assert holders <= owners, sorted(holders)
     assert "service/writepath/ledger.py" in holders
     assert builders == {"service/deps.py"}, sorted(builders)
+
+
+def test_the_neo4j_parts_are_composed_not_mixed_in() -> None:
+    """The Neo4j backend's parts share one executor through their constructors: no class of service/stores/neo4j/
+    derives from another of them (an exception type aside), and none declares a method another provides."""
+    classes: dict[str, list[str]] = {}
+    stubs = []
+    for path in (ROOT / "service" / "stores" / "neo4j").glob("*.py"):
+        text = path.read_text()
+        stubs += [path.name for line in text.splitlines() if "provided by" in line]
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, ast.ClassDef):
+                classes[node.name] = [ast.unparse(b) for b in node.bases]
+    assert {"Neo4jExecutor", "Neo4jGraphStore", "MemoryGraph", "GraphReads"} <= set(classes)  # the rule is live
+    mixed = {name: bases for name, bases in classes.items() if any(b in classes for b in bases)}
+    assert mixed == {}, mixed
+    assert stubs == []
 
 
 def test_the_api_side_never_reaches_a_worker_side_handler() -> None:

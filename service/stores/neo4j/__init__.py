@@ -1,4 +1,5 @@
-"""The Neo4j graph store (service.stores.neo4j.store.Neo4jGraphStore)."""
+"""The Neo4j graph store: one executor (executor.py) shared by small parts, assembled by store.py
+(`Neo4jGraphStore`, the facade of the whole backend; its parts are its attributes)."""
 
 from service.stores.neo4j.store import Neo4jGraphStore
 

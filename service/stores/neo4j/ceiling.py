@@ -15,6 +15,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.core.sensitivity import Sensitivity, allowed, current, visible
+from service.stores.neo4j.executor import Neo4jExecutor
 
 VISIBLE_MEMORIES: LiteralString = """
 MATCH (m:Memory) WHERE m.id IN $ids AND coalesce(m.sensitivity, 'internal') IN $tiers
@@ -46,10 +47,12 @@ def _tiers() -> list[str] | None:
     return None if tiers is None else [t.value for t in tiers]
 
 
-class CeilingReads:
-    """Filters of Neo4jGraphStore's reads by the current ceiling (they use its `_read`)."""
+class Ceiling:
+    """Filters of the graph's reads by the current ceiling: each part that reads rows a ceiling may hide holds one
+    (over the shared executor)."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
 
     async def _visible(self, stmt: LiteralString, ids: Iterable[str], tiers: list[str], **params: Any) -> set[str]:
         wanted = sorted({str(i) for i in ids if i})
@@ -59,7 +62,7 @@ class CeilingReads:
         async def run(tx: AsyncManagedTransaction) -> set[str]:
             return {str(r["id"]) for r in await (await tx.run(stmt, ids=wanted, tiers=tiers, **params)).data()}
 
-        found: set[str] = await self._read(run)
+        found: set[str] = await self._exec.read(run)
         return found
 
     async def visible_memory_ids(self, ids: Iterable[str]) -> set[str] | None:

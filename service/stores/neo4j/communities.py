@@ -1,5 +1,5 @@
 """Entity communities (docs/graph.md): the user's live relations read for grouping, the groups written as
-(:Community)-[:HAS_MEMBER {rank}]->(:Entity), and listed. Mixed into Neo4jGraphStore (`CommunityGraph`).
+(:Community)-[:HAS_MEMBER {rank}]->(:Entity), and listed (`CommunityGraph`, the `CommunityStore` part).
 
 Communities are derived data, rebuilt from the relations by a run (service/graph_api/communities.py); a run
 replaces the user's communities in one transaction. Members are edges to the entities, so an entity a delete
@@ -11,7 +11,8 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.facts import offset_of
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 
@@ -86,11 +87,12 @@ RETURN c{.id, .predicates, .summary, .summary_source, .updated_at} AS community,
 """
 
 
-class CommunityGraph(CeilingReads):
-    """Community reads and writes of Neo4jGraphStore (they use its `_read` / `_write`)."""
+class CommunityGraph:
+    """Community reads and writes (`CommunityStore`)."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
 
     async def live_relations(self, user_id: str, limit: int) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")
@@ -98,7 +100,7 @@ class CommunityGraph(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return await (await tx.run(_RELATIONS, user_id=user_id, limit=int(limit))).data()
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         return rows
 
     async def replace_communities(self, user_id: str, communities: list[dict[str, Any]], now: str) -> None:
@@ -111,7 +113,7 @@ class CommunityGraph(CeilingReads):
                 await (await tx.run(_UPSERT, rows=communities, user_id=user_id, now=now)).consume()
                 await (await tx.run(_MEMBERS, rows=communities)).consume()
 
-        await self._write(run, slow=False)
+        await self._exec.write(run, slow=False)
 
     async def list_communities(self, user_id: str, limit: int, cursor: str | None
                                ) -> tuple[list[dict[str, Any]], str | None]:
@@ -122,8 +124,8 @@ class CommunityGraph(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return await (await tx.run(_LIST, user_id=user_id, offset=offset, limit=limit + 1)).data()
 
-        rows: list[dict[str, Any]] = await self._read(run)
-        return await self.keep_communities(rows[:limit]), str(offset + limit) if len(rows) > limit else None
+        rows: list[dict[str, Any]] = await self._exec.read(run)
+        return await self._ceiling.keep_communities(rows[:limit]), str(offset + limit) if len(rows) > limit else None
 
     async def communities_of(self, user_id: str, entity_ids: list[str], limit: int) -> list[dict[str, Any]]:
         check_id(user_id, "user_id")
@@ -132,5 +134,5 @@ class CommunityGraph(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return await (await tx.run(_OF_ENTITIES, user_id=user_id, ids=ids, limit=clamp(limit, 50))).data()
 
-        rows: list[dict[str, Any]] = await self._read(run) if ids else []
-        return await self.keep_communities(rows)
+        rows: list[dict[str, Any]] = await self._exec.read(run) if ids else []
+        return await self._ceiling.keep_communities(rows)

@@ -1,4 +1,4 @@
-"""The web console's graph reads (`ConsoleReads`, service/stores/console.py). Mixed into Neo4jGraphStore."""
+"""The web console's graph reads (`ConsoleReads`, service/stores/console.py): `ConsoleGraph`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.stores.neo4j.cypher_reads import FACT_FIELDS
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import check_id, clamp, edge_item
 
 MAX_CONSOLE_LIMIT = 1000
@@ -49,14 +50,17 @@ RETURN e{""" + ENTITY_KEYS + "} AS item"
 
 
 class ConsoleGraph:
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    """The console's reads (`ConsoleReads`)."""
+
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
 
     async def _rows(self, stmt: LiteralString, key: str, **params: Any) -> list[dict[str, Any]]:
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             result = await tx.run(stmt, **params)
             return [dict(r[key]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         return rows
 
     async def entities(self, user_id: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -88,5 +92,5 @@ class ConsoleGraph:
                                   limit=clamp(limit, MAX_CONSOLE_LIMIT))
             return [str(r["id"]) for r in await result.data()]
 
-        ids: list[str] = await self._read(run)
+        ids: list[str] = await self._exec.read(run)
         return ids

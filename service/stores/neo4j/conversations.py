@@ -3,20 +3,26 @@
 A conversation's `uid` is uuid5(user, session id); a message's is uuid5(user, session, its id) when the client
 names it (a message sent again is stored once), else uuid5(task, position). Messages are ordered by `ord`:
 the write's acceptance time, then the position in the write. A deleted session keeps a tombstone, so a write
-accepted before the delete and run after it stores nothing. Mixed into Neo4jGraphStore.
+accepted before the delete and run after it stores nothing. `ConversationGraph` is the `ConversationStore` part;
+a delete of everything of a user also erases their runs and traces, through the run and trace parts it is given.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, LiteralString
+from typing import TYPE_CHECKING, Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
 from service.core.domain import ID_NAMESPACE
-from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_query, lucene_terms
+
+if TYPE_CHECKING:
+    from service.stores.neo4j.runs import RunGraph
+    from service.stores.neo4j.traces import TraceGraph
 
 FT_GROUP = "messages"  # the tenant token of message documents: ft_key(user, FT_GROUP)
 
@@ -132,16 +138,14 @@ def message_uid(user_id: str, session_id: str, message_id: str | None, task_id: 
     return uuid.uuid5(ID_NAMESPACE, key).hex
 
 
-class ConversationGraph(CeilingReads):
-    """Conversation methods of Neo4jGraphStore."""
+class ConversationGraph:
+    """Conversations (`ConversationStore`)."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, **params: Any) -> Any: ...
-    async def erase_runs(self, user_id: str, before: str) -> int:  # provided by RunGraph
-        raise NotImplementedError
-
-    async def erase_traces(self, user_id: str, before: str) -> int:  # provided by TraceGraph
-        raise NotImplementedError
+    def __init__(self, executor: Neo4jExecutor, runs: RunGraph, traces: TraceGraph) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
+        self._runs = runs  # erase_tiers: the user's runs
+        self._traces = traces  # ... and retrieval traces
 
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
                              rows: list[dict[str, Any]], restore: bool = False) -> int:
@@ -161,7 +165,7 @@ class ConversationGraph(CeilingReads):
                                       session_id=session_id, ft_key=ft_key(user_id, FT_GROUP))).single()
             return int(rec["n"]) if rec else 0
 
-        stored: int = await self._write(run)
+        stored: int = await self._exec.write(run)
         return stored
 
     async def list_sessions(self, user_id: str, project_id: str | None, limit: int,
@@ -173,7 +177,7 @@ class ConversationGraph(CeilingReads):
             result = await tx.run(SESSIONS, user_id=user_id, project_id=project_id, cursor=cursor or "", limit=n + 1)
             return [dict(r["session"]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > n
         rows = rows[:n]
         return rows, (f"{rows[-1]['updated_at']}|{rows[-1]['session_id']}" if more and rows else None)
@@ -185,7 +189,7 @@ class ConversationGraph(CeilingReads):
             rec = await (await tx.run(SESSION, uid=conversation_uid(user_id, session_id), user_id=user_id)).single()
             return dict(rec["session"]) if rec else None
 
-        found: dict[str, Any] | None = await self._read(run)
+        found: dict[str, Any] | None = await self._exec.read(run)
         return found
 
     async def session_messages(self, user_id: str, session_id: str, limit: int,
@@ -198,10 +202,10 @@ class ConversationGraph(CeilingReads):
                                   cursor=cursor or "", limit=n + 1)
             return [dict(r["message"]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > n
         rows = rows[:n]
-        return await self.keep_messages(rows), (str(rows[-1]["ord"]) if more and rows else None)
+        return await self._ceiling.keep_messages(rows), (str(rows[-1]["ord"]) if more and rows else None)
 
     async def search_messages(self, user_id: str, query: str, project_id: str | None, k: int
                               ) -> list[tuple[dict[str, Any], float]]:
@@ -215,8 +219,8 @@ class ConversationGraph(CeilingReads):
             result = await tx.run(SEARCH, lucene=lucene, user_id=user_id, project_id=project_id, k=clamp(k, 500))
             return [(dict(r["message"]), float(r["score"])) for r in await result.data()]
 
-        hits: list[tuple[dict[str, Any], float]] = await self._read(run)
-        return list(await self.keep_messages(hits, lambda h: h[0]))
+        hits: list[tuple[dict[str, Any], float]] = await self._exec.read(run)
+        return list(await self._ceiling.keep_messages(hits, lambda h: h[0]))
 
     async def delete_session(self, user_id: str, session_id: str, before: str) -> int:
         check_id(user_id, "user_id")
@@ -230,7 +234,7 @@ class ConversationGraph(CeilingReads):
                 n += int(rec["n"]) if rec else 0
             return n
 
-        deleted: int = await self._write(run)
+        deleted: int = await self._exec.write(run)
         return deleted
 
     async def erase_messages_of(self, user_id: str, memory_ids: list[str]) -> int:
@@ -244,7 +248,7 @@ class ConversationGraph(CeilingReads):
 
         total = 0
         for _ in range(10_000):
-            n: int = await self._write(run)
+            n: int = await self._exec.write(run)
             total += n
             if n < 1000:
                 break
@@ -258,7 +262,7 @@ class ConversationGraph(CeilingReads):
         total = 0
         for stmt in (EXPIRE_MESSAGES, EMPTY_SESSIONS):
             for _ in range(10_000):
-                n: int = await self._write(run, stmt=stmt)
+                n: int = await self._exec.write(run, stmt=stmt)
                 total += n if stmt is EXPIRE_MESSAGES else 0
                 if n < 1000:
                     break
@@ -271,9 +275,9 @@ class ConversationGraph(CeilingReads):
             return [str(r["uid"]) for r in await (await tx.run(SESSIONS_BEFORE, user_id=user_id,
                                                                before=before)).data()]
 
-        total = await self.erase_runs(user_id, before) + await self.erase_traces(user_id, before)
+        total = await self._runs.erase_runs(user_id, before) + await self._traces.erase_traces(user_id, before)
         for _ in range(10_000):
-            uids: list[str] = await self._read(batch)
+            uids: list[str] = await self._exec.read(batch)
             if not uids:
                 break
             for i in range(0, len(uids), 50):

@@ -1,5 +1,6 @@
 """Entity curation and provenance in the Neo4j graph store: the duplicate review queue, reversible
-merges, graph statistics (retrieval traces: traces.py). Mixed into Neo4jGraphStore.
+merges, graph statistics (retrieval traces: traces.py): `GraphCuration`. An import's identity replay
+(`import_identity`, memories.py) runs this module's MERGE_ENTITIES and IMPORT_SAME_AS.
 
 A merge of source S into target T marks S (`merged_into`, `merged_at`), adds S's names to T's aliases (and
 its keys to T's keys), keeps the longer description, and *copies* S's MENTIONS, RELATES (both directions),
@@ -9,18 +10,15 @@ to T is recorded on S, so an unmerge removes exactly that. Reads follow `merged_
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, LiteralString, TypeVar
+from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
 from service.core.errors import Conflict, DomainError, NotFound
 from service.stores.graph import EntityNameRules
-from service.stores.neo4j.ceiling import CeilingReads
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, utc_now
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp
 
 ENTITY_CARD: LiteralString = """{.id, .name, .type, .aliases, .roles, .group_id, .merged_into,
     mentions: COUNT { (x)<-[:MENTIONS]-(:Memory) }}"""
@@ -196,16 +194,13 @@ RETURN memories, entities, merged, live, expired, pending, confirmed, rejected, 
 """
 
 
-class GraphCuration(CeilingReads):
-    """Curation methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
+class GraphCuration:
+    """Entity curation: the review queue, merges and unmerges, statistics. `names`: which types may merge."""
 
-    _names: EntityNameRules  # provided by Neo4jGraphStore
-
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...
-    async def _chunked(self, kind: str, items: Sequence[_T], write: Callable[[list[_T]], Awaitable[_R]]
-                       ) -> list[_R]:
-        raise NotImplementedError  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor, names: EntityNameRules) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
+        self._names = names
 
     async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -225,12 +220,12 @@ class GraphCuration(CeilingReads):
                                   limit=n + 1)
             return list(await result.data())
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > n
         rows = rows[:n]
         last = rows[-1] if more and rows else None
         next_cursor = f"{last['pair']['score']}|{last['source']['id']}|{last['target']['id']}" if last else None
-        seen = await self.visible_entity_ids(str(r[end]["id"]) for r in rows for end in ("source", "target"))
+        seen = await self._ceiling.visible_entity_ids(str(r[end]["id"]) for r in rows for end in ("source", "target"))
         if seen is not None:  # a pair of which one entity is above the sensitivity ceiling is not shown
             rows = [r for r in rows if str(r["source"]["id"]) in seen and str(r["target"]["id"]) in seen]
         return rows, next_cursor
@@ -242,7 +237,7 @@ class GraphCuration(CeilingReads):
             rec = await (await tx.run(ENTITY, id=entity_id, user_id=user_id)).single()
             return dict(rec["e"]) if rec else None
 
-        found: dict[str, Any] | None = await self._read(run)
+        found: dict[str, Any] | None = await self._exec.read(run)
         if found is None:
             raise NotFound(f"entity {entity_id} not found")
         return found
@@ -254,7 +249,7 @@ class GraphCuration(CeilingReads):
             rec = await (await tx.run(PAIR, source_id=source_id, target_id=target_id, user_id=user_id)).single()
             return dict(rec) if rec else None
 
-        found: dict[str, Any] | None = await self._read(pair)
+        found: dict[str, Any] | None = await self._exec.read(pair)
         if found is None:
             raise NotFound(f"no duplicate pair between {source_id} and {target_id}")
         if confirm:
@@ -269,7 +264,7 @@ class GraphCuration(CeilingReads):
             await (await tx.run(REVIEW, source_id=source_id, target_id=target_id, user_id=user_id,
                                 status="rejected", now=now, reviewer=reviewer)).consume()
 
-        await self._write(reject)
+        await self._exec.write(reject)
         return {"status": "rejected", "source_id": source_id, "target_id": target_id, "merged_into": None}
 
     async def merge_entities(self, user_id: str, source_id: str, target_id: str, now: str,
@@ -295,31 +290,8 @@ class GraphCuration(CeilingReads):
                 await (await tx.run(REVIEW, source_id=source_id, target_id=target_id, user_id=user_id,
                                     status="confirmed", now=now, reviewer=reviewer)).consume()
 
-        await self._write(run)
+        await self._exec.write(run)
         return {"status": "merged", "source_id": source_id, "target_id": target_id, "merged_into": target_id}
-
-    async def import_identity(self, user_id: str, same_as: list[dict[str, Any]], merges: list[tuple[str, str]]) -> None:
-        """After an import's entities: their SAME_AS pairs, then each merge replayed (which copies the edges)."""
-        check_id(user_id, "user_id")
-        now = utc_now()
-
-        async def pairs(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
-            await (await tx.run(IMPORT_SAME_AS, rows=rows, user_id=user_id)).consume()
-
-        async def replay(tx: AsyncManagedTransaction, part: list[tuple[str, str]]) -> None:
-            for source_id, target_id in part:  # in the file's order: a chain of merges stays a chain
-                await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
-                                    now=now)).consume()
-
-        async def write_pairs(rows: list[dict[str, Any]]) -> None:
-            await self._write(pairs, slow=True, rows=rows)
-
-        async def write_merges(part: list[tuple[str, str]]) -> None:
-            await self._write(replay, slow=True, part=part)
-
-        # in chunks sized by measured time, like every bulk write (chunks.py)
-        await self._chunked("identity:pairs", same_as, write_pairs)
-        await self._chunked("identity:merges", merges, write_merges)
 
     async def unmerge_entity(self, user_id: str, entity_id: str, now: str) -> dict[str, Any]:
         source = await self.entity(user_id, entity_id)
@@ -329,7 +301,7 @@ class GraphCuration(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> None:
             await (await tx.run(UNMERGE, id=entity_id, user_id=user_id, now=now)).consume()
 
-        await self._write(run)
+        await self._exec.write(run)
         return {"status": "unmerged", "source_id": entity_id, "target_id": source["merged_into"], "merged_into": None}
 
     async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
@@ -339,5 +311,5 @@ class GraphCuration(CeilingReads):
             rec = await (await tx.run(STATS, user_id=user_id, groups=check_groups(groups), now=now)).single()
             return {k: int(v) for k, v in dict(rec or {}).items()}
 
-        stats: dict[str, int] = await self._read(run)
+        stats: dict[str, int] = await self._exec.read(run)
         return stats

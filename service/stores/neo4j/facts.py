@@ -1,6 +1,6 @@
 """The graph as an API (docs/graph.md): what a write did to the entities it named (the task result's
 `entities`), the details a structured write gives an entity or a relation, and the reads of facts about one
-entity and of structural queries. Mixed into Neo4jGraphStore (`FactGraph`)."""
+entity and of structural queries (`FactGraph`, the `FactStore` part)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from neo4j import AsyncManagedTransaction
 
 from service.core.errors import DomainError
 from service.stores.graph import EntityNameRules
-from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, edge_item, entity_name, ft_key
 from service.stores.reports import EntityDecision, GraphReport
@@ -19,7 +20,7 @@ MAX_MERGE_HOPS = 5
 MAX_FACTS_LIMIT = 1000  # entities and facts of one `entity_facts` read (the console's graph page)
 ALL_FACTS = 2**62  # one entity's facts are not cut before they are ordered (the API pages through all of them)
 
-# ---- writes (inside the write's transaction: store.apply_links) ------------------------------------------------
+# ---- writes (inside the write's transaction: memories.apply_links) ------------------------------------------------
 
 _EXISTING: LiteralString = """
 UNWIND $ids AS id
@@ -178,12 +179,13 @@ def offset_of(cursor: str | None) -> int:
     return int(cursor)
 
 
-class FactGraph(CeilingReads):
-    """Entity lookups, facts about an entity and structural queries (use Neo4jGraphStore's `_read`)."""
+class FactGraph:
+    """Entity lookups, facts about an entity and structural queries (`FactStore`). `names`: how a name is keyed."""
 
-    _names: EntityNameRules  # provided by Neo4jGraphStore
-
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor, names: EntityNameRules) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
+        self._names = names
 
     async def find_entity(self, user_id: str, groups: list[str], *, entity_id: str | None = None,
                           name: str | None = None) -> dict[str, Any] | None:
@@ -220,8 +222,8 @@ class FactGraph(CeilingReads):
 
         if entity_id is None and not clean:
             return None
-        result: dict[str, Any] | None = await self._read(run)
-        if result is not None and not await self.keep_entities([result]):
+        result: dict[str, Any] | None = await self._exec.read(run)
+        if result is not None and not await self._ceiling.keep_entities([result]):
             return None  # only memories above the sensitivity ceiling mention it
         return result
 
@@ -244,9 +246,9 @@ class FactGraph(CeilingReads):
             return [{**r, "fact": {**edge_item(r["fact"]), "confidence": r["fact"].get("confidence")}}
                     for r in record["facts"]]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > limit
-        return await self.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None
+        return await self._ceiling.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None
 
     async def query_facts(self, user_id: str, groups: list[str], *, subjects: list[str] | None,
                           objects: list[str] | None, predicates: list[str] | None, subject_types: list[str] | None,
@@ -265,6 +267,6 @@ class FactGraph(CeilingReads):
                                   as_of=as_of, offset=offset, limit=limit + 1)
             return await result.data()
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > limit
-        return await self.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None
+        return await self._ceiling.keep_facts(rows[:limit], lambda r: r["fact"]), str(offset + limit) if more else None

@@ -1,4 +1,5 @@
-"""The reads of Neo4jGraphStore: fact and memory retrieval, listings and exports (they use its `_read`)."""
+"""The graph's reads (`GraphReads`): fact and memory retrieval (the search's graph retriever, expansion, supporting
+facts), listings and exports."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from neo4j import AsyncManagedTransaction
 
 from service.stores.graph import GraphFact, GraphProposal, RowPage
 from service.stores.neo4j import cypher_portability, cypher_reads, schema
-from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import (
     MAX_NAME_CHARS,
     MAX_PAGE_LIMIT,
@@ -40,12 +42,12 @@ from service.stores.neo4j.search import (
 )
 
 
-class GraphReads(CeilingReads):
-    """Read methods of Neo4jGraphStore."""
+class GraphReads:
+    """Fact and memory retrieval, listings and exports, each filtered by the sensitivity ceiling."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _read_one(self, stmt: LiteralString, **params: Any) -> list[tuple[Any, ...]]:
-        raise NotImplementedError  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
 
     async def search_facts(
         self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
@@ -72,7 +74,7 @@ class GraphReads(CeilingReads):
                 facts = await result.data()
             return hits, edges, facts
 
-        hits, edges, facts = await self._read(run)
+        hits, edges, facts = await self._exec.read(run)
         evidence: dict[str, dict[tuple[str, int], float]] = {}
         rows: dict[str, dict[str, Any]] = {}
         for e in edges:
@@ -95,7 +97,7 @@ class GraphReads(CeilingReads):
             for fid, row in rows.items()
         ]
         scored.sort(key=lambda f: (-f.score, f.id))
-        return (await self.keep_facts([f for f in scored if f.score > 0]))[:limit]
+        return (await self._ceiling.keep_facts([f for f in scored if f.score > 0]))[:limit]
 
     async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
         """The graph retriever (`cypher_reads.MEMORY_RETRIEVER` has the ranking): one statement in one auto-commit
@@ -116,12 +118,12 @@ class GraphReads(CeilingReads):
         else:
             stmt = cypher_reads.MEMORY_RETRIEVER_EXACT
 
-        answer = await self._read_one(stmt, **params)
+        answer = await self._exec.read_one(stmt, **params)
         if not answer:
             return GraphProposal([], [])
         names, mids, scores = answer[0]
         rows = [(str(mid), round(float(score), 6)) for mid, score in zip(mids, scores, strict=True)]
-        rows = await self.keep_memories(rows, lambda ms: ms[0])
+        rows = await self._ceiling.keep_memories(rows, lambda ms: ms[0])
         return GraphProposal(sorted(rows, key=lambda ms: (-ms[1], ms[0])),
                              list(dict.fromkeys(str(n) for n in names or [] if n)))
 
@@ -135,8 +137,8 @@ class GraphReads(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> list[str]:
             return sorted(await _entity_hits(tx, query, terms, keys, common))
 
-        found: list[str] = await self._read(run)
-        return list(await self.keep_entities(found, str))
+        found: list[str] = await self._exec.read(run)
+        return list(await self._ceiling.keep_entities(found, str))
 
     @staticmethod
     def _search_scope(user_id: str, groups: list[str], query: str) -> tuple[list[str], list[str], list[str]]:
@@ -158,7 +160,7 @@ class GraphReads(CeilingReads):
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return list(await (await tx.run(stmt, **params)).data())
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         return rows
 
     @staticmethod
@@ -174,19 +176,19 @@ class GraphReads(CeilingReads):
 
     async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_reads.LIST_NODES, user_id, groups, limit, cursor)
-        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self._ceiling.keep_entities)
 
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
     ) -> RowPage:
         rows = await self._page(cypher_reads.LIST_EDGES, user_id, groups, limit, cursor, include_history)
-        return await self._kept(self._paged([edge_item(r["fact"]) for r in rows], limit), self.keep_facts)
+        return await self._kept(self._paged([edge_item(r["fact"]) for r in rows], limit), self._ceiling.keep_facts)
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_portability.EXPORT_FACTS, user_id, groups, limit, cursor)
         # `confidence` only where a structured write set it (docs/graph.md)
         return await self._kept(self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
-                                             for r in rows], limit), self.keep_facts)
+                                             for r in rows], limit), self._ceiling.keep_facts)
 
     async def linked_memories(self, user_id: str, groups: list[str], seeds: list[str], limit: int,
                               max_share: float) -> list[tuple[str, float]]:
@@ -194,14 +196,14 @@ class GraphReads(CeilingReads):
         checked = check_groups(groups)
         if not checked or not seeds:
             return []
-        answer = await self._read_one(cypher_reads.LINKED_MEMORIES, user_id=user_id, groups=checked, seeds=seeds,
-                                      max_share=max_share, per_entity=MEMORIES_PER_NEIGHBOUR * 10,
-                                      limit=clamp(limit, MAX_CANDIDATES))
+        answer = await self._exec.read_one(cypher_reads.LINKED_MEMORIES, user_id=user_id, groups=checked, seeds=seeds,
+                                           max_share=max_share, per_entity=MEMORIES_PER_NEIGHBOUR * 10,
+                                           limit=clamp(limit, MAX_CANDIDATES))
         if not answer:
             return []
         mids, weights = answer[0]
         rows = [(str(mid), round(float(w), 6)) for mid, w in zip(mids or [], weights or [], strict=True)]
-        return list(await self.keep_memories(rows, lambda ms: ms[0]))
+        return list(await self._ceiling.keep_memories(rows, lambda ms: ms[0]))
 
     async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
                                 ) -> list[GraphFact]:
@@ -209,8 +211,8 @@ class GraphReads(CeilingReads):
         checked = check_groups(groups)
         if not checked or not memory_ids:
             return []
-        rows = await self._read_one(cypher_reads.FACTS_OF_MEMORIES, user_id=user_id, groups=checked, ids=memory_ids,
-                                    limit=clamp(limit, MAX_SEARCH_LIMIT))
+        rows = await self._exec.read_one(cypher_reads.FACTS_OF_MEMORIES, user_id=user_id, groups=checked,
+                                         ids=memory_ids, limit=clamp(limit, MAX_SEARCH_LIMIT))
         return [fact_of(dict(r[0])) for r in rows]
 
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
@@ -220,17 +222,17 @@ class GraphReads(CeilingReads):
             result = await tx.run(cypher_portability.MENTIONS_OF, ids=memory_ids, user_id=user_id)
             return {str(r["memory_id"]): sorted(str(e) for e in r["entity_ids"]) for r in await result.data()}
 
-        found: dict[str, list[str]] = await self._read(run)
-        seen = await self.visible_memory_ids(found)
+        found: dict[str, list[str]] = await self._exec.read(run)
+        seen = await self._ceiling.visible_memory_ids(found)
         return found if seen is None else {k: v for k, v in found.items() if k in seen}
 
     async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_portability.EXPORT_ENTITIES, user_id, groups, limit, cursor)
-        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_entities)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self._ceiling.keep_entities)
 
     async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         rows = await self._page(cypher_reads.LIST_EPISODES, user_id, groups, limit, cursor)
-        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self.keep_memories)
+        return await self._kept(self._paged([dict(r["item"]) for r in rows], limit), self._ceiling.keep_memories)
 
     async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
         """The user's (:Memory) nodes with these ids (deleted ones too, with `deleted_at`)."""
@@ -241,8 +243,8 @@ class GraphReads(CeilingReads):
             result = await tx.run(cypher_reads.MEMORY_NODES, user_id=user_id, ids=ids)
             return [dict(r["item"]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
-        return list(await self.keep_memories(rows))
+        rows: list[dict[str, Any]] = await self._exec.read(run)
+        return list(await self._ceiling.keep_memories(rows))
 
     async def memory_users(self, limit: int = 100_000) -> list[str]:
         async def run(tx: AsyncManagedTransaction) -> list[str]:
@@ -250,7 +252,7 @@ class GraphReads(CeilingReads):
                                   "RETURN DISTINCT m.user_id AS user_id LIMIT $limit", limit=limit)
             return [str(r["user_id"]) for r in await result.data()]
 
-        users: list[str] = await self._read(run)
+        users: list[str] = await self._exec.read(run)
         return users
 
 

@@ -1,6 +1,6 @@
 """The reads of task traces in Neo4j: one run with its steps and tool calls, listings, dense and lexical search,
-the runs whose tool calls touched what memories mention, lessons, stats. Mixed into Neo4jGraphStore (it uses its
-`_read`); the writes and the schema are in runs.py."""
+the runs whose tool calls touched what memories mention, lessons, stats (`RunReads`); the writes and the
+schema are in runs.py."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
 from service.stores.neo4j.runs import FT_GROUP, run_uid
 from service.stores.neo4j.search import lucene_query, lucene_terms
@@ -153,9 +154,10 @@ RETURN t.tool AS key, count(*) AS n ORDER BY n DESC, key LIMIT 100
 
 
 class RunReads:
-    """Run reads of Neo4jGraphStore."""
+    """Run reads (`RunReadStore`)."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
 
     async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None:
         check_id(user_id, "user_id")
@@ -169,7 +171,7 @@ class RunReads:
             calls = [dict(r["call"]) for r in await (await tx.run(GET_CALLS, uid=uid, user_id=user_id)).data()]
             return {**dict(rec["run"]), "step_rows": steps, "call_rows": calls}
 
-        found: dict[str, Any] | None = await self._read(run)
+        found: dict[str, Any] | None = await self._exec.read(run)
         return found
 
     async def list_runs(self, user_id: str, session_id: str | None, project_id: str | None, limit: int,
@@ -182,7 +184,7 @@ class RunReads:
                                   cursor=cursor or "", limit=n + 1)
             return [dict(r["run"]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > n
         rows = rows[:n]
         return rows, (f"{rows[-1]['created_at']}|{rows[-1]['id']}" if more and rows else None)
@@ -193,7 +195,7 @@ class RunReads:
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
             return [dict(r["run"]) for r in await (await tx.run(SUMMARIES, uids=uids, user_id=user_id)).data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         return rows
 
     @staticmethod
@@ -208,7 +210,7 @@ class RunReads:
             result = await tx.run(DENSE, vec=vector, model=model, scan=MAX_RUN_SCAN, k=clamp(k, 500), **params)
             return [(str(r["id"]), float(r["score"])) for r in await result.data()]
 
-        hits: list[tuple[str, float]] = await self._read(run)
+        hits: list[tuple[str, float]] = await self._exec.read(run)
         return hits
 
     async def lexical_runs(self, flt: RunFilter, query: str, k: int
@@ -229,7 +231,7 @@ class RunReads:
                      await (await tx.run(LEXICAL_CALLS, lucene=call_query, k=clamp(k, 500), **params)).data()]
             return runs, calls
 
-        found: tuple[list[tuple[str, float]], list[tuple[str, float, dict[str, Any]]]] = await self._read(run)
+        found: tuple[list[tuple[str, float]], list[tuple[str, float, dict[str, Any]]]] = await self._exec.read(run)
         return found
 
     async def runs_touching(self, user_id: str, memory_ids: list[str], project_id: str | None, k: int
@@ -244,7 +246,7 @@ class RunReads:
             return [(str(r["id"]), [str(n) for n in r["entities"]], [dict(c) for c in r["calls"]])
                     for r in await result.data()]
 
-        found: list[tuple[str, list[str], list[dict[str, Any]]]] = await self._read(run)
+        found: list[tuple[str, list[str], list[dict[str, Any]]]] = await self._exec.read(run)
         return found
 
     async def lessons(self, user_id: str, project_id: str | None, session_id: str | None, scan: int,
@@ -257,7 +259,7 @@ class RunReads:
             return [{"run": dict(r["run"]), "failed": dict(r["failed"]), "after": [dict(a) for a in r["after"]]}
                     for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         return rows
 
     async def run_stats(self, user_id: str, project_id: str | None) -> dict[str, Any]:
@@ -272,5 +274,5 @@ class RunReads:
             return {**head, "tool_calls": calls.get("calls") or 0, "failed_tool_calls": calls.get("failed") or 0,
                     "failures_by_tool": by_tool, "failures_by_error_kind": by_kind}
 
-        stats: dict[str, Any] = await self._read(run)
+        stats: dict[str, Any] = await self._exec.read(run)
         return stats

@@ -3,8 +3,8 @@
 Keys are derived from the tenant: a run's `uid` is uuid5(user, run id), a step's uid(run uid, seq), so parts
 of one run written in any order MERGE into the same nodes, and one user can never address another's run.
 A deleted run keeps a tombstone (`uid, user_id, id, deleted_at`) so that a part accepted before the delete and
-run after it writes nothing. The writes, deletes and retention; the reads are run_reads.py. Mixed into
-Neo4jGraphStore (it uses its `_read`, `_write`, `_link_write`).
+run after it writes nothing. The writes, deletes and retention (`RunGraph`); the reads are run_reads.py
+(`RunReads`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from neo4j import AsyncManagedTransaction
 from service.core.domain import ID_NAMESPACE
 from service.stores.graph import EntityNameRules, group_id
 from service.stores.neo4j import cypher_writes, facts, resolution
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
     MAX_ALIASES,
@@ -149,13 +150,11 @@ def _entity_rows(user_id: str, group: str, touched: list[Any], at: str,
 
 
 class RunGraph:
-    """Run writes of Neo4jGraphStore."""
+    """Run writes, deletes and retention (`RunWriteStore`). `names`: the identity gate of the touched entities."""
 
-    _names: EntityNameRules  # provided by Neo4jGraphStore
-
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, **params: Any) -> Any: ...
-    async def _link_write(self, links_of: Any, body: Any) -> Any: ...
+    def __init__(self, executor: Neo4jExecutor, names: EntityNameRules) -> None:
+        self._exec = executor
+        self._names = names
 
     async def write_run(self, run: RunWrite) -> GraphReport | None:
         check_id(run.user_id, "user_id")
@@ -211,7 +210,7 @@ class RunGraph:
                                     vec=run.summary_vec, model=run.vec_model)).consume()
             return report
 
-        written: GraphReport | None = await self._link_write(links_of, body)
+        written: GraphReport | None = await self._exec.link_write(self._names, links_of, body)
         return written
 
     async def delete_run(self, user_id: str, run_id: str, before: str) -> bool:
@@ -226,7 +225,7 @@ class RunGraph:
                 n += int(rec["n"]) if rec else 0
             return n
 
-        deleted: int = await self._write(run)
+        deleted: int = await self._exec.write(run)
         return deleted
 
     async def expire_runs(self, before: str, user_id: str | None = None) -> int:
@@ -236,7 +235,7 @@ class RunGraph:
 
         total = 0
         for _ in range(10_000):
-            rows: list[tuple[str, str]] = await self._read(batch)
+            rows: list[tuple[str, str]] = await self._exec.read(batch)
             if not rows:
                 break
             for owner in sorted({u for _, u in rows}):
@@ -252,7 +251,7 @@ class RunGraph:
 
         total = 0
         for _ in range(10_000):
-            uids: list[str] = await self._read(batch)
+            uids: list[str] = await self._exec.read(batch)
             if not uids:
                 break
             for i in range(0, len(uids), 50):

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, LiteralString
+from collections.abc import Awaitable, Callable
+from typing import LiteralString
 
 import structlog
-from neo4j import AsyncDriver, AsyncManagedTransaction
+from neo4j import AsyncManagedTransaction
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
 from service.core.errors import DependencyUnavailable
@@ -17,6 +18,7 @@ from service.stores.graph import EntityNameRules
 from service.stores.neo4j import resolution
 from service.stores.neo4j.communities import COMMUNITY_SCHEMA
 from service.stores.neo4j.conversations import CONVERSATION_SCHEMA
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import ft_key
 from service.stores.neo4j.runs import RUN_SCHEMA
 
@@ -107,16 +109,14 @@ RETURN count(*) AS migrated
 
 
 class GraphSchema:
-    """The schema methods of Neo4jGraphStore (they use its `_write` and its driver)."""
+    """The schema and the start-up migrations. `names`: the name vector index (with a gate) and entity keys;
+    `warm`: the write path's warm-up, run once the schema is ready (memories.py `warm_write_plans`)."""
 
-    _driver: AsyncDriver  # provided by Neo4jGraphStore
-    _db: str
-    _timeout: float
-    _names: EntityNameRules
-
-    async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-
-    async def _warm_write_plans(self) -> Any: ...  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor, names: EntityNameRules, warm: Callable[[], Awaitable[object]]
+                 ) -> None:
+        self._exec = executor
+        self._names = names
+        self._warm = warm
 
     async def ensure_schema(self) -> None:
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
@@ -125,7 +125,7 @@ class GraphSchema:
         for stmt in SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
                 + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA:
             try:
-                await self._write(run, stmt=stmt)
+                await self._exec.write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
                 if "EquivalentSchemaRule" not in (exc.code or ""):
                     raise
@@ -137,10 +137,10 @@ class GraphSchema:
 
         # full-text indexes populate asynchronously; reads right after start need them online
         try:
-            await self._write(wait, seconds=int(self._timeout * 5))
+            await self._exec.write(wait, seconds=int(self._exec.timeout * 5))
         except Neo4jError as exc:  # a big store may take longer: searches fail until it is online
             log.warning("graph_indexes_not_online_yet", error=str(exc))
-        await self._warm_write_plans()
+        await self._warm()
         log.info("graph_schema_ready", statements=len(SCHEMA))
 
     async def _backfill(self) -> None:
@@ -164,7 +164,7 @@ class GraphSchema:
 
         for find, fill in select:
             for _ in range(10_000):
-                if await self._write(batch, find=find, fill=fill) == 0:
+                if await self._exec.write(batch, find=find, fill=fill) == 0:
                     break
 
         async def keys(tx: AsyncManagedTransaction) -> int:  # entities written before the resolution gate
@@ -178,7 +178,7 @@ class GraphSchema:
             return len(keyed)
 
         for _ in range(10_000):
-            if await self._write(keys) == 0:
+            if await self._exec.write(keys) == 0:
                 break
 
         async def legacy_users(tx: AsyncManagedTransaction) -> list[str | None]:
@@ -188,14 +188,14 @@ class GraphSchema:
             await (await tx.run(BACKFILL_EDGE_IDS, user_id=user_id)).consume()
 
         for _ in range(10_000):
-            users: list[str | None] = await self._write(legacy_users)
+            users: list[str | None] = await self._exec.write(legacy_users)
             if not users:
                 break
             for u in users:
                 if u is None:  # no user: nothing can reference it; mark it done
-                    await self._write(self._mark_orphans)
+                    await self._exec.write(self._mark_orphans)
                 else:
-                    await self._write(edge_ids, user_id=u)
+                    await self._exec.write(edge_ids, user_id=u)
 
     async def _migrate_relation_keys(self) -> None:
         """Relations written before keys and slots get them (MIGRATE_RELATION_KEYS; docs/decisions.md,
@@ -205,7 +205,7 @@ class GraphSchema:
         for attempt in range(3):  # two processes starting together may both key a legacy duplicate: run again
             try:
                 async with asyncio.timeout(MIGRATION_SECONDS):
-                    async with self._driver.session(database=self._db) as session:
+                    async with self._exec.session() as session:
                         result = await session.run(MIGRATE_RELATION_KEYS, batch=MIGRATION_BATCH)
                         record = await result.single()
                 break

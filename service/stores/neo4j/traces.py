@@ -1,7 +1,7 @@
 """Retrieval traces in the Neo4j graph store: `(:Trace {query, at, expires_at})-[:RETURNED {rank, score}]->(:Memory)`
 and `-[:TOUCHED]->(:Entity)`; written after a search answered, read by id or by the entity they touched, purged
-when expired. A trace carries the sensitivity ceiling it was searched under (ceiling.py `trace_visible`). Mixed
-into Neo4jGraphStore."""
+when expired. A trace carries the sensitivity ceiling it was searched under (ceiling.py `trace_visible`):
+`TraceGraph`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from neo4j import AsyncManagedTransaction
 from service.core.errors import NotFound
 from service.core.sensitivity import Sensitivity, current
 from service.stores.neo4j.ceiling import trace_visible
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 
 WRITE_TRACE: LiteralString = """
@@ -77,10 +78,10 @@ PURGE_BATCH = 1000
 
 
 class TraceGraph:
-    """Trace methods of Neo4jGraphStore (they use its `_read` / `_write`)."""
+    """Retrieval traces: written, read, purged, erased."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
-    async def _write(self, fn: Any, *, slow: bool = False, **params: Any) -> Any: ...
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
 
     async def write_trace(self, trace: dict[str, Any]) -> None:
         async def run(tx: AsyncManagedTransaction) -> None:
@@ -89,7 +90,7 @@ class TraceGraph:
             params.setdefault("max_sensitivity", (current() or Sensitivity.SECRET).value)
             await (await tx.run(WRITE_TRACE, text=trace["query"], **params)).consume()
 
-        await self._write(run)
+        await self._exec.write(run)
 
     async def trace(self, user_id: str, trace_id: str, now: str) -> dict[str, Any]:
         check_id(trace_id, "trace id")
@@ -100,7 +101,7 @@ class TraceGraph:
                 return None
             return {**dict(rec["trace"]), "returned": list(rec["returned"]), "touched": list(rec["touched"])}
 
-        found: dict[str, Any] | None = await self._read(run)
+        found: dict[str, Any] | None = await self._exec.read(run)
         if found is None or not trace_visible(found):
             raise NotFound(f"trace {trace_id} not found (or expired)")
         return found
@@ -118,7 +119,7 @@ class TraceGraph:
                                   cursor=cursor or "", limit=n + 1)
             return [dict(r["trace"]) for r in await result.data()]
 
-        rows: list[dict[str, Any]] = await self._read(run)
+        rows: list[dict[str, Any]] = await self._exec.read(run)
         more = len(rows) > n
         rows = rows[:n]
         return [r for r in rows if trace_visible(r)], (str(rows[-1]["at"]) if more and rows else None)
@@ -144,7 +145,7 @@ class TraceGraph:
     async def _batches(self, run: Any) -> int:
         total = 0
         for _ in range(10_000):  # bounded
-            n: int = await self._write(run)
+            n: int = await self._exec.write(run)
             total += n
             if n < PURGE_BATCH:
                 break

@@ -1,7 +1,7 @@
 """Entity hits for one chat-turn payload (`POST /v1/search` with `include: ["entities"]`): the entities a query names
 (the graph retriever's own matching: full text over names and aliases, and the whole query as an exact name), each
-with its score, how many memories mention it and the names of the entities its live facts relate it to. Mixed
-into Neo4jGraphStore (it uses its `_read`)."""
+with its score, how many memories mention it and the names of the entities its live facts relate it to
+(`TurnGraph`, the `EntitySearch` part)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j.ceiling import CeilingReads
+from service.stores.neo4j.ceiling import Ceiling
+from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.reads import _entity_hits
 from service.stores.neo4j.rows import check_groups, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_terms
@@ -28,10 +29,12 @@ RETURN e.id AS id, e.name AS name, e.type AS type, e.group_id AS group_id, coale
 """
 
 
-class TurnGraph(CeilingReads):
-    """Entity search methods of Neo4jGraphStore."""
+class TurnGraph:
+    """Entity search (`EntitySearch`)."""
 
-    async def _read(self, fn: Any, **params: Any) -> Any: ...  # provided by Neo4jGraphStore
+    def __init__(self, executor: Neo4jExecutor) -> None:
+        self._exec = executor
+        self._ceiling = Ceiling(executor)
 
     async def search_entities(self, user_id: str, groups: list[str], query: str, limit: int
                               ) -> list[dict[str, Any]]:
@@ -53,5 +56,5 @@ class TurnGraph(CeilingReads):
                     await (await tx.run(ENTITY_DETAILS, ids=best, user_id=user_id, related=MAX_RELATED)).data()}
             return [{**rows[h], "score": round(hits[h], 6)} for h in best if h in rows]
 
-        found: list[dict[str, Any]] = await self._read(run)
-        return await self.keep_entity_hits(user_id, found)
+        found: list[dict[str, Any]] = await self._exec.read(run)
+        return await self._ceiling.keep_entity_hits(user_id, found)
