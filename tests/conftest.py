@@ -18,7 +18,7 @@ from service.ai.local import LocalEmbedder, ModelFiles
 from service.ai.models import DEFAULT_MODEL, MODELS
 from service.core.settings import Settings
 from service.identity import NameVectors, ResolutionGate
-from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.store import Neo4jGraphStore
 
 # The local embedders' files, shared by every test run on this machine (scripts/test.sh fetches the default model's,
 # all-MiniLM-L6-v2's graph is built once; both checked by sha256).
@@ -36,6 +36,37 @@ def pytest_configure(config: pytest.Config) -> None:
         urls = [u for u in os.environ.get(many, "").split(",") if u]
         if urls:
             os.environ[one] = urls[index % len(urls)]
+
+
+# Files whose tests mostly wait (fault windows, private Redis/Neo4j/service processes, subprocesses), longest first.
+# They run first, so that under pytest-xdist (scripts/test.sh, TEST_WORKERS=2, --dist loadfile
+# --no-loadscope-reorder: a process takes the next file when it is free) their waits overlap the other process's
+# CPU-bound files instead of ending the run alone. The order changes nothing else: each file keeps its tests' order.
+SLOW_FIRST = (
+    "integration/test_write_faults.py",
+    "integration/test_redis_failover.py",
+    "integration/test_worker_process.py",
+    "integration/test_write_integrity.py",
+    "integration/test_cli.py",
+    "integration/test_faults.py",
+    "integration/test_client.py",
+    "integration/test_resolution_bench.py",
+    "integration/test_fuzz.py",
+    "integration/test_recall_harness.py",
+    "integration/test_conversations.py",
+    "integration/test_mcp.py",
+    "integration/test_shards.py",
+    "integration/test_graph_scale.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """SLOW_FIRST's files first (stable: the rest keep their collection order)."""
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        return next((i for i, tail in enumerate(SLOW_FIRST) if path.endswith("tests/" + tail)), len(SLOW_FIRST))
+
+    items.sort(key=rank)
 
 
 def unique(prefix: str) -> str:

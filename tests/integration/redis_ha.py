@@ -25,6 +25,11 @@ DOWN_AFTER_MS = 3000
 FAILOVER_TIMEOUT_MS = 4000
 
 
+def sentinel_id(port: int) -> str:
+    """A sentinel's run id (40 hex characters), fixed by its port so that each can name the others."""
+    return f"{port:040x}"
+
+
 def ports() -> list[int]:
     given = os.environ.get("TEST_REDIS_HA_PORTS")
     if given:
@@ -77,20 +82,31 @@ class SentinelSet:
         d = self.tmp / f"sentinel-{port}"
         d.mkdir(parents=True, exist_ok=True)
         conf = d / "sentinel.conf"  # sentinels rewrite their configuration: one writable file each
+        # The replica and the other sentinels written in as known (what a sentinel's own configuration rewrite
+        # records): found through INFO and hello messages instead, they took ~6 s to appear at every start.
+        known = "".join(f"sentinel known-sentinel {MASTER} 127.0.0.1 {p} {sentinel_id(p)}\n"
+                        for p in self.sentinel_ports if p != port)
         conf.write_text(
             f"port {port}\nbind 127.0.0.1\ndir {d}\nlogfile {d / 'sentinel.log'}\n"
+            f"sentinel myid {sentinel_id(port)}\n"
             f"sentinel monitor {MASTER} 127.0.0.1 {self.primary_port} 2\n"
             f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
-            f"sentinel parallel-syncs {MASTER} 1\n")
+            f"sentinel parallel-syncs {MASTER} 1\n"
+            f"sentinel known-replica {MASTER} 127.0.0.1 {self.replica_port}\n{known}")
         self.procs[port] = subprocess.Popen([exe, str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL)
         wait_port(port, self.procs[port], 20, f"sentinel {port}")
 
     def start(self) -> SentinelSet:
-        self._redis(self.primary_port)
-        self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.primary_port))
+        # The first sync without Redis's 5 s wait for more replicas (repl-diskless-sync-delay), then the default
+        # again: the resyncs of a failover keep the wait a deployment has.
+        self._redis(self.primary_port, "--repl-diskless-sync-delay", "0")
+        self._redis(self.replica_port, "--replicaof", "127.0.0.1", str(self.primary_port),
+                    "--repl-diskless-sync-delay", "0")
         self.wait_replica_synced(20)
+        for p in (self.primary_port, self.replica_port):
+            assert "OK" in command(p, "CONFIG", "SET", "repl-diskless-sync-delay", "5")
         for p in self.sentinel_ports:
             self._sentinel(p)
         want = f"slaves=1,sentinels={len(self.sentinel_ports)}"
