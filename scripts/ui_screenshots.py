@@ -131,9 +131,9 @@ def main() -> int:
     settings = load_settings(arq_queue_name=queue)  # REDIS_URL etc. from the environment / .env
 
     async def admin_key() -> str:
-        redis = await connect_redis(settings)
+        redis = await connect_redis(settings.redis)
         try:
-            return (await ApiKeyStore(redis, settings).create("ops", "screenshots", admin=True))[1]
+            return (await ApiKeyStore(redis, settings.redis).create("ops", "screenshots", admin=True))[1]
         finally:
             await redis.aclose()
 

@@ -63,12 +63,12 @@ async def keys_command(settings: Settings, args: argparse.Namespace) -> int:
     from service.core.redis_client import connect_redis
 
     try:
-        redis = await connect_redis(settings)
+        redis = await connect_redis(settings.redis)
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        store = ApiKeyStore(redis, settings)
+        store = ApiKeyStore(redis, settings.redis)
         if args.action == "create":
             record, key = await store.create(args.user, args.name, args.admin, args.max_sensitivity)
             kind = "admin key (may act for any user_id and run maintenance)" if record.admin else "user key"

@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     settings.run_embedded_worker is true. `freeze_heap`: the start-up heap leaves the garbage collector's
     reach once started (service/core/heap.py); `python -m service` sets it, a test process does not."""
     settings = settings or load_settings()
-    configure_logging(settings)
+    configure_logging(settings.service)
     track_gc_pauses()
     if settings.access.auth_mode == "none" and not settings.service.loopback:
         raise SystemExit(
@@ -161,7 +161,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(conversations_router)  # conversations
     app.include_router(tasks.router)
     app.include_router(legacy.router)
-    install_console(app, settings)  # the web console at /ui, and /docs, /redoc (docs/console.md)
+    install_console(app, settings.console)  # the web console at /ui, and /docs, /redoc (docs/console.md)
     errors.document(app, PUBLIC_PATHS)  # each route's OpenAPI names exactly the errors it can answer
     if settings.access.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.access.cors_origins, allow_methods=["*"],
@@ -175,5 +175,5 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     if settings.mcp.transport == "http":
         from service.mcp.server import mount_http
 
-        mcp_sessions = mount_http(app, settings)
+        mcp_sessions = mount_http(app, settings.service)
     return app

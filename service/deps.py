@@ -96,7 +96,9 @@ class Deps:
     @property
     def maintenance(self) -> MaintenanceRuns:
         """Maintenance runs: submit, read the records, expire observations."""
-        return MaintenanceRuns(self.settings, self.tasks, MaintenanceRecords(self.redis, self.settings), self.vectors)
+        s = self.settings
+        return MaintenanceRuns(s.dedup, s.calibration.dedup, s.hooks, self.tasks,
+                               MaintenanceRecords(self.redis, s.redis), self.vectors)
 
     async def close(self) -> None:
         if self.traces.trace_writes:  # traces being written after their search answered: let them land
@@ -139,9 +141,9 @@ def build_llm(settings: Settings, redis: Any = None) -> Any:
     EMBEDDER=openai, else None; with `redis`, the structured-output modes it learns are shared there (/health)."""
     from service.ai.openai.provider import OpenAIProvider
 
-    if not OpenAIProvider.wanted(settings):
+    if not OpenAIProvider.wanted(settings.resolved_llm_provider, settings.embeddings.embedder):
         return None
-    llm = OpenAIProvider(settings)
+    llm = OpenAIProvider(settings.llm, settings.embeddings)
     if redis is not None:
         llm.share_modes(redis, settings.redis.queue_name)
     return llm
@@ -251,7 +253,7 @@ def summarizer(settings: Settings, client: Any, llm: Any = None) -> SessionSumma
 
 async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
     """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py)."""
-    redis = await connect_redis(settings)
+    redis = await connect_redis(settings.redis)
     openai_llm = build_llm(settings, redis)
     embedder, extractor, genai_client = build_ai(settings, openai_llm)
     write_embedder: Embedder = embedder
@@ -281,23 +283,29 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         if openai_llm is not None:
             await openai_llm.aclose()
         raise
-    tasks = TaskQueue(redis, settings, FUNCTIONS)
-    kv = RedisKV(redis, settings)
-    outbox = Outbox(redis, settings)
+    tasks = TaskQueue(redis, settings.redis, FUNCTIONS)
+    kv = RedisKV(redis, settings.redis)
+    outbox = Outbox(redis, settings.redis)
     ledger = Ledger(outbox, vectors, graph.memories)
-    locks = MemoryLocks(redis, settings)
-    usage = RetrievalCounts(redis, settings)
+    locks = MemoryLocks(redis, settings.redis)
+    usage = RetrievalCounts(redis, settings.redis)
     traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
-    search = MemorySearch(Searcher(settings, vectors, graph.reads, embedder), vectors, traces, token_counter(embedder),
+    search = MemorySearch(Searcher(settings.search, vectors, graph.reads, embedder,
+                                   graph_timeout_s=settings.neo4j.timeout_seconds,
+                                   graph_entity_weight=settings.calibration.graph_entity),
+                          vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage)
-    intake = Intake(settings, tasks, kv, vectors, graph, outbox)
-    writer = MemoryWriter(settings, tasks, kv, vectors, graph, ledger, locks, write_embedder, extractor,
+    intake = Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox)
+    writer = MemoryWriter(settings.redis, settings.search, settings.access, settings.calibration, tasks, kv,
+                          vectors, graph, ledger, locks, write_embedder, extractor,
                           RuleLinkFinder(), usage)
     jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger, graph),
-                       sweep=DedupSweep(settings, vectors, ledger, redis), reconciler=Reconciler(writer),
-                       reembedder=Reembedder(settings, tasks, vectors, write_embedder, locks, ledger),
+                       sweep=DedupSweep(settings.redis, settings.dedup, settings.calibration.dedup, vectors, ledger,
+                                        redis),
+                       reconciler=Reconciler(writer, settings.writepath),
+                       reembedder=Reembedder(settings.redis, tasks, vectors, write_embedder, locks, ledger),
                        indexer=IndexBuilder(vectors),
-                       runs=RunWriter(settings, tasks, kv, graph.runs, write_embedder),
+                       runs=RunWriter(settings.redis, tasks, kv, graph.runs, write_embedder),
                        conversations=ConversationWriter(graph.conversations),
                        graph=GraphWrites(writer),
                        communities=Communities(graph.communities, graph.reads,
@@ -319,6 +327,6 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                 RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
                 RunIntake(tasks, kv, graph.run_reads),
                 ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),
-                ConversationIntake(tasks, graph.conversations), GraphIntake(settings, tasks, graph.facts),
+                ConversationIntake(tasks, graph.conversations), GraphIntake(settings.service, tasks, graph.facts),
                 GraphFacts(graph.facts, graph.communities), genai_client,
                 child, openai_llm)

@@ -18,7 +18,7 @@ from service.deps import Deps, build_deps
 
 async def open_deps(settings: Settings) -> Deps:
     """A standalone worker's clients, metrics server and heap settings (`python -m worker`, `arq`)."""
-    configure_logging(settings)
+    configure_logging(settings.service)
     if settings.qdrant.url is None:
         raise SystemExit(
             "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "

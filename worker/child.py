@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # The child embeds in-process and runs the worker itself: none of the parent's child-process options apply.
     settings = Settings(**{**json.loads(line), "embed_process": "inline", "worker_process": "inline"})
-    configure_logging(settings)
+    configure_logging(settings.service)
     with contextlib.suppress(OSError):
         os.nice(settings.worker.process_nice)
     shards = parse_shards(args.shard, settings.redis.worker_shards)

@@ -55,8 +55,8 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     try:
         reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.writepath.reconcile_grace_seconds))
         drained = await deps.jobs.reconciler.drain()
-        await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # messages, runs
-        await rehome(deps.redis, deps.settings)  # jobs left on another WORKER_SHARDS's queues
+        await drain_pending_erasures(deps.settings.redis, deps.tasks, deps.graph)  # messages, runs
+        await rehome(deps.redis, deps.settings.redis)  # jobs left on another WORKER_SHARDS's queues
     except DependencyUnavailable as exc:
         log.warning("reconcile_tick_failed", error=str(exc)[:300])
         return None

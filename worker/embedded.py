@@ -45,7 +45,7 @@ class EmbeddedWorker:
         while not self._stopping:
             self._workers[shard] = ClaimingWorker(
                 **worker_options(settings, shard), ctx={"deps": self._deps}, handle_signals=False,
-                connect=lambda: connect_redis(settings, queue),
+                connect=lambda: connect_redis(settings.redis, queue),
             )
             log.info("embedded_worker_started", queue=queue, shard=shard)
             try:

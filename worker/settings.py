@@ -21,7 +21,7 @@ def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
         "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.redis.max_tries))
                       for k in JOB_KINDS],
         "cron_jobs": cron_jobs(settings) if shard == 0 else [],
-        "redis_settings": redis_settings(settings),
+        "redis_settings": redis_settings(settings.redis),
         "queue_name": queue_name(settings.redis.queue_name, shard, settings.redis.worker_shards),
         "max_jobs": settings.redis.max_jobs,
         "poll_delay": settings.redis.poll_delay_seconds,

@@ -17,7 +17,7 @@ async def tier_retention_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Daily: messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS are erased."""
     deps: Deps = ctx["deps"]
     try:
-        return await expire_tiers(deps.settings, deps.graph)
+        return await expire_tiers(deps.settings.retention, deps.graph)
     except DependencyUnavailable as exc:
         log.warning("tier_retention_failed", error=str(exc)[:300])
         return None

@@ -311,7 +311,7 @@ async def bench_user(
     redis: object, plant: Plant, probe_user: str,
 ) -> Row:
     n = len(plant.memories)
-    sweep = DedupSweep(settings, store, graph or _NoGraph(), redis)  # type: ignore[arg-type]
+    sweep = DedupSweep(settings.redis, settings.dedup, settings.calibration.dedup, store, graph or _NoGraph(), redis)  # type: ignore[arg-type]
 
     # the seed's way, before anything is removed
     sample = n if n <= args.seed_full_up_to else min(args.seed_sample, n)
@@ -415,7 +415,7 @@ async def main(args: argparse.Namespace) -> int:
     if args.graph != "none":
         graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 10.0, NameRules())
         await graph.ensure_schema()
-    redis = await connect_redis(settings)
+    redis = await connect_redis(settings.redis)
     rng = np.random.default_rng(args.seed)
     print(f"dedup bench: sizes {sizes}, threshold {args.threshold}, page {args.batch_size}, dim {DIM}, "
           f"graph={args.graph}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}, edge shard at {tmp}",

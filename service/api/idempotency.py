@@ -59,7 +59,7 @@ async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | N
         return check(existing)
     accepted = await submit()
     record = {"fingerprint": fp, "task_id": accepted.task_id}
-    window = max(1, intake.settings.redis.idempotency_window_seconds)
+    window = max(1, intake.redis.idempotency_window_seconds)
     if not await kv.set_json(name, record, window, only_new=True, what="idempotency key"):
         raced = await kv.get_json(name, what="idempotency key")
         if raced is not None:
@@ -85,6 +85,6 @@ async def remembered(intake: Intake, caller: Caller, user_id: str | None, key: s
         return model.model_validate(existing["answer"])
     answer = await run()
     record = {"fingerprint": fp, "answer": answer.model_dump(mode="json")}
-    await kv.set_json(name, record, max(1, intake.settings.redis.idempotency_window_seconds), only_new=True,
+    await kv.set_json(name, record, max(1, intake.redis.idempotency_window_seconds), only_new=True,
                       what="idempotency key")
     return answer

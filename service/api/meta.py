@@ -87,7 +87,8 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
         checks=checks,
         embedder=deps.embedder.name,
         extractor=deps.extractor.name,  # the extractor the start-up built (service/deps.py build_ai), not a guess
-        llm=await describe_llm(deps.settings, deps.extractor, caller.admin, deps.openai_llm),  # provider, models, modes
+        # provider, models, modes
+        llm=await describe_llm(deps.settings.gemini, deps.extractor, caller.admin, deps.openai_llm),
         write_path=write_path,
         errors=errors,
     )

@@ -51,7 +51,7 @@ async def caller_of(deps: Deps, headers: Any) -> Caller:
         if deps.settings.resolved_auth_mode == "keys":
             raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
         return Caller(default_user=deps.settings.service.default_user_id or None)
-    record = await ApiKeyStore(deps.redis, deps.settings).verify(token)
+    record = await ApiKeyStore(deps.redis, deps.settings.redis).verify(token)
     return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin,
                   max_sensitivity=record.max_sensitivity)
 
@@ -147,7 +147,7 @@ class RateLimiter:
             return int(n)
 
         try:
-            reserved = await redis_guard(deps.settings, "rate limit", reserve())
+            reserved = await redis_guard(deps.settings.redis, "rate limit", reserve())
         except DependencyUnavailable as exc:  # fail open: reads need no Redis, and a write answers 503 itself
             log.warning("rate_limit_unavailable", error=str(exc)[:200])
             return

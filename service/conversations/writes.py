@@ -17,7 +17,7 @@ import structlog
 from service.core.domain import Memory, Message
 from service.core.errors import DependencyUnavailable
 from service.core.kv import aw, redis_guard
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings, RetentionSettings
 from service.runs.jobs import ConversationDeleteJob
 from service.stores.graph import GraphStore
 from service.stores.tiers import ConversationStore
@@ -28,7 +28,8 @@ PENDING_ERASE = "tiers:pending-erase"
 PENDING_MESSAGES = "tiers:pending-messages"
 
 
-async def keep_messages(settings: Settings, tasks: TaskQueue, graph: ConversationStore, task_id: str, user_id: str,
+async def keep_messages(settings: RedisQueueSettings, tasks: TaskQueue, graph: ConversationStore, task_id: str,
+                        user_id: str,
                         session_id: str | None, project_id: str | None, accepted_at: str, messages: list[Message],
                         memories: list[Memory]) -> str:
     """Store the write's messages under its session (one per write, named by the task id, when none is given),
@@ -56,7 +57,7 @@ async def keep_messages(settings: Settings, tasks: TaskQueue, graph: Conversatio
     return session
 
 
-async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: ConversationStore, user_id: str,
+async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, graph: ConversationStore, user_id: str,
                              memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
     """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
     and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
@@ -71,7 +72,7 @@ async def erase_after_delete(settings: Settings, tasks: TaskQueue, graph: Conver
     await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
 
 
-async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: ConversationStore) -> int:
+async def drain_pending_erasures(settings: RedisQueueSettings, tasks: TaskQueue, graph: ConversationStore) -> int:
     """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
     tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
     key = tasks.key(PENDING_MESSAGES)
@@ -99,16 +100,16 @@ async def drain_pending_erasures(settings: Settings, tasks: TaskQueue, graph: Co
     return done
 
 
-async def expire_tiers(settings: Settings, graph: GraphStore, user_id: str | None = None) -> dict[str, int]:
+async def expire_tiers(retention: RetentionSettings, graph: GraphStore, user_id: str | None = None) -> dict[str, int]:
     """Retention: erase messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS (by
     when they were written); a setting of 0 keeps them. `user_id`: only that user's (every user's without)."""
     now = datetime.now(UTC)
     out = {"messages": 0, "runs": 0}
-    if settings.retention.message_retention_days > 0:
-        before = (now - timedelta(days=settings.retention.message_retention_days)).isoformat()
+    if retention.message_retention_days > 0:
+        before = (now - timedelta(days=retention.message_retention_days)).isoformat()
         out["messages"] = await graph.expire_messages(before, user_id)
-    if settings.retention.run_retention_days > 0:
-        before = (now - timedelta(days=settings.retention.run_retention_days)).isoformat()
+    if retention.run_retention_days > 0:
+        before = (now - timedelta(days=retention.run_retention_days)).isoformat()
         out["runs"] = await graph.expire_runs(before, user_id)
     log.info("tier_retention", **out)
     return out

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from service.core.errors import Forbidden, NotFound, SchemaError, Unauthorized
 from service.core.kv import aw, redis_guard
 from service.core.sensitivity import Sensitivity, lower
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 
 KEY_PREFIX = "msk"
 
@@ -56,10 +56,10 @@ def parse_key(token: str) -> tuple[str, str] | None:
 
 
 class ApiKeyStore:
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.redis.queue_name}:apikey:"
+        self._prefix = f"{settings.queue_name}:apikey:"
 
     async def create(self, user_id: str, name: str | None = None, admin: bool = False,
                      max_sensitivity: Sensitivity | str | None = None) -> tuple[ApiKey, str]:

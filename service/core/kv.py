@@ -21,7 +21,7 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 
 _T = TypeVar("_T")
 
@@ -33,20 +33,20 @@ async def aw(value: Awaitable[_T] | _T) -> _T:
     return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
 
 
-async def redis_guard(settings: Settings, what: str, coro: Awaitable[_T], *, scale: float = 1.0) -> _T:
+async def redis_guard(settings: RedisQueueSettings, what: str, coro: Awaitable[_T], *, scale: float = 1.0) -> _T:
     """The one Redis guard: run a Redis call within REDIS_TIMEOUT_SECONDS (x `scale` for multi-call
     steps); any Redis failure is DependencyUnavailable (the API answers 503, the worker retries the job)."""
     try:
-        async with asyncio.timeout(settings.redis.timeout_seconds * scale):
+        async with asyncio.timeout(settings.timeout_seconds * scale):
             return await coro
     except (RedisError, OSError, TimeoutError) as exc:
-        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.redis.safe_url}: {exc}") from exc
+        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_url}: {exc}") from exc
 
 
 SETTLE_TRIES = 3
 
 
-async def redis_settle(settings: Settings, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
+async def redis_settle(settings: RedisQueueSettings, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
     """`redis_guard` for an idempotent step a job takes after its writes landed (clearing its outbox entry, its
     final record), tried SETTLE_TRIES times in place, 0.5 s and 1 s apart. A slow moment of Redis then costs a
     second, not a trip through ARQ's retries: those would run the writes again and, at the last try, mark the task
@@ -65,10 +65,10 @@ def step_key(queue_name: str, task_id: str, step: str) -> str:
 
 
 class RedisKV:
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.redis.queue_name}:"
+        self._prefix = f"{settings.queue_name}:"
 
     def key(self, name: str) -> str:
         """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
@@ -88,7 +88,7 @@ class RedisKV:
                        what: str = "set") -> bool:
         """Store `value` for `ttl_s` (default TASK_TTL_SECONDS); `only_new`: only if nothing is there yet.
         Returns whether it was stored."""
-        ttl = ttl_s or self._settings.redis.task_ttl_seconds
+        ttl = ttl_s or self._settings.task_ttl_seconds
         stored = await self._guard(what, self._redis.set(self.key(name), json.dumps(value), ex=ttl, nx=only_new))
         return bool(stored)
 
@@ -97,7 +97,7 @@ class RedisKV:
     async def store_blob(self, name: str, body: bytes) -> str:
         """An upload a job reads later (an import file), kept for TASK_TTL_SECONDS; returns its key."""
         key = self.key(f"blob:{name}")
-        await self._guard("upload", self._redis.set(key, body, ex=self._settings.redis.task_ttl_seconds))
+        await self._guard("upload", self._redis.set(key, body, ex=self._settings.task_ttl_seconds))
         return key
 
     async def load_blob(self, key: str) -> bytes | None:
@@ -112,11 +112,11 @@ class RedisKV:
     async def save_step(self, task_id: str, step: str, value: str) -> None:
         """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
         assert step in STEPS, step  # the task queue drops exactly these when the task ends
-        key = step_key(self._settings.redis.queue_name, task_id, step)
-        await self._guard("save step", self._redis.set(key, value, ex=self._settings.redis.task_ttl_seconds))
+        key = step_key(self._settings.queue_name, task_id, step)
+        await self._guard("save step", self._redis.set(key, value, ex=self._settings.task_ttl_seconds))
 
     async def load_step(self, task_id: str, step: str) -> str | None:
-        raw = await self._guard("load step", self._redis.get(step_key(self._settings.redis.queue_name, task_id, step)))
+        raw = await self._guard("load step", self._redis.get(step_key(self._settings.queue_name, task_id, step)))
         return raw.decode() if raw is not None else None
 
     # ---- write-path counters --------------------------------------------------------------------

@@ -10,7 +10,7 @@ import sys
 
 import structlog
 
-from service.core.settings import Settings
+from service.core.settings import ServiceSettings
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -25,8 +25,8 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def configure_logging(settings: Settings) -> None:
-    fmt = settings.service.log_format
+def configure_logging(service: ServiceSettings) -> None:
+    fmt = service.log_format
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor = (
@@ -55,7 +55,7 @@ def configure_logging(settings: Settings) -> None:
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(settings.service.log_level.upper())
+    root.setLevel(service.log_level.upper())
     # Third-party chatter stays at WARNING unless asked for.
     for noisy in ("neo4j", "httpx", "httpcore", "urllib3", "sentence_transformers", "arq.worker"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from service.core.domain import Scope, iso, normalise
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.sensitivity import Sensitivity
-from service.core.settings import Settings
+from service.core.settings import ServiceSettings
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity import GENERIC, type_family
@@ -28,8 +28,8 @@ MAX_ATTRIBUTES_CHARS = 8_000
 
 
 class GraphIntake:
-    def __init__(self, settings: Settings, tasks: TaskQueue, graph: FactStore) -> None:
-        self.settings = settings
+    def __init__(self, service: ServiceSettings, tasks: TaskQueue, graph: FactStore) -> None:
+        self.service = service
         self.tasks = tasks
         self.graph = graph  # the entities a relation names by id
 
@@ -53,9 +53,9 @@ class GraphIntake:
 
     def _job(self, op: Op, user_id: str, scope: str, project_id: str | None, agent_id: str | None, content: str,
              graph: dict[str, Any], valid_at: str | None, sensitivity: str | None = None) -> GraphWriteJob:
-        if len(content) > self.settings.service.max_content_chars:
+        if len(content) > self.service.max_content_chars:
             raise PayloadTooLarge(f"the statement has {len(content)} characters; the limit is "
-                                  f"{self.settings.service.max_content_chars} (MAX_CONTENT_CHARS)")
+                                  f"{self.service.max_content_chars} (MAX_CONTENT_CHARS)")
         metadata: dict[str, Any] = {KEY: graph}
         if valid_at is not None:
             metadata["valid_at"] = valid_at

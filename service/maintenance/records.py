@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from service.core.errors import NotFound
 from service.core.kv import aw, redis_guard
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.maintenance.algorithm import stamp_of
 from service.schemas import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
 
@@ -113,11 +113,11 @@ class MaintenanceRecords:
     """Run reports: `<queue>:dedup:run:<id>` (JSON, TASK_TTL_SECONDS) and `<queue>:dedup:runs` (a sorted
     set of run ids by start time, the newest RUNS_KEPT)."""
 
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._keys = DedupKeys(settings.redis.queue_name)
-        self._ttl = settings.redis.task_ttl_seconds
+        self._keys = DedupKeys(settings.queue_name)
+        self._ttl = settings.task_ttl_seconds
 
     async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
         return await redis_guard(self._settings, f"maintenance run records: {what}", coro, scale=4)
@@ -172,7 +172,7 @@ class PendingGraph:
     """Graph removals applied to the vectors but not (yet) to the graph: a Redis hash
     removed id -> {"dup": survivor id, "user": user id, "at": removal time, "run": run id}."""
 
-    def __init__(self, redis: ArqRedis, key: str, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, key: str, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._key = key
         self._settings = settings

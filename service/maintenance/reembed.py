@@ -20,7 +20,7 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.core.kv import RedisKV
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import ReembedJob
 from service.tasks.queue import TaskQueue
@@ -61,7 +61,7 @@ async def submit_reembed(tasks: TaskQueue, kv: RedisKV, embedder: Embedder, user
 class Reembedder:
     """The worker side of a run: one part of it (`run`, the job `maintenance_reembed`)."""
 
-    def __init__(self, settings: Settings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
+    def __init__(self, settings: RedisQueueSettings, tasks: TaskQueue, vectors: VectorStore, embedder: Embedder,
                  locks: MemoryLocks, ledger: Ledger, page: int = PAGE, budget_s: float | None = None) -> None:
         """`vectors` is read (users, pages, the memories as they are now); the new vectors are written through
         the `ledger`. `budget_s`: how long one job works before it queues the next part (default: 40% of
@@ -74,7 +74,7 @@ class Reembedder:
         self.embedder = embedder
         self.locks = locks
         self.page = page
-        self.budget_s = max(1.0, settings.redis.job_timeout * 0.4) if budget_s is None else budget_s
+        self.budget_s = max(1.0, settings.job_timeout * 0.4) if budget_s is None else budget_s
 
     async def run(self, task_id: str, job: ReembedJob) -> dict[str, Any]:
         """Re-embed until done or the time budget is spent (then the next part is queued: `next_task_id`)."""

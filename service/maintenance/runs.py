@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from service.core.settings import Settings
+from service.core.settings import DedupSettings, HooksSettings
 from service.maintenance.records import MaintenanceRecords, summary
 from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
 from service.stores.vector import MemoryFilter, VectorStore
@@ -24,8 +24,12 @@ __all__ = ["MaintenanceRuns", "summary"]
 class MaintenanceRuns:
     """What the API, the console and the worker's crons start or read of maintenance runs."""
 
-    def __init__(self, settings: Settings, tasks: TaskQueue, records: MaintenanceRecords, vectors: VectorStore) -> None:
-        self.settings = settings
+    def __init__(self, dedup: DedupSettings, threshold: float, hooks: HooksSettings, tasks: TaskQueue,
+                 records: MaintenanceRecords, vectors: VectorStore) -> None:
+        """`threshold`: the sweep's (DEDUP_SIMILARITY_THRESHOLD, else the embedding model's calibrated value)."""
+        self.dedup = dedup
+        self.threshold = threshold
+        self.hooks = hooks
         self.tasks = tasks
         self.records = records  # the run records (MaintenanceRecords)
         self.vectors = vectors
@@ -39,7 +43,7 @@ class MaintenanceRuns:
         task_id = await self.tasks.enqueue(DedupJob(user_id=req.user_id, dry_run=req.dry_run), identity)
         queued = DedupRunReport(
             run_id=task_id, trigger="api", status="queued", dry_run=req.dry_run, user_id=req.user_id, task_id=task_id,
-            threshold=self.settings.calibration.dedup, batch_size=self.settings.dedup.batch_size,
+            threshold=self.threshold, batch_size=self.dedup.batch_size,
             queued_at=now_iso(),
         )
         await self.records.save(queued, only_new=True)  # the worker may have started it
@@ -65,7 +69,7 @@ class MaintenanceRuns:
         """Observations (task_context memories a hook captured: metadata with session_id and tool) older than
         OBSERVATION_TTL_DAYS go through the normal delete path (so deleting erases). Returns how many were
         queued for deletion."""
-        days = self.settings.hooks.observation_ttl_days
+        days = self.hooks.observation_ttl_days
         if days <= 0:
             return 0
         cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat()

@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import DEDUP_REMOVED
-from service.core.settings import Settings
+from service.core.settings import DedupSettings, RedisQueueSettings
 from service.maintenance.algorithm import (
     BLOCK_COLS,
     BLOCK_ROWS,
@@ -72,11 +72,11 @@ SAVE_EVERY_S = 2.0  # a running report is saved at most this often (progress for
 Trigger = Literal["api", "cron", "manual"]
 
 
-def run_budget(settings: Settings) -> float:
+def run_budget(settings: RedisQueueSettings) -> float:
     """Seconds one run may take: the ARQ job timeout minus our usual 10 % (max 10 s) job margin, and
     20 % of that kept for the last graph calls and the report. A run that reaches it stops between
     steps and reports `partial`; what it removed stays removed."""
-    t = float(settings.redis.job_timeout)
+    t = float(settings.job_timeout)
     return max(1.0, t - min(10.0, t * 0.1)) * 0.8
 
 
@@ -85,7 +85,9 @@ class DedupSweep:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: RedisQueueSettings,
+        dedup: DedupSettings,
+        threshold: float,
         vectors: VectorStore,
         graph: Ledger | MemoryGraphWrites,
         redis: ArqRedis,
@@ -98,15 +100,15 @@ class DedupSweep:
         # its removals in both stores (a graph store alone: a ledger of its own over it)
         self.ledger = graph if isinstance(graph, Ledger) else Ledger(Outbox(redis, settings), vectors, graph)
         self.redis = redis
-        self.keys = DedupKeys(settings.redis.queue_name)
+        self.keys = DedupKeys(settings.queue_name)
         self.runs = MaintenanceRecords(redis, settings)
         self.pending = PendingGraph(redis, self.keys.pending, settings)
         self.graph_part = GraphRemovals(vectors, self.ledger, self.pending)
         self.locks = MemoryLocks(redis, settings)
         self.block_rows = block_rows
         self.block_cols = block_cols
-        self.threshold = settings.calibration.dedup
-        self.batch_size = settings.dedup.batch_size
+        self.threshold = threshold  # DEDUP_SIMILARITY_THRESHOLD, else the embedding model's calibrated value
+        self.batch_size = dedup.batch_size
 
     async def run_requested(self, task_id: str, job: DedupJob) -> dict[str, Any]:
         """The job of a POST /v1/maintenance/dedup (its task id is the run id): one run, summarised."""
@@ -139,7 +141,7 @@ class DedupSweep:
             acquired = await lock.acquire()
             holder = None if acquired else await lock.holder()
         except (RedisError, OSError) as exc:
-            where = self.settings.redis.safe_url
+            where = self.settings.safe_url
             raise DependencyUnavailable(f"dedup lock unavailable: redis at {where}: {exc}") from exc
         if not acquired:
             report.status = "skipped"

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
                     "http://127.0.0.1:<PORT>) with MEMORY_API_KEY. stdout carries the protocol; logs go to stderr.",
     ).parse_args(sys.argv[1:] if argv is None else argv)  # --help prints and exits before anything starts
     settings = load_settings(_env_file=CHECKOUT_ENV)
-    configure_logging(settings)
+    configure_logging(settings.service)
     anyio.run(serve_stdio, settings)
 
 

@@ -30,7 +30,7 @@ from service.mcp.tools import TOOLS, Tool
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from service.core.settings import Settings
+    from service.core.settings import ServiceSettings
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +100,7 @@ def build_server(backend_of: Callable[[], MemoryBackend]) -> MCPServer[Any]:
     return mcp
 
 
-def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncContextManager[None]]:
+def mount_http(app: FastAPI, service: ServiceSettings) -> Callable[[], AbstractAsyncContextManager[None]]:
     """Serve the tools over streamable HTTP at /mcp/ on the API's own service objects.
 
     Returns the session manager's `run`, which the API lifespan enters (a mounted app's own lifespan
@@ -114,7 +114,7 @@ def mount_http(app: FastAPI, settings: Settings) -> Callable[[], AbstractAsyncCo
     server = build_server(backend)
     # host: DNS-rebinding protection (Host/Origin must be localhost) when the API binds to localhost.
     http_app = server.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, host=settings.service.host
+        streamable_http_path="/", stateless_http=True, json_response=True, host=service.host
     )
     app.mount("/mcp", McpAuth(http_app, app))
     return server.session_manager.run

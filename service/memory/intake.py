@@ -12,7 +12,7 @@ from service.conversations.intake import session_of
 from service.core.domain import Scope, check_category, iso, normalise, resolve_scope
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.kv import RedisKV
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings, ServiceSettings
 from service.memory.export_format import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
@@ -33,9 +33,11 @@ from service.writepath.outbox import Outbox
 
 
 class Intake:
-    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore, graph: GraphStore,
+    def __init__(self, service: ServiceSettings, redis: RedisQueueSettings, tasks: TaskQueue,
+                 kv: RedisKV, vectors: VectorStore, graph: GraphStore,
                  outbox: Outbox) -> None:
-        self.settings = settings
+        self.service = service
+        self.redis = redis  # the idempotency window (service/api/idempotency.py)
         self.tasks = tasks
         self.kv = kv  # uploads, idempotency keys (service/api/idempotency.py)
         self.vectors = vectors  # owners of the memories an update or a delete names
@@ -68,7 +70,7 @@ class Intake:
 
     def _raw_item(self, req: RawMemoryItem, user_id: str) -> tuple[RawItem, dict[str, Any]]:
         """A raw write as it is stored, and the identity a retried identical write is recognised by."""
-        check_content(self.settings, req.content)
+        check_content(self.service, req.content)
         scope = resolve_scope(req.category, req.scope, req.project_id)
         project_id = req.project_id if scope is Scope.PROJECT else None
         identity = {
@@ -97,7 +99,7 @@ class Intake:
 
     async def submit_conversation(self, req: ConversationRequest, user_id: str) -> AcceptedResponse:
         total = sum(len(m.content) for m in req.messages)
-        limit = self.settings.service.max_conversation_chars
+        limit = self.service.max_conversation_chars
         if total > limit:
             raise PayloadTooLarge(
                 f"conversation has {total} characters; the limit is {limit} (MAX_CONVERSATION_CHARS)"
@@ -121,7 +123,7 @@ class Intake:
         return await self._enqueue(job, identity)
 
     async def submit_update(self, memory_id: str, req: UpdateMemoryRequest, user_id: str | None) -> AcceptedResponse:
-        check_content(self.settings, req.content)
+        check_content(self.service, req.content)
         [current] = await existing(self.vectors, [memory_id], user_id)
         if req.category is not None:
             check_category(req.category)

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from service.core.domain import ListOrder, Memory, Scope, check_category
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
-from service.core.settings import Settings
+from service.core.settings import ServiceSettings
 from service.stores.vector import MemoryFilter
 
 
@@ -21,10 +21,10 @@ class StoredMemories(Protocol):
     ) -> tuple[list[Memory], str | None]: ...
 
 
-def check_content(settings: Settings, content: str) -> str:
+def check_content(service: ServiceSettings, content: str) -> str:
     if not content.strip():
         raise DomainError("content is empty")
-    limit = settings.service.max_content_chars
+    limit = service.max_content_chars
     if len(content) > limit:
         raise PayloadTooLarge(f"content has {len(content)} characters; the limit is {limit} (MAX_CONTENT_CHARS)")
     return content

@@ -10,11 +10,12 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
+from service.ai.models import Calibration
 from service.conversations.writes import erase_after_delete, keep_messages
 from service.core.domain import Memory, Message, content_hash, memory_id_for
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, timed
-from service.core.settings import Settings
+from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
 from service.memory.links import structured_links
@@ -43,16 +44,16 @@ CHANGE_CANDIDATES = 10  # the memories nearest a changing message that are check
 
 
 
-def erasure_keeps(settings: Settings) -> dict[str, str]:
+def erasure_keeps(settings: RedisQueueSettings) -> dict[str, str]:
     """What a delete of everything of a user keeps (none of it holds their words), and for how long: the delete's
     task result says it, docs/api.md ("Deleting a user's data") too."""
     return {
         "tombstones": "the ids and deletion times of the deleted memories, sessions and runs (no text), "
                       "for as long as the graph lives: a write accepted before the delete cannot bring them back",
         "task_records": "each task's id, kind, status and times (results and errors erased), until "
-                        f"TASK_TTL_SECONDS ({settings.redis.task_ttl_seconds} s) after its last change",
+                        f"TASK_TTL_SECONDS ({settings.task_ttl_seconds} s) after its last change",
         "idempotency_records": "hashes of the requests and Idempotency-Keys (no text), until "
-                               f"IDEMPOTENCY_WINDOW_SECONDS ({settings.redis.idempotency_window_seconds} s) "
+                               f"IDEMPOTENCY_WINDOW_SECONDS ({settings.idempotency_window_seconds} s) "
                                "after the write",
     }
 
@@ -60,10 +61,14 @@ class MemoryWriter:
     """The worker side of writes: the handlers of the raw, batch, conversation, update and delete jobs. Every
     store write goes through the ledger."""
 
-    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore, graph: GraphStore,
+    def __init__(self, redis: RedisQueueSettings, search: SearchSettings, access: AccessSettings,
+                 calibration: Calibration, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore, graph: GraphStore,
                  ledger: Ledger, locks: MemoryLocks, embedder: Embedder, extractor: Extractor,
                  links: LinkFinder, usage: RetrievalCounts) -> None:
-        self.settings = settings
+        self.redis = redis  # task records and pending messages (erasure, conversations)
+        self.search = search  # TIME_ANCHORING
+        self.access = access  # INTERACTION_WINDOW_MESSAGES
+        self.calibration = calibration  # the embedding model's thresholds (corrections)
         self.tasks = tasks  # a delete erases the content from the task records
         self.kv = kv  # step caches and fold pointers, so a replayed job writes the same
         self.vectors = vectors
@@ -91,7 +96,7 @@ class MemoryWriter:
                 extraction = await self.extractor.extract(messages, job.project_id)
             await self.kv.save_step(task_id, "extraction", extraction.model_dump_json())
         drafts = Drafts(messages)
-        anchored = self.settings.search.time_anchoring
+        anchored = self.search.time_anchoring
         when = anchored_time if anchored else first_time
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
@@ -109,14 +114,14 @@ class MemoryWriter:
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
         # of part of a message, and the words themselves are what many questions later match (docs/retrieval.md,
         # "The conversation path").
-        for window in interaction_windows(messages, (), self.settings.access.interaction_window_messages):
+        for window in interaction_windows(messages, (), self.access.interaction_window_messages):
             memory = window_memory(task_id, len(drafts.memories), window, messages, job, anchored)
             drafts.add(memory, list(window.indexes), None, alias=single_text(window, messages))
         memories, links = drafts.finish(self.links_of)
         written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}
         await self._mark(corrected)  # stored preferences this conversation corrected
         await self._mark(await self._changes(task_id, job, messages, memories))  # what its messages changed
-        session = await keep_messages(self.settings, self.tasks, self.graph, task_id, job.user_id, job.session_id,
+        session = await keep_messages(self.redis, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
@@ -237,7 +242,7 @@ class MemoryWriter:
             await self.kv.save_step(task_id, "targets", json.dumps(ids))
         everything = job.memory_ids is None and all(
             v is None for v in (job.scope, job.category, job.project_id, job.agent_id))
-        kept = {"kept": erasure_keeps(self.settings)} if everything else {}
+        kept = {"kept": erasure_keeps(self.redis)} if everything else {}
         if not ids:
             if everything:
                 # the user's runs, sessions and traces too
@@ -253,7 +258,7 @@ class MemoryWriter:
                 await self.tasks.erase_user(job.user_id)
         # the messages these memories came from (and with everything, the user's runs and sessions): now, or
         # when the graph is back if its half of the delete is pending (service/conversations/writes.py)
-        await erase_after_delete(self.settings, self.tasks, self.graph, job.user_id, ids, everything,
+        await erase_after_delete(self.redis, self.tasks, self.graph, job.user_id, ids, everything,
                                  job.accepted_at, graph_done=expired is not None)
         log.info("memories_deleted", count=len(ids), expired_edges=len(expired or []))
         return {"deleted": ids, "expired_edges": expired or [], "graph": "stored" if expired is not None else "pending",
@@ -338,7 +343,7 @@ class MemoryWriter:
         a change word, the same slot): id -> the id of the window that holds the message. Earlier = accepted before
         this conversation, or from an earlier message of it: a replay, or a job that runs late, supersedes nothing
         newer than itself."""
-        calibration = self.settings.calibration
+        calibration = self.calibration
         position = {source_id(i, m): i for i, m in enumerate(messages)}
         out: dict[str, str] = {}
         for i, message in enumerate(messages):

@@ -13,7 +13,7 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.core.domain import ID_NAMESPACE
 from service.core.kv import RedisKV, redis_guard
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.runs.jobs import RunDeleteJob, RunJob, accepted_marker, vector_model
 from service.stores.tiers import RunWrite, RunWriteStore
 from service.tasks.queue import TaskQueue
@@ -22,7 +22,7 @@ log = structlog.get_logger(__name__)
 
 
 class RunWriter:
-    def __init__(self, settings: Settings, tasks: TaskQueue, kv: RedisKV, graph: RunWriteStore,
+    def __init__(self, settings: RedisQueueSettings, tasks: TaskQueue, kv: RedisKV, graph: RunWriteStore,
                  embedder: Embedder) -> None:
         self.settings = settings
         self.tasks = tasks

@@ -8,7 +8,6 @@ import asyncio
 import structlog
 
 from service.core.errors import DependencyUnavailable
-from service.core.settings import Settings
 from service.schemas import SearchResult
 from service.schemas.search import SupportingFact
 from service.stores.graph import GraphRetrieval, groups_for
@@ -23,7 +22,7 @@ def _plain(text: str) -> str:
 
 
 async def supporting_facts(graph: GraphRetrieval, user_id: str, project_id: str | None, out: list[SearchResult],
-                           settings: Settings) -> list[SupportingFact] | None:
+                           timeout_s: float) -> list[SupportingFact] | None:
     """The live facts the returned memories (and those folded into them) support, each once, in the order of the
     first result that supports it; a fact whose text is the content of the memory it came from is left out (the
     memory already says it). None when the graph store is down or slower than GRAPH_TIMEOUT_SECONDS."""
@@ -37,7 +36,7 @@ async def supporting_facts(graph: GraphRetrieval, user_id: str, project_id: str 
     if not rank:
         return []
     try:
-        async with asyncio.timeout(settings.neo4j.timeout_seconds):
+        async with asyncio.timeout(timeout_s):
             found = await graph.facts_of_memories(user_id, groups_for(project_id), list(rank), MAX_FACTS)
     except (DependencyUnavailable, TimeoutError) as exc:
         log.warning("search_facts_degraded", error=str(exc) or "timeout")

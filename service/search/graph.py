@@ -9,7 +9,7 @@ import re
 import structlog
 
 from service.core.errors import DependencyUnavailable
-from service.core.settings import Settings
+from service.core.settings import SearchSettings
 from service.search.fusion import fuse
 from service.search.retriever import Query, Ranked, Retrieved
 from service.stores.graph import GraphRetrieval, groups_for
@@ -55,17 +55,22 @@ class GraphRetriever:
     uses_vector = True
     remote_first = True
 
-    def __init__(self, vectors: VectorStore, graph: GraphRetrieval, settings: Settings) -> None:
+    def __init__(self, vectors: VectorStore, graph: GraphRetrieval, search: SearchSettings, *, timeout_s: float,
+                 entity_weight: float) -> None:
+        """`timeout_s`: GRAPH_TIMEOUT_SECONDS; `entity_weight`: the graph score's weight beside the cosine
+        (GRAPH_ENTITY_WEIGHT, else the embedding model's calibrated value)."""
         self.vectors = vectors
         self.graph = graph
-        self.settings = settings
-        self.weight = settings.search.weight_graph
+        self.search = search
+        self.timeout_s = timeout_s
+        self.entity_weight = entity_weight
+        self.weight = search.weight_graph
 
     async def retrieve(self, q: Query) -> Retrieved:
         try:
-            async with asyncio.timeout(self.settings.neo4j.timeout_seconds):
+            async with asyncio.timeout(self.timeout_s):
                 proposal = await self.graph.propose_memories(
-                    q.user_id, groups_for(q.project_id), q.text, self.settings.search.graph_candidates)
+                    q.user_id, groups_for(q.project_id), q.text, self.search.graph_candidates)
         except (DependencyUnavailable, TimeoutError) as exc:
             log.warning("graph_search_degraded", error=str(exc) or "timeout")
             return Retrieved(degraded=True)
@@ -73,7 +78,7 @@ class GraphRetriever:
             return Retrieved()
         rest = without_names(q.text, proposal.names)
         vector = await (q.vector() if rest == q.text or not rest else q.embed(rest))
-        named = named_in(q.text, proposal.names) if self.settings.search.graph_decompose else []
+        named = named_in(q.text, proposal.names) if self.search.graph_decompose else []
         if len(named) > 1:
             try:
                 return Retrieved(await self.per_entity(named, vector, rest or q.text, q))
@@ -87,13 +92,13 @@ class GraphRetriever:
         entity's own memories ranked by the rest of the query, and the sub-lists fused by RRF (k = RRF_K, equal
         weights), so that one entity's memories do not crowd out the other's."""
         groups = groups_for(q.project_id)
-        async with asyncio.timeout(self.settings.neo4j.timeout_seconds):
+        async with asyncio.timeout(self.timeout_s):
             proposals = await asyncio.gather(*(self.graph.propose_memories(
-                q.user_id, groups, name, self.settings.search.graph_candidates) for name in named))
+                q.user_id, groups, name, self.search.graph_candidates) for name in named))
         ranked = await asyncio.gather(*(self.rank_proposed(p.memories, vector, text, q.flt, q.limit)
                                         for p in proposals if p.memories))
         lists = {str(i): hits for i, hits in enumerate(ranked)}
-        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.settings.search.rrf_k)
+        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.search.rrf_k)
         return [(f.id, round(f.score, 6)) for f in mixed[:q.limit]]
 
     async def rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
@@ -110,17 +115,17 @@ class GraphRetriever:
         graph_score = dict(proposed)
         top = max(graph_score.values())
         ids = tuple(graph_score)
-        lex_weight = self.settings.search.graph_lexical_weight
+        lex_weight = self.search.graph_lexical_weight
         requests = [RankRequest(flt, min(len(ids), DENSE_DEPTH * n), vector=vector, ids=ids)]
         if lex_weight > 0 and text:
             requests.append(RankRequest(flt, min(len(ids), n), text=text, ids=ids))
         answers = await self.vectors.rank(requests)
         cosines = answers[0]
-        weight = self.settings.calibration.graph_entity
+        weight = self.entity_weight
         scored = [(mid, cos + weight * graph_score[mid] / top) for mid, cos in cosines]
         scored.sort(key=lambda ms: (-ms[1], ms[0]))
         if len(answers) > 1 and answers[1]:
             mixed = fuse({"dense": scored, "lexical": answers[1]}, {"dense": 1.0, "lexical": lex_weight},
-                         self.settings.search.rrf_k)
+                         self.search.rrf_k)
             return [(f.id, round(f.score, 6)) for f in mixed[:n]]
         return [(mid, round(score, 6)) for mid, score in scored[:n]]

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from service.ai.embeddings import Embedder
 from service.core.domain import check_category, iso
 from service.core.metrics import SEARCH_DURATION, timed
-from service.core.settings import Settings
+from service.core.settings import SearchSettings
 from service.schemas import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
 from service.search.expansion import expansion
@@ -27,15 +27,16 @@ from service.stores.graph import GraphRetrieval
 from service.stores.vector import MemoryFilter, VectorStore
 
 
-def retrievers(settings: Settings, vectors: VectorStore, graph: GraphRetrieval) -> tuple[Retriever, ...]:
+def retrievers(search: SearchSettings, vectors: VectorStore, graph: GraphRetrieval, *, graph_timeout_s: float,
+               graph_entity_weight: float) -> tuple[Retriever, ...]:
     """The table of retrievers: what a search can run, one entry each. Their order is the fusion's (ties and
     `signals` follow it) and the order they start in, after those with `remote_first`; the time retriever parses
     the query on the event loop, so it stays last."""
     return (
-        Dense(vectors, settings.search.weight_dense),
-        Lexical(vectors, settings.search.weight_lexical),
-        GraphRetriever(vectors, graph, settings),
-        TimeWindows(vectors, settings.search.weight_time),
+        Dense(vectors, search.weight_dense),
+        Lexical(vectors, search.weight_lexical),
+        GraphRetriever(vectors, graph, search, timeout_s=graph_timeout_s, entity_weight=graph_entity_weight),
+        TimeWindows(vectors, search.weight_time),
     )
 
 
@@ -46,12 +47,16 @@ SECOND_PASS = (NEIGHBOURS, FEEDBACK, EXPANSION)  # the lists made from the first
 
 
 class Searcher:
-    def __init__(self, settings: Settings, vectors: VectorStore, graph: GraphRetrieval, embedder: Embedder) -> None:
-        self.settings = settings
+    def __init__(self, search: SearchSettings, vectors: VectorStore, graph: GraphRetrieval, embedder: Embedder, *,
+                 graph_timeout_s: float, graph_entity_weight: float) -> None:
+        """`graph_timeout_s`: GRAPH_TIMEOUT_SECONDS; `graph_entity_weight`: GraphRetriever's `entity_weight`."""
+        self.settings = search
+        self.graph_timeout_s = graph_timeout_s
         self.vectors = vectors
         self.graph = graph
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
-        self.retrievers = retrievers(settings, vectors, graph)
+        self.retrievers = retrievers(search, vectors, graph, graph_timeout_s=graph_timeout_s,
+                                     graph_entity_weight=graph_entity_weight)
         self.graph_ranker = next(r for r in self.retrievers if isinstance(r, GraphRetriever))
         self.names = tuple(r.name for r in self.retrievers)
         self.weights = {r.name: r.weight for r in self.retrievers}
@@ -69,7 +74,7 @@ class Searcher:
         run = [r for r in self.retrievers if r.name in use]
         embedding = (asyncio.ensure_future(self.query_vector(req.query)) if any(r.uses_vector for r in run)
                      else None)
-        q = Query(req.query, user_id, req.project_id, flt, max(self.settings.search.candidates, req.limit),
+        q = Query(req.query, user_id, req.project_id, flt, max(self.settings.candidates, req.limit),
                   self.query_vector, embedding)
         with timed(SEARCH_DURATION, retriever="fused"):
             try:
@@ -81,7 +86,7 @@ class Searcher:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
-            fused = fuse(lists, self.weights, self.settings.search.rrf_k)
+            fused = fuse(lists, self.weights, self.settings.rrf_k)
             if len(run) == len(self.retrievers):
                 fused = await self._second_pass(lists, fused, q)
             out = await results(self.vectors, fused, req.limit, req.collapse)
@@ -89,7 +94,7 @@ class Searcher:
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
         facts = None
         if req.include and "facts" in req.include:
-            facts = await supporting_facts(self.graph, user_id, req.project_id, out, self.settings)
+            facts = await supporting_facts(self.graph, user_id, req.project_id, out, self.graph_timeout_s)
             if facts is None:
                 facts = []
                 degraded += [] if "graph" in degraded else ["graph"]
@@ -101,18 +106,18 @@ class Searcher:
         experiments, off by default: pseudo-relevance feedback, feedback.py; entity-linked expansion,
         expansion.py), fused again beside the retrievers' lists. Their signals stay in the results: "why it came
         back" names every list that set the order."""
-        extra = {FEEDBACK: self.settings.search.feedback_weight, EXPANSION: self.settings.search.expansion_weight,
-                 NEIGHBOURS: self.settings.search.neighbour_weight}
+        extra = {FEEDBACK: self.settings.feedback_weight, EXPANSION: self.settings.expansion_weight,
+                 NEIGHBOURS: self.settings.neighbour_weight}
         on = [name for name, weight in extra.items() if weight > 0]
         if not on:
             return fused
         started = {FEEDBACK: lambda: feedback(self.vectors, fused, q),
                    EXPANSION: lambda: expansion(self.graph, self.graph_ranker, fused, q,
-                                                self.settings.neo4j.timeout_seconds),
+                                                self.graph_timeout_s),
                    NEIGHBOURS: lambda: neighbours(self.vectors, fused, q)}
         found = await asyncio.gather(*(started[name]() for name in on))
         lists = {**lists, **dict(zip(on, found, strict=True))}
-        return fuse(lists, {**self.weights, **extra}, self.settings.search.rrf_k)
+        return fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
 
     async def query_vector(self, query: str) -> list[float]:
         """The query's embedding, from the per-process LRU cache when it was asked before."""
@@ -121,9 +126,9 @@ class Searcher:
             cache.move_to_end(query)
             return cache[query].tolist()
         vector = await self.embedder.embed_query(query)
-        if self.settings.search.query_cache_size:
+        if self.settings.query_cache_size:
             cache[query] = array("f", vector)  # 4 bytes a value, not a Python float's 32
-            while len(cache) > self.settings.search.query_cache_size:
+            while len(cache) > self.settings.query_cache_size:
                 cache.popitem(last=False)
         return vector
 

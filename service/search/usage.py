@@ -13,7 +13,7 @@ import structlog
 from arq.connections import ArqRedis
 
 from service.core.kv import aw, redis_guard
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 
 log = structlog.get_logger(__name__)
 
@@ -21,10 +21,10 @@ MAX_PENDING = 64  # counting writes in flight; past it a search is not counted (
 
 
 class RetrievalCounts:
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.redis.queue_name}:retrieved:"
+        self._prefix = f"{settings.queue_name}:retrieved:"
         self._pending: set[asyncio.Task[None]] = set()
 
     def count(self, user_id: str, memory_ids: list[str]) -> None:

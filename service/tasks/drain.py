@@ -20,7 +20,7 @@ from arq.jobs import DeserializationError, deserialize_job
 
 from service.core.kv import aw, redis_guard
 from service.core.redis_client import job_deserializer
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
 
 log = structlog.get_logger(__name__)
@@ -54,14 +54,14 @@ def _user_of(raw: bytes) -> str | None:
     return str(user) if user else None
 
 
-async def rehome(redis: ArqRedis, settings: Settings, *, limit: int = 1000) -> Rehomed:
+async def rehome(redis: ArqRedis, settings: RedisQueueSettings, *, limit: int = 1000) -> Rehomed:
     """Move the waiting jobs of every queue that is not their shard's under WORKER_SHARDS (at most `limit` looked
     at per queue per call: the next tick goes on)."""
     return await redis_guard(settings, "rehome", _rehome(redis, settings, limit), scale=10)
 
 
-async def _rehome(redis: ArqRedis, settings: Settings, limit: int) -> Rehomed:
-    base, shards = settings.redis.queue_name, settings.redis.worker_shards
+async def _rehome(redis: ArqRedis, settings: RedisQueueSettings, limit: int) -> Rehomed:
+    base, shards = settings.queue_name, settings.worker_shards
     known = {int(c) for c in await aw(redis.smembers(counts_key(base))) if c.isdigit()} | {shards}
     current = queue_names(base, shards)
     older = [c for c in sorted(known) if c != shards]

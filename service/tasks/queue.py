@@ -38,7 +38,7 @@ from service.core.domain import ID_NAMESPACE, TaskStatus
 from service.core.errors import DependencyUnavailable, NotFound
 from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
 from service.core.redis_client import job_serializer
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.schemas import TaskResponse
 from service.tasks.jobs import JobModel
 from service.tasks.scripts import ACCEPT, FINISH
@@ -67,17 +67,17 @@ def now_iso() -> str:
 class TaskQueue:
     """The API side of writes (enqueue, poll) and the worker side of status updates."""
 
-    def __init__(self, redis: ArqRedis, settings: Settings, functions: Mapping[str, str]) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings, functions: Mapping[str, str]) -> None:
         """`functions`: the ARQ function of each job kind (service/tasks/registry.py)."""
         self._redis = redis
         self._settings = settings
         self._functions = functions
         self._accept = redis.register_script(ACCEPT)
         self._finish_script = redis.register_script(FINISH)
-        self._prefix = f"{settings.redis.queue_name}:"
-        self._task_prefix = f"{settings.redis.queue_name}:task:"
-        self._idem_prefix = f"{settings.redis.queue_name}:idem:"
-        self.pending_key = f"{settings.redis.queue_name}:pending"
+        self._prefix = f"{settings.queue_name}:"
+        self._task_prefix = f"{settings.queue_name}:task:"
+        self._idem_prefix = f"{settings.queue_name}:idem:"
+        self.pending_key = f"{settings.queue_name}:pending"
 
     @property
     def redis(self) -> ArqRedis:
@@ -103,7 +103,7 @@ class TaskQueue:
         idem_key = self._idem_prefix + req
         accepted_at = now_iso()
         task_id = uuid.uuid5(ID_NAMESPACE, f"{req}:{time.time_ns()}").hex
-        ttl = self._settings.redis.task_ttl_seconds
+        ttl = self._settings.task_ttl_seconds
         job = job.model_copy(update={"accepted_at": accepted_at})
         payload = job.model_dump(mode="json")
         record = {
@@ -126,10 +126,10 @@ class TaskQueue:
                                    serializer=job_serializer)
         owner = str(record["user_id"] or "") or None
         keys = [self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
-                result_key_prefix + task_id, self.queue_of(owner), counts_key(self._settings.redis.queue_name),
+                result_key_prefix + task_id, self.queue_of(owner), counts_key(self._settings.queue_name),
                 self.user_tasks_key(owner or "")]
         args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
-                self._settings.redis.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
+                self._settings.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
         replicas = self._wait_replicas
         if replicas:
             existing = await self._accept_replicated(keys, args, replicas)
@@ -144,11 +144,11 @@ class TaskQueue:
     @property
     def _wait_replicas(self) -> int:
         """REDIS_WAIT_REPLICAS, which applies with Sentinel only (a lone Redis has no replicas to wait for)."""
-        return self._settings.redis.wait_replicas if self._settings.redis.sentinels else 0
+        return self._settings.wait_replicas if self._settings.sentinels else 0
 
     @property
     def _wait_ms(self) -> int:
-        return max(1, int(self._settings.redis.timeout_seconds * 500))
+        return max(1, int(self._settings.timeout_seconds * 500))
 
     async def _accept_replicated(self, keys: list[str], args: list[Any], replicas: int) -> bytes | None:
         """The accept script, then Redis WAIT on the same connection: answered only once `replicas` replicas hold
@@ -166,13 +166,13 @@ class TaskQueue:
 
     def queue_of(self, user_id: str | None) -> str:
         """The ARQ queue of a user's jobs (the queue of the user's shard; service/tasks/shards.py)."""
-        shards = self._settings.redis.worker_shards
-        return queue_name(self._settings.redis.queue_name, shard_of(user_id, shards), shards)
+        shards = self._settings.worker_shards
+        return queue_name(self._settings.queue_name, shard_of(user_id, shards), shards)
 
     async def _submit(self, task_id: str, job: dict[str, Any], job_try: int | None = None,
                       user_id: str | None = None) -> bool:
         submitted = await self._redis.enqueue_job(
-            self._functions[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.redis.task_ttl_seconds,
+            self._functions[job["kind"]], task_id, job, _job_id=task_id, _expires=self._settings.task_ttl_seconds,
             _job_try=job_try, _queue_name=self.queue_of(user_id or job.get("user_id")),
         )
         return submitted is not None
@@ -216,7 +216,7 @@ class TaskQueue:
         async def run() -> dict[str, Any]:
             rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
             await self._redis.set(self._task_prefix + task_id, json.dumps(rec),
-                                  ex=self._settings.redis.task_ttl_seconds)
+                                  ex=self._settings.task_ttl_seconds)
             return rec
 
         return await self._guard("status update", run())
@@ -250,7 +250,7 @@ class TaskQueue:
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
                 pipe.set(self.lease_key(task_id), lease_token, ex=LEASE_TTL_S)
-            pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.redis.task_ttl_seconds)
+            pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
             if replicas:
                 pipe.execute_command("WAIT", replicas, self._wait_ms)
             out = await pipe.execute()
@@ -272,7 +272,7 @@ class TaskQueue:
         # `result`, where erase() can reach it through <queue>:mtasks:<memory id>.
         memories = [m["id"] for m in result.get("memories") or [] if isinstance(m, dict) and m.get("id")]
         await self._end(task_id, {"status": TaskStatus.COMPLETED.value, "result": result, "error": None, "job": None},
-                        self._settings.redis.idempotency_window_seconds, memories)
+                        self._settings.idempotency_window_seconds, memories)
 
     async def erase(self, memory_ids: list[str]) -> int:
         """Deleting erases: the content of these memories leaves every task record that holds it (the
@@ -295,7 +295,7 @@ class TaskQueue:
                     rec.pop("job", None)
                     ttl = await self._redis.ttl(self._task_prefix + tid)
                     await self._redis.set(self._task_prefix + tid, json.dumps(rec),
-                                          ex=ttl if ttl and ttl > 0 else self._settings.redis.task_ttl_seconds)
+                                          ex=ttl if ttl and ttl > 0 else self._settings.task_ttl_seconds)
                     changed += 1
                 await self._redis.delete(key)
             return changed
@@ -318,7 +318,7 @@ class TaskQueue:
                 rec["error"] = "erased with the user's data" if rec.get("error") else None
                 ttl = await self._redis.ttl(key)
                 await self._redis.set(key, json.dumps(rec),
-                                      ex=ttl if ttl and ttl > 0 else self._settings.redis.task_ttl_seconds)
+                                      ex=ttl if ttl and ttl > 0 else self._settings.task_ttl_seconds)
                 n += 1
             return n
 
@@ -341,12 +341,12 @@ class TaskQueue:
         async def run() -> None:
             rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
             idem_key = rec.get("idem_key")
-            steps = [step_key(self._settings.redis.queue_name, task_id, step) for step in STEPS]
+            steps = [step_key(self._settings.queue_name, task_id, step) for step in STEPS]
             await self._finish_script(
                 keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix,
                       self.lease_key(task_id), *steps,
                       *(self.key(f"mtasks:{m}") for m in memory_ids)],
-                args=[json.dumps(rec), self._settings.redis.task_ttl_seconds, task_id, window, len(steps),
+                args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
                       "1" if idem_key else "0"])
 
         await redis_settle(self._settings, "finish", run)  # idempotent: the same record and script again
@@ -380,7 +380,7 @@ class TaskQueue:
         """Jobs in ARQ's queues (waiting or deferred), every shard's."""
         async def run() -> int:
             pipe = self._redis.pipeline(transaction=False)
-            for name in queue_names(self._settings.redis.queue_name, self._settings.redis.worker_shards):
+            for name in queue_names(self._settings.queue_name, self._settings.worker_shards):
                 pipe.zcard(name)
             return sum(int(n) for n in await pipe.execute())
 
@@ -465,7 +465,7 @@ class TaskQueue:
             return "discarded"
         attempt = int(rec.get("attempt") or 0)
         job = rec.get("job")
-        if job is not None and attempt < self._settings.redis.max_tries:
+        if job is not None and attempt < self._settings.max_tries:
             await self._redis.delete(result_key_prefix + task_id)
             if await self._submit(task_id, job, job_try=attempt + 1, user_id=rec.get("user_id")):
                 log.warning("reaper_requeued", task_id=task_id, attempt=attempt)

@@ -102,7 +102,7 @@ def _counters(deps: Deps) -> list[tuple[str, float]]:
 @router.get("/keys", response_class=HTMLResponse)
 async def keys(request: Request, console: ConsoleDep) -> Response:
     _admin(console)
-    listed = await call(ApiKeyStore(console.deps.redis, console.deps.settings).list())
+    listed = await call(ApiKeyStore(console.deps.redis, console.deps.settings.redis).list())
     return render(request, "keys.html", console, keys=listed, secret=None)
 
 
@@ -112,7 +112,7 @@ async def create_key(request: Request, console: ConsoleDep) -> Response:
     _admin(console)
     form = await form_of(request)
     user = valid_user(form.get("user_id", "").strip())
-    store = ApiKeyStore(console.deps.redis, console.deps.settings)
+    store = ApiKeyStore(console.deps.redis, console.deps.settings.redis)
     record, secret = await call(store.create(user, (form.get("name") or "")[:128] or None, form.get("admin") == "on"))
     response = render(request, "keys.html", console, keys=await call(store.list()), secret=secret, created=record)
     response.headers["Cache-Control"] = "no-store"
@@ -122,7 +122,7 @@ async def create_key(request: Request, console: ConsoleDep) -> Response:
 @router.post("/keys/{key_id}/revoke")
 async def revoke_key(key_id: str, console: ConsoleDep) -> Response:
     _admin(console)
-    await call(ApiKeyStore(console.deps.redis, console.deps.settings).revoke(key_id))
+    await call(ApiKeyStore(console.deps.redis, console.deps.settings.redis).revoke(key_id))
     return RedirectResponse("/ui/keys", status_code=303)
 
 

@@ -63,7 +63,7 @@ async def login(request: Request) -> Response:
     no_keys = deps.settings.resolved_auth_mode == "none"
     try:
         if key:
-            record = await ApiKeyStore(deps.redis, deps.settings).verify(key)
+            record = await ApiKeyStore(deps.redis, deps.settings.redis).verify(key)
             fresh = new_session(key=key, user=valid_user(user) if record.admin and user else record.user_id)
         elif no_keys and user:
             fresh = new_session(user=valid_user(user))

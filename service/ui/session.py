@@ -155,7 +155,7 @@ async def console(request: Request) -> Console:
         raise to_sign_in(request)
     if session.key:
         try:
-            record = await ApiKeyStore(deps.redis, deps.settings).verify(session.key)
+            record = await ApiKeyStore(deps.redis, deps.settings.redis).verify(session.key)
         except Unauthorized as exc:  # revoked or unknown since sign-in
             raise to_sign_in(request) from exc
         caller = Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin)

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.core.settings import Settings
+from service.core.settings import ConsoleSettings
 from service.ui.paths import STATIC
 from service.ui.session import SessionCodec
 
@@ -74,14 +74,14 @@ REDOC_PAGE = """<!doctype html>
 """
 
 
-def install_console(app: FastAPI, settings: Settings) -> None:
+def install_console(app: FastAPI, console: ConsoleSettings) -> None:
     """Called by the app factory; the app must be built with docs_url=None and redoc_url=None."""
     # the pages import Jinja2; the app factory's import stays light
     from service.ui import admin_pages, graph_pages, pages
 
-    secret = settings.console.session_secret.get_secret_value().encode() if settings.console.session_secret else (
+    secret = console.session_secret.get_secret_value().encode() if console.session_secret else (
         secrets.token_bytes(32))  # unset: sessions last as long as this process
-    app.state.console_codec = SessionCodec(secret, settings.console.session_hours * 3600)
+    app.state.console_codec = SessionCodec(secret, console.session_hours * 3600)
     for module in (pages, graph_pages, admin_pages):
         app.include_router(module.router)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC), name="ui-static")

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from service.core.domain import Memory
 from service.core.errors import ServiceError
 from service.core.kv import aw, redis_guard, redis_settle
-from service.core.settings import Settings
+from service.core.settings import RedisQueueSettings
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 
 LOCK_TTL_MS = 30_000
@@ -85,12 +85,12 @@ class Intent(BaseModel):
 
 
 class Outbox:
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._hash = f"{settings.redis.queue_name}:outbox"
-        self._at = f"{settings.redis.queue_name}:outbox:at"
-        self._tombstones = f"{settings.redis.queue_name}:tombstones"
+        self._hash = f"{settings.queue_name}:outbox"
+        self._at = f"{settings.queue_name}:outbox:at"
+        self._tombstones = f"{settings.queue_name}:tombstones"
 
     async def put(self, intent: Intent) -> None:
         async def run() -> None:
@@ -100,7 +100,7 @@ class Outbox:
             pipe.zadd(self._at, {intent.task_id: now_ms}, nx=True)
             if intent.op == "remove":
                 pipe.zadd(self._tombstones, {f"{intent.user_id}/{i}": now_ms for i in intent.memory_ids})
-                pipe.zremrangebyscore(self._tombstones, 0, now_ms - self._settings.redis.task_ttl_seconds * 1000)
+                pipe.zremrangebyscore(self._tombstones, 0, now_ms - self._settings.task_ttl_seconds * 1000)
             await pipe.execute()
 
         await redis_guard(self._settings, "outbox put", run())
@@ -173,10 +173,10 @@ class Outbox:
 class MemoryLocks:
     """Short per-memory locks (Redis SET NX PX), taken in id order, released by their token only."""
 
-    def __init__(self, redis: ArqRedis, settings: Settings) -> None:
+    def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.redis.queue_name}:mlock:"
+        self._prefix = f"{settings.queue_name}:mlock:"
         self._release = redis.register_script(_RELEASE_LOCKS)
 
     async def try_acquire(self, ids: Sequence[str], token: str) -> set[str]:

@@ -27,6 +27,7 @@ import structlog
 from service.core.domain import Memory, Scope
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import RECONCILE_REPAIRS
+from service.core.settings import WritePathSettings
 from service.maintenance.records import MaintenanceRecords
 from service.memory.writes import MemoryWriter
 from service.schemas import DedupRunReport, Progress
@@ -48,9 +49,10 @@ REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memor
 
 
 class Reconciler:
-    def __init__(self, writer: MemoryWriter) -> None:
+    def __init__(self, writer: MemoryWriter, writepath: WritePathSettings) -> None:
         self.writer = writer  # its collaborators: the ledger, the stores, the outbox, the locks, the rules' links
-        self.runs = MaintenanceRecords(writer.tasks.redis, writer.settings)
+        self.runs = MaintenanceRecords(writer.tasks.redis, writer.redis)
+        self.writepath = writepath
 
     async def run_requested(self, task_id: str, job: ReconcileJob) -> dict[str, Any]:
         """The job of a POST /v1/maintenance/reconcile: a full reconcile, its run summarised."""
@@ -64,12 +66,12 @@ class Reconciler:
     async def drain(self, budget_s: float | None = None) -> dict[str, int]:
         """Finish due intents, DRAIN_CHUNK at a time side by side (their graph writes coalesce per
         user), until none is due, the graph is down, or `budget_s` (default: 80 % of the interval) ends."""
-        budget = budget_s if budget_s is not None else self.writer.settings.writepath.reconcile_interval_seconds * 0.8
+        budget = budget_s if budget_s is not None else self.writepath.reconcile_interval_seconds * 0.8
         stop_at = time.monotonic() + max(1.0, budget)
         counts = {"landed": 0, "skipped": 0, "abandoned": 0, "waiting": 0, "down": 0}
         for _ in range(MAX_DRAIN_ROUNDS):
             left = counts["waiting"] + counts["down"]  # entries that stay in the outbox: read past them
-            intents = await self.writer.outbox.due(self.writer.settings.writepath.reconcile_grace_seconds, DRAIN_CHUNK,
+            intents = await self.writer.outbox.due(self.writepath.reconcile_grace_seconds, DRAIN_CHUNK,
                                                     offset=left)
             if not intents:
                 break
@@ -153,7 +155,7 @@ class Reconciler:
         return sorted(users)
 
     async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
-        recent_cut = datetime.now(UTC).timestamp() - self.writer.settings.writepath.reconcile_grace_seconds
+        recent_cut = datetime.now(UTC).timestamp() - self.writepath.reconcile_grace_seconds
         in_vectors: set[str] = set()
         cursor: str | None = None
         for _ in range(MAX_PAGES):

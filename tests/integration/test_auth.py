@@ -72,7 +72,7 @@ class Stack:
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     async with running_app(tmp_path_factory.mktemp("auth"), auth_mode="keys", rate_limit_reads_per_minute=0,
                            rate_limit_writes_per_minute=0) as (client, deps):
-        store = ApiKeyStore(deps.redis, deps.settings)
+        store = ApiKeyStore(deps.redis, deps.settings.redis)
         users = {"a": unique("ua"), "b": unique("ub")}
         keys = {
             "a": (await store.create(users["a"], "test a"))[1],
@@ -198,7 +198,7 @@ async def test_user_key_acts_for_its_user_without_naming_it_and_admin_for_any(st
 
 
 async def test_revoked_and_malformed_keys_are_refused(stack: Stack) -> None:
-    store = ApiKeyStore(stack.deps.redis, stack.deps.settings)
+    store = ApiKeyStore(stack.deps.redis, stack.deps.settings.redis)
     record, key = await store.create(stack.users["a"], "to revoke")
     headers = {"Authorization": f"Bearer {key}"}
     assert (await stack.client.get("/v1/memories", headers=headers)).status_code == 200

@@ -84,9 +84,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
     async def make_keys() -> dict[str, str]:
         settings = make_settings(tmp, arq_queue_name=queue)
-        redis = await connect_redis(settings)
+        redis = await connect_redis(settings.redis)
         try:
-            store = ApiKeyStore(redis, settings)
+            store = ApiKeyStore(redis, settings.redis)
             return {"a": (await store.create(users["a"], "console a"))[1],
                     "b": (await store.create(users["b"], "console b"))[1],
                     "admin": (await store.create("ops", "console admin", admin=True))[1]}
@@ -504,10 +504,10 @@ def test_activity_lists_the_users_recent_tasks_with_status_and_error(console: Co
 
     async def enqueue_unstorable() -> str:  # a job the worker cannot store (no such scope): it ends failed
         settings = make_settings(console.tmp, arq_queue_name=console.queue)
-        redis = await connect_redis(settings)
+        redis = await connect_redis(settings.redis)
         try:
             job = RawJob(user_id=console.users["b"], scope="galactic", category="preference", content="x")
-            return await TaskQueue(redis, settings, FUNCTIONS).enqueue(job, {"probe": unique("p")})
+            return await TaskQueue(redis, settings.redis, FUNCTIONS).enqueue(job, {"probe": unique("p")})
         finally:
             await redis.aclose()
 

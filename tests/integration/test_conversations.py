@@ -131,7 +131,7 @@ async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient,
     assert (await wait_task(client, run.json()["task_id"]))["status"] == "completed"
     # a one-day retention keeps what was just written
     one_day = deps.settings.retention.model_copy(update={"message_retention_days": 1, "run_retention_days": 1})
-    kept = await expire_tiers(deps.settings.model_copy(update={"retention": one_day}), deps.graph, user)
+    kept = await expire_tiers(one_day, deps.graph, user)
     assert kept == {"messages": 0, "runs": 0}
     assert len((await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]) == 3
     # what was written before the cut-off goes (a cut-off in the future, for this user only)
@@ -169,8 +169,8 @@ async def test_a_delete_whose_graph_half_is_pending_erases_the_messages_later(
     done = await _write(client, user_id=user, session_id=session, messages=FIRST)
     window = next(m for m in done["result"]["memories"] if "m1" in m["source_message_ids"])
     # what apply_delete does when the ledger reports the graph half pending (graph down or slow)
-    await erase_after_delete(deps.settings, deps.tasks, deps.graph, user, [window["id"]], False,
+    await erase_after_delete(deps.settings.redis, deps.tasks, deps.graph, user, [window["id"]], False,
                              datetime.now(UTC).isoformat(), graph_done=False)
-    await drain_pending_erasures(deps.settings, deps.tasks, deps.graph)  # (the reconcile tick may be first)
+    await drain_pending_erasures(deps.settings.redis, deps.tasks, deps.graph)  # (the reconcile tick may be first)
     left = (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]
     assert "m1" not in [m["id"] for m in left] and len(left) < 3

@@ -327,7 +327,8 @@ async def test_graph_outage_completes_vector_phase_and_next_run_retries(app: App
     await put(deps, [(old, p.vec(fam, 1.0)), (new, p.vec(fam, 0.98))], links)
     dead = Neo4jGraphStore(f"bolt://127.0.0.1:{free_port()}", "neo4j", None, "memory", 1.0, NameRules())
     try:
-        sweep = DedupSweep(deps.settings, deps.vectors, dead, deps.redis)
+        sweep = DedupSweep(deps.settings.redis, deps.settings.dedup, deps.settings.calibration.dedup,
+                           deps.vectors, dead, deps.redis)
         report = await sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user)
     finally:
         await dead.close()

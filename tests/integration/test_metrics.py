@@ -14,7 +14,7 @@ from tests.integration.conftest import running_app, wait_task
 
 async def test_metrics_are_exposed_and_guarded(tmp_path: Path) -> None:
     async with running_app(tmp_path, auth_mode="keys", metrics_token="scrape-token-123") as (client, deps):
-        store = ApiKeyStore(deps.redis, deps.settings)
+        store = ApiKeyStore(deps.redis, deps.settings.redis)
         user_key = (await store.create(unique("mu")))[1]
         admin_key = (await store.create("ops", admin=True))[1]
         user = {"Authorization": f"Bearer {user_key}"}

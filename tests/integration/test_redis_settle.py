@@ -22,9 +22,9 @@ PAUSE_MS = 1200
 
 async def test_outbox_clear_and_the_final_record_outlast_a_paused_redis(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, redis_timeout_seconds=0.5)
-    redis = await connect_redis(settings)
+    redis = await connect_redis(settings.redis)
     try:
-        outbox, tasks = Outbox(redis, settings), TaskQueue(redis, settings, FUNCTIONS)
+        outbox, tasks = Outbox(redis, settings.redis), TaskQueue(redis, settings.redis, FUNCTIONS)
         entry = unique("task")
         await outbox.put(Intent(op="remove", task_id=entry, user_id="u", memory_ids=["m1"]))
         assert [i.task_id for i in await outbox.due(0, 10)] == [entry]
@@ -32,7 +32,7 @@ async def test_outbox_clear_and_the_final_record_outlast_a_paused_redis(tmp_path
         # The pause is real: one guarded write within the timeout fails.
         await redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
         with pytest.raises(DependencyUnavailable):
-            await redis_guard(settings, "probe", redis.set(unique("probe"), "1"))
+            await redis_guard(settings.redis, "probe", redis.set(unique("probe"), "1"))
         await redis.execute_command("CLIENT", "UNPAUSE")
 
         await redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")

@@ -60,11 +60,11 @@ async def test_decomposition_gives_each_named_entity_its_own_memories(client: ht
     text = "How do Jon and Gina both like to destress?"
     assert named_in(text, ["Jon", "Gina", "jon"]) == ["Gina", "Jon"]
 
-    s = deps.settings  # a shared test Neo4j may be slow
-    patient = s.model_copy(update={"neo4j": s.neo4j.model_copy(update={"timeout_seconds": 60.0})})
-    together = GraphRetriever(deps.vectors, deps.graph, patient)
-    decompose = patient.search.model_copy(update={"graph_decompose": True})
-    apart = GraphRetriever(deps.vectors, deps.graph, patient.model_copy(update={"search": decompose}))
+    # a shared test Neo4j may be slow
+    patient = {"timeout_s": 60.0, "entity_weight": deps.settings.calibration.graph_entity}
+    together = GraphRetriever(deps.vectors, deps.graph, deps.settings.search, **patient)
+    decompose = deps.settings.search.model_copy(update={"graph_decompose": True})
+    apart = GraphRetriever(deps.vectors, deps.graph, decompose, **patient)
     joint = [mid for mid, _ in (await together.retrieve(query(deps, text, user, limit=3))).hits]
     split = [mid for mid, _ in (await apart.retrieve(query(deps, text, user, limit=3))).hits]
     assert len(joint) == 3 and set(joint) <= set(jon)

@@ -153,11 +153,11 @@ async def test_search_with_neighbours_returns_the_answer_beside_the_question(tmp
     async with running_app(tmp_path, search_neighbour_weight=1.0, graph_timeout_seconds=60.0) as (client, deps):
         memories = await converse(client, user)
         hit, answer = window(memories, 2), window(memories, 4)
-        assert deps.search.searcher.settings.search.neighbour_weight == 1.0
+        assert deps.search.searcher.settings.neighbour_weight == 1.0
         near = await search_ids(client, user, 2)
         off = deps.settings.search.model_copy(update={"neighbour_weight": 0.0})
-        served = Searcher(deps.settings.model_copy(update={"search": off}), deps.vectors, deps.graph,
-                          deps.query_embedder)
+        served = Searcher(off, deps.vectors, deps.graph, deps.query_embedder, graph_timeout_s=60.0,
+                          graph_entity_weight=deps.settings.calibration.graph_entity)
         plain = await served.search(SearchRequest(query=QUESTION, limit=3), user)
     # the next messages' window or a fact drawn from them (collapse folds the one into the other)
     answers = {m["id"] for m in memories if set(m["source_message_ids"]) <= {"4", "5"}}

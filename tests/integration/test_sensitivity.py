@@ -55,7 +55,7 @@ async def _wait(c: httpx.AsyncClient, task_id: str, headers: dict[str, str]) -> 
 async def tiered(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Tiered]:
     async with running_app(tmp_path_factory.mktemp("tiers"), auth_mode="keys", rate_limit_reads_per_minute=0,
                            rate_limit_writes_per_minute=0) as (c, deps):
-        store = ApiKeyStore(deps.redis, deps.settings)
+        store = ApiKeyStore(deps.redis, deps.settings.redis)
         user = unique("ut")
         keys = {"full": (await store.create(user, "every tier"))[1],
                 "low": (await store.create(user, "internal and below", max_sensitivity="internal"))[1],
@@ -202,7 +202,7 @@ async def test_personal_facts_are_private_by_default(tiered: Tiered) -> None:
 async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tmp_path: Path) -> None:
     """The streamable HTTP transport on the API (its own app: the transport's task group lives in the test's task)."""
     async with running_app(tmp_path, auth_mode="keys", mcp_transport="http") as (c, deps):
-        store = ApiKeyStore(deps.redis, deps.settings)
+        store = ApiKeyStore(deps.redis, deps.settings.redis)
         user = unique("um")
         keys = {"full": (await store.create(user, "every tier"))[1],
                 "low": (await store.create(user, "internal", max_sensitivity="internal"))[1]}

@@ -21,9 +21,9 @@ from tests.conftest import make_settings, unique
 @pytest.fixture
 async def tasks(tmp_path: Path) -> AsyncIterator[TaskQueue]:
     settings = make_settings(tmp_path, arq_queue_name=unique("test:utasks"))
-    redis = await connect_redis(settings)
+    redis = await connect_redis(settings.redis)
     try:
-        yield TaskQueue(redis, settings, FUNCTIONS)
+        yield TaskQueue(redis, settings.redis, FUNCTIONS)
     finally:
         keys = [k async for k in redis.scan_iter(match=settings.redis.queue_name + "*")]
         if keys:
@@ -53,7 +53,7 @@ async def test_recent_lists_the_users_tasks_newest_first_within_the_bound(
 
     index = tasks.user_tasks_key(user)
     ttl = await tasks.redis.ttl(index)
-    assert 0 < ttl <= tasks._settings.redis.task_ttl_seconds
+    assert 0 < ttl <= tasks._settings.task_ttl_seconds
     # an ended task shows its status and error; a record that expired is left out
     await tasks.mark_failed(ids[2], "boom: the job could not be stored")
     await tasks.redis.delete(tasks.key(f"task:{ids[1]}"))

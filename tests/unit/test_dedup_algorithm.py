@@ -265,5 +265,5 @@ def test_reconcile_crons_registered() -> None:
 
 
 def test_run_budget_fits_inside_the_job_deadline() -> None:
-    assert run_budget(Settings(_env_file=None, arq_job_timeout=300)) == pytest.approx(290 * 0.8)  # type: ignore[call-arg]
-    assert run_budget(Settings(_env_file=None, arq_job_timeout=30)) == pytest.approx(27 * 0.8)  # type: ignore[call-arg]
+    assert run_budget(Settings(_env_file=None, arq_job_timeout=300).redis) == pytest.approx(290 * 0.8)  # type: ignore[call-arg]
+    assert run_budget(Settings(_env_file=None, arq_job_timeout=30).redis) == pytest.approx(27 * 0.8)  # type: ignore[call-arg]

@@ -106,7 +106,7 @@ def test_sentinel_settings() -> None:
     assert "primary" in s.redis.safe_url
     from service.core.redis_client import redis_settings
 
-    rs = redis_settings(s)
+    rs = redis_settings(s.redis)
     assert rs.sentinel and rs.host == s.redis.sentinel_addresses
     assert rs.sentinel_master == "primary" and rs.database == 2
     with pytest.raises(Exception) as exc:

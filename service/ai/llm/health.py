@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.core.settings import Settings
+from service.core.settings import GeminiSettings
 from service.schemas.memories import LLMHealth
 
 
-async def describe_llm(settings: Settings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:
+async def describe_llm(gemini: GeminiSettings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:
     """`extractor`: the one the start-up built (service/deps.py build_ai); `admin` adds the server's URL; `llm`: the
     OpenAI-compatible provider (service/ai/openai/provider.py), whose modes the worker processes share in Redis."""
     provider = str(getattr(extractor, "name", "offline"))
@@ -20,7 +20,7 @@ async def describe_llm(settings: Settings, extractor: Any, admin: bool = False, 
                          fallback_model=getattr(extractor, "fallback_model", None),
                          server=getattr(chat, "server", None) if admin else None, structured_output=modes)
     if provider == "gemini":
-        return LLMHealth(provider="gemini", model=getattr(extractor, "model", settings.gemini.llm_model),
-                         fallback_model=getattr(extractor, "fallback_model", settings.gemini.llm_fallback_model),
-                         structured_output={getattr(extractor, "model", settings.gemini.llm_model): "json_schema"})
+        return LLMHealth(provider="gemini", model=getattr(extractor, "model", gemini.llm_model),
+                         fallback_model=getattr(extractor, "fallback_model", gemini.llm_fallback_model),
+                         structured_output={getattr(extractor, "model", gemini.llm_model): "json_schema"})
     return LLMHealth(provider=provider)

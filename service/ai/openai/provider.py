@@ -13,21 +13,22 @@ from service.ai.openai.client import ChatClient, make_client, server_of
 from service.ai.openai.embedder import OpenAIEmbedder, check_dimension
 from service.ai.openai.extractor import OpenAIExtractor
 from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
-from service.core.settings import Settings
+from service.core.settings import EmbeddingSettings, LlmSettings
 
 log = structlog.get_logger(__name__)
 
 
 class OpenAIProvider:
-    def __init__(self, settings: Settings) -> None:
-        self.server = server_of(settings.llm.openai_base_url)
-        key = settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key is not None else None
-        self.client = make_client(settings.llm.openai_base_url, key, settings.llm.timeout_seconds)
-        self.chat = ChatClient(self.client, self.server, timeout_s=settings.llm.timeout_seconds,
-                               concurrency=settings.llm.concurrency, max_output_tokens=settings.llm.max_output_tokens)
-        self.model = settings.llm.model
-        self.fallback_model = settings.llm.fallback_model
-        self._settings = settings
+    def __init__(self, llm: LlmSettings, embeddings: EmbeddingSettings) -> None:
+        self.server = server_of(llm.openai_base_url)
+        key = llm.openai_api_key.get_secret_value() if llm.openai_api_key is not None else None
+        self.client = make_client(llm.openai_base_url, key, llm.timeout_seconds)
+        self.chat = ChatClient(self.client, self.server, timeout_s=llm.timeout_seconds,
+                               concurrency=llm.concurrency, max_output_tokens=llm.max_output_tokens)
+        self.model = llm.model
+        self.fallback_model = llm.fallback_model
+        self._llm = llm
+        self._embeddings = embeddings
         self._embedder: OpenAIEmbedder | None = None
         self._redis: Any = None
         self._modes_key = ""
@@ -63,8 +64,9 @@ class OpenAIProvider:
         return found
 
     @staticmethod
-    def wanted(settings: Settings) -> bool:
-        return settings.resolved_llm_provider == "openai" or settings.embeddings.embedder == "openai"
+    def wanted(llm_provider: str, embedder: str) -> bool:
+        """Whether LLM_PROVIDER (resolved) or EMBEDDER is openai."""
+        return llm_provider == "openai" or embedder == "openai"
 
     def extractor(self) -> OpenAIExtractor:
         assert self.model is not None  # Settings refuses LLM_PROVIDER=openai without LLM_MODEL
@@ -78,11 +80,10 @@ class OpenAIProvider:
         return OpenAICommunitySummarizer(self.chat, self.model) if self.model else None
 
     def embedder(self) -> OpenAIEmbedder:
-        settings = self._settings
-        model, dim = settings.llm.openai_embedding_model, settings.llm.openai_embedding_dim
+        model, dim = self._llm.openai_embedding_model, self._llm.openai_embedding_dim
         assert model is not None and dim is not None
         self._embedder = OpenAIEmbedder(self.client, model, dim,
-                                        settings.embeddings.batch_size, timeout_s=settings.llm.timeout_seconds,
+                                        self._embeddings.batch_size, timeout_s=self._llm.timeout_seconds,
                                         limiter=self.chat.limiter)
         return self._embedder
 
