@@ -51,7 +51,7 @@ from service.runs.writes import RunWriter
 from service.search.searcher import Searcher
 from service.search.usage import RetrievalCounts
 from service.stores.graph import GraphStore
-from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.vector import VectorStore
 from service.tasks.queue import TaskQueue
 from service.tasks.registry import FUNCTIONS, JobHandlers

@@ -36,9 +36,9 @@ if str(ROOT) not in sys.path:
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j import memories as neo4j_store  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
+from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 from service.writepath.graph_writer import GraphWriter  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")

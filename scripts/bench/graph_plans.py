@@ -28,9 +28,10 @@ sys.path.insert(0, str(ROOT))
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes  # noqa: E402
+from service.stores.neo4j import curation, cypher_writes  # noqa: E402
 from service.stores.neo4j import memories as store_module  # noqa: E402
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row  # noqa: E402
+from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 
 supersede_rows = getattr(store_module, "supersede_rows", None)  # absent in older commits (for a before/after run)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.store import Neo4jGraphStore
 
 
 async def _rows(store: Any, stmt: str, **params: Any) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ import service.stores.neo4j.store as store_module  # noqa: E402
 from scripts.bench.common import embedder_rate, local_embedder  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
 from service.identity import NameRules, NameVectors, ResolutionGate  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
+from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 
 STATEMENTS: dict[str, list[float]] = {}
 TRANSACTIONS: list[tuple[int, float]] = []  # (items, seconds) of each write of a chunk the store's sizer timed

@@ -48,8 +48,8 @@ from service.ai.models import calibration  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity import NameVectors, ResolutionGate, same_node  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks  # noqa: E402
-from service.stores.neo4j import Neo4jGraphStore  # noqa: E402
 from service.stores.neo4j.rows import entity_id, entity_name  # noqa: E402
+from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 
 GOLD = ROOT / "tests" / "data" / "resolution_gold.jsonl"
 T0 = "2026-01-01T00:00:00+00:00"

@@ -23,8 +23,8 @@ from service.identity import NameRules
 from service.maintenance.records import DedupKeys, RunLock
 from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import relation_id
+from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.crons import dedup_cron

@@ -30,10 +30,11 @@ from service.core.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import Neo4jGraphStore, curation, cypher_writes
+from service.stores.neo4j import curation, cypher_writes
 from service.stores.neo4j.executor import FIRST_CHUNK
 from service.stores.neo4j.memories import supersede_rows
 from service.stores.neo4j.rows import MAX_ALIASES, MAX_ROLES, entity_id, link_rows, memory_row, relation_id
+from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task
 

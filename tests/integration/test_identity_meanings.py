@@ -12,8 +12,8 @@ import pytest
 from scripts.bench import graph_probe as probe
 from service.core.domain import Memory, Scope, content_hash
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import Neo4jGraphStore
 from service.stores.neo4j.rows import entity_id
+from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import gated_graph_store
 
 T0 = "2026-01-01T00:00:00+00:00"

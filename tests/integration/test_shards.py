@@ -16,7 +16,7 @@ from arq.constants import health_check_key_suffix
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import stack_env, start_service, stop
 from service.identity import NameRules
-from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter
 from service.tasks.shards import counts_key, queue_name, queue_names, shard_of

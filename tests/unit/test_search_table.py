@@ -9,7 +9,7 @@ from service.core.settings import Settings
 from service.identity import NameRules
 from service.schemas import SearchRequest, Signal
 from service.search.searcher import SECOND_PASS, retrievers
-from service.stores.neo4j import Neo4jGraphStore
+from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 
 

@@ -16,11 +16,6 @@ from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.facts import offset_of
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
 
-COMMUNITY_SCHEMA: tuple[LiteralString, ...] = (
-    "CREATE CONSTRAINT community_id IF NOT EXISTS FOR (c:Community) REQUIRE c.id IS UNIQUE",
-    "CREATE INDEX community_user IF NOT EXISTS FOR (c:Community) ON (c.user_id)",
-)
-
 # The live relations between live entities (index on the relation's user); a merge's copies live on its target.
 _RELATIONS: LiteralString = """
 MATCH (s:Entity)-[r:RELATES]->(o:Entity)

@@ -26,14 +26,6 @@ if TYPE_CHECKING:
 
 FT_GROUP = "messages"  # the tenant token of message documents: ft_key(user, FT_GROUP)
 
-CONVERSATION_SCHEMA: tuple[LiteralString, ...] = (
-    "CREATE CONSTRAINT conversation_uid IF NOT EXISTS FOR (c:Conversation) REQUIRE c.uid IS UNIQUE",
-    "CREATE CONSTRAINT message_uid IF NOT EXISTS FOR (m:Message) REQUIRE m.uid IS UNIQUE",
-    "CREATE INDEX conversation_user IF NOT EXISTS FOR (c:Conversation) ON (c.user_id, c.updated_at)",
-    "CREATE INDEX message_session IF NOT EXISTS FOR (m:Message) ON (m.session_uid, m.ord)",
-    "CREATE INDEX message_user IF NOT EXISTS FOR (m:Message) ON (m.user_id)",
-    "CREATE FULLTEXT INDEX message_text IF NOT EXISTS FOR (m:Message) ON EACH [m.content, m.ft_key]",
-)
 
 MERGE_CONVERSATION: LiteralString = """
 MERGE (c:Conversation {uid: $uid})

@@ -24,7 +24,6 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, Transi
 from service.core.errors import DependencyUnavailable
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j.chunks import ChunkSizer, ChunkStats, ChunkTooSlow, write_chunked
-from service.stores.neo4j.resolution import MissingNameVectors
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -41,6 +40,14 @@ def _server_slow(exc: Neo4jError) -> bool:
     """Neo4j ended the transaction for its time (the timeout this client set) or its memory."""
     code = exc.code or ""
     return "TransactionTimedOut" in code or "Transaction.Terminated" in code or "MemoryPoolOutOfMemoryError" in code
+
+
+class MissingNameVectors(Exception):
+    """Raised inside the transaction (rolling it back): these names need embedding first."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"{len(names)} entity names need embeddings")
+        self.names = names
 
 
 class Neo4jExecutor:

@@ -9,7 +9,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.stores.graph import GraphFact, GraphProposal, RowPage
-from service.stores.neo4j import cypher_portability, cypher_reads, schema
+from service.stores.neo4j import cypher_portability, cypher_reads, ddl
 from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import (
@@ -36,6 +36,7 @@ from service.stores.neo4j.search import (
     NEIGHBOUR_EDGES,
     NEIGHBOURS,
     ONE_HOP_WEIGHT,
+    entity_hits,
     fact_score,
     lucene_query,
     lucene_terms,
@@ -61,7 +62,7 @@ class GraphReads:
 
         async def run(tx: AsyncManagedTransaction) -> tuple[dict[str, float], list[dict[str, Any]],
                                                              list[dict[str, Any]]]:
-            hits = await _entity_hits(tx, query, terms, keys, common)
+            hits = await entity_hits(tx, query, terms, keys, common)
             edges: list[dict[str, Any]] = []
             if hits:
                 result = await tx.run(cypher_reads.ENTITY_EDGES, hits=list(hits), direct=DIRECT_EDGES,
@@ -69,7 +70,7 @@ class GraphReads:
                 edges = await result.data()
             facts: list[dict[str, Any]] = []
             if fact_q:
-                result = await tx.run(cypher_reads.FACT_TEXT_HITS, index=schema.FACT_TEXT_INDEX, lucene=fact_q,
+                result = await tx.run(cypher_reads.FACT_TEXT_HITS, index=ddl.FACT_TEXT_INDEX, lucene=fact_q,
                                       k=max(2 * limit, 20), **common)
                 facts = await result.data()
             return hits, edges, facts
@@ -114,7 +115,7 @@ class GraphReads:
         }
         if terms:
             stmt = cypher_reads.MEMORY_RETRIEVER
-            params.update(index=schema.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
+            params.update(index=ddl.ENTITY_TEXT_INDEX, lucene=lucene_query(keys, ("name", "aliases"), terms))
         else:
             stmt = cypher_reads.MEMORY_RETRIEVER_EXACT
 
@@ -135,7 +136,7 @@ class GraphReads:
         common: dict[str, Any] = {"user_id": user_id, "groups": checked, "history": False}
 
         async def run(tx: AsyncManagedTransaction) -> list[str]:
-            return sorted(await _entity_hits(tx, query, terms, keys, common))
+            return sorted(await entity_hits(tx, query, terms, keys, common))
 
         found: list[str] = await self._exec.read(run)
         return list(await self._ceiling.keep_entities(found, str))
@@ -254,25 +255,3 @@ class GraphReads:
 
         users: list[str] = await self._exec.read(run)
         return users
-
-
-
-async def _entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str], keys: list[str],
-                       common: dict[str, Any]) -> dict[str, float]:
-    """The entities the query names: full-text over names and aliases (scores normalised by the best) and
-    an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
-    hits: dict[str, float] = {}
-    if terms:
-        result = await tx.run(cypher_reads.ENTITY_TEXT_HITS, index=schema.ENTITY_TEXT_INDEX,
-                              lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
-        raw: dict[str, float] = {}
-        for r in await result.data():  # a merged entity's hit counts for its target
-            raw[str(r["id"])] = max(raw.get(str(r["id"]), 0.0), float(r["score"]))
-        top = max(raw.values(), default=0.0)
-        hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
-    name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
-    if name_lc:
-        for r in await (await tx.run(cypher_reads.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
-            hits[str(r["id"])] = 1.0
-    best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
-    return {h: hits[h] for h in best}

@@ -27,6 +27,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.core.metrics import ENTITY_RESOLUTIONS
 from service.stores.graph import MERGE, PENDING, Candidate, EntityNameRules
+from service.stores.neo4j.executor import MissingNameVectors
 from service.stores.neo4j.rows import entity_id, meaning_name, relation_id
 from service.stores.neo4j.search import lucene_escape
 
@@ -35,14 +36,6 @@ CANDIDATES_PER_INDEX = 20
 VECTOR_CANDIDATES = 64  # the vector index is not tenant-filtered: read this many, keep the caller's
 MAX_MERGE_HOPS = 5
 UNPLACED = "?"  # the meaning of a mention with no role when its name has several: one node, pending pairs to each
-
-
-class MissingNameVectors(Exception):
-    """Raised inside the transaction (rolling it back): these names need embedding first."""
-
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(f"{len(names)} entity names need embeddings")
-        self.names = names
 
 
 def vector_index(dim: int) -> str:

@@ -33,17 +33,6 @@ from service.stores.tiers import RunWrite
 
 FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, FT_GROUP)
 
-RUN_SCHEMA: tuple[LiteralString, ...] = (
-    "CREATE CONSTRAINT run_uid IF NOT EXISTS FOR (r:Run) REQUIRE r.uid IS UNIQUE",
-    "CREATE CONSTRAINT step_uid IF NOT EXISTS FOR (s:Step) REQUIRE s.uid IS UNIQUE",
-    "CREATE CONSTRAINT tool_call_uid IF NOT EXISTS FOR (t:ToolCall) REQUIRE t.uid IS UNIQUE",
-    "CREATE INDEX run_user IF NOT EXISTS FOR (r:Run) ON (r.user_id, r.created_at)",
-    "CREATE INDEX step_run IF NOT EXISTS FOR (s:Step) ON (s.run_uid)",
-    "CREATE INDEX tool_call_run IF NOT EXISTS FOR (t:ToolCall) ON (t.run_uid)",
-    "CREATE FULLTEXT INDEX run_text IF NOT EXISTS FOR (r:Run) ON EACH [r.task, r.summary, r.error_kind, r.ft_key]",
-    "CREATE FULLTEXT INDEX tool_call_text IF NOT EXISTS FOR (t:ToolCall) "
-    "ON EACH [t.tool, t.arguments, t.error, t.error_kind, t.ft_key]",
-)
 
 MERGE_RUN: LiteralString = """
 MERGE (r:Run {uid: $uid})

@@ -1,6 +1,6 @@
 """The graph's schema (constraints, indexes, full-text indexes) and what start-up does to a graph written by an
 older version: backfills of keys and edge ids, the relation-key migration. `GraphSchema.ensure_schema` runs
-every tier's statements (runs.py, conversations.py, communities.py, resolution.py) and waits for the indexes."""
+every tier's statements (ddl.py, and resolution.py's vector indexes) and waits for the indexes."""
 
 from __future__ import annotations
 
@@ -16,59 +16,14 @@ from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 from service.core.errors import DependencyUnavailable
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j import resolution
-from service.stores.neo4j.communities import COMMUNITY_SCHEMA
-from service.stores.neo4j.conversations import CONVERSATION_SCHEMA
+from service.stores.neo4j.ddl import COMMUNITY_SCHEMA, CONVERSATION_SCHEMA, RUN_SCHEMA, SCHEMA
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import ft_key
-from service.stores.neo4j.runs import RUN_SCHEMA
 
 log = structlog.get_logger(__name__)
 MIGRATION_BATCH = 2000  # relationships per transaction of the start-up migration
 MIGRATION_SECONDS = 3600  # the start-up migration's deadline (a no-op pass reads each relationship once)
 
-ENTITY_TEXT_INDEX = "entity_text"
-
-FACT_TEXT_INDEX = "relates_text"
-
-SCHEMA: tuple[LiteralString, ...] = (
-    "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
-    "CREATE CONSTRAINT entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
-    "CREATE INDEX memory_user IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.scope, m.project_id)",
-    "CREATE INDEX memory_hash IF NOT EXISTS FOR (m:Memory) ON (m.hash)",
-    "CREATE INDEX entity_user IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.group_id)",
-    "CREATE INDEX entity_name IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.name_lc)",
-    "CREATE INDEX relates_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.id)",
-    # Flat write cost: a relation is found by its unique key (the id of the original edge; a merge's
-    # copies share the id but have no key), the live edges of one (subject, predicate) by `slot`, which only
-    # live edges carry, and what one call expired by `expired_at`; never by walking a node's relationships.
-    # Relationship property uniqueness constraints exist in Community since 5.7.
-    "CREATE CONSTRAINT relates_key IF NOT EXISTS FOR ()-[r:RELATES]-() REQUIRE r.key IS UNIQUE",
-    "CREATE INDEX relates_slot IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.slot)",
-    "CREATE INDEX relates_expired IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.expired_at)",
-    "CREATE INDEX relates_user IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id)",
-    # cursor pagination: equality on the user, range + order on the id
-    "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id, m.id)",
-    "CREATE INDEX entity_user_id IF NOT EXISTS FOR (e:Entity) ON (e.user_id, e.id)",
-    "CREATE INDEX relates_user_id IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.user_id, r.id)",
-    # entity curation and traces (curation.py)
-    "CREATE INDEX entity_merged IF NOT EXISTS FOR (e:Entity) ON (e.merged_into)",
-    "CREATE INDEX entity_merged_via IF NOT EXISTS FOR (e:Entity) ON (e.merged_via)",
-    # an unmerge finds a merge's copies by these (only copies carry the property), not by walking the target
-    "CREATE INDEX mentions_live IF NOT EXISTS FOR ()-[r:MENTIONS]-() ON (r.live_of)",
-    "CREATE INDEX relates_migrated IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.migrated_from)",
-    "CREATE INDEX mentions_migrated IF NOT EXISTS FOR ()-[r:MENTIONS]-() ON (r.migrated_from)",
-    "CREATE INDEX same_as_migrated IF NOT EXISTS FOR ()-[r:SAME_AS]-() ON (r.migrated_from)",
-    "CREATE INDEX touched_migrated IF NOT EXISTS FOR ()-[r:TOUCHED]-() ON (r.migrated_from)",
-    "CREATE CONSTRAINT trace_id IF NOT EXISTS FOR (t:Trace) REQUIRE t.id IS UNIQUE",
-    "CREATE INDEX trace_user IF NOT EXISTS FOR (t:Trace) ON (t.user_id, t.at)",
-    "CREATE INDEX trace_expiry IF NOT EXISTS FOR (t:Trace) ON (t.expires_at)",
-    # full-text (Lucene, analyzer standard-no-stop-words); 5.26 indexes LIST<STRING> (aliases) too.
-    # invalid_at/expired_at are in the edge index only so a query can exclude history inside
-    # Lucene (`-expired_at:[* TO *]`), before the index applies its limit.
-    "CREATE FULLTEXT INDEX entity_text IF NOT EXISTS FOR (e:Entity) ON EACH [e.name, e.aliases, e.ft_key]",
-    "CREATE FULLTEXT INDEX relates_text IF NOT EXISTS FOR ()-[r:RELATES]-() "
-    "ON EACH [r.fact, r.ft_key, r.invalid_at, r.expired_at]",
-)
 
 LEGACY_MEMORY_USERS: LiteralString = """
 MATCH (m:Memory) WHERE m.edge_ids IS NULL

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 import structlog
+from neo4j import AsyncManagedTransaction
 
-from service.stores.neo4j.rows import MAX_QUERY_CHARS, MAX_TERM_CHARS, MAX_TERMS, iso_utc
+from service.stores.neo4j import cypher_reads, ddl
+from service.stores.neo4j.rows import MAX_NAME_CHARS, MAX_QUERY_CHARS, MAX_TERM_CHARS, MAX_TERMS, iso_utc
 
 log = structlog.get_logger(__name__)
 
@@ -98,3 +101,24 @@ def fact_score(evidence: list[float], support: int, valid_at: str | None, now: d
     support_part = 1.0 - 0.5 ** max(0, support)
     score = relevance * (0.7 + 0.2 * support_part + 0.1 * recency(valid_at, now))
     return round(min(1.0, max(0.0, score)), 6)
+
+
+async def entity_hits(tx: AsyncManagedTransaction, query: str, terms: list[str], keys: list[str],
+                      common: dict[str, Any]) -> dict[str, float]:
+    """The entities the query names: full-text over names and aliases (scores normalised by the best) and
+    an exact match of the whole query (1.0); at most ENTITY_HITS, best first."""
+    hits: dict[str, float] = {}
+    if terms:
+        result = await tx.run(cypher_reads.ENTITY_TEXT_HITS, index=ddl.ENTITY_TEXT_INDEX,
+                              lucene=lucene_query(keys, ("name", "aliases"), terms), k=ENTITY_HITS, **common)
+        raw: dict[str, float] = {}
+        for r in await result.data():  # a merged entity's hit counts for its target
+            raw[str(r["id"])] = max(raw.get(str(r["id"]), 0.0), float(r["score"]))
+        top = max(raw.values(), default=0.0)
+        hits = {k: v / top for k, v in raw.items()} if top > 0 else {}
+    name_lc = query[:MAX_QUERY_CHARS].strip().casefold()[:MAX_NAME_CHARS]
+    if name_lc:
+        for r in await (await tx.run(cypher_reads.ENTITY_EXACT_HITS, name_lc=name_lc, **common)).data():
+            hits[str(r["id"])] = 1.0
+    best = sorted(hits, key=lambda h: (-hits[h], h))[:ENTITY_HITS]
+    return {h: hits[h] for h in best}

@@ -11,9 +11,8 @@ from neo4j import AsyncManagedTransaction
 
 from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
-from service.stores.neo4j.reads import _entity_hits
 from service.stores.neo4j.rows import check_groups, check_id, clamp, ft_key
-from service.stores.neo4j.search import lucene_terms
+from service.stores.neo4j.search import entity_hits, lucene_terms
 
 MAX_ENTITY_HITS = 20
 MAX_RELATED = 10
@@ -48,7 +47,7 @@ class TurnGraph:
         n = clamp(limit, MAX_ENTITY_HITS)
 
         async def run(tx: AsyncManagedTransaction) -> list[dict[str, Any]]:
-            hits = await _entity_hits(tx, query, terms, keys, common)
+            hits = await entity_hits(tx, query, terms, keys, common)
             best = sorted(hits, key=lambda h: (-hits[h], h))[:n]
             if not best:
                 return []
