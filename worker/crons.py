@@ -1,4 +1,5 @@
-"""ARQ cron jobs: the dedup sweep, the reconciler's drain + reaper, and the daily full reconcile.
+"""ARQ cron jobs: the dedup sweep, the reconciler's drain + reaper, the daily full reconcile and the tiers'
+retention.
 
 `unique` makes ARQ enqueue one job per scheduled time however many workers run; with WORKER_SHARDS > 1 only the
 workers of shard 0 schedule them (worker/settings.py). Cron jobs get the
@@ -16,7 +17,7 @@ from typing import Any
 import structlog
 from arq.cron import CronJob, cron
 
-from service.conversations.writes import drain_pending_erasures
+from service.conversations.writes import drain_pending_erasures, expire_tiers
 from service.core.domain import ID_NAMESPACE
 from service.core.errors import DependencyUnavailable
 from service.core.settings import Settings
@@ -24,9 +25,19 @@ from service.deps import Deps
 from service.graph_api.jobs import CommunityJob
 from service.maintenance.records import summary
 from service.tasks.drain import rehome
-from worker.tiers import tier_retention_cron
 
 log = structlog.get_logger(__name__)
+
+
+async def tier_retention_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
+    """Daily: messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS are erased (the
+    runs and conversations tiers; their job kinds are in service/tasks/registry.py)."""
+    deps: Deps = ctx["deps"]
+    try:
+        return await expire_tiers(deps.settings.retention, deps.graph)
+    except DependencyUnavailable as exc:
+        log.warning("tier_retention_failed", error=str(exc)[:300])
+        return None
 
 
 def cron_run_id(job_id: str, kind: str = "dedup") -> str:
@@ -149,7 +160,7 @@ def cron_jobs(settings: Settings) -> list[CronJob]:
         jobs.append(cron(observation_ttl_cron, name="observation_ttl", hour=hour, minute=45,
                          unique=True, run_at_startup=False, max_tries=1))
     jobs.append(cron(trace_ttl_cron, name="trace_ttl", minute=50, unique=True, run_at_startup=False, max_tries=1))
-    if settings.retention.message_retention_days > 0 or settings.retention.run_retention_days > 0:  # worker/tiers.py
+    if settings.retention.message_retention_days > 0 or settings.retention.run_retention_days > 0:
         jobs.append(cron(tier_retention_cron, name="tier_retention", hour=hour, minute=55,
                          unique=True, run_at_startup=False, max_tries=1))
     if settings.writepath.communities_cron_enabled:
