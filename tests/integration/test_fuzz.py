@@ -4,6 +4,7 @@ Bounded: a few examples per operation."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,11 @@ from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
 from tests.conftest import unique
 
 MAX_EXAMPLES = 12
+# Imported here, at collection, not lazily by schemathesis.openapi.from_url in the test: there pytest's assertion
+# rewriting parsed its modules while the worker's other threads ran, and CPython 3.11.7's AST builder (its depth
+# counter is shared, gh-106905) failed one run under pytest-xdist with "SystemError: AST constructor recursion depth
+# mismatch".
+importlib.import_module("schemathesis.specs.openapi.schemas")
 
 
 @pytest.fixture(scope="module")
