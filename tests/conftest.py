@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from service.ai.local import LocalEmbedder, ModelFiles
-from service.ai.models import DEFAULT_MODEL, MODELS
+from service.core.embedding_models import DEFAULT_MODEL, MODELS
 from service.core.settings import Settings
 from service.identity import NameVectors, ResolutionGate
 from service.stores.neo4j.store import Neo4jGraphStore

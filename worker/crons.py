@@ -31,7 +31,7 @@ log = structlog.get_logger(__name__)
 
 async def tier_retention_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Daily: messages older than MESSAGE_RETENTION_DAYS and runs older than RUN_RETENTION_DAYS are erased (the
-    runs and conversations tiers; their job kinds are in service/tasks/registry.py)."""
+    runs and conversations tiers; their job kinds are in service/registry.py)."""
     deps: Deps = ctx["deps"]
     try:
         return await expire_tiers(deps.settings.retention, deps.graph)

@@ -1,4 +1,4 @@
-"""ARQ job functions: one per kind of the job registry (service/tasks/registry.py), each its handler in one wrapper.
+"""ARQ job functions: one per kind of the job registry (service/registry.py), each its handler in one wrapper.
 
 The wrapper is where a task's fate is decided, so that every job ends in exactly one of:
 - completed (the status record says so, with `result.graph` "stored" or "pending");
@@ -26,9 +26,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import JOB_DURATION, JOBS
 from service.deps import Deps
+from service.registry import JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
 from service.tasks.queue import LEASE_TTL_S
-from service.tasks.registry import JobKind
 from service.writepath.outbox import MemoryBusy
 
 log = structlog.get_logger(__name__)

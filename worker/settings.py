@@ -8,7 +8,7 @@ from arq.worker import func
 
 from service.core.redis_client import job_deserializer, job_serializer, redis_settings
 from service.core.settings import Settings
-from service.tasks.registry import JOB_KINDS
+from service.registry import JOB_KINDS
 from service.tasks.shards import queue_name
 from worker.crons import cron_jobs
 from worker.jobs import arq_function

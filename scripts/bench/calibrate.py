@@ -1,4 +1,4 @@
-"""Similarity thresholds per embedding model: what the registry's `Calibration` values rest on (service/ai/models.py).
+"""Similarity thresholds per embedding model: what the `Calibration` values rest on (core/embedding_models.py).
 
     .venv/bin/python scripts/bench/calibrate.py [--cache .test-stack/models]
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from service.ai.local import LocalEmbedder, ModelFiles
-from service.ai.models import MINILM, MODELS, ModelSpec
+from service.core.embedding_models import MINILM, MODELS, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

@@ -91,7 +91,7 @@ def local_embedder(batch_size: int = 64, model: str | None = None) -> Any:
     from pathlib import Path
 
     from service.ai.local import LocalEmbedder, ModelFiles
-    from service.ai.models import DEFAULT_MODEL, MODELS
+    from service.core.embedding_models import DEFAULT_MODEL, MODELS
 
     cache = Path(os.environ.get("MODEL_CACHE_DIR") or Path(__file__).resolve().parents[2] / ".test-stack" / "models")
     return LocalEmbedder(ModelFiles.registered(MODELS[model or DEFAULT_MODEL], cache), batch_size=batch_size)

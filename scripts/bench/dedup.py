@@ -56,7 +56,7 @@ from service.core.settings import Settings  # noqa: E402
 from service.identity import NameRules  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
-from service.schemas import DedupRunReport  # noqa: E402
+from service.schemas.maintenance import DedupRunReport  # noqa: E402
 from service.stores.graph import MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402

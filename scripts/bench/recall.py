@@ -33,7 +33,7 @@
    multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and overall; hit@1, hit@10 and hit@1024t: the share of
    questions with at least one evidence turn found (a question counts 1 when any is). R@512t and R@1024t: the
    evidence covered by the results whose contents, in order, fit in the first 512 / 1,024 tokens
-   (all-MiniLM-L6-v2's tokenizer, service/text/tokens.py; a result that would cross the bound and everything after it
+   (all-MiniLM-L6-v2's tokenizer, service/ai/tokens.py; a result that would cross the bound and everything after it
    count for nothing). A slot
    covers the turns of its memory (in `sessions` mode its `source_message_ids`, which include those of the
    memories folded into it).
@@ -63,8 +63,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+from service.ai.tokens import token_counter  # noqa: E402
 from service.search.fusion import fuse  # noqa: E402
-from service.text.tokens import token_counter  # noqa: E402
 
 KS = (1, 5, 10, 20)
 HIT_KS = (1, 10)  # hit@k: a question counts 1 when any of its evidence turns is found

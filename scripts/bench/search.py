@@ -450,7 +450,7 @@ async def measure_in_process(
     deps: Any, args: argparse.Namespace, users: dict[int, str], queries: dict[int, list[tuple[str, str | None]]],
     cells: list[Cell], suffix: str = "", graph_only_too: bool = True,
 ) -> None:
-    from service.schemas import SearchRequest
+    from service.schemas.search import SearchRequest
     from service.stores.graph import groups_for
     from service.stores.vector import MemoryFilter, RankRequest
 
@@ -516,7 +516,7 @@ async def optimized_phase(
         if optimize is None:
             print(f"vector store {deps.vectors.name} has no optimize(); skipped", flush=True)
             return
-        from service.schemas import SearchRequest
+        from service.schemas.search import SearchRequest
 
         # The build runs in a child process on a copy of the shard; searches go on here meanwhile.
         size, user = next(iter(users.items()))

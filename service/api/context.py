@@ -13,8 +13,7 @@ from service.api.params import OptionalUserQuery, ProjectPath
 from service.api.runs import SessionQuery
 from service.api.security import CallerDep
 from service.runs.lessons import HEADING, ContextWithLessons, lesson_line
-from service.schemas import ContextResponse
-from service.schemas.memories import ContextSection
+from service.schemas.memories import ContextResponse, ContextSection
 from service.search.context_format import render_markdown
 
 router = APIRouter(prefix="/v1/context", tags=["context"])

@@ -20,7 +20,7 @@ from service.conversations.schemas import (
     SessionSummary,
 )
 from service.core.domain import ID_PATTERN
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 

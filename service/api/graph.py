@@ -11,17 +11,15 @@ from service.api.idempotency import IdempotencyKey, fingerprint, remembered
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
 from service.core.sensitivity import lowered
-from service.schemas import (
+from service.schemas.curation import (
     DuplicatePage,
     EntityChange,
-    GraphPage,
-    GraphSearchRequest,
-    GraphSearchResponse,
     GraphStats,
     MergeRequest,
     ReviewRequest,
     UnmergeRequest,
 )
+from service.schemas.search import GraphPage, GraphSearchRequest, GraphSearchResponse
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 

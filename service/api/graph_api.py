@@ -13,7 +13,6 @@ from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, Cursor, EntityId, GraphProjectQuery, OptionalUserQuery, PageLimit
 from service.api.security import CallerDep
 from service.core.sensitivity import lowered
-from service.schemas import AcceptedResponse
 from service.schemas.graph_api import (
     CommunityPage,
     CommunityRebuild,
@@ -24,6 +23,7 @@ from service.schemas.graph_api import (
     GraphQuery,
     RelationWrite,
 )
+from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1/graph", tags=["graph"])
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from service.core.auth import Caller
 from service.memory.intake import Intake
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 
 IdempotencyKey = Annotated[
     str | None,

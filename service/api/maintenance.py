@@ -15,8 +15,7 @@ from service.api.security import CallerDep
 from service.core.errors import NotFound
 from service.maintenance.optimize import submit_optimize
 from service.maintenance.reembed import submit_reembed
-from service.schemas import (
-    AcceptedResponse,
+from service.schemas.maintenance import (
     DedupAccepted,
     DedupRequest,
     DedupRunReport,
@@ -25,6 +24,7 @@ from service.schemas import (
     ReconcileRequest,
     ReembedRequest,
 )
+from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 

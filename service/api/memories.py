@@ -22,7 +22,7 @@ from service.api.params import (
 )
 from service.api.security import CallerDep
 from service.core.domain import Scope
-from service.schemas import (
+from service.schemas.memories import (
     AcceptedResponse,
     BulkDeleteRequest,
     ConversationRequest,

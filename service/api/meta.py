@@ -17,7 +17,7 @@ from service.api.security import CallerDep, api_key_of, caller_of
 from service.core.domain import CATEGORIES
 from service.core.errors import DependencyUnavailable, Forbidden
 from service.core.metrics import exposition
-from service.schemas import CategoryOut, HealthResponse, WritePathHealth
+from service.schemas.memories import CategoryOut, HealthResponse, WritePathHealth
 
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)

@@ -12,7 +12,7 @@ from service.api.deps import ExporterDep, IntakeDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery
 from service.api.security import CallerDep
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1", tags=["portability"])
 

@@ -26,7 +26,7 @@ from service.runs.schemas import (
     StepRequest,
     ToolCallRequest,
 )
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 

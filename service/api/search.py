@@ -8,7 +8,7 @@ from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, SearchD
 from service.api.security import CallerDep
 from service.api.turn import ChatTurn, chat_turn
 from service.core.sensitivity import lowered
-from service.schemas import SearchRequest, SearchResponse
+from service.schemas.search import SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

@@ -8,7 +8,7 @@ from service.api.deps import TracesDep
 from service.api.errors import responses
 from service.api.params import PAGE, Cursor, EntityQuery, OptionalUserQuery, PageLimit, TraceId
 from service.api.security import CallerDep
-from service.schemas import TraceOut, TracePage
+from service.schemas.curation import TraceOut, TracePage
 
 router = APIRouter(prefix="/v1/traces", tags=["traces"])
 

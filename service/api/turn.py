@@ -20,7 +20,7 @@ from service.conversations.schemas import MessageHit, MessageSearchRequest
 from service.conversations.service import ConversationService
 from service.runs.schemas import ReasoningHit, SearchWithReasoning
 from service.runs.service import RunService
-from service.schemas import SearchRequest, SearchResponse
+from service.schemas.search import SearchRequest, SearchResponse
 from service.stores.graph import groups_for
 from service.stores.tiers import EntitySearch
 

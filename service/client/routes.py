@@ -25,39 +25,15 @@ from service.runs.schemas import (
     StepRequest,
     ToolCallRequest,
 )
-from service.schemas import (
-    AcceptedResponse,
-    BulkDeleteRequest,
-    CategoryOut,
-    ContextResponse,
-    ConversationRequest,
-    DedupAccepted,
-    DedupRequest,
-    DedupRunReport,
+from service.schemas.curation import (
     DuplicatePage,
     EntityChange,
-    GraphPage,
-    GraphSearchRequest,
-    GraphSearchResponse,
     GraphStats,
-    HealthResponse,
-    MaintenanceRunPage,
-    MemoryPage,
-    MemoryRecord,
     MergeRequest,
-    RawBatchRequest,
-    RawMemoryItem,
-    RawMemoryRequest,
-    ReconcileAccepted,
-    ReconcileRequest,
-    ReembedRequest,
     ReviewRequest,
-    SearchRequest,
-    TaskResponse,
     TraceOut,
     TracePage,
     UnmergeRequest,
-    UpdateMemoryRequest,
 )
 from service.schemas.graph_api import (
     CommunityPage,
@@ -69,6 +45,31 @@ from service.schemas.graph_api import (
     GraphQuery,
     RelationWrite,
 )
+from service.schemas.maintenance import (
+    DedupAccepted,
+    DedupRequest,
+    DedupRunReport,
+    MaintenanceRunPage,
+    ReconcileAccepted,
+    ReconcileRequest,
+    ReembedRequest,
+)
+from service.schemas.memories import (
+    AcceptedResponse,
+    BulkDeleteRequest,
+    CategoryOut,
+    ContextResponse,
+    ConversationRequest,
+    HealthResponse,
+    MemoryPage,
+    MemoryRecord,
+    RawBatchRequest,
+    RawMemoryItem,
+    RawMemoryRequest,
+    TaskResponse,
+    UpdateMemoryRequest,
+)
+from service.schemas.search import GraphPage, GraphSearchRequest, GraphSearchResponse, SearchRequest
 
 
 def _user(user_id: str | None) -> dict[str, Any]:

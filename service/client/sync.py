@@ -15,7 +15,7 @@ from service.client.routes import Routes
 from service.runs.schemas import (
     SearchWithReasoning,
 )
-from service.schemas import (
+from service.schemas.memories import (
     AcceptedResponse,
     ContextResponse,
     HealthResponse,

@@ -9,7 +9,7 @@ from typing import Any
 from service.conversations.service import known_session
 from service.core.domain import ID_PATTERN
 from service.runs.jobs import ConversationDeleteJob
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 from service.stores.tiers import ConversationStore
 from service.tasks.queue import TaskQueue
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.core.domain import ID_PATTERN
-from service.schemas import OptionalId, TenantId
+from service.schemas.memories import OptionalId, TenantId
 
 
 class SessionOut(BaseModel):

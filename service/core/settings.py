@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources import DotEnvSettingsSource
 
-from service.ai.models import Calibration, calibration
+from service.core.embedding_models import Calibration, calibration
 
 EmbedderName = Literal["local", "gemini", "hash", "openai"]
 
@@ -257,7 +257,7 @@ class QdrantSettings(Group):
 class EmbeddingSettings(Group):
     embedder: EmbedderName = _env("EMBEDDER", "local")
     batch_size: int = _env("EMBEDDING_BATCH_SIZE", 64, ge=1, le=1024)
-    # The local embedder (docs/decisions.md "The local embedder"): a model of the registry (service/ai/models.py) on
+    # The local embedder (docs/decisions.md "The local embedder"): a model of the registry (core/embedding_models.py) on
     # ONNX Runtime, e5-small-v2 (int8) by default, or all-MiniLM-L6-v2; its files come from
     # `python -m service models fetch`. EMBEDDER_MODEL_DIR = any sentence-transformers-style ONNX directory instead
     # (model.onnx + tokenizer.json), recorded in the stores as EMBEDDER_MODEL_ID (default: the directory's name).
@@ -279,7 +279,7 @@ class EmbeddingSettings(Group):
 
     @property
     def resolved_model_id(self) -> str:
-        """The model id the configured embedder records (its calibration's key, service/ai/models.py)."""
+        """The model id the configured embedder records (its calibration's key, service/core/embedding_models.py)."""
         if self.embedder != "local":
             return self.embedder
         if self.model_dir is not None:
@@ -383,7 +383,7 @@ class HooksSettings(Group):
 class DedupSettings(Group):
     """Dedup (cron)."""
 
-    # Near-duplicates: cosine at or above this; unset = the embedding model's calibrated value (service/ai/models.py)
+    # Near-duplicates: cosine at or above this; unset = the model's calibrated value (core/embedding_models.py)
     similarity_threshold: float | None = _env("DEDUP_SIMILARITY_THRESHOLD", None, gt=0, le=1)
     batch_size: int = _env("DEDUP_BATCH_SIZE", 100, ge=1, le=10_000)
     cron_hours: set[int] = _env("DEDUP_CRON_HOURS", {0, 6, 12, 18})

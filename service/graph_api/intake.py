@@ -16,8 +16,8 @@ from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity import GENERIC, type_family
 from service.memory.links import KEY, entity_entry
-from service.schemas import AcceptedResponse
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
+from service.schemas.memories import AcceptedResponse
 from service.stores.facts import FactStore
 from service.stores.graph import group_id, groups_for, scope_of_group
 from service.tasks.queue import TaskQueue

@@ -1,4 +1,4 @@
-"""The job kind of the structured graph writes (registered in service/tasks/registry.py)."""
+"""The job kind of the structured graph writes (registered in service/registry.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 from service.graph_api.jobs import GraphWriteJob
 from service.memory.drafts import raw_memory
 from service.memory.writes import MemoryWriter
-from service.schemas import MemoryOut
+from service.schemas.memories import MemoryOut
 
 
 class GraphWrites:

@@ -1,7 +1,7 @@
 """The gate: the signals of one new name against one candidate, and the decision per type family (`Band`).
 
 score = max(exact, variant, 0.45 * fuzzy + 0.55 * semantic), 0 on a conflict, where semantic is the names' cosine
-on the model's calibrated scale (service/ai/models.py: `Calibration.semantic`, 0 at the model's unrelated level);
+on the model's calibrated scale (core/embedding_models.py: `Calibration.semantic`, 0 at the model's unrelated level);
 then per type family: merge at or above the family's auto-merge threshold (when the pair may merge at all), pending
 review at or above its pending threshold, else create. When several candidates score within `ambiguity_margin` of
 the best (two "Chris"es), the new name merges into none: it gets a pending pair to each.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from rapidfuzz import fuzz
 
-from service.ai.models import DEFAULT_CALIBRATION, Calibration
+from service.core.embedding_models import DEFAULT_CALIBRATION, Calibration
 from service.identity.names import GENERIC, ascii_keys, canonical, compatible, forms, name_key, pair_family, type_family
 from service.identity.roles import disagree
 from service.identity.shapes import conflict as find_conflict

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from service.maintenance.records import STORE_BATCH, PendingGraph, RunLock, extend_capped
-from service.schemas import DedupPhaseReport, DedupRunReport, DedupUserReport
+from service.schemas.maintenance import DedupPhaseReport, DedupRunReport, DedupUserReport
 from service.stores.vector import VectorStore
 from service.writepath.ledger import Ledger
 

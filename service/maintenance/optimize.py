@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from service.schemas import OptimizeReport
+from service.schemas.maintenance import OptimizeReport
 from service.stores.vector import VectorStore
 from service.tasks.jobs import OptimizeJob
 from service.tasks.queue import TaskQueue

@@ -18,7 +18,7 @@ from service.core.errors import NotFound
 from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings
 from service.maintenance.algorithm import stamp_of
-from service.schemas import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
+from service.schemas.maintenance import DedupGroup, DedupPhaseReport, DedupRunReport, DedupRunSummary
 
 log = structlog.get_logger(__name__)
 

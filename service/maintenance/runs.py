@@ -12,7 +12,7 @@ import structlog
 
 from service.core.settings import DedupSettings, HooksSettings
 from service.maintenance.records import MaintenanceRecords, summary
-from service.schemas import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
+from service.schemas.maintenance import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import DedupJob, DeleteJob, ReconcileJob
 from service.tasks.queue import TaskQueue, now_iso

@@ -57,7 +57,8 @@ from service.maintenance.records import (
     record_phase,
     summary,
 )
-from service.schemas import DedupRunReport, DedupTotals, DedupUserReport, Progress
+from service.schemas.maintenance import DedupRunReport, DedupTotals, DedupUserReport
+from service.schemas.memories import Progress
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 from service.tasks.jobs import DedupJob

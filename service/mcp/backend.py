@@ -29,18 +29,10 @@ from service.runs.schemas import (
     RunSearchResponse,
     StepRequest,
 )
-from service.schemas import (
-    AcceptedResponse,
-    ContextResponse,
-    DuplicatePage,
-    EntityChange,
-    GraphSearchResponse,
-    MemoryPage,
-    SearchResponse,
-    TaskResponse,
-    UpdateMemoryRequest,
-)
+from service.schemas.curation import DuplicatePage, EntityChange
 from service.schemas.graph_api import EntityFactsPage, FactPage
+from service.schemas.memories import AcceptedResponse, ContextResponse, MemoryPage, TaskResponse, UpdateMemoryRequest
+from service.schemas.search import GraphSearchResponse, SearchResponse
 
 if TYPE_CHECKING:
     from service.core.auth import Caller

@@ -82,22 +82,18 @@ from service.runs.schemas import (
     RunRequest,
     RunSearchRequest,
 )
-from service.schemas import (
+from service.schemas.curation import MergeRequest, ReviewRequest
+from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
+from service.schemas.memories import (
     AcceptedResponse,
     BulkDeleteRequest,
     ContextResponse,
     ConversationRequest,
-    GraphSearchRequest,
-    MergeRequest,
     RawBatchRequest,
     RawMemoryItem,
     RawMemoryRequest,
-    ReviewRequest,
-    SearchRequest,
-    SearchResponse,
-    SearchResult,
 )
-from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
+from service.schemas.search import GraphSearchRequest, SearchRequest, SearchResponse, SearchResult
 from service.search.context_format import render_markdown
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from service.core.metrics import OUTBOX_DEPTH, QUEUE_DEPTH, QUEUE_OLDEST
-from service.schemas import WritePathHealth
+from service.schemas.memories import WritePathHealth
 
 
 class QueueBacklog(Protocol):

@@ -6,7 +6,7 @@ cannot tell a correction from small talk.
 A user's message *changes* something when it carries a change word ("actually", "now", "no longer", "switched",
 "moved ... to", "my new manager is", "went up to", "from now on", "sold"). Such a message supersedes the earlier
 memories of the same user that state the same slot: their text is close to the message's by the embedding model
-(at or above the model's calibrated `slot` cosine, service/ai/models.py) and they share a content word with it
+(at or above the model's calibrated `slot` cosine, core/embedding_models.py) and they share a content word with it
 (the slot's noun: "seats", "manager", "CI", "rent"), other than the change words. When the change names its slot
 ("my new manager", "moved the wedding", "the rent is now", "sold the Civic") and the earlier statement has that
 word, a lower cosine suffices (the model's `slot_named`). The earlier memories stay as
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from service.ai.models import Calibration
+from service.core.embedding_models import Calibration
 from service.memory.windows import speaker_label, without_label
 
 # Words that say a value changed, anywhere in a clause. "now" counts unless it is "right now", "for now", "just now"

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from service.schemas import (
+from service.schemas.curation import (
     DuplicatePage,
     DuplicatePair,
     EntityCard,

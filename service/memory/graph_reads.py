@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from service.memory.mapping import fact_out
-from service.schemas import GraphSearchRequest, GraphSearchResponse
 from service.schemas.graph_api import community_item
+from service.schemas.search import GraphSearchRequest, GraphSearchResponse
 from service.stores.graph import GraphFact, RowPage, groups_for
 
 GRAPH_SEARCH_COMMUNITIES = 3  # communities a graph search returns at most

@@ -16,7 +16,7 @@ from service.core.settings import RedisQueueSettings, ServiceSettings
 from service.memory.export_format import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
-from service.schemas import (
+from service.schemas.memories import (
     AcceptedResponse,
     BulkDeleteRequest,
     ConversationRequest,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.core.domain import Scope
-from service.schemas import GraphFactOut
+from service.schemas.search import GraphFactOut
 from service.stores.graph import GraphFact, scope_of_group
 
 

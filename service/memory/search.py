@@ -10,12 +10,12 @@ from typing import Protocol
 
 import structlog
 
+from service.ai.tokens import TokenCounter
 from service.memory.rules import StoredMemories, scroll_all
-from service.schemas import ContextResponse, SearchRequest, SearchResponse
-from service.schemas.memories import ContextSection
+from service.schemas.memories import ContextResponse, ContextSection
+from service.schemas.search import SearchRequest, SearchResponse
 from service.search import context
 from service.stores.vector import MemoryFilter
-from service.text.tokens import TokenCounter
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from service.schemas import SearchRequest, SearchResponse, TraceOut, TracePage, TraceSummary
+from service.schemas.curation import TraceOut, TracePage, TraceSummary
+from service.schemas.search import SearchRequest, SearchResponse
 from service.stores.graph import groups_for
 from service.tasks.queue import now_iso
 

@@ -10,9 +10,9 @@ import structlog
 
 from service.ai.embeddings import Embedder
 from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
-from service.ai.models import Calibration
 from service.conversations.writes import erase_after_delete, keep_messages
 from service.core.domain import Memory, Message, content_hash, memory_id_for
+from service.core.embedding_models import Calibration
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, timed
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
@@ -29,7 +29,7 @@ from service.memory.windows import (
     speaker_label,
     valid_indexes,
 )
-from service.schemas import MemoryOut
+from service.schemas.memories import MemoryOut
 from service.search.usage import RetrievalCounts
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore

@@ -29,7 +29,7 @@ from service.runs.schemas import (
     ToolCallIn,
     ToolCallRequest,
 )
-from service.schemas import AcceptedResponse
+from service.schemas.memories import AcceptedResponse
 from service.stores.tiers import RunReadStore
 from service.tasks.queue import TaskQueue
 

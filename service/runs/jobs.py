@@ -1,4 +1,4 @@
-"""The job kinds of the runs and conversations tiers (registered in service/tasks/registry.py).
+"""The job kinds of the runs and conversations tiers (registered in service/registry.py).
 
 Arguments, results and errors arrive here already redacted and bounded (service/runs/intake.py).
 """

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from service.runs.schemas import Outcome
-from service.schemas import ContextResponse
+from service.schemas.memories import ContextResponse
 from service.stores.tiers import RunReadStore
 
 LESSONS = 3  # the fixed cap of lessons in a context

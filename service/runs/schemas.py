@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.core.domain import ID_PATTERN
-from service.schemas import AcceptedResponse, OptionalId, SearchResponse, TenantId
+from service.schemas.memories import AcceptedResponse, OptionalId, TenantId
+from service.schemas.search import SearchResponse
 
 MAX_TASK_CHARS = 2000
 MAX_ACTION_CHARS = 2000

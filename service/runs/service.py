@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.ai.models import DEFAULT_CALIBRATION
+from service.core.embedding_models import DEFAULT_CALIBRATION
 from service.core.errors import DependencyUnavailable, NotFound
 from service.runs import lessons as lesson_rules
 from service.runs.jobs import vector_model
@@ -26,7 +26,7 @@ from service.runs.schemas import (
     StepOut,
     ToolCallOut,
 )
-from service.schemas import SearchResponse
+from service.schemas.search import SearchResponse
 from service.stores.tiers import RunFilter, RunReadStore
 
 log = structlog.get_logger(__name__)

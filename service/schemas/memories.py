@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from service.ai.llm.health import LLMHealth
 from service.core.domain import (
     ID_PATTERN,
     MAX_BATCH_MEMORIES,
@@ -293,17 +294,6 @@ class WritePathHealth(BaseModel):
     pending_tasks: int | None = None
     graph_transient_retries: int = 0
     deadlock_retries: int = 0
-
-
-class LLMHealth(BaseModel):
-    """The LLM provider the start-up built (docs/llm.md): gemini, openai or offline, its models, and per model the
-    structured-output mode its answers came back in (json_schema, json_object or text; none yet before the first)."""
-
-    provider: str
-    model: str | None = None
-    fallback_model: str | None = None
-    server: str | None = None  # the OpenAI-compatible server's URL: admin keys only
-    structured_output: dict[str, str] | None = None
 
 
 class HealthResponse(BaseModel):

@@ -16,7 +16,7 @@ really prefer it that way."), or the window's facts hold less than a third of th
 listed in the place of its first fact, and the fragments are left out instead.
 
 The budget: the markdown block (service/search/context_format.py) is counted with the embedder's tokenizer
-(service/text/tokens.py); memories are taken in order while they fit, a longer one skipped for shorter ones after it.
+(service/ai/tokens.py); memories are taken in order while they fit, a longer one skipped for shorter ones after it.
 Extra sections (`ContextSection`, e.g. lessons of earlier sessions) come from the caller, in their own function,
 and take their lines first, up to SECTION_SHARE of the budget; the memories have the rest.
 """
@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from service.ai.tokens import TokenCounter
 from service.core.domain import CATEGORIES, Memory
-from service.schemas import ContextGroup, ContextResponse, MemoryRecord
-from service.schemas.memories import ContextSection
+from service.schemas.memories import ContextGroup, ContextResponse, ContextSection, MemoryRecord
 from service.search import context_format as fmt
 from service.search.results import INTERACTION, sources_of
-from service.text.tokens import TokenCounter
 
 SECTION_SHARE = 0.5  # at most this part of max_tokens goes to the extra sections
 RECENCY_DAYS = 30.0  # recency's half-life

@@ -8,7 +8,7 @@ word-piece tokenizer splits on whitespace, so the block's tokens are the sum of 
 
 from __future__ import annotations
 
-from service.schemas import ContextResponse, MemoryRecord
+from service.schemas.memories import ContextResponse, MemoryRecord
 
 EMPTY = "_No memories yet._"
 

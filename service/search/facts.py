@@ -8,8 +8,7 @@ import asyncio
 import structlog
 
 from service.core.errors import DependencyUnavailable
-from service.schemas import SearchResult
-from service.schemas.search import SupportingFact
+from service.schemas.search import SearchResult, SupportingFact
 from service.stores.graph import GraphRetrieval, groups_for
 
 log = structlog.get_logger(__name__)

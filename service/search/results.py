@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from service.core.domain import Memory
-from service.schemas import SearchResult, Signal
-from service.schemas.search import Folded
+from service.schemas.search import Folded, SearchResult, Signal
 from service.search.fusion import Fused
 from service.stores.vector import VectorStore
 

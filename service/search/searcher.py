@@ -11,7 +11,7 @@ from service.ai.embeddings import Embedder
 from service.core.domain import check_category, iso
 from service.core.metrics import SEARCH_DURATION, timed
 from service.core.settings import SearchSettings
-from service.schemas import SearchRequest, SearchResponse, SearchWindow
+from service.schemas.search import SearchRequest, SearchResponse, SearchWindow
 from service.search.dense import Dense
 from service.search.expansion import expansion
 from service.search.facts import supporting_facts

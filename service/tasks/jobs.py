@@ -2,7 +2,7 @@
 
 The API-side intake (service/memory/intake.py) validates a request, builds one of these and enqueues it
 (service/tasks/queue.py); the worker validates the payload again before running it. Which ARQ function, handler and
-retry policy each kind has is declared once, in service/tasks/registry.py. `accepted_at` is set by the queue when
+retry policy each kind has is declared once, in service/registry.py. `accepted_at` is set by the queue when
 the job is accepted, so every replay of a job sees the same acceptance time (ids and timestamps derive from it).
 """
 

@@ -39,7 +39,7 @@ from service.core.errors import DependencyUnavailable, NotFound
 from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
 from service.core.redis_client import job_serializer
 from service.core.settings import RedisQueueSettings
-from service.schemas import TaskResponse
+from service.schemas.memories import TaskResponse
 from service.tasks.jobs import JobModel
 from service.tasks.scripts import ACCEPT, FINISH
 from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
@@ -68,7 +68,7 @@ class TaskQueue:
     """The API side of writes (enqueue, poll) and the worker side of status updates."""
 
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings, functions: Mapping[str, str]) -> None:
-        """`functions`: the ARQ function of each job kind (service/tasks/registry.py)."""
+        """`functions`: the ARQ function of each job kind (service/registry.py)."""
         self._redis = redis
         self._settings = settings
         self._functions = functions

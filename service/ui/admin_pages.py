@@ -13,9 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from service.api import meta
 from service.core.auth import ApiKeyStore, Caller
 from service.deps import Deps
-from service.schemas import (
-    DedupRequest,
-)
+from service.schemas.maintenance import DedupRequest
 from service.ui.render import RECENT_TASKS, call, console_router, follow, render, valid_user
 from service.ui.session import (
     Console,

@@ -9,11 +9,8 @@ from urllib.parse import urlencode
 from fastapi import HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from service.schemas import (
-    GraphSearchRequest,
-    MergeRequest,
-    ReviewRequest,
-)
+from service.schemas.curation import MergeRequest, ReviewRequest
+from service.schemas.search import GraphSearchRequest
 from service.stores.vector import MemoryFilter
 from service.ui.graph import neighbourhood
 from service.ui.graph import view as graph_view

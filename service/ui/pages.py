@@ -18,11 +18,8 @@ from service.core.auth import ApiKeyStore
 from service.core.domain import CATEGORIES, Scope
 from service.core.errors import NotFound, ServiceError, Unauthorized
 from service.deps import Deps
-from service.schemas import (
-    BulkDeleteRequest,
-    SearchRequest,
-    UpdateMemoryRequest,
-)
+from service.schemas.memories import BulkDeleteRequest, UpdateMemoryRequest
+from service.schemas.search import SearchRequest
 from service.ui.render import PAGE, build, call, console_router, follow, render, valid_user
 from service.ui.session import (
     ConsoleDep,

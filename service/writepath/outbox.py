@@ -3,7 +3,7 @@
 Outbox: before a job touches a store it records what both stores must end up holding (an *intent*):
 the memories and graph links of a write, the new content of an update, the ids of a delete. The job
 clears the intent once both stores hold it. An intent left behind (the graph was down, the worker
-died) is finished by the reconciler (service/writepath/reconcile.py). Keys, under `<queue>:`:
+died) is finished by the reconciler (service/maintenance/reconcile.py). Keys, under `<queue>:`:
 
 - `outbox`     hash   entry id (the task id) -> JSON intent
 - `outbox:at`  zset   entry id -> time the intent was recorded (ms): age and drain order

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 
+from service.ai.tokens import HFTokenCounter, default_tokenizer
 from service.deps import Deps
 from service.search.feedback import feedback
 from service.search.fusion import fuse
 from service.search.retriever import Query
 from service.stores.vector import MemoryFilter, RankRequest
-from service.text.tokens import HFTokenCounter, default_tokenizer
 from tests.conftest import unique
 from tests.integration.conftest import wait_task, write_raw
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from service.deps import Deps
-from service.schemas import SearchRequest
+from service.schemas.search import SearchRequest
 from service.search.fusion import fuse
 from service.search.neighbours import neighbours
 from service.search.retriever import Query

@@ -12,9 +12,9 @@ import pytest
 import service.tasks.queue as queue_module
 from service.core.redis_client import connect_redis
 from service.graph_api.jobs import CommunityJob
+from service.registry import FUNCTIONS
 from service.tasks.jobs import RawJob
 from service.tasks.queue import TaskQueue
-from service.tasks.registry import FUNCTIONS
 from tests.conftest import make_settings, unique
 
 

@@ -23,10 +23,10 @@ from scripts.bench.procs import SlowProxy
 from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
 from service.identity import type_family
+from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
 from service.tasks.jobs import RawJob
 from service.tasks.queue import INTERRUPTIONS_FORGIVEN
-from service.tasks.registry import JOB_KINDS
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.embedded import EmbeddedWorker

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.ai.models import MODELS, calibration
+from service.core.embedding_models import MODELS, calibration
 from service.core.settings import Settings
 from service.maintenance.algorithm import plan_boundary
 from service.memory.changes import changes, same_slot

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from service.ai.tokens import HFTokenCounter, default_tokenizer
 from service.core.domain import Memory, Message, Scope
 from service.memory.windows import anchored_time, event_time
 from service.schemas.memories import ContextSection
 from service.search import context, context_format
 from service.search.fusion import Fused
 from service.search.results import Collapse
-from service.text.tokens import HFTokenCounter, default_tokenizer
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

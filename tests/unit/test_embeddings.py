@@ -7,7 +7,7 @@ import pytest
 
 from service.ai.embeddings import BatchingEmbedder
 from service.ai.hashing import HashEmbedder
-from service.ai.models import MODELS
+from service.core.embedding_models import MODELS
 from tests.conftest import local_embedder
 
 CLS, SEP = 101, 102  # BERT's special tokens (both models use the uncased BERT vocabulary)

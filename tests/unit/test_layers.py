@@ -36,7 +36,7 @@ def test_importing_worker_reads_no_settings_until_arq_asks() -> None:
 
 def test_worker_settings_register_one_function_per_job_kind() -> None:
     from service.core.settings import Settings
-    from service.tasks.registry import FUNCTIONS
+    from service.registry import FUNCTIONS
     from worker import build_worker_settings
 
     ws = build_worker_settings(Settings(_env_file=None))  # type: ignore[call-arg]
@@ -128,7 +128,7 @@ def test_the_neo4j_parts_are_composed_not_mixed_in() -> None:
 
 def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
     """Routes, the console and the MCP server take the API-side objects (the intakes, the reads) from `Deps`; the
-    worker-side handlers (`Deps.jobs`, service/tasks/registry.py `JobHandlers`) are the worker's only."""
+    worker-side handlers (`Deps.jobs`, service/registry.py `JobHandlers`) are the worker's only."""
     offenders = []
     for rel, tree in _sources():
         if rel.startswith(("service/api/", "service/ui/", "service/mcp/")) or rel == "service/app.py":

@@ -7,7 +7,7 @@ from typing import get_args
 
 from service.core.settings import Settings
 from service.identity import NameRules
-from service.schemas import SearchRequest, Signal
+from service.schemas.search import SearchRequest, Signal
 from service.search.searcher import SECOND_PASS, retrievers
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore

@@ -5,8 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from service.core.settings import GeminiSettings
-from service.schemas.memories import LLMHealth
+
+
+class LLMHealth(BaseModel):
+    """The LLM provider the start-up built (docs/llm.md): gemini, openai or offline, its models, and per model the
+    structured-output mode its answers came back in (json_schema, json_object or text; none yet before the first)."""
+
+    provider: str
+    model: str | None = None
+    fallback_model: str | None = None
+    server: str | None = None  # the OpenAI-compatible server's URL: admin keys only
+    structured_output: dict[str, str] | None = None
 
 
 async def describe_llm(gemini: GeminiSettings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:

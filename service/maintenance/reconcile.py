@@ -30,7 +30,8 @@ from service.core.metrics import RECONCILE_REPAIRS
 from service.core.settings import WritePathSettings
 from service.maintenance.records import MaintenanceRecords
 from service.memory.writes import MemoryWriter
-from service.schemas import DedupRunReport, Progress
+from service.schemas.maintenance import DedupRunReport
+from service.schemas.memories import Progress
 from service.stores.vector import MemoryFilter
 from service.tasks.jobs import ReconcileJob
 from service.tasks.queue import now_iso

@@ -20,6 +20,7 @@ from service.graph_api.communities import Communities
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.writes import GraphWrites
 from service.maintenance.optimize import IndexBuilder
+from service.maintenance.reconcile import Reconciler
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
 from service.memory.portability import Importer
@@ -39,7 +40,6 @@ from service.tasks.jobs import (
     ReembedJob,
     UpdateJob,
 )
-from service.writepath.reconcile import Reconciler
 
 J = TypeVar("J", bound=JobModel)
 JobResult = dict[str, Any]  # what the task's status record shows as `result`
