@@ -256,3 +256,71 @@ def test_lower_layers_never_import_higher_ones() -> None:
                  for layer, allowed in rules.items()
                  if (target == layer or target.startswith(f"{layer}.")) and not allowed(mod)]
     assert offenders == []
+
+
+def _layers() -> list[tuple[str, list[str]]]:
+    """docs/architecture.md's ```layers block: (layer, [path prefixes]) top to bottom."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```layers\n", 1)[1].split("```", 1)[0]
+    out = []
+    for line in block.splitlines():
+        words = line.split()
+        paths = [w for w in words if w.startswith(("service/", "worker/"))]
+        out.append((" ".join(w for w in words if w not in paths), paths))
+    return out
+
+
+def _layer_of(path: str, layers: list[tuple[str, list[str]]]) -> tuple[int, str] | None:
+    """(layer index, the entry that holds it) for a file path, by the longest matching entry."""
+    best: tuple[int, str] | None = None
+    for i, (_, entries) in enumerate(layers):
+        for entry in entries:
+            if (path == entry or (entry.endswith("/") and path.startswith(entry))) and (
+                    best is None or len(entry) > len(best[1])):
+                best = (i, entry)
+    return best
+
+
+def test_the_drawn_layers_hold_for_every_import() -> None:
+    """Every module has a layer; an import goes to the same layer or a lower one; the drawing's packages form no
+    loop (a -> b -> a through any others)."""
+    layers = _layers()
+    assert layers[0][0] == "entry" and len(layers) >= 8  # the parser found the block
+    modules = _modules()
+    place = {mod: _layer_of(str(path.relative_to(ROOT)), layers) for mod, path in modules.items()}
+    assert [m for m, p in place.items() if p is None] == []
+    upward, package_edges = [], set()
+    for mod, targets in _imports(modules).items():
+        here = place[mod]
+        for target in targets:
+            there = place.get(target)
+            if here is None or there is None:
+                continue  # external
+            if there[0] < here[0]:
+                upward.append(f"{mod} ({layers[here[0]][0]}) -> {target} ({layers[there[0]][0]})")
+            if there[1] != here[1]:
+                package_edges.add((here[1], there[1]))
+    assert upward == []
+    graph: dict[str, set[str]] = {}
+    for a, b in package_edges:
+        graph.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return False
+
+    assert sorted(f"{a} <-> {b}" for a, b in package_edges if reaches(b, a)) == []
+
+
+def test_the_layer_check_would_catch_an_upward_import() -> None:
+    layers = [("top", ["service/api/"]), ("bottom", ["service/core/", "service/core/x.py"])]
+    assert _layer_of("service/api/memories.py", layers) == (0, "service/api/")
+    assert _layer_of("service/core/x.py", layers) == (1, "service/core/x.py")  # the longest entry wins
+    assert _layer_of("service/deps.py", layers) is None
