@@ -21,9 +21,9 @@ config="$("$PY" - <<'PY'
 import shlex
 from service.core.settings import load_settings
 s = load_settings()
-pw = s.neo4j_password.get_secret_value() if s.neo4j_password else ""
-for k, v in {"REDIS_URL": s.redis_url, "NEO4J_URI": s.neo4j_uri, "NEO4J_DATABASE": s.neo4j_database,
-             "NEO4J_PW": pw, "DATA_DIR": str(s.data_dir)}.items():
+pw = s.neo4j.password.get_secret_value() if s.neo4j.password else ""
+for k, v in {"REDIS_URL": s.redis.url, "NEO4J_URI": s.neo4j.uri, "NEO4J_DATABASE": s.neo4j.database,
+             "NEO4J_PW": pw, "DATA_DIR": str(s.service.data_dir)}.items():
     print(f"{k}={shlex.quote(v)}")
 PY
 )" || exit 1

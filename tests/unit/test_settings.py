@@ -221,3 +221,18 @@ def test_qdrant_on_disk_false_keeps_vectors_in_memory(tmp_path: Path) -> None:
     assert isinstance(build_vector_store(memory), QdrantServerVectorStore) and not memory.worker_in_child
     disk = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
     assert isinstance(build_vector_store(disk), EdgeVectorStore) and disk.worker_in_child
+
+
+def test_dev_sh_reads_its_connection_settings_through_the_settings_object(tmp_path: Path) -> None:
+    """scripts/dev.sh's inline Python (it starts Redis and Neo4j where the settings point) runs as written."""
+    script = (ROOT / "scripts" / "dev.sh").read_text()
+    code = script.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    env = {k: v for k, v in os.environ.items() if k.upper() not in env_names()}
+    env.update({"REDIS_URL": "redis://127.0.0.1:16400/2", "NEO4J_URI": "bolt://127.0.0.1:17700",
+                "NEO4J_PASSWORD": "pw with space", "DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)})
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["REDIS_URL=redis://127.0.0.1:16400/2", "NEO4J_URI=bolt://127.0.0.1:17700",
+                                       "NEO4J_DATABASE=memory", "NEO4J_PW='pw with space'",
+                                       f"DATA_DIR={tmp_path / 'data'}"]
