@@ -88,7 +88,7 @@ async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
         embedder=deps.embedder.name,
         extractor=deps.extractor.name,  # the extractor the start-up built (service/deps.py build_ai), not a guess
         # provider, models, modes
-        llm=await describe_llm(deps.settings.gemini, deps.extractor, caller.admin, deps.openai_llm),
+        llm=await describe_llm(deps.extractor, caller.admin, deps.openai_llm),
         write_path=write_path,
         errors=errors,
     )

@@ -9,7 +9,7 @@ import json
 
 from service.core.errors import NotFound
 from service.core.kv import RedisKV
-from service.hooks.redact import redact
+from service.runs.bounds import MAX_ERROR_CHARS, bounded
 from service.runs.jobs import (
     RunDeleteJob,
     RunJob,
@@ -32,19 +32,6 @@ from service.runs.schemas import (
 from service.schemas.memories import AcceptedResponse
 from service.stores.tiers import RunReadStore
 from service.tasks.queue import TaskQueue
-
-MAX_TEXT_CHARS = 4000  # arguments (as JSON), a result, a thought, a summary: redacted, then cut to this
-MAX_ERROR_CHARS = 2000
-
-
-def bounded(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
-    """Redacted (service/hooks/redact.py, as hook observations) and cut to `limit` characters, with a marker."""
-    if text is None:
-        return None
-    clean = redact(text[: limit * 2])  # the rules are linear, but only what can be kept is scanned
-    if len(text) <= limit and len(clean) <= limit:
-        return clean
-    return clean[:limit] + f" [+{max(len(text), len(clean)) - limit} chars]"
 
 
 def _tool_call(call: ToolCallIn) -> ToolCallItem:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from service.ai.embeddings import Embedder
-from service.runs.intake import MAX_ERROR_CHARS, bounded
+from service.runs.bounds import MAX_ERROR_CHARS, bounded
 from service.runs.jobs import vector_model
 from service.runs.schemas import MAX_SEQ, MAX_TOUCHED, RUN_ID_PATTERN
 from service.stores.graph import GraphStore

@@ -7,8 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.core.settings import GeminiSettings
-
 
 class LLMHealth(BaseModel):
     """The LLM provider the start-up built (docs/llm.md): gemini, openai or offline, its models, and per model the
@@ -21,18 +19,17 @@ class LLMHealth(BaseModel):
     structured_output: dict[str, str] | None = None
 
 
-async def describe_llm(gemini: GeminiSettings, extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:
+async def describe_llm(extractor: Any, admin: bool = False, llm: Any = None) -> LLMHealth:
     """`extractor`: the one the start-up built (service/deps.py build_ai); `admin` adds the server's URL; `llm`: the
     OpenAI-compatible provider (service/ai/openai/provider.py), whose modes the worker processes share in Redis."""
     provider = str(getattr(extractor, "name", "offline"))
+    model, fallback = getattr(extractor, "model", None), getattr(extractor, "fallback_model", None)
     if provider == "openai":
         chat = getattr(extractor, "chat", None)
         modes = await llm.modes() if llm is not None else (chat.modes.snapshot() if chat is not None else {})
-        return LLMHealth(provider="openai", model=getattr(extractor, "model", None),
-                         fallback_model=getattr(extractor, "fallback_model", None),
+        return LLMHealth(provider="openai", model=model, fallback_model=fallback,
                          server=getattr(chat, "server", None) if admin else None, structured_output=modes)
     if provider == "gemini":
-        return LLMHealth(provider="gemini", model=getattr(extractor, "model", gemini.llm_model),
-                         fallback_model=getattr(extractor, "fallback_model", gemini.llm_fallback_model),
-                         structured_output={getattr(extractor, "model", gemini.llm_model): "json_schema"})
+        return LLMHealth(provider="gemini", model=model, fallback_model=fallback,
+                         structured_output={model: "json_schema"} if model else None)
     return LLMHealth(provider=provider)
