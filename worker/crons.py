@@ -64,7 +64,8 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Every RECONCILE_INTERVAL_SECONDS (and at worker start): end lost tasks, drain the outbox."""
     deps: Deps = ctx["deps"]
     try:
-        reaped = await deps.tasks.reap(older_than_s=max(30.0, deps.settings.writepath.reconcile_grace_seconds))
+        reaped = await deps.tasks.reap(older_than_s=max(2.0 * deps.settings.redis.task_lease_seconds,
+                                                        deps.settings.writepath.reconcile_grace_seconds))
         drained = await deps.jobs.reconciler.drain()
         await drain_pending_erasures(deps.settings.redis, deps.tasks, deps.graph)  # messages, runs
         await rehome(deps.redis, deps.settings.redis)  # jobs left on another WORKER_SHARDS's queues

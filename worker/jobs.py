@@ -28,7 +28,6 @@ from service.core.metrics import JOB_DURATION, JOBS
 from service.deps import Deps
 from service.registry import JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
-from service.tasks.queue import LEASE_TTL_S
 from service.writepath.outbox import MemoryBusy
 
 log = structlog.get_logger(__name__)
@@ -61,7 +60,7 @@ def backoff(attempt: int) -> float:
 
 async def _keep_lease(deps: Deps, task_id: str, token: str) -> None:
     for _ in range(100_000):  # bounded; cancelled when the job ends
-        await asyncio.sleep(LEASE_TTL_S / 3)
+        await asyncio.sleep(deps.settings.redis.task_lease_seconds / 3)
         with contextlib.suppress(DependencyUnavailable):
             await deps.tasks.hold_lease(task_id, token)
 

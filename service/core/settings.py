@@ -187,6 +187,9 @@ class RedisQueueSettings(Group):
     # How often an idle worker looks for jobs; ARQ's 0.5 s default caps a worker at max_jobs/0.5 jobs/s.
     poll_delay_seconds: float = _env("ARQ_POLL_DELAY_SECONDS", 0.05, gt=0, le=5)
     task_ttl_seconds: int = _env("TASK_TTL_SECONDS", 7 * 24 * 3600, ge=60)
+    # A running job's lease, refreshed every third of it: a job whose lease lapsed belongs to a dead worker, and the
+    # reaper releases it once its task is twice this old (docs/write-path.md). The fault tests shorten it.
+    task_lease_seconds: int = _env("TASK_LEASE_SECONDS", 15, ge=2, le=600)
     idempotency_window_seconds: int = _env("IDEMPOTENCY_WINDOW_SECONDS", 600, ge=0)
 
     @field_validator("sentinels", mode="before")

@@ -47,7 +47,6 @@ from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-LEASE_TTL_S = 15  # a running job refreshes its lease every LEASE_TTL_S / 3
 # With REDIS_WAIT_REPLICAS, how long a job's claim waits for the replicas before the job is retried (mark_processing).
 CLAIM_HOLD_S = 10.0
 # Attempts of a task that its worker's stop or death interrupted and that are not tries (forgive_interruption).
@@ -88,7 +87,7 @@ class TaskQueue:
         return self._prefix + name
 
     def lease_key(self, task_id: str) -> str:
-        """Held while a worker runs the task's job (LEASE_TTL_S, refreshed); the reaper reads it."""
+        """Held while a worker runs the task's job (TASK_LEASE_SECONDS, refreshed); the reaper reads it."""
         return self.key(f"lease:{task_id}")
 
     async def _guard(self, what: str, coro: Awaitable[_T], scale: float = 1.0) -> _T:
@@ -249,7 +248,7 @@ class TaskQueue:
             rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
-                pipe.set(self.lease_key(task_id), lease_token, ex=LEASE_TTL_S)
+                pipe.set(self.lease_key(task_id), lease_token, ex=self._settings.task_lease_seconds)
             pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
             if replicas:
                 pipe.execute_command("WAIT", replicas, self._wait_ms)
@@ -368,7 +367,8 @@ class TaskQueue:
     # ---- leases and the reaper ----------------------------------------------------------------
 
     async def hold_lease(self, task_id: str, token: str) -> None:
-        await self._guard("lease", self._redis.set(self.lease_key(task_id), token, ex=LEASE_TTL_S))
+        await self._guard("lease", self._redis.set(self.lease_key(task_id), token,
+                                                       ex=self._settings.task_lease_seconds))
 
     async def drop_lease(self, task_id: str) -> None:
         await self._guard("lease", self._redis.delete(self.lease_key(task_id)))
@@ -449,7 +449,7 @@ class TaskQueue:
         if await self._redis.exists(job_key_prefix + task_id):
             if (await self._redis.exists(in_progress_key_prefix + task_id)
                     and not await self._redis.exists(self.lease_key(task_id))
-                    and _age_s(rec.get("updated_at")) > LEASE_TTL_S):
+                    and _age_s(rec.get("updated_at")) > self._settings.task_lease_seconds):
                 # Its worker died: that attempt was not a try. Forgiven first: once ARQ's mark is gone, another worker
                 # may claim the job and write its record.
                 forgiven = await self._forgive(task_id)

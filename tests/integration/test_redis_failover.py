@@ -33,6 +33,10 @@ BEFORE = 12  # writes each stream has accepted before the kill
 AFTER = 8  # writes each stream must get accepted after the kill
 MAX_TRIES = 400  # per write: a client retrying a 503 every 0.1 s (bounded in count and, below, in time)
 DEADLINE_S = 120.0
+# The jobs the failover interrupted wait for the reaper: released once their lease lapsed and their task is twice
+# LEASE_S old (20 s, not the default's 30 s). Longer than the ~9 s without a primary that takes writes, so a job
+# still running through the failover keeps its lease.
+LEASE_S = 10
 
 
 async def poll(client: httpx.AsyncClient, task_id: str, timeout: float) -> dict[str, Any] | None:
@@ -62,7 +66,8 @@ async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: 
     try:
         async with running_app(tmp_path / "app", redis_url="redis://127.0.0.1:1/0", redis_sentinels=ha.sentinels,
                                redis_wait_replicas=wait_replicas, redis_timeout_seconds=1.0,
-                               reconcile_interval_seconds=2, reconcile_grace_seconds=1) as (client, deps):
+                               reconcile_interval_seconds=2, reconcile_grace_seconds=1,
+                               task_lease_seconds=LEASE_S) as (client, deps):
             accepted_before = asyncio.Event()
             counts = [0] * STREAMS
 

@@ -86,10 +86,12 @@ async def test_a_remote_store_needs_the_token_and_reconnects_after_the_server_re
 async def test_the_worker_child_stores_writes_is_replaced_when_killed_and_stops_with_the_service(
         tmp_path: Path) -> None:
     user = unique("childw")
-    # The killed child's jobs run again once ARQ's in-progress mark lapses, ARQ_JOB_TIMEOUT + 10 s after their claim
-    # (the reaper's own release needs 30 s): 20 s here, not the 30 s a 20 s timeout took. A job needs well under 9 s.
+    # The killed child's jobs run again once the reaper finds their lease lapsed (TASK_LEASE_SECONDS, 5 s here) and
+    # their task twice that old, or once ARQ's in-progress mark lapses, ARQ_JOB_TIMEOUT + 10 s after their claim
+    # (20 s here), whichever comes first. A job needs well under 9 s.
     env = stack_env(tmp_path / "data", unique("test:childq"), WORKER_PROCESS="child", WORKER_PROCESS_NICE="5",
-                    RECONCILE_INTERVAL_SECONDS="2", RECONCILE_GRACE_SECONDS="1", ARQ_JOB_TIMEOUT="10")
+                    RECONCILE_INTERVAL_SECONDS="2", RECONCILE_GRACE_SECONDS="1", ARQ_JOB_TIMEOUT="10",
+                    TASK_LEASE_SECONDS="5")
     proc, port = start_service(env, tmp_path / "service.log")
     try:
         first = await wait_for(lambda: children(proc.pid), "the worker child", 90)

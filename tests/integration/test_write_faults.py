@@ -47,7 +47,9 @@ async def _post_until_accepted(port_ref: list[int], body: dict[str, Any], deadli
 async def test_sigkill_three_times_during_a_stream_of_writes_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     queue = unique("test:chaosq")
     user = unique("chaos")
-    env = stack_env(tmp_path / "data", queue, ARQ_JOB_TIMEOUT="30", ARQ_MAX_JOBS="2", **FAST_RECONCILE)
+    # TASK_LEASE_SECONDS=5: a killed run's job is released by the reaper 10 s after its task was accepted, not 30 s
+    env = stack_env(tmp_path / "data", queue, ARQ_JOB_TIMEOUT="30", ARQ_MAX_JOBS="2", TASK_LEASE_SECONDS="5",
+                    **FAST_RECONCILE)
     log_path = tmp_path / "service.log"
     port = free_port()
     proc, _ = start_service(env, log_path, port)
