@@ -161,7 +161,10 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     app.include_router(conversations_router)  # conversations
     app.include_router(tasks.router)
     app.include_router(legacy.router)
-    install_console(app, settings.console)  # the web console at /ui, and /docs, /redoc (docs/console.md)
+    from service.ui import admin_pages, graph_pages, pages  # they import Jinja2: the module's import stays light
+
+    # the web console at /ui, and /docs, /redoc (docs/console.md)
+    install_console(app, settings.console, [pages.router, graph_pages.router, admin_pages.router])
     errors.document(app, PUBLIC_PATHS)  # each route's OpenAPI names exactly the errors it can answer
     if settings.access.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.access.cors_origins, allow_methods=["*"],

@@ -5,8 +5,9 @@ security headers of every HTML answer (a Content-Security-Policy without inline 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -74,16 +75,14 @@ REDOC_PAGE = """<!doctype html>
 """
 
 
-def install_console(app: FastAPI, console: ConsoleSettings) -> None:
-    """Called by the app factory; the app must be built with docs_url=None and redoc_url=None."""
-    # the pages import Jinja2; the app factory's import stays light
-    from service.ui import admin_pages, graph_pages, pages
-
+def install_console(app: FastAPI, console: ConsoleSettings, pages: Sequence[APIRouter]) -> None:
+    """Called by the app factory with the console's page routers (service/ui/pages.py, graph_pages.py,
+    admin_pages.py); the app must be built with docs_url=None and redoc_url=None."""
     secret = console.session_secret.get_secret_value().encode() if console.session_secret else (
         secrets.token_bytes(32))  # unset: sessions last as long as this process
     app.state.console_codec = SessionCodec(secret, console.session_hours * 3600)
-    for module in (pages, graph_pages, admin_pages):
-        app.include_router(module.router)
+    for router in pages:
+        app.include_router(router)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC), name="ui-static")
     app.add_middleware(SecurityHeaders)
     openapi_url = app.openapi_url or "/openapi.json"

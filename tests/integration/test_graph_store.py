@@ -13,8 +13,9 @@ from scripts.bench import graph_probe as probe
 from service.core.domain import Memory, Scope, content_hash
 from service.identity import NameRules
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
+from service.stores.neo4j.lucene import lucene_escape
 from service.stores.neo4j.rows import entity_id, iso_utc, relation_id
-from service.stores.neo4j.search import lucene_escape, lucene_terms
+from service.stores.neo4j.search import lucene_terms
 from service.stores.neo4j.store import Neo4jGraphStore
 
 T0 = "2024-01-01T00:00:00+00:00"

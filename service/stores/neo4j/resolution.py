@@ -28,8 +28,8 @@ from neo4j import AsyncManagedTransaction
 from service.core.metrics import ENTITY_RESOLUTIONS
 from service.stores.graph import MERGE, PENDING, Candidate, EntityNameRules
 from service.stores.neo4j.executor import MissingNameVectors
+from service.stores.neo4j.lucene import lucene_escape
 from service.stores.neo4j.rows import entity_id, meaning_name, relation_id
-from service.stores.neo4j.search import lucene_escape
 
 KEY_INDEX = "entity_keys"
 CANDIDATES_PER_INDEX = 20

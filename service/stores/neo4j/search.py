@@ -14,6 +14,7 @@ import structlog
 from neo4j import AsyncManagedTransaction
 
 from service.stores.neo4j import cypher_reads, ddl
+from service.stores.neo4j.lucene import lucene_escape
 from service.stores.neo4j.rows import MAX_NAME_CHARS, MAX_QUERY_CHARS, MAX_TERM_CHARS, MAX_TERMS, iso_utc
 
 log = structlog.get_logger(__name__)
@@ -37,17 +38,7 @@ MAX_CANDIDATES = 5000  # the most memories one graph search returns
 
 # ---- helpers --------------------------------------------------------------------------------
 
-_LUCENE_SPECIAL = frozenset('+-&|!(){}[]^"~*?:\\/')
-_LUCENE_OPERATORS = frozenset({"AND", "OR", "NOT"})
 _POSSESSIVE = re.compile(r"['\u2019]s?(?=\W*$)", re.IGNORECASE)
-
-
-def lucene_escape(term: str) -> str:
-    """One user-typed term as a literal Lucene term: every query-syntax character is
-    backslash-escaped (whitespace too, so it stays one clause) and the bare operators AND/OR/NOT
-    are escaped so they are searched for, not applied."""
-    escaped = "".join("\\" + ch if ch in _LUCENE_SPECIAL or ch.isspace() else ch for ch in term)
-    return "\\" + escaped if term in _LUCENE_OPERATORS else escaped
 
 
 def lucene_terms(query: str) -> list[str]:
