@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import structlog
@@ -25,6 +26,15 @@ def unit_length(vector: list[float]) -> list[float]:
     if norm == 0.0:
         return [float(x) for x in vector]
     return [float(x) / norm for x in vector]
+
+
+async def in_batches(texts: list[str], size: int,
+                     embed_batch: Callable[[list[str]], Awaitable[list[list[float]]]]) -> list[list[float]]:
+    """A remote embedder's `embed`: the texts in requests of at most `size`, one after another, in order."""
+    out: list[list[float]] = []
+    for start in range(0, len(texts), size):
+        out.extend(await embed_batch(texts[start : start + size]))
+    return out
 
 
 class Embedder(Protocol):

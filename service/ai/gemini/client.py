@@ -4,9 +4,7 @@ back from. Nothing here reads the environment; keys, models and limits come in t
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -16,9 +14,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from service.ai.llm.retry import Backoff
+from service.ai.llm.retry import Backoff, call_with_retries
 from service.core.errors import DependencyUnavailable, ServiceError
-from service.core.metrics import LLM_CALLS
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -147,40 +144,21 @@ async def request_with_retries(
     Raises GeminiRequestError at once for a non-transient status, GeminiUnavailable once
     1 + max_retries attempts have failed transiently.
     """
-    attempt = 0
-    while True:
-        attempt += 1
-        started = time.perf_counter()
-        try:
-            result = await asyncio.wait_for(request(), timeout=timeout_s)
-        except CALL_ERRORS as exc:
-            latency_ms = round((time.perf_counter() - started) * 1000)
-            code, status = _describe(exc)
-            what = f"{code} {status}" if code is not None else status
-            transient = not isinstance(exc, genai_errors.APIError) or exc.code in TRANSIENT_CODES
-            LLM_CALLS.labels(stage, model, "retried" if transient and attempt <= max_retries else "failed").inc()
-            log.warning(
-                f"{event}_failed",
-                model=model,
-                attempt=attempt,
-                code=code,
-                status=status,
-                latency_ms=latency_ms,
-                transient=transient,
-                error=str(exc)[:300],
-                **fields,
-            )
-            if not transient:
-                detail = getattr(exc, "message", None) or exc
-                raise GeminiRequestError(
-                    f"Gemini rejected the request to {model}: {what}: {detail}", model=model, code=code, status=status
-                ) from exc
-            if attempt > max_retries:
-                raise GeminiUnavailable(
-                    f"Gemini {model} failed {attempt} times; last: {what}", model=model, code=code, status=status
-                ) from exc
-            await asyncio.sleep(backoff.delay(attempt, exc))
-            continue
-        LLM_CALLS.labels(stage, model, "ok").inc()
-        return result, attempt, round((time.perf_counter() - started) * 1000)
+
+    def classify(exc: BaseException) -> tuple[int | None, str, bool]:
+        code, status = _describe(exc)
+        return code, status, not isinstance(exc, genai_errors.APIError) or exc.code in TRANSIENT_CODES
+
+    def rejected(exc: BaseException, what: str, code: int | None, status: str) -> Exception:
+        detail = getattr(exc, "message", None) or exc
+        return GeminiRequestError(f"Gemini rejected the request to {model}: {what}: {detail}", model=model, code=code,
+                                  status=status)
+
+    def unavailable(attempts: int, what: str, code: int | None, status: str) -> Exception:
+        return GeminiUnavailable(f"Gemini {model} failed {attempts} times; last: {what}", model=model, code=code,
+                                 status=status)
+
+    return await call_with_retries(request, errors=CALL_ERRORS, classify=classify, rejected=rejected,
+                                   unavailable=unavailable, model=model, max_retries=max_retries, backoff=backoff,
+                                   timeout_s=timeout_s, event=event, stage=stage, log=log, **fields)
 

@@ -6,7 +6,7 @@ import structlog
 from google import genai
 from google.genai import types
 
-from service.ai.embeddings import unit_length
+from service.ai.embeddings import in_batches, unit_length
 from service.ai.gemini.client import GEMINI_MAX_EMBED_BATCH, GeminiResponseError, backoff, request_with_retries
 
 log = structlog.get_logger(__name__)
@@ -52,10 +52,7 @@ class GeminiEmbedder:
         )
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self._batch_size):
-            out.extend(await self._embed_batch(texts[start : start + self._batch_size]))
-        return out
+        return await in_batches(texts, self._batch_size, self._embed_batch)
 
     async def embed_query(self, text: str) -> list[float]:
         [vector] = await self._embed_batch([text])

@@ -16,7 +16,6 @@ import email.utils
 import functools
 import json
 import re
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -27,9 +26,9 @@ from openai import AsyncOpenAI
 from pydantic import BaseModel
 
 from service.ai.extraction import TokenUsage
-from service.ai.llm.retry import Backoff, Malformed
+from service.ai.llm.retry import Backoff, Malformed, call_with_retries
 from service.core.errors import DependencyUnavailable, ServiceError
-from service.core.metrics import LLM_CALLS, LLM_TOKENS
+from service.core.metrics import LLM_TOKENS
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -157,36 +156,24 @@ async def request_with_retries(
     have failed transiently. `limiter` bounds the requests in flight (LLM_CONCURRENCY); it is not held while
     backing off. `format_sent`: the request carries a response format, and an error that names it is a refusal
     whatever its status (llama-cpp-python's server answers an unknown format with 500)."""
-    attempt = 0
-    while True:
-        attempt += 1
-        started = time.perf_counter()
-        try:
-            if limiter is None:
-                result = await asyncio.wait_for(request(), timeout=timeout_s)
-            else:
-                async with limiter:
-                    started = time.perf_counter()
-                    result = await asyncio.wait_for(request(), timeout=timeout_s)
-        except CALL_ERRORS as exc:
-            latency_ms = round((time.perf_counter() - started) * 1000)
-            code, status = _describe(exc)
-            what = f"{code} {status}" if code is not None else status
-            refused = format_sent and code is not None and (code in FORMAT_REJECTED or _names_format(exc))
-            transient = not refused and (code is None or code in TRANSIENT_CODES)
-            LLM_CALLS.labels(stage, model, "retried" if transient and attempt <= max_retries else "failed").inc()
-            log.warning(f"{event}_failed", model=model, attempt=attempt, code=code, status=status,
-                        latency_ms=latency_ms, transient=transient, error=str(exc)[:300], **fields)
-            if not transient:
-                raise OpenAIRequestError(f"the LLM server rejected the request to {model}: {what}: {str(exc)[:300]}",
-                                         model=model, code=code, format_rejected=refused) from exc
-            if attempt > max_retries:
-                raise OpenAIUnavailable(f"LLM {model} failed {attempt} times; last: {what}", model=model,
-                                        code=code) from exc
-            await asyncio.sleep(backoff.delay(attempt, exc))
-            continue
-        LLM_CALLS.labels(stage, model, "ok").inc()
-        return result, attempt, round((time.perf_counter() - started) * 1000)
+
+    def refused(exc: BaseException, code: int | None) -> bool:
+        return format_sent and code is not None and (code in FORMAT_REJECTED or _names_format(exc))
+
+    def classify(exc: BaseException) -> tuple[int | None, str, bool]:
+        code, status = _describe(exc)
+        return code, status, not refused(exc, code) and (code is None or code in TRANSIENT_CODES)
+
+    def rejected(exc: BaseException, what: str, code: int | None, status: str) -> Exception:
+        return OpenAIRequestError(f"the LLM server rejected the request to {model}: {what}: {str(exc)[:300]}",
+                                  model=model, code=code, format_rejected=refused(exc, code))
+
+    def unavailable(attempts: int, what: str, code: int | None, status: str) -> Exception:
+        return OpenAIUnavailable(f"LLM {model} failed {attempts} times; last: {what}", model=model, code=code)
+
+    return await call_with_retries(request, errors=CALL_ERRORS, classify=classify, rejected=rejected,
+                                   unavailable=unavailable, model=model, max_retries=max_retries, backoff=backoff,
+                                   timeout_s=timeout_s, event=event, stage=stage, log=log, limiter=limiter, **fields)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import openai
 import structlog
 from openai import AsyncOpenAI, Omit, omit
 
-from service.ai.embeddings import unit_length
+from service.ai.embeddings import in_batches, unit_length
 from service.ai.openai.client import OpenAIResponseError, OpenAIUnavailable, backoff, request_with_retries
 from service.core.errors import ConfigError
 
@@ -42,10 +42,7 @@ class OpenAIEmbedder:
         self._reduce = model.startswith("text-embedding-3")
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self._batch_size):
-            out.extend(await self._embed_batch(texts[start : start + self._batch_size]))
-        return out
+        return await in_batches(texts, self._batch_size, self._embed_batch)
 
     async def embed_query(self, text: str) -> list[float]:
         [vector] = await self._embed_batch([text])
