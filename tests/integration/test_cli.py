@@ -131,16 +131,18 @@ def test_ids_by_unique_prefix_scope_on_add(tmp_path: Path) -> None:
         got = _cli(cli, "get", short, "--user", user, "--json")
         assert got.returncode == 0, got.stderr
         assert (json.loads(got.stdout)["id"], json.loads(got.stdout)["content"]) == (ids[0], content[ids[0]])
-        # 20 ids over 16 first digits: two share one; that digit names both, and the error lists them
-        first = [i[0] for i in ids]
+        # 21 ids (the batch and the later one) over 16 first digits: some share one; that digit names all of them,
+        # and the error lists them
+        every = [*ids, later]
+        first = [i[0] for i in every]
         shared = next(d for d in "0123456789abcdef" if first.count(d) >= 2)
-        named = sorted(i for i in ids if i[0] == shared)
+        named = sorted(i for i in every if i[0] == shared)
         ambiguous = _cli(cli, "get", shared, "--user", user)
         assert ambiguous.returncode == 2, ambiguous.stderr
         assert f"'{shared}' is the start of {len(named)} memory ids" in ambiguous.stderr
         assert all(i in ambiguous.stderr for i in named)
         unused = next(p for p in (f"{a}{b}" for a in "0123456789abcdef" for b in "0123456789abcdef")
-                      if not any(i.startswith(p) for i in ids))
+                      if not any(i.startswith(p) for i in every))
         none = _cli(cli, "get", unused, "--user", user)
         assert none.returncode == 1 and f"no memory id starts with '{unused}'" in none.stderr
         deleted = _cli(cli, "delete", ids[1][:8], "--user", user, "--yes", "--json")
