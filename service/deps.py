@@ -16,7 +16,7 @@ from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
-from service.ai.offline import RuleLinkFinder
+from service.ai.offline.extractor import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.ai.tokens import token_counter
 from service.conversations.intake import ConversationIntake
@@ -31,7 +31,8 @@ from service.graph_api.communities import Communities, CommunitySummarizer
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.graph_api.writes import GraphWrites
-from service.identity import Band, NameRules, NameVectors, ResolutionGate
+from service.identity.gate import Band, ResolutionGate
+from service.identity.rules import NameRules, NameVectors
 from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
 from service.maintenance.records import MaintenanceRecords
@@ -156,14 +157,14 @@ def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, 
     client = None
     provider = settings.resolved_llm_provider
     if settings.gemini.api_key is not None and (provider == "gemini" or settings.embeddings.embedder == "gemini"):
-        from service.ai.gemini import make_client
+        from service.ai.gemini.client import make_client
 
         client = make_client(
             settings.gemini.api_key.get_secret_value(), settings.gemini.base_url, settings.gemini.timeout_seconds
         )
     embedder: Embedder
     if settings.embeddings.embedder == "gemini":
-        from service.ai.gemini import GeminiEmbedder
+        from service.ai.gemini.embedder import GeminiEmbedder
 
         assert client is not None  # Settings refuses EMBEDDER=gemini without a key
         embedder = GeminiEmbedder(
@@ -184,14 +185,14 @@ def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, 
         assert llm is not None  # build_llm builds it for LLM_PROVIDER=openai
         extractor = llm.extractor()
     elif provider == "gemini" and client is not None:
-        from service.ai.gemini import GeminiExtractor
+        from service.ai.gemini.extractor import GeminiExtractor
 
         extractor = GeminiExtractor(
             client, settings.gemini.llm_model, settings.gemini.llm_fallback_model,
             timeout_s=settings.gemini.timeout_seconds,
         )
     else:
-        from service.ai.offline import OfflineExtractor
+        from service.ai.offline.extractor import OfflineExtractor
 
         extractor = OfflineExtractor()
         log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm.provider == "offline" else

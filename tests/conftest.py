@@ -17,7 +17,8 @@ import pytest
 from service.ai.local import LocalEmbedder, ModelFiles
 from service.core.embedding_models import DEFAULT_MODEL, MODELS
 from service.core.settings import Settings
-from service.identity import NameVectors, ResolutionGate
+from service.identity.gate import ResolutionGate
+from service.identity.rules import NameVectors
 from service.stores.neo4j.store import Neo4jGraphStore
 
 # The local embedders' files, shared by every test run on this machine (scripts/test.sh fetches the default model's,

@@ -53,7 +53,7 @@ from scripts.bench.common import pct  # noqa: E402
 from service.core.domain import Memory, Scope  # noqa: E402
 from service.core.redis_client import connect_redis  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
-from service.identity import NameRules  # noqa: E402
+from service.identity.rules import NameRules  # noqa: E402
 from service.maintenance.algorithm import NearDuplicateFinder  # noqa: E402
 from service.maintenance.sweep import DedupSweep  # noqa: E402
 from service.schemas.maintenance import DedupRunReport  # noqa: E402

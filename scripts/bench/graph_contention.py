@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
-from service.identity import NameRules  # noqa: E402
+from service.identity.rules import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import memories as neo4j_store  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402

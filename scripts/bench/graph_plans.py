@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
-from service.identity import NameRules  # noqa: E402
+from service.identity.rules import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import curation, cypher_writes  # noqa: E402
 from service.stores.neo4j import memories as store_module  # noqa: E402

@@ -41,7 +41,8 @@ from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 import service.stores.neo4j.store as store_module  # noqa: E402
 from scripts.bench.common import embedder_rate, local_embedder  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
-from service.identity import NameRules, NameVectors, ResolutionGate  # noqa: E402
+from service.identity.gate import ResolutionGate  # noqa: E402
+from service.identity.rules import NameRules, NameVectors  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 
 STATEMENTS: dict[str, list[float]] = {}

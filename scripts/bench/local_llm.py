@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from service.ai.extraction import ExtractedFact, Message  # noqa: E402
-from service.ai.offline import OfflineExtractor  # noqa: E402
+from service.ai.offline.extractor import OfflineExtractor  # noqa: E402
 from service.ai.openai.client import ChatClient, make_client  # noqa: E402
 from service.ai.openai.extractor import OpenAIExtractor  # noqa: E402
 

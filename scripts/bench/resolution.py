@@ -46,7 +46,9 @@ from scripts.bench.common import local_embedder  # noqa: E402
 from service.ai.hashing import HashEmbedder  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.core.embedding_models import calibration  # noqa: E402
-from service.identity import NameVectors, ResolutionGate, same_node  # noqa: E402
+from service.identity.gate import ResolutionGate  # noqa: E402
+from service.identity.names import same_node  # noqa: E402
+from service.identity.rules import NameVectors  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks  # noqa: E402
 from service.stores.neo4j.rows import entity_id, entity_name  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402

@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
 from scripts.bench import graph_probe as probe  # noqa: E402
 from scripts.bench.common import PEOPLE, PLACES, TOOLS, fetch, fetch_retrying  # noqa: E402
 from scripts.bench.procs import free_port, stop, wait_port  # noqa: E402
-from service.identity import NameRules  # noqa: E402
+from service.identity.rules import NameRules  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
 from service.stores.vector import MemoryFilter  # noqa: E402

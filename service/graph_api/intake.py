@@ -14,7 +14,7 @@ from service.core.sensitivity import Sensitivity
 from service.core.settings import ServiceSettings
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
 from service.graph_api.vocabulary import entity_type, normalise_predicate
-from service.identity import GENERIC, type_family
+from service.identity.names import GENERIC, type_family
 from service.memory.links import KEY, entity_entry
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
 from service.schemas.memories import AcceptedResponse

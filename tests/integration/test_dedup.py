@@ -19,7 +19,7 @@ from scripts.bench import graph_probe as probe
 from scripts.bench.procs import free_port
 from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.maintenance.records import DedupKeys, RunLock
 from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy, start_neo4j, start_redis, start_service, stop
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter

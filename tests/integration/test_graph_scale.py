@@ -27,7 +27,7 @@ import pytest
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
 from service.core.domain import Memory, Scope, content_hash
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.memory.portability import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import curation, cypher_writes

@@ -11,7 +11,7 @@ import pytest
 
 from scripts.bench import graph_probe as probe
 from service.core.domain import Memory, Scope, content_hash
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
 from service.stores.neo4j.lucene import lucene_escape
 from service.stores.neo4j.rows import entity_id, iso_utc, relation_id

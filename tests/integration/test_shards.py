@@ -15,7 +15,7 @@ from arq.constants import health_check_key_suffix
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import stack_env, start_service, stop
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.vector import MemoryFilter

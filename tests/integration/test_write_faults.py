@@ -15,7 +15,7 @@ import pytest
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import free_port, stack_env, start_neo4j, start_redis, start_service, stop
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.maintenance import reconcile
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore

@@ -22,7 +22,7 @@ from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
 from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
-from service.identity import type_family
+from service.identity.names import type_family
 from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
 from service.tasks.jobs import RawJob

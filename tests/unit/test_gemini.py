@@ -11,14 +11,9 @@ import pytest
 from google import genai
 
 from service.ai.extraction import Message
-from service.ai.gemini import (
-    GeminiEmbedder,
-    GeminiExtractor,
-    GeminiRequestError,
-    GeminiResponseError,
-    GeminiUnavailable,
-    make_client,
-)
+from service.ai.gemini.client import GeminiRequestError, GeminiResponseError, GeminiUnavailable, make_client
+from service.ai.gemini.embedder import GeminiEmbedder
+from service.ai.gemini.extractor import GeminiExtractor
 from service.ai.gemini.prompts import SYSTEM_INSTRUCTION
 from service.core.domain import CATEGORIES
 from service.core.errors import DependencyUnavailable

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.identity import (
-    CREATE,
-    MERGE,
-    PENDING,
-    Candidate,
-    ResolutionGate,
-    compatible,
-    keys_of,
-    name_key,
-    signals,
-    type_family,
-)
+from service.identity.gate import ResolutionGate, signals
+from service.identity.names import compatible, keys_of, name_key, type_family
+from service.stores.graph import CREATE, MERGE, PENDING, Candidate
 
 
 def test_keys_fold_case_accents_and_separators_but_not_symbols() -> None:

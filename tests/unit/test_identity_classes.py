@@ -9,19 +9,10 @@ from pydantic import ValidationError
 
 from service.core.settings import Settings
 from service.deps import resolution_gate
-from service.identity import (
-    CREATE,
-    MERGE,
-    PENDING,
-    Band,
-    Candidate,
-    NameRules,
-    NameVectors,
-    ResolutionGate,
-    same_node,
-    signals,
-    type_family,
-)
+from service.identity.gate import Band, ResolutionGate, signals
+from service.identity.names import same_node, type_family
+from service.identity.rules import NameRules, NameVectors
+from service.stores.graph import CREATE, MERGE, PENDING, Candidate
 
 SAME = [1.0, 0.0]  # two names whose embeddings agree completely
 GATE = ResolutionGate(0.95, 0.85)

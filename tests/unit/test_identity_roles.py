@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.identity import MERGE, PENDING, Candidate, ResolutionGate
+from service.identity.gate import ResolutionGate
 from service.identity.roles import agree, disagree, role_of, role_phrase
+from service.stores.graph import MERGE, PENDING, Candidate
 
 GATE = ResolutionGate()
 

@@ -126,6 +126,24 @@ def test_the_neo4j_parts_are_composed_not_mixed_in() -> None:
     assert stubs == []
 
 
+def test_package_inits_re_export_nothing() -> None:
+    """An import names the module that defines what it takes: no package `__init__` of service/ or worker/ imports
+    from its own package at its top level, save `service.client`, whose `from service.client import MemoryClient`
+    is the documented import of the Python client."""
+    offenders = []
+    for base in ("service", "worker"):
+        for init in (ROOT / base).rglob("__init__.py"):
+            package = ".".join(init.parent.relative_to(ROOT).parts)
+            if package == "service.client":
+                continue
+            offenders += [f"{package}: {node.module}" for node in ast.parse(init.read_text(), str(init)).body
+                          if isinstance(node, ast.ImportFrom) and (node.level or
+                                                                   (node.module or "").startswith(f"{package}."))]
+    assert offenders == []
+    client = (ROOT / "service" / "client" / "__init__.py").read_text()
+    assert "from service.client.sync import" in client  # the rule is live: the one exception does re-export
+
+
 def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
     """Routes, the console and the MCP server take the API-side objects (the intakes, the reads) from `Deps`; the
     worker-side handlers (`Deps.jobs`, service/registry.py `JobHandlers`) are the worker's only."""

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from service.ai.extraction import ExtractedFact, Message
-from service.ai.offline import PROJECT_ENTITY, USER_ENTITY, OfflineExtractor
+from service.ai.offline.extractor import OfflineExtractor
+from service.ai.offline.text import PROJECT_ENTITY, USER_ENTITY
 from service.core.domain import CATEGORIES, Scope
 
 GOLD = Path(__file__).resolve().parents[1] / "data" / "extraction_gold.jsonl"

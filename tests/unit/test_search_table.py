@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import get_args
 
 from service.core.settings import Settings
-from service.identity import NameRules
+from service.identity.rules import NameRules
 from service.schemas.search import SearchRequest, Signal
 from service.search.searcher import SECOND_PASS, retrievers
 from service.stores.neo4j.store import Neo4jGraphStore

@@ -3,8 +3,9 @@ handling that need no store: a possessive is its name, and the names the query m
 
 from __future__ import annotations
 
-from service.ai.offline import USER_ENTITY, graph_links
+from service.ai.offline.extractor import graph_links
 from service.ai.offline.speakers import speaker_lines
+from service.ai.offline.text import USER_ENTITY
 from service.search.graph import without_names
 from service.stores.neo4j.search import lucene_terms
 

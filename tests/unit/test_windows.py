@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.ai.offline import OfflineExtractor
+from service.ai.offline.extractor import OfflineExtractor
 from service.core.domain import Message
 from service.memory.windows import (
     first_time,

@@ -18,7 +18,7 @@ from service.ai.extraction import ExtractedFact, ExtractionResult, Message, Toke
 from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation
 from service.ai.llm.retry import Malformed
 from service.ai.llm.validation import FactCollector, validate_item, windows
-from service.ai.offline import OfflineExtractor
+from service.ai.offline.extractor import OfflineExtractor
 from service.ai.openai.client import (
     MODEL_NOT_FOUND,
     ChatClient,
