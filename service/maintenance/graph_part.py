@@ -1,7 +1,7 @@
 """The graph half of a dedup run's removals. The vectors of duplicates go first (sweep.py), recorded as pending
 graph removals; then their (:Memory) nodes are marked removed and the edges only they supported expire, through
 the ledger. What the graph could not take stays pending and is retried by the next run (`retry_pending`), following
-survivors that were themselves removed later to the one that stays. Also the state of one run (`RunState`)."""
+survivors that were themselves removed later to the one that stays. Also the state of one run (`SweepState`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from service.maintenance.records import STORE_BATCH, PendingGraph, RunLock, extend_capped
+from service.maintenance.records import STORE_BATCH, DedupLock, PendingGraph, extend_capped
 from service.schemas.maintenance import DedupPhaseReport, DedupRunReport, DedupUserReport
 from service.stores.vector import VectorStore
 from service.writepath.ledger import Ledger
@@ -27,12 +27,12 @@ def chunks(items: Sequence[str], size: int) -> list[list[str]]:
 
 
 @dataclass
-class RunState:
+class SweepState:
     report: DedupRunReport
     dry_run: bool
     cutoff: int  # stamp of the run's start: later writes are not part of it
     deadline: float  # time.monotonic() after which the run stops between steps
-    lock: RunLock
+    lock: DedupLock
     users: dict[str, DedupUserReport] = field(default_factory=dict)
     graph_down: str | None = None  # the first graph error of this run: later graph calls are skipped
     last_save: float = 0.0
@@ -60,7 +60,7 @@ class GraphRemovals:
         self.pending = pending
 
     async def remove(
-        self, state: RunState, phase: DedupPhaseReport, ids: list[str], duplicate_of: dict[str, str], now: str
+        self, state: SweepState, phase: DedupPhaseReport, ids: list[str], duplicate_of: dict[str, str], now: str
     ) -> None:
         if state.graph_down:
             phase.errors.append(f"graph part of {len(ids)} removals left pending: graph unavailable "
@@ -87,7 +87,7 @@ class GraphRemovals:
         keep living without the removed ids."""
         return await self.ledger.expire_duplicates(ids, now, duplicate_of)
 
-    async def retry_pending(self, state: RunState) -> None:
+    async def retry_pending(self, state: SweepState) -> None:
         retry = state.report.graph_retry
         entries = await self.pending.read(MAX_PENDING_PER_RUN)
         if not entries:

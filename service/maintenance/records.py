@@ -66,7 +66,7 @@ class DedupKeys:
         return f"{self.prefix}:dedup:graph_pending"
 
 
-class RunLock:
+class DedupLock:
     """One dedup run at a time across every worker: SET NX with a TTL, refreshed while the run lives.
 
     A holder that dies stops refreshing and the lock expires LOCK_TTL_S later. A run that finds its

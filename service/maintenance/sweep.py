@@ -46,14 +46,14 @@ from service.maintenance.algorithm import (
     stamp_of,
     unchanged_since,
 )
-from service.maintenance.graph_part import GraphRemovals, RunState, chunks
+from service.maintenance.graph_part import GraphRemovals, SweepState, chunks
 from service.maintenance.records import (
     LOCK_REFRESH_S,
     STORE_BATCH,
     DedupKeys,
+    DedupLock,
     MaintenanceRecords,
     PendingGraph,
-    RunLock,
     record_phase,
     summary,
 )
@@ -137,7 +137,7 @@ class DedupSweep:
             threshold=self.threshold, batch_size=self.batch_size, queued_at=queued_at, started_at=started,
         )
         budget = run_budget(self.settings) if budget_s is None else budget_s
-        lock = RunLock(self.redis, self.keys.lock, run_id)
+        lock = DedupLock(self.redis, self.keys.lock, run_id)
         try:
             acquired = await lock.acquire()
             holder = None if acquired else await lock.holder()
@@ -153,7 +153,7 @@ class DedupSweep:
             await self.runs.save(report)
             return report
 
-        state = RunState(report, dry_run, stamp_of(started) or 0, time.monotonic() + budget, lock)
+        state = SweepState(report, dry_run, stamp_of(started) or 0, time.monotonic() + budget, lock)
         beats = int(budget / LOCK_REFRESH_S) + 10
         heartbeat = asyncio.create_task(lock.keep_alive(beats), name=f"dedup-lock-{run_id}")
         t0 = time.perf_counter()
@@ -193,7 +193,7 @@ class DedupSweep:
 
     # ---------------------------------------------------------------------------------------------
 
-    async def _sweep(self, state: RunState, user_id: str | None) -> None:
+    async def _sweep(self, state: SweepState, user_id: str | None) -> None:
         report = state.report
         report.graph_retry.pending_before = await self.pending.count()
         if not state.dry_run and report.graph_retry.pending_before:
@@ -221,14 +221,14 @@ class DedupSweep:
         else:
             report.graph_retry.pending_after = report.graph_retry.pending_before
 
-    async def _maybe_save(self, state: RunState) -> None:
+    async def _maybe_save(self, state: SweepState) -> None:
         now = time.monotonic()
         if now - state.last_save >= SAVE_EVERY_S:
             state.last_save = now
             self._fill(state)
             await self.runs.save(state.report)
 
-    def _fill(self, state: RunState) -> None:
+    def _fill(self, state: SweepState) -> None:
         report = state.report
         report.users = [state.users[u] for u in sorted(state.users)]
         t = DedupTotals()
@@ -246,7 +246,7 @@ class DedupSweep:
 
     # ---------------------------------------------------------------------------------------------
 
-    async def _read(self, state: RunState, b: Boundary, user: DedupUserReport) -> BoundaryCollector | None:
+    async def _read(self, state: SweepState, b: Boundary, user: DedupUserReport) -> BoundaryCollector | None:
         collector = BoundaryCollector(b.count)
         cursor: str | None = None
         flt = b.filter()
@@ -268,7 +268,7 @@ class DedupSweep:
             user.errors.append(f"{_where(b)}: {unreadable} memories with unreadable timestamps left alone")
         return collector
 
-    async def _near(self, state: RunState, collector: BoundaryCollector) -> list[tuple[int, list[int]]] | None:
+    async def _near(self, state: SweepState, collector: BoundaryCollector) -> list[tuple[int, list[int]]] | None:
         if collector.rows < 2:
             return []
         finder = await asyncio.to_thread(
@@ -280,7 +280,7 @@ class DedupSweep:
             await asyncio.to_thread(finder.step)  # BLAS releases the GIL; the loop runs between blocks too
         return await asyncio.to_thread(lambda: finder.groups(collector.rank()))
 
-    async def _boundary(self, state: RunState, b: Boundary, user: DedupUserReport) -> None:
+    async def _boundary(self, state: SweepState, b: Boundary, user: DedupUserReport) -> None:
         collector = await self._read(state, b, user)
         if collector is None:
             return  # stopped while reading: nothing of this boundary is touched
@@ -301,7 +301,7 @@ class DedupSweep:
                 await self.locks.release(sorted(locked), token)
 
     async def _remove_boundary(
-        self, state: RunState, b: Boundary, user: DedupUserReport, plan: BoundaryPlan, survivor: dict[str, str],
+        self, state: SweepState, b: Boundary, user: DedupUserReport, plan: BoundaryPlan, survivor: dict[str, str],
         read_hash: dict[str, str], locked: set[str],
     ) -> None:
         valid = await self._unchanged(state, b, locked, read_hash)
@@ -346,7 +346,7 @@ class DedupSweep:
                 await self.graph_part.remove(state, phase, removed, {r: removable[r] for r in removed}, now)
 
     async def _unchanged(
-        self, state: RunState, b: Boundary, ids: set[str], read_hash: dict[str, str]
+        self, state: SweepState, b: Boundary, ids: set[str], read_hash: dict[str, str]
     ) -> set[str]:
         """The ids that still exist in this boundary as they were read (same hash, not updated since)."""
         ok: set[str] = set()

@@ -20,7 +20,7 @@ log = structlog.get_logger(__name__)
 MAX_TRACE_WRITES = 64  # traces being written at once, per process; past it a search answers without one
 
 
-class TraceGraph(Protocol):
+class TraceStore(Protocol):
     async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]: ...
 
     async def write_trace(self, trace: dict[str, Any]) -> None: ...
@@ -34,7 +34,7 @@ class TraceGraph(Protocol):
 
 
 class Traces:
-    def __init__(self, graph: TraceGraph, ttl_days: int, graph_timeout_s: float) -> None:
+    def __init__(self, graph: TraceStore, ttl_days: int, graph_timeout_s: float) -> None:
         self.graph = graph
         self.ttl_days = ttl_days  # a trace expires this long after its search (TRACE_TTL_DAYS)
         self.graph_timeout_s = graph_timeout_s  # GRAPH_TIMEOUT_SECONDS: a trace's write may take two

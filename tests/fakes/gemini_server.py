@@ -28,24 +28,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import random
-import socket
-import threading
 import time
-from collections import defaultdict, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import TracebackType
+from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-ScriptItem = int | str | dict[str, Any]
-Responder = Callable[[dict[str, Any], str], dict[str, Any]]
+from tests.fakes.scripted import ScriptedServer, fake_embedding
 
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -89,64 +80,31 @@ class RecordedRequest:
         return "\n".join(p.get("text", "") for p in si.get("parts", []))
 
 
-def fake_embedding(text: str, dim: int) -> list[float]:
-    """Deterministic, not normalised: values in [-3, 3] seeded by the text."""
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    rng = random.Random(seed)
-    return [rng.uniform(-3.0, 3.0) for _ in range(dim)]
-
-
 def _approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
 @dataclass
-class FakeGemini:
-    host: str = "127.0.0.1"
+class FakeGemini(ScriptedServer[RecordedRequest]):
     hang_seconds: float = 5.0
     default_dim: int = 3072  # gemini-embedding-001 without outputDimensionality
     # Fixed usage per generateContent call, e.g. (100, 20); None = ~chars/4 of prompt and answer.
     usage: tuple[int, int] | None = None
-    requests: list[RecordedRequest] = field(default_factory=list)
+    name = "fake Gemini"
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._scripts: dict[str, deque[ScriptItem]] = defaultdict(deque)
-        self._responder: Responder = lambda _body, _model: {"facts": []}
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
-
-    # --- control ------------------------------------------------------------------------
+        ScriptedServer.__init__(self)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/"
 
-    def script(self, model: str, items: list[ScriptItem]) -> FakeGemini:
-        with self._lock:
-            self._scripts[model].extend(items)
-        return self
-
-    def respond_with(self, responder: Responder | dict[str, Any]) -> FakeGemini:
-        """Default generateContent answer: a facts payload, or f(request_json, model) -> payload."""
-        if isinstance(responder, dict):
-            payload = responder
-            self._responder = lambda _body, _model: payload
-        else:
-            self._responder = responder
-        return self
+    def routes(self) -> list[Route]:
+        return [Route("/{version}/models/{target}", self._handle, methods=["POST"])]
 
     def reset(self) -> None:
-        with self._lock:
-            self._scripts.clear()
-            self.requests.clear()
-        self._responder = lambda _body, _model: {"facts": []}
+        super().reset()
         self.usage = None
-
-    def pending(self, model: str) -> list[ScriptItem]:
-        with self._lock:
-            return list(self._scripts[model])
 
     def calls(self, action: str | None = None) -> list[RecordedRequest]:
         with self._lock:
@@ -156,11 +114,6 @@ class FakeGemini:
         return [r.model for r in self.calls(action)]
 
     # --- HTTP ---------------------------------------------------------------------------
-
-    def _next(self, model: str) -> ScriptItem:
-        with self._lock:
-            queue = self._scripts.get(model)
-            return queue.popleft() if queue else "ok"
 
     @staticmethod
     def _error(code: int, model: str) -> JSONResponse:
@@ -184,8 +137,7 @@ class FakeGemini:
             headers={k.lower(): v for k, v in request.headers.items()},
             answered=str(item) if not isinstance(item, dict) else "payload",
         )
-        with self._lock:
-            self.requests.append(record)
+        self._keep(record)
 
         if isinstance(item, int):
             return self._error(item, model)
@@ -236,40 +188,3 @@ class FakeGemini:
                 "responseId": hashlib.md5(f"{model}{time.time_ns()}".encode()).hexdigest()[:16],
             }
         )
-
-    # --- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> FakeGemini:
-        app = Starlette(routes=[Route("/{version}/models/{target}", self._handle, methods=["POST"])])
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-gemini", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake Gemini server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -27,24 +27,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import random
-import socket
-import threading
 import time
-from collections import defaultdict, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-ScriptItem = int | str | dict[str, Any]
-Responder = Callable[[dict[str, Any], str], dict[str, Any]]
+from tests.fakes.scripted import ScriptedServer, ScriptItem, fake_embedding
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                429: "rate_limit_exceeded", 500: "server_error", 502: "server_error", 503: "server_error"}
@@ -80,16 +71,8 @@ class RecordedRequest:
         return str(fmt.get("type", "text"))
 
 
-def fake_embedding(text: str, dim: int) -> list[float]:
-    """Deterministic, not normalised: values in [-3, 3] seeded by the text."""
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    rng = random.Random(seed)
-    return [rng.uniform(-3.0, 3.0) for _ in range(dim)]
-
-
 @dataclass
-class FakeOpenAI:
-    host: str = "127.0.0.1"
+class FakeOpenAI(ScriptedServer[RecordedRequest]):
     hang_seconds: float = 5.0
     embedding_dim: int = 64
     retry_after: str | None = None  # the Retry-After header of a scripted 429
@@ -99,40 +82,21 @@ class FakeOpenAI:
     refuse_max_tokens: bool = False  # as OpenAI's reasoning models: 400, use max_completion_tokens
     refuse_temperature: bool = False  # as OpenAI's reasoning models: 400 for a temperature other than 1
     drop_system: bool = False  # as llama-cpp-python's Gemma chat format: the system message is not in the prompt
-    requests: list[RecordedRequest] = field(default_factory=list)
+    name = "fake OpenAI"
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._scripts: dict[str, deque[ScriptItem]] = defaultdict(deque)
-        self._responder: Responder = lambda _body, _model: {"facts": []}
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
-
-    # --- control ------------------------------------------------------------------------
+        ScriptedServer.__init__(self)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def script(self, model: str, items: list[ScriptItem]) -> FakeOpenAI:
-        with self._lock:
-            self._scripts[model].extend(items)
-        return self
-
-    def respond_with(self, responder: Responder | dict[str, Any]) -> FakeOpenAI:
-        if isinstance(responder, dict):
-            payload = responder
-            self._responder = lambda _body, _model: payload
-        else:
-            self._responder = responder
-        return self
+    def routes(self) -> list[Route]:
+        return [Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"])]
 
     def reset(self) -> None:
-        with self._lock:
-            self._scripts.clear()
-            self.requests.clear()
-        self._responder = lambda _body, _model: {"facts": []}
+        super().reset()
         self.usage = None
         self.retry_after = None
         self.reject_formats = set()
@@ -150,11 +114,6 @@ class FakeOpenAI:
 
     # --- HTTP ---------------------------------------------------------------------------
 
-    def _next(self, model: str) -> ScriptItem:
-        with self._lock:
-            queue = self._scripts.get(model)
-            return queue.popleft() if queue else "ok"
-
     def _error(self, code: int, message: str) -> JSONResponse:
         headers = {"retry-after": self.retry_after} if code == 429 and self.retry_after is not None else None
         body = {"error": {"message": message, "type": ERROR_TYPES.get(code, "error"), "param": None,
@@ -171,8 +130,7 @@ class FakeOpenAI:
         record = RecordedRequest(model=model, endpoint=endpoint, body=body, at=time.monotonic(),
                                  headers={k.lower(): v for k, v in request.headers.items()},
                                  answered=str(item) if not isinstance(item, dict) else "payload")
-        with self._lock:
-            self.requests.append(record)
+        self._keep(record)
         return record, item
 
     async def _chat(self, request: Request) -> JSONResponse:
@@ -180,20 +138,17 @@ class FakeOpenAI:
         model = record.model
         if record.format in self.reject_formats:
             record.answered = f"{self.reject_status} {record.format}"
-            with self._lock:  # the scripted item was not used: it answers the next request
-                self._scripts[model].appendleft(item)
+            self._put_back(model, item)
             return self._error(self.reject_status,
                                f"response_format type '{record.format}' is not supported by this server")
         if self.refuse_max_tokens and "max_tokens" in record.body:
             record.answered = "400 max_tokens"
-            with self._lock:
-                self._scripts[model].appendleft(item)
+            self._put_back(model, item)
             return self._error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                     "Use 'max_completion_tokens' instead.")
         if self.refuse_temperature and record.body.get("temperature") not in (None, 1):
             record.answered = "400 temperature"
-            with self._lock:
-                self._scripts[model].appendleft(item)
+            self._put_back(model, item)
             return self._error(400, "Unsupported value: 'temperature' does not support 0.0 with this model. "
                                     "Only the default (1) value is supported.")
         if isinstance(item, int):
@@ -239,39 +194,3 @@ class FakeOpenAI:
         tokens = sum(len(str(t)) for t in texts) // 4 + 1
         return JSONResponse({"object": "list", "data": data, "model": record.model,
                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
-
-    # --- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> FakeOpenAI:
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                                Route("/v1/embeddings", self._embeddings, methods=["POST"])])
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name="fake-openai",
-                                        daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake OpenAI server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()

@@ -20,7 +20,7 @@ from scripts.bench.procs import free_port
 from service.core.domain import Memory, Scope, content_hash
 from service.deps import Deps
 from service.identity.rules import NameRules
-from service.maintenance.records import DedupKeys, RunLock
+from service.maintenance.records import DedupKeys, DedupLock
 from service.maintenance.sweep import DedupSweep
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j.rows import relation_id
@@ -363,7 +363,7 @@ async def test_overlapping_runs_do_not_both_run(app: App) -> None:
     await put(deps, rows)
 
     # another run holds the lock: an API run and the cron both skip, and remove nothing
-    holder = RunLock(deps.redis, DedupKeys(deps.settings.redis.queue_name).lock, "someone-else")
+    holder = DedupLock(deps.redis, DedupKeys(deps.settings.redis.queue_name).lock, "someone-else")
     assert await holder.acquire()
     try:
         skipped = await run_dedup(client, user_id=user)
@@ -384,7 +384,7 @@ async def test_overlapping_runs_do_not_both_run(app: App) -> None:
     assert sorted([first.status, second.status]) == ["completed", "skipped"]
     winner = first if first.status == "completed" else second
     assert winner.totals.near_removed == 1
-    assert await RunLock(deps.redis, DedupKeys(deps.settings.redis.queue_name).lock, "x").holder() is None
+    assert await DedupLock(deps.redis, DedupKeys(deps.settings.redis.queue_name).lock, "x").holder() is None
 
 
 async def test_runs_are_listed_and_validated(app: App) -> None:

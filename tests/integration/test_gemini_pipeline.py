@@ -14,7 +14,7 @@ from scripts.bench import graph_probe as probe
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
-from tests.fakes import FakeGemini
+from tests.fakes.gemini_server import FakeGemini
 from tests.integration.conftest import running_app, wait_task
 
 PRIMARY, FALLBACK = "gemini-3-flash-preview", "gemini-2.5-flash"

@@ -13,7 +13,7 @@ import pytest
 
 from service.deps import Deps
 from tests.conftest import unique
-from tests.fakes import FakeGemini
+from tests.fakes.gemini_server import FakeGemini
 from tests.integration.conftest import running_app, wait_task
 
 PRIMARY, FALLBACK = "gemini-3-flash-preview", "gemini-2.5-flash"

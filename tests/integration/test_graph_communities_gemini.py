@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import unique
-from tests.fakes import FakeGemini
+from tests.fakes.gemini_server import FakeGemini
 from tests.integration.conftest import running_app, wait_task
 
 

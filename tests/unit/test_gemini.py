@@ -17,7 +17,8 @@ from service.ai.gemini.extractor import GeminiExtractor
 from service.ai.gemini.prompts import SYSTEM_INSTRUCTION
 from service.core.domain import CATEGORIES
 from service.core.errors import DependencyUnavailable
-from tests.fakes import FakeGemini, fake_embedding
+from tests.fakes.gemini_server import FakeGemini
+from tests.fakes.scripted import fake_embedding
 
 PRIMARY = "gemini-3-flash-preview"
 FALLBACK = "gemini-2.5-flash"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,12 +64,12 @@ def test_only_the_ledger_writes_memories_to_the_graph() -> None:
     assert callers == owners  # the rule is live: both owners do write
 
 
-def _sources() -> list[tuple[str, ast.AST]]:
-    """service/ and worker/ outside the store backends, parsed."""
+def _sources(every: bool = False) -> list[tuple[str, ast.AST]]:
+    """service/ and worker/ outside the store backends (or `every` module), parsed."""
     out = []
     for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
-        if not rel.startswith("service/stores/"):
+        if every or not rel.startswith("service/stores/"):
             out.append((rel, ast.parse(path.read_text(), rel)))
     return out
 
@@ -120,7 +121,7 @@ def test_the_neo4j_parts_are_composed_not_mixed_in() -> None:
         for node in ast.walk(ast.parse(text, str(path))):
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = [ast.unparse(b) for b in node.bases]
-    assert {"Neo4jExecutor", "Neo4jGraphStore", "MemoryGraph", "GraphReads"} <= set(classes)  # the rule is live
+    assert {"Neo4jExecutor", "Neo4jGraphStore", "MemoryGraph", "RetrievalGraph"} <= set(classes)  # the rule is live
     mixed = {name: bases for name, bases in classes.items() if any(b in classes for b in bases)}
     assert mixed == {}, mixed
     assert stubs == []
@@ -142,6 +143,32 @@ def test_package_inits_re_export_nothing() -> None:
     assert offenders == []
     client = (ROOT / "service" / "client" / "__init__.py").read_text()
     assert "from service.client.sync import" in client  # the rule is live: the one exception does re-export
+
+
+def test_names_say_one_thing() -> None:
+    """Each class name of service/ and worker/ is defined once; "Run" is an agent's task run, so no class of the
+    maintenance, the task queue or the worker is named `Run...` (a maintenance run is always qualified: `Dedup...`,
+    `Maintenance...`); the code, tests, scripts and README cite no issue, seed or session number (the history is
+    docs/decisions.md's)."""
+    defined: dict[str, list[str]] = {}
+    for rel, tree in _sources(every=True):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(rel)
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}
+    assert "RunService" in defined and "MemoryGraph" in defined  # the rule is live: both sides are read
+    runs = [f"{rel}: {name}" for name, where in defined.items() for rel in where
+            if name.startswith("Run") and rel.startswith(("service/maintenance/", "service/tasks/", "worker/"))]
+    assert runs == []
+    history = re.compile(r"(?<![-\w])(issue|seed|session)s? #?\d+", re.IGNORECASE)
+    number = "12"
+    assert history.search(f"as issue {number} asked") and history.search(f"Seed #{number}") and not history.search(
+        f"--seed {number}")
+    texts = [ROOT / "README.md", *(path for base in ("service", "worker", "tests", "scripts")
+                                    for path in (ROOT / base).rglob("*.py"))]
+    cited = [f"{path.relative_to(ROOT)}:{lineno}" for path in texts
+             for lineno, line in enumerate(path.read_text().splitlines(), 1) if history.search(line)]
+    assert cited == []
 
 
 def test_the_api_side_never_reaches_a_worker_side_handler() -> None:

@@ -1,4 +1,4 @@
-"""The graph's reads (`GraphReads`): fact and memory retrieval (the search's graph retriever, expansion, supporting
+"""The graph's reads (`RetrievalGraph`): fact and memory retrieval (the search's graph retriever, expansion, supporting
 facts), listings and exports."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from service.stores.neo4j.search import (
 )
 
 
-class GraphReads:
+class RetrievalGraph:
     """Fact and memory retrieval, listings and exports, each filtered by the sensitivity ceiling."""
 
     def __init__(self, executor: Neo4jExecutor) -> None:

@@ -19,7 +19,7 @@ from service.stores.neo4j.curation import GraphCuration
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.facts import FactGraph
 from service.stores.neo4j.memories import MemoryGraph
-from service.stores.neo4j.reads import GraphReads
+from service.stores.neo4j.reads import RetrievalGraph
 from service.stores.neo4j.run_reads import RunReads
 from service.stores.neo4j.runs import RunGraph
 from service.stores.neo4j.schema import GraphSchema
@@ -38,7 +38,7 @@ class Neo4jGraphStore:
         x = self.executor
         self.memories = MemoryGraph(x, names)
         self.schema = GraphSchema(x, names, self.memories.warm_write_plans)
-        self.reads = GraphReads(x)
+        self.reads = RetrievalGraph(x)
         self.facts = FactGraph(x, names)
         self.entity_search = TurnGraph(x)
         self.curation = GraphCuration(x, names)
