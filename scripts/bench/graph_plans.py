@@ -119,7 +119,7 @@ async def main() -> int:
                 "now": "2026-01-02"}),
             ("ERASE_REMOVED", cypher_writes.ERASE_REMOVED, {"memory_ids": [loaded[0].id]}),
             # "the operator" merged into "user", then unmerged
-            ("MERGE_ENTITIES", curation.MERGE_ENTITIES, {"source_id": entity_id(user_id, "global", "the operator"),
+            ("MERGE_ENTITIES", cypher_writes.MERGE_ENTITIES, {"source_id": entity_id(user_id, "global", "the operator"),
                                                          "target_id": entity_id(user_id, "global", "user"),
                                                          "user_id": user_id, "now": "2026-01-03"}),
             ("UNMERGE", curation.UNMERGE, {"id": entity_id(user_id, "global", "the operator"), "user_id": user_id,

@@ -20,7 +20,7 @@ from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings, RetentionSettings
 from service.runs.jobs import ConversationDeleteJob
 from service.stores.graph import GraphStore
-from service.stores.tiers import ConversationStore
+from service.stores.tiers import ConversationStore, TierErasure
 from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
@@ -57,7 +57,7 @@ async def keep_messages(settings: RedisQueueSettings, tasks: TaskQueue, graph: C
     return session
 
 
-async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, graph: ConversationStore, user_id: str,
+async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, graph: TierErasure, user_id: str,
                              memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
     """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
     and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
@@ -72,7 +72,7 @@ async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, gra
     await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
 
 
-async def drain_pending_erasures(settings: RedisQueueSettings, tasks: TaskQueue, graph: ConversationStore) -> int:
+async def drain_pending_erasures(settings: RedisQueueSettings, tasks: TaskQueue, graph: TierErasure) -> int:
     """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
     tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
     key = tasks.key(PENDING_MESSAGES)

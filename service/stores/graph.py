@@ -21,7 +21,7 @@ from service.core.domain import Memory
 from service.stores.console import ConsoleReads
 from service.stores.facts import CommunityStore, FactStore
 from service.stores.reports import GraphReport
-from service.stores.tiers import ConversationStore, EntitySearch, RunStore
+from service.stores.tiers import EntitySearch, RunStore, TierErasure
 
 MERGE, PENDING, CREATE = "merge", "pending", "create"
 
@@ -245,7 +245,7 @@ class MemoryUsers(Protocol):
         """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
 
 
-class GraphStore(GraphRetrieval, MemoryUsers, RunStore, ConversationStore, EntitySearch, FactStore, CommunityStore,
+class GraphStore(GraphRetrieval, MemoryUsers, RunStore, TierErasure, EntitySearch, FactStore, CommunityStore,
                  ConsoleReads, Protocol):
     name: str
 

@@ -119,6 +119,13 @@ class ConversationStore(Protocol):
         """Retention: erase messages written before `before` (of every user, or of one); a session left without
         messages goes too."""
 
+
+
+class TierErasure(ConversationStore, Protocol):
+    """What a memory delete erases beyond the memories: the messages they came from (`ConversationStore`) and, for
+    a delete of everything, the user's other tiers (the graph store's facade: runs, traces and conversations are
+    three parts)."""
+
     async def erase_tiers(self, user_id: str, before: str) -> int:
         """A delete of everything of the user: every run and conversation accepted before `before`, and every
         retrieval trace (with its query text) recorded up to then."""

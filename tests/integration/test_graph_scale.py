@@ -398,7 +398,7 @@ async def test_merge_and_unmerge_into_a_dense_entity_use_indexes(
                                                                          "2 owned by op")])])
     source, target = entity_id(u, "global", "the operator"), entity_id(u, "global", "user")
     before = await probe._rows(store, "MATCH (t:Entity {id: $t}) RETURN COUNT { (t)--() } AS degree", t=target)
-    merge = ("merge", curation.MERGE_ENTITIES, {"source_id": source, "target_id": target, "user_id": u,
+    merge = ("merge", cypher_writes.MERGE_ENTITIES, {"source_id": source, "target_id": target, "user_id": u,
                                                 "now": "2026-01-01T00:00:00+00:00"})
     unmerge = ("unmerge", curation.UNMERGE, {"id": source, "user_id": u, "now": "2026-01-02T00:00:00+00:00"})
     explained = {name: operators(plan) for name, plan in (await plans(store, "EXPLAIN", [merge, unmerge])).items()}

@@ -127,6 +127,23 @@ def test_the_neo4j_parts_are_composed_not_mixed_in() -> None:
     assert stubs == []
 
 
+def test_no_neo4j_part_imports_another() -> None:
+    """A part (a class of service/stores/neo4j/ built on the executor) imports no other part's module: what two
+    parts share is a helper module (statements, rows, the entity step, full-text queries); only the facade,
+    store.py, holds several parts."""
+    edges = _imports(_modules())
+    built_on_executor = set()
+    for path in (ROOT / "service" / "stores" / "neo4j").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__" and len(node.args.args) > 1 and \
+                    ast.unparse(node.args.args[1].annotation or ast.Constant("")) == "Neo4jExecutor":
+                built_on_executor.add(f"service.stores.neo4j.{path.stem}")
+    parts = built_on_executor & edges["service.stores.neo4j.store"]  # the facade's parts (not the Ceiling helper)
+    assert len(parts) >= 12 and "service.stores.neo4j.ceiling" in built_on_executor - parts  # the rule is live
+    crossing = {part: sorted(edges[part] & (parts - {part})) for part in parts if edges[part] & (parts - {part})}
+    assert crossing == {}
+
+
 def test_package_inits_re_export_nothing() -> None:
     """An import names the module that defines what it takes: no package `__init__` of service/ or worker/ imports
     from its own package at its top level, save `service.client`, whose `from service.client import MemoryClient`

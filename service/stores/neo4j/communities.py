@@ -13,8 +13,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
-from service.stores.neo4j.facts import offset_of
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, offset_of
 
 # The live relations between live entities (index on the relation's user); a merge's copies live on its target.
 _RELATIONS: LiteralString = """

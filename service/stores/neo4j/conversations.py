@@ -10,7 +10,7 @@ a delete of everything of a user also erases their runs and traces, through the 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
@@ -19,10 +19,6 @@ from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
 from service.stores.neo4j.search import lucene_query, lucene_terms
-
-if TYPE_CHECKING:
-    from service.stores.neo4j.runs import RunGraph
-    from service.stores.neo4j.traces import TraceGraph
 
 FT_GROUP = "messages"  # the tenant token of message documents: ft_key(user, FT_GROUP)
 
@@ -133,11 +129,9 @@ def message_uid(user_id: str, session_id: str, message_id: str | None, task_id: 
 class ConversationGraph:
     """Conversations (`ConversationStore`)."""
 
-    def __init__(self, executor: Neo4jExecutor, runs: RunGraph, traces: TraceGraph) -> None:
+    def __init__(self, executor: Neo4jExecutor) -> None:
         self._exec = executor
         self._ceiling = Ceiling(executor)
-        self._runs = runs  # erase_tiers: the user's runs
-        self._traces = traces  # ... and retrieval traces
 
     async def store_messages(self, user_id: str, session_id: str, project_id: str | None, accepted_at: str,
                              rows: list[dict[str, Any]], restore: bool = False) -> int:
@@ -260,14 +254,16 @@ class ConversationGraph:
                     break
         return total
 
-    async def erase_tiers(self, user_id: str, before: str) -> int:
+    async def erase_sessions(self, user_id: str, before: str) -> int:
+        """Every conversation of the user accepted before `before` (a delete of everything: the facade's
+        `erase_tiers`)."""
         check_id(user_id, "user_id")
 
         async def batch(tx: AsyncManagedTransaction) -> list[str]:
             return [str(r["uid"]) for r in await (await tx.run(SESSIONS_BEFORE, user_id=user_id,
                                                                before=before)).data()]
 
-        total = await self._runs.erase_runs(user_id, before) + await self._traces.erase_traces(user_id, before)
+        total = 0
         for _ in range(10_000):
             uids: list[str] = await self._exec.read(batch)
             if not uids:

@@ -1,6 +1,6 @@
 """Entity curation and provenance in the Neo4j graph store: the duplicate review queue, reversible
-merges, graph statistics (retrieval traces: traces.py): `GraphCuration`. An import's identity replay
-(`import_identity`, memories.py) runs this module's MERGE_ENTITIES and IMPORT_SAME_AS.
+merges, graph statistics (retrieval traces: traces.py): `GraphCuration`. The merge statement is
+cypher_writes.MERGE_ENTITIES: an import's identity replay (`import_identity`, memories.py) runs it too.
 
 A merge of source S into target T marks S (`merged_into`, `merged_at`), adds S's names to T's aliases (and
 its keys to T's keys), keeps the longer description, and *copies* S's MENTIONS, RELATES (both directions),
@@ -16,6 +16,7 @@ from neo4j import AsyncManagedTransaction
 
 from service.core.errors import Conflict, DomainError, NotFound
 from service.stores.graph import EntityNameRules
+from service.stores.neo4j import cypher_writes
 from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp
@@ -54,71 +55,6 @@ SET s.not_same_as = reduce(acc = coalesce(s.not_same_as, []), k IN coalesce(t.ke
                            CASE WHEN k IN acc OR k IN coalesce(s.keys, []) THEN acc ELSE acc + k END),
     t.not_same_as = reduce(acc = coalesce(t.not_same_as, []), k IN coalesce(s.keys, []) |
                            CASE WHEN k IN acc OR k IN coalesce(t.keys, []) THEN acc ELSE acc + k END)
-"""
-
-# Idempotent: a second run finds every copy made and the marker set, and changes nothing.
-MERGE_ENTITIES: LiteralString = """
-MATCH (s:Entity {id: $source_id}) WHERE s.user_id = $user_id
-MATCH (t:Entity {id: $target_id}) WHERE t.user_id = $user_id
-WITH s, t, [n IN [s.name] + coalesce(s.aliases, []) WHERE n <> t.name AND NOT n IN t.aliases] AS names,
-     [k IN coalesce(s.keys, []) WHERE NOT k IN coalesce(t.keys, [])] AS keys,
-     size(coalesce(s.description, '')) > size(coalesce(t.description, '')) AS longer
-SET s.merged_aliases = CASE WHEN s.merged_into = t.id THEN s.merged_aliases ELSE names END,
-    s.merged_keys = CASE WHEN s.merged_into = t.id THEN s.merged_keys ELSE keys END,
-    s.replaced_description = CASE WHEN s.merged_into = t.id THEN s.replaced_description
-                                  WHEN longer THEN coalesce(t.description, '') ELSE null END,
-    t.aliases = t.aliases + names, t.keys = coalesce(t.keys, []) + keys,
-    t.description = CASE WHEN longer THEN s.description ELSE t.description END,
-    s.merged_at = coalesce(CASE WHEN s.merged_into = t.id THEN s.merged_at END, $now),
-    s.merged_into = t.id
-WITH s, t
-CALL (s, t) {
-    MATCH (m:Memory)-[:MENTIONS]->(s) WHERE NOT (m)-[:MENTIONS]->(t)
-    CREATE (m)-[:MENTIONS {migrated_from: s.id, live_of: CASE WHEN m.deleted_at IS NULL THEN t.id END}]->(t)
-}
-CALL (s, t) {  // "is it copied already": a seek of the id index (a walk between t and o cost either one's degree)
-    MATCH (s)-[r:RELATES]->(o:Entity) WHERE o <> t
-      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
-                       WHERE startNode(c) = t AND endNode(c) = o }
-    CREATE (t)-[c:RELATES]->(o)
-    SET c = r{.*, key: null, migrated_from: s.id,  // a copy has no key: writes find the original by it
-              slot: CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN t.id + '|' + r.predicate END}
-}
-CALL (s, t) {
-    MATCH (o:Entity)-[r:RELATES]->(s) WHERE o <> t
-      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
-                       WHERE startNode(c) = o AND endNode(c) = t }
-    CREATE (o)-[c:RELATES]->(t) SET c = r{.*, key: null, migrated_from: s.id}
-}
-CALL (s, t) {
-    MATCH (s)-[r:SAME_AS]->(o:Entity) WHERE o <> t AND NOT (t)-[:SAME_AS]-(o)
-    CREATE (t)-[c:SAME_AS]->(o) SET c = properties(r), c.migrated_from = s.id
-}
-CALL (s, t) {
-    MATCH (o:Entity)-[r:SAME_AS]->(s) WHERE o <> t AND NOT (o)-[:SAME_AS]-(t)
-    CREATE (o)-[c:SAME_AS]->(t) SET c = properties(r), c.migrated_from = s.id
-}
-CALL (s, t) {
-    MATCH (tr:Trace)-[r:TOUCHED]->(s) WHERE NOT (tr)-[:TOUCHED]->(t)
-    CREATE (tr)-[:TOUCHED {migrated_from: s.id}]->(t)
-}
-CALL (s, t) {  // the pair itself, if the gate had proposed it
-    MATCH (s)-[r:SAME_AS]-(t) WHERE coalesce(r.migrated_from, '') = '' AND r.status <> 'confirmed'
-    SET r.status = 'confirmed', r.reviewed_at = coalesce(r.reviewed_at, $now)
-}
-CALL (s, t) {  // entities merged into the source before follow it to the target
-    MATCH (a:Entity {merged_into: s.id}) USING INDEX SEEK a:Entity(merged_into) WHERE a.user_id = $user_id
-    SET a.merged_into = t.id, a.merged_via = s.id
-}
-RETURN t.id AS id
-"""
-
-IMPORT_SAME_AS: LiteralString = """
-UNWIND $rows AS row
-MATCH (s:Entity {id: row.source_id, user_id: $user_id})
-MATCH (t:Entity {id: row.target_id, user_id: $user_id})
-MERGE (s)-[r:SAME_AS]->(t)
-SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
 """
 
 # The hints: with few merged entities in the store the planner scanned the merged_into / merged_via indexes
@@ -284,7 +220,7 @@ class GraphCuration:
             raise DomainError(f"a {source.get('type')} and a {target.get('type')} never merge")
 
         async def run(tx: AsyncManagedTransaction) -> None:
-            await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
+            await (await tx.run(cypher_writes.MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
                                 now=now)).consume()
             if reviewer is not None:
                 await (await tx.run(REVIEW, source_id=source_id, target_id=target_id, user_id=user_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-# A merge's copies are not exported: the import replays the merge (curation.MERGE_ENTITIES), which makes them.
+# A merge's copies are not exported: the import replays the merge (cypher_writes.MERGE_ENTITIES), which makes them.
 EXPORT_ENTITIES: LiteralString = """
 MATCH (e:Entity)
 WHERE e.user_id = $user_id AND e.id > $cursor AND ($groups IS NULL OR e.group_id IN $groups)
@@ -67,4 +67,12 @@ WITH row
 UNWIND row.memory_ids + row.former_memory_ids AS mid
 MATCH (m:Memory {id: mid})
 SET m.edge_ids = CASE WHEN row.id IN coalesce(m.edge_ids, []) THEN m.edge_ids ELSE coalesce(m.edge_ids, []) + row.id END
+"""
+
+IMPORT_SAME_AS: LiteralString = """
+UNWIND $rows AS row
+MATCH (s:Entity {id: row.source_id, user_id: $user_id})
+MATCH (t:Entity {id: row.target_id, user_id: $user_id})
+MERGE (s)-[r:SAME_AS]->(t)
+SET r += row.props, r.user_id = $user_id, r.group_id = s.group_id
 """

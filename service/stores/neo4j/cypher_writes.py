@@ -4,7 +4,9 @@ facts superseded, support dropped on an update, removals (deletes and duplicates
 Temporal model of a RELATES edge: `valid_at` is when the fact became true, `invalid_at` when it stopped
 being true (a newer single-valued fact, or an update that no longer states it), and `expired_at` when the
 graph stopped treating it as current (invalidation or loss of every supporting memory). Superseded facts
-stay as history; a user's delete erases."""
+stay as history; a user's delete erases.
+
+Also the merge of one entity into another (curation.py's merges and an import's replay of them run it)."""
 
 from __future__ import annotations
 
@@ -211,4 +213,62 @@ SET sv.edge_ids = coalesce(sv.edge_ids, []) + [e IN eids WHERE NOT e IN coalesce
 EXPIRED_BY: LiteralString = EDGES_OF + """
 WITH r WHERE r.expired_at = $now AND size(r.memory_ids) = 0
 RETURN r.id AS id ORDER BY id
+"""
+
+
+# Idempotent: a second run finds every copy made and the marker set, and changes nothing.
+MERGE_ENTITIES: LiteralString = """
+MATCH (s:Entity {id: $source_id}) WHERE s.user_id = $user_id
+MATCH (t:Entity {id: $target_id}) WHERE t.user_id = $user_id
+WITH s, t, [n IN [s.name] + coalesce(s.aliases, []) WHERE n <> t.name AND NOT n IN t.aliases] AS names,
+     [k IN coalesce(s.keys, []) WHERE NOT k IN coalesce(t.keys, [])] AS keys,
+     size(coalesce(s.description, '')) > size(coalesce(t.description, '')) AS longer
+SET s.merged_aliases = CASE WHEN s.merged_into = t.id THEN s.merged_aliases ELSE names END,
+    s.merged_keys = CASE WHEN s.merged_into = t.id THEN s.merged_keys ELSE keys END,
+    s.replaced_description = CASE WHEN s.merged_into = t.id THEN s.replaced_description
+                                  WHEN longer THEN coalesce(t.description, '') ELSE null END,
+    t.aliases = t.aliases + names, t.keys = coalesce(t.keys, []) + keys,
+    t.description = CASE WHEN longer THEN s.description ELSE t.description END,
+    s.merged_at = coalesce(CASE WHEN s.merged_into = t.id THEN s.merged_at END, $now),
+    s.merged_into = t.id
+WITH s, t
+CALL (s, t) {
+    MATCH (m:Memory)-[:MENTIONS]->(s) WHERE NOT (m)-[:MENTIONS]->(t)
+    CREATE (m)-[:MENTIONS {migrated_from: s.id, live_of: CASE WHEN m.deleted_at IS NULL THEN t.id END}]->(t)
+}
+CALL (s, t) {  // "is it copied already": a seek of the id index (a walk between t and o cost either one's degree)
+    MATCH (s)-[r:RELATES]->(o:Entity) WHERE o <> t
+      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
+                       WHERE startNode(c) = t AND endNode(c) = o }
+    CREATE (t)-[c:RELATES]->(o)
+    SET c = r{.*, key: null, migrated_from: s.id,  // a copy has no key: writes find the original by it
+              slot: CASE WHEN r.invalid_at IS NULL AND r.expired_at IS NULL THEN t.id + '|' + r.predicate END}
+}
+CALL (s, t) {
+    MATCH (o:Entity)-[r:RELATES]->(s) WHERE o <> t
+      AND NOT EXISTS { MATCH ()-[c:RELATES {id: r.id}]->() USING INDEX SEEK c:RELATES(id)
+                       WHERE startNode(c) = o AND endNode(c) = t }
+    CREATE (o)-[c:RELATES]->(t) SET c = r{.*, key: null, migrated_from: s.id}
+}
+CALL (s, t) {
+    MATCH (s)-[r:SAME_AS]->(o:Entity) WHERE o <> t AND NOT (t)-[:SAME_AS]-(o)
+    CREATE (t)-[c:SAME_AS]->(o) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (o:Entity)-[r:SAME_AS]->(s) WHERE o <> t AND NOT (o)-[:SAME_AS]-(t)
+    CREATE (o)-[c:SAME_AS]->(t) SET c = properties(r), c.migrated_from = s.id
+}
+CALL (s, t) {
+    MATCH (tr:Trace)-[r:TOUCHED]->(s) WHERE NOT (tr)-[:TOUCHED]->(t)
+    CREATE (tr)-[:TOUCHED {migrated_from: s.id}]->(t)
+}
+CALL (s, t) {  // the pair itself, if the gate had proposed it
+    MATCH (s)-[r:SAME_AS]-(t) WHERE coalesce(r.migrated_from, '') = '' AND r.status <> 'confirmed'
+    SET r.status = 'confirmed', r.reviewed_at = coalesce(r.reviewed_at, $now)
+}
+CALL (s, t) {  // entities merged into the source before follow it to the target
+    MATCH (a:Entity {merged_into: s.id}) USING INDEX SEEK a:Entity(merged_into) WHERE a.user_id = $user_id
+    SET a.merged_into = t.id, a.merged_via = s.id
+}
+RETURN t.id AS id
 """

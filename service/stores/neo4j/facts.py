@@ -1,6 +1,5 @@
-"""The graph as an API (docs/graph.md): what a write did to the entities it named (the task result's
-`entities`), the details a structured write gives an entity or a relation, and the reads of facts about one
-entity and of structural queries (`FactGraph`, the `FactStore` part)."""
+"""The graph as an API (docs/graph.md): the reads of facts about one entity and of structural queries
+(`FactGraph`, the `FactStore` part). What a write did to the entities it named is links.py's."""
 
 from __future__ import annotations
 
@@ -8,73 +7,24 @@ from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.core.errors import DomainError
 from service.stores.graph import EntityNameRules
 from service.stores.neo4j.ceiling import Ceiling
 from service.stores.neo4j.executor import Neo4jExecutor
 from service.stores.neo4j.resolution import KEY_INDEX, key_query
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_groups, check_id, clamp, edge_item, entity_name, ft_key
-from service.stores.reports import EntityDecision, GraphReport
+from service.stores.neo4j.rows import (
+    MAX_PAGE_LIMIT,
+    check_groups,
+    check_id,
+    clamp,
+    edge_item,
+    entity_name,
+    ft_key,
+    offset_of,
+)
 
 MAX_MERGE_HOPS = 5
 MAX_FACTS_LIMIT = 1000  # entities and facts of one `entity_facts` read (the console's graph page)
 ALL_FACTS = 2**62  # one entity's facts are not cut before they are ordered (the API pages through all of them)
-
-# ---- writes (inside the write's transaction: memories.apply_links) ------------------------------------------------
-
-_EXISTING: LiteralString = """
-UNWIND $ids AS id
-MATCH (e:Entity {id: id})
-RETURN e.id AS id, coalesce(e.merged_into, e.id) AS target
-"""
-
-_DETAILS: LiteralString = """
-UNWIND $rows AS row
-MATCH (e:Entity {id: row.id})
-SET e.description = coalesce(row.description, e.description),
-    e.attributes = coalesce(row.attributes, e.attributes)
-"""
-
-_CONFIDENCE: LiteralString = """
-UNWIND $rows AS row
-MATCH ()-[r:RELATES {key: row.id}]->()
-SET r.confidence = row.confidence
-"""
-
-
-async def decided_without_gate(tx: AsyncManagedTransaction, ids: list[str]) -> list[dict[str, Any]]:
-    """Without a resolution gate an entity is `existing` (its spelling's node is there) or `created`. Read before
-    the entities are MERGEd."""
-    held = {str(r["id"]): str(r["target"]) for r in await (await tx.run(_EXISTING, ids=ids)).data()}
-    return [{"id": i, "entity_id": held.get(i, i), "decision": "existing" if i in held else "created",
-             "matched_id": None, "score": None, "match_type": None} for i in ids]
-
-
-async def finish_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]],
-                       origin: dict[str, tuple[str, str]], named: list[tuple[str, str]]) -> GraphReport:
-    """After the links are written: a structured write's entity details and relation confidences, then the report.
-    `origin`: each entity row's id before the gate -> (name, type); `named`: (memory id, entity row id) before it."""
-    final = {str(d["id"]): d for d in graph.get("decided", [])}
-    details = [{**d, "id": str(final.get(d["id"], {}).get("entity_id", d["id"]))} for d in graph.get("details", [])]
-    if details:
-        await (await tx.run(_DETAILS, rows=details)).consume()
-    confident = [{"id": r["id"], "confidence": float(r["confidence"])} for r in graph["relations"]
-                 if r.get("confidence") is not None]
-    if confident:
-        await (await tx.run(_CONFIDENCE, rows=confident)).consume()
-    report = GraphReport()
-    for memory_id, first in named:
-        name, etype = origin.get(first, ("", "thing"))
-        d = final.get(first, {"entity_id": first, "decision": "created"})
-        decision = EntityDecision(name=name, type=etype, entity_id=str(d["entity_id"]), decision=str(d["decision"]),
-                                  matched_id=d.get("matched_id"), score=d.get("score"), match_type=d.get("match_type"))
-        listed = report.entities.setdefault(memory_id, [])
-        if decision not in listed:
-            listed.append(decision)
-    for r in graph["relations"]:
-        report.relations[r["memory_id"]] = report.relations.get(r["memory_id"], 0) + 1
-    return report
-
 
 # ---- reads --------------------------------------------------------------------------------------------------
 
@@ -168,15 +118,6 @@ MATCH (s)-[r:RELATES]->(o:Entity)
 _QUERY_ALL: LiteralString = """
 MATCH (s:Entity)-[r:RELATES]->(o:Entity)
 """ + _QUERY_WHERE
-
-
-def offset_of(cursor: str | None) -> int:
-    """An offset cursor of these listings; a malformed one is bad input (400), as in every other listing."""
-    if not cursor:
-        return 0
-    if not cursor.isdigit() or len(cursor) > 9:
-        raise DomainError("cursor is not one this listing returned")
-    return int(cursor)
 
 
 class FactGraph:

@@ -1,7 +1,7 @@
 """The graph half of a memory's write (`MemoryGraph`, the `MemoryGraphWrites` part the ledger holds): memories,
 their entities (through the identity gate, resolution.py), mentions and relations, updates, removals, imports. The
-statements are in cypher_writes.py and cypher_portability.py (an import's identity replay: curation.py), rows and
-ids in rows.py; sessions, transactions and chunked bulk writes are the executor's (executor.py)."""
+statements are in cypher_writes.py and cypher_portability.py, the entity step in links.py, rows and ids in
+rows.py; sessions, transactions and chunked bulk writes are the executor's (executor.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from neo4j import AsyncManagedTransaction
 from service.core.domain import Memory, Scope, content_hash
 from service.core.errors import DomainError
 from service.stores.graph import SINGLE_VALUED_PREDICATES, EntityNameRules, EntityRef, MemoryLinks, RelationRef
-from service.stores.neo4j import cypher_portability, cypher_writes, facts, resolution
-from service.stores.neo4j.curation import IMPORT_SAME_AS, MERGE_ENTITIES
+from service.stores.neo4j import cypher_portability, cypher_writes, links
 from service.stores.neo4j.executor import Neo4jExecutor
-from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
-    MAX_ALIASES,
-    MAX_ROLES,
     check_id,
     entity_name,
     ft_key,
@@ -45,18 +41,8 @@ def supersede_rows(relations: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[str, Any]]], now: str,
                       names: EntityNameRules, vectors: dict[str, list[float]]) -> GraphReport:
     """Resolve the new entities (when the rules have a gate), MERGE entities, mentions and relations, then let
-    single-valued facts replace older ones. Returns what it did per memory (facts.py, `report`)."""
-    origin = {r["id"]: (r["name"], r["type"]) for r in graph["entities"]}
-    named = [(m["memory_id"], m["entity_id"]) for m in graph["mentions"]]
-    if names.resolves and graph["entities"]:
-        await resolve(tx, names, graph, now, vectors)
-    elif graph["entities"]:
-        graph["decided"] = await facts.decided_without_gate(tx, list(origin))
-    if graph["entities"]:
-        await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES,
-                            max_roles=MAX_ROLES)).consume()
-    if graph.get("same_as"):
-        await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
+    single-valued facts replace older ones. Returns what it did per memory (links.py)."""
+    origin, named = await links.write_entities(tx, graph, now, names, vectors)
     if graph["mentions"]:
         await (await tx.run(cypher_writes.UPSERT_MENTIONS, rows=graph["mentions"])).consume()
     if graph["relations"]:
@@ -64,7 +50,7 @@ async def apply_links(tx: AsyncManagedTransaction, graph: dict[str, list[dict[st
     single = supersede_rows(graph["relations"])
     if single:  # oldest first, one round trip
         await (await tx.run(cypher_writes.SUPERSEDE, rows=single, now=now)).consume()
-    return await facts.finish_links(tx, graph, origin, named)
+    return await links.finish_links(tx, graph, origin, named)
 
 
 
@@ -223,12 +209,12 @@ class MemoryGraph:
         now = utc_now()
 
         async def pairs(tx: AsyncManagedTransaction, rows: list[dict[str, Any]]) -> None:
-            await (await tx.run(IMPORT_SAME_AS, rows=rows, user_id=user_id)).consume()
+            await (await tx.run(cypher_portability.IMPORT_SAME_AS, rows=rows, user_id=user_id)).consume()
 
         async def replay(tx: AsyncManagedTransaction, part: list[tuple[str, str]]) -> None:
             for source_id, target_id in part:  # in the file's order: a chain of merges stays a chain
-                await (await tx.run(MERGE_ENTITIES, source_id=source_id, target_id=target_id, user_id=user_id,
-                                    now=now)).consume()
+                await (await tx.run(cypher_writes.MERGE_ENTITIES, source_id=source_id, target_id=target_id,
+                                    user_id=user_id, now=now)).consume()
 
         async def write_pairs(rows: list[dict[str, Any]]) -> None:
             await self._exec.write(pairs, slow=True, rows=rows)

@@ -221,3 +221,19 @@ def edge_item(row: dict[str, Any]) -> dict[str, object]:
 def ft_key(user_id: str, group: str) -> str:
     """One Lucene token per (user, group): letters and digits only, so the analyzer keeps it whole."""
     return "k" + uuid.uuid5(ID_NAMESPACE, f"ft|{user_id}|{group}").hex
+
+
+def offset_of(cursor: str | None) -> int:
+    """An offset cursor of these listings; a malformed one is bad input (400), as in every other listing."""
+    if not cursor:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 9:
+        raise DomainError("cursor is not one this listing returned")
+    return int(cursor)
+
+
+RUN_FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, RUN_FT_GROUP)
+
+
+def run_uid(user_id: str, run_id: str) -> str:
+    return uuid.uuid5(ID_NAMESPACE, f"run|{user_id}|{run_id}").hex

@@ -9,8 +9,7 @@ from typing import Any, LiteralString
 from neo4j import AsyncManagedTransaction
 
 from service.stores.neo4j.executor import Neo4jExecutor
-from service.stores.neo4j.rows import MAX_PAGE_LIMIT, check_id, clamp, ft_key
-from service.stores.neo4j.runs import FT_GROUP, run_uid
+from service.stores.neo4j.rows import MAX_PAGE_LIMIT, RUN_FT_GROUP, check_id, clamp, ft_key, run_uid
 from service.stores.neo4j.search import lucene_query, lucene_terms
 from service.stores.tiers import RunFilter
 
@@ -219,7 +218,7 @@ class RunReads:
         if not terms:
             return [], []
         params = self._filter_params(flt)
-        key = ft_key(flt.user_id, FT_GROUP)
+        key = ft_key(flt.user_id, RUN_FT_GROUP)
         run_query = lucene_query([key], ("task", "summary", "error_kind"), terms)
         call_query = lucene_query([key], ("tool", "arguments", "error", "error_kind"), terms)
 

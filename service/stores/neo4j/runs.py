@@ -9,30 +9,24 @@ run after it writes nothing. The writes, deletes and retention (`RunGraph`); the
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, LiteralString
 
 from neo4j import AsyncManagedTransaction
 
-from service.core.domain import ID_NAMESPACE
 from service.stores.graph import EntityNameRules, group_id
-from service.stores.neo4j import cypher_writes, facts, resolution
+from service.stores.neo4j import links
 from service.stores.neo4j.executor import Neo4jExecutor
-from service.stores.neo4j.resolution import resolve
 from service.stores.neo4j.rows import (
-    MAX_ALIASES,
     MAX_PREDICATE_CHARS,
-    MAX_ROLES,
+    RUN_FT_GROUP,
     check_id,
     entity_id,
     entity_name,
     ft_key,
+    run_uid,
 )
 from service.stores.reports import GraphReport
 from service.stores.tiers import RunWrite
-
-FT_GROUP = "runs"  # the tenant token of run and tool-call documents: ft_key(user, FT_GROUP)
-
 
 MERGE_RUN: LiteralString = """
 MERGE (r:Run {uid: $uid})
@@ -109,10 +103,6 @@ RETURN r.uid AS uid LIMIT 1000
 """
 
 
-def run_uid(user_id: str, run_id: str) -> str:
-    return uuid.uuid5(ID_NAMESPACE, f"run|{user_id}|{run_id}").hex
-
-
 def step_uid(run_key: str, seq: int) -> str:
     return f"{run_key}:{seq}"
 
@@ -149,7 +139,7 @@ class RunGraph:
         check_id(run.user_id, "user_id")
         check_id(run.run_id, "run id", 64)
         uid = run_uid(run.user_id, run.run_id)
-        key = ft_key(run.user_id, FT_GROUP)
+        key = ft_key(run.user_id, RUN_FT_GROUP)
         project_id = (run.start or {}).get("project_id")
         group = group_id("project" if project_id else "global", project_id)
         steps, calls = [], []
@@ -251,17 +241,8 @@ class RunGraph:
 async def _touch(tx: AsyncManagedTransaction, graph: dict[str, Any], now: str, names: EntityNameRules,
                  vectors: dict[str, list[float]]) -> GraphReport:
     """The touched entities through the identity gate (as a memory's mentions), then the TOUCHED edges. What the
-    gate did, per tool call (facts.finish_links)."""
-    origin = {r["id"]: (r["name"], r["type"]) for r in graph["entities"]}
-    named = [(m["memory_id"], m["entity_id"]) for m in graph["mentions"]]
-    if names.resolves:
-        await resolve(tx, names, graph, now, vectors)  # rewrites the rows ("mentions" = touches) in place
-    else:
-        graph["decided"] = await facts.decided_without_gate(tx, list(origin))
-    await (await tx.run(cypher_writes.UPSERT_ENTITIES, rows=graph["entities"], max_aliases=MAX_ALIASES,
-                        max_roles=MAX_ROLES)).consume()
-    if graph.get("same_as"):
-        await (await tx.run(resolution.SAME_AS, rows=graph["same_as"])).consume()
+    gate did, per tool call (links.py)."""
+    origin, named = await links.write_entities(tx, graph, now, names, vectors)  # "mentions" = touches
     if graph["mentions"]:
         await (await tx.run(TOUCH, rows=graph["mentions"])).consume()
-    return await facts.finish_links(tx, graph, origin, named)
+    return await links.finish_links(tx, graph, origin, named)

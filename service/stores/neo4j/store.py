@@ -45,7 +45,7 @@ class Neo4jGraphStore:
         self.traces = TraceGraph(x)
         self.runs = RunGraph(x, names)
         self.run_reads = RunReads(x)
-        self.conversations = ConversationGraph(x, self.runs, self.traces)
+        self.conversations = ConversationGraph(x)
         self.communities = CommunityGraph(x)
         self.console = ConsoleGraph(x)
 
@@ -284,7 +284,8 @@ class Neo4jGraphStore:
         return await self.conversations.expire_messages(before, user_id)
 
     async def erase_tiers(self, user_id: str, before: str) -> int:
-        return await self.conversations.erase_tiers(user_id, before)
+        return (await self.runs.erase_runs(user_id, before) + await self.traces.erase_traces(user_id, before)
+                + await self.conversations.erase_sessions(user_id, before))
 
     # ---- communities (communities.py) ----------------------------------------------------------
 
