@@ -9,6 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scripts.bench.structure import (
+    classes_defined_twice,
+    cycles,
+    imports_of,
+    internal,
+    modules_of,
+    neo4j_parts,
+    re_exporting_inits,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -64,12 +74,12 @@ def test_only_the_ledger_writes_memories_to_the_graph() -> None:
     assert callers == owners  # the rule is live: both owners do write
 
 
-def _sources(every: bool = False) -> list[tuple[str, ast.AST]]:
-    """service/ and worker/ outside the store backends (or `every` module), parsed."""
+def _sources() -> list[tuple[str, ast.AST]]:
+    """service/ and worker/ outside the store backends, parsed."""
     out = []
     for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
-        if every or not rel.startswith("service/stores/"):
+        if not rel.startswith("service/stores/"):
             out.append((rel, ast.parse(path.read_text(), rel)))
     return out
 
@@ -131,15 +141,9 @@ def test_no_neo4j_part_imports_another() -> None:
     """A part (a class of service/stores/neo4j/ built on the executor) imports no other part's module: what two
     parts share is a helper module (statements, rows, the entity step, full-text queries); only the facade,
     store.py, holds several parts."""
-    edges = _imports(_modules())
-    built_on_executor = set()
-    for path in (ROOT / "service" / "stores" / "neo4j").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.FunctionDef) and node.name == "__init__" and len(node.args.args) > 1 and \
-                    ast.unparse(node.args.args[1].annotation or ast.Constant("")) == "Neo4jExecutor":
-                built_on_executor.add(f"service.stores.neo4j.{path.stem}")
-    parts = built_on_executor & edges["service.stores.neo4j.store"]  # the facade's parts (not the Ceiling helper)
-    assert len(parts) >= 12 and "service.stores.neo4j.ceiling" in built_on_executor - parts  # the rule is live
+    edges = imports_of(_modules())
+    parts = neo4j_parts(ROOT, edges)  # the facade's parts (not the Ceiling helper, also built on the executor)
+    assert len(parts) >= 12 and "service.stores.neo4j.ceiling" not in parts  # the rule is live
     crossing = {part: sorted(edges[part] & (parts - {part})) for part in parts if edges[part] & (parts - {part})}
     assert crossing == {}
 
@@ -148,16 +152,7 @@ def test_package_inits_re_export_nothing() -> None:
     """An import names the module that defines what it takes: no package `__init__` of service/ or worker/ imports
     from its own package at its top level, save `service.client`, whose `from service.client import MemoryClient`
     is the documented import of the Python client."""
-    offenders = []
-    for base in ("service", "worker"):
-        for init in (ROOT / base).rglob("__init__.py"):
-            package = ".".join(init.parent.relative_to(ROOT).parts)
-            if package == "service.client":
-                continue
-            offenders += [f"{package}: {node.module}" for node in ast.parse(init.read_text(), str(init)).body
-                          if isinstance(node, ast.ImportFrom) and (node.level or
-                                                                   (node.module or "").startswith(f"{package}."))]
-    assert offenders == []
+    assert [p for p in re_exporting_inits(ROOT) if p != "service.client"] == []
     client = (ROOT / "service" / "client" / "__init__.py").read_text()
     assert "from service.client.sync import" in client  # the rule is live: the one exception does re-export
 
@@ -167,14 +162,12 @@ def test_names_say_one_thing() -> None:
     maintenance, the task queue or the worker is named `Run...` (a maintenance run is always qualified: `Dedup...`,
     `Maintenance...`); the code, tests, scripts and README cite no issue, seed or session number (the history is
     docs/decisions.md's)."""
-    defined: dict[str, list[str]] = {}
-    for rel, tree in _sources(every=True):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                defined.setdefault(node.name, []).append(rel)
-    assert {name: where for name, where in defined.items() if len(where) > 1} == {}
+    modules = _modules()
+    assert classes_defined_twice(modules) == {}
+    defined = {node.name: str(path.relative_to(ROOT)) for path in modules.values()
+               for node in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(node, ast.ClassDef)}
     assert "RunService" in defined and "MemoryGraph" in defined  # the rule is live: both sides are read
-    runs = [f"{rel}: {name}" for name, where in defined.items() for rel in where
+    runs = [f"{rel}: {name}" for name, rel in defined.items()
             if name.startswith("Run") and rel.startswith(("service/maintenance/", "service/tasks/", "worker/"))]
     assert runs == []
     history = re.compile(r"(?<![-\w])(issue|seed|session)s? #?\d+", re.IGNORECASE)
@@ -203,85 +196,12 @@ def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
 
 
 def _modules() -> dict[str, Path]:
-    """Module name -> file, for service/ and worker/."""
-    out = {}
-    for base in ("service", "worker"):
-        for path in (ROOT / base).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the modules of service/ and worker/ it imports (anywhere in the file: top level, functions,
-    TYPE_CHECKING blocks), and -> external top-level packages as "ext:<name>"."""
-
-    def owner(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    edges: dict[str, set[str]] = {}
-    for mod, path in modules.items():
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-                    for _ in range(node.level - 1):
-                        package = package.rpartition(".")[0]
-                    base = f"{package}.{node.module}" if node.module else package
-                else:
-                    base = node.module or ""
-                names = [base, *(f"{base}.{a.name}" for a in node.names)]
-            else:
-                continue
-            for name in names:
-                target = owner(name)
-                if target is None and name.split(".")[0] not in ("service", "worker"):
-                    found.add(f"ext:{name.split('.')[0]}")
-                elif target is not None and target != mod and not mod.startswith(f"{target}."):
-                    found.add(target)
-        edges[mod] = found
-    return edges
+    return modules_of(ROOT)
 
 
 def test_no_import_cycles() -> None:
     """No module of service/ or worker/ reaches itself through imports (Tarjan's strongly connected components)."""
-    edges = {m: {t for t in ts if not t.startswith("ext:")} for m, ts in _imports(_modules()).items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(v: str) -> None:  # the graph is a few hundred modules: recursion depth stays small
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    assert cycles == []
+    assert cycles(internal(imports_of(_modules()))) == []
 
 
 BACKENDS = ("service.stores.neo4j", "service.stores.qdrant_edge", "service.stores.qdrant_server",
@@ -292,7 +212,7 @@ def test_only_the_composition_roots_import_store_backends_and_drivers() -> None:
     """deps.py builds the stores (worker/child.py the worker child's proxy of the API process's vector store);
     everything else sees the Protocols. No module outside stores/ imports a database driver."""
     offenders = []
-    for mod, targets in _imports(_modules()).items():
+    for mod, targets in imports_of(_modules()).items():
         if mod.startswith("service.stores"):
             continue
         backends = {t for t in targets if t.startswith(BACKENDS)}
@@ -314,7 +234,7 @@ def test_lower_layers_never_import_higher_ones() -> None:
         "service.runs": lambda m: not m.startswith("service.search"),
         "service.conversations": lambda m: not m.startswith("service.search"),
     }
-    offenders = [f"{mod} -> {target}" for mod, targets in _imports(_modules()).items() for target in targets
+    offenders = [f"{mod} -> {target}" for mod, targets in imports_of(_modules()).items() for target in targets
                  for layer, allowed in rules.items()
                  if (target == layer or target.startswith(f"{layer}.")) and not allowed(mod)]
     assert offenders == []
@@ -352,7 +272,7 @@ def test_the_drawn_layers_hold_for_every_import() -> None:
     place = {mod: _layer_of(str(path.relative_to(ROOT)), layers) for mod, path in modules.items()}
     assert [m for m, p in place.items() if p is None] == []
     upward, package_edges = [], set()
-    for mod, targets in _imports(modules).items():
+    for mod, targets in imports_of(modules).items():
         here = place[mod]
         for target in targets:
             there = place.get(target)
