@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from service.conversations.jobs import ConversationDeleteJob
 from service.conversations.writes import ConversationWriter
 from service.graph_api.communities import Communities
 from service.graph_api.jobs import CommunityJob, GraphWriteJob
@@ -25,7 +26,7 @@ from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
-from service.runs.jobs import ConversationDeleteJob, RunDeleteJob, RunJob
+from service.runs.jobs import RunDeleteJob, RunJob
 from service.runs.writes import RunWriter
 from service.tasks.jobs import (
     ConversationJob,

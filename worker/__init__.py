@@ -45,7 +45,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 
 def build_worker_settings(settings: Settings | None = None) -> type:
-    from worker.settings import worker_options
+    from worker.embedded import worker_options
 
     options = worker_options(settings or load_settings())  # an invalid setting: one line and exit 1
     return type("WorkerSettings", (), {**options, "on_startup": startup, "on_shutdown": shutdown})

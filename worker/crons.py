@@ -2,7 +2,7 @@
 retention.
 
 `unique` makes ARQ enqueue one job per scheduled time however many workers run; with WORKER_SHARDS > 1 only the
-workers of shard 0 schedule them (worker/settings.py). Cron jobs get the
+workers of shard 0 schedule them (worker/embedded.py `worker_options`). Cron jobs get the
 worker's ARQ_JOB_TIMEOUT (a longer cron timeout would also delay ARQ's rerun of every crashed job).
 """
 

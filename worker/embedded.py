@@ -1,5 +1,6 @@
 """The ARQ worker(s) of one process, supervised: if Redis goes away (a restart, a Sentinel failover) a worker is
-rebuilt once it is back, so a Redis restart never needs a process restart.
+rebuilt once it is back, so a Redis restart never needs a process restart. `worker_options` are the ARQ options of
+one shard's worker, shared with `arq worker.WorkerSettings` (worker/__init__.py).
 
 One ARQ worker per shard this process consumes (service/tasks/shards.py; all of them unless told otherwise), on the
 process's one set of clients: a user's jobs all reach this process's graph writer, which coalesces them. The
@@ -12,18 +13,45 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
+from arq.worker import func
 from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
-from service.core.redis_client import connect_redis
+from service.core.redis_client import connect_redis, job_deserializer, job_serializer, redis_settings
+from service.core.settings import Settings
 from service.deps import Deps
+from service.registry import JOB_KINDS
 from service.tasks.shards import queue_name
 from worker.claiming import ClaimingWorker
-from worker.settings import worker_options
+from worker.crons import cron_jobs
+from worker.jobs import arq_function
 
 log = structlog.get_logger(__name__)
+
+
+def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
+    """The options of a worker of one shard's queue (service/tasks/shards.py); the workers of shard 0 also schedule the
+    crons, so they run once per deployment whatever WORKER_SHARDS is."""
+    return {
+        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.redis.max_tries))
+                      for k in JOB_KINDS],
+        "cron_jobs": cron_jobs(settings) if shard == 0 else [],
+        "redis_settings": redis_settings(settings.redis),
+        "queue_name": queue_name(settings.redis.queue_name, shard, settings.redis.worker_shards),
+        "max_jobs": settings.redis.max_jobs,
+        "poll_delay": settings.redis.poll_delay_seconds,
+        "job_timeout": settings.redis.job_timeout,
+        "max_tries": settings.redis.max_tries,
+        # Our status records live in <queue>:task:*. ARQ's own result would keep the job's arguments
+        # (the memory's content) after a delete: none is kept.
+        "keep_result": 0,
+        "job_serializer": job_serializer,
+        "job_deserializer": job_deserializer,
+        "health_check_interval": 30,
+    }
 
 
 class EmbeddedWorker:

@@ -10,7 +10,8 @@ from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import TaskId
 from service.api.security import CallerDep
-from service.schemas.memories import AcceptedResponse, ConversationRequest, TaskResponse
+from service.schemas.memories import AcceptedResponse, ConversationRequest
+from service.tasks.status import TaskResponse
 
 router = APIRouter(prefix="/memories", tags=["legacy (deprecated)"])
 

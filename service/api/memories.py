@@ -30,9 +30,9 @@ from service.schemas.memories import (
     MemoryRecord,
     RawBatchRequest,
     RawMemoryRequest,
-    TaskResponse,
     UpdateMemoryRequest,
 )
+from service.tasks.status import TaskResponse
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 

@@ -10,13 +10,13 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.ai.llm.health import describe_llm
 from service.api.deps import DepsDep
 from service.api.errors import responses
 from service.api.security import CallerDep, api_key_of, caller_of
 from service.core.domain import CATEGORIES
 from service.core.errors import DependencyUnavailable, Forbidden
 from service.core.metrics import exposition
+from service.schemas.health import describe_llm
 from service.schemas.memories import CategoryOut, HealthResponse, WritePathHealth
 
 router = APIRouter(tags=["meta"])

@@ -9,7 +9,7 @@ from service.api.deps import MemoriesDep
 from service.api.errors import responses
 from service.api.params import TaskId
 from service.api.security import CallerDep
-from service.schemas.memories import TaskResponse
+from service.tasks.status import TaskResponse
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 

@@ -35,7 +35,7 @@ from rich.table import Table
 
 from service.client import ApiError, MemoryClient
 from service.core.settings import Settings
-from service.schemas.memories import TaskResponse
+from service.tasks.status import TaskResponse
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 COMMANDS = ("add", "search", "list", "get", "delete", "status")

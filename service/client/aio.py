@@ -22,8 +22,8 @@ from service.schemas.memories import (
     MemoryPage,
     MemoryRecord,
     RawMemoryItem,
-    TaskResponse,
 )
+from service.tasks.status import TaskResponse
 
 
 class AsyncAccepted(AcceptedResponse):

@@ -66,10 +66,10 @@ from service.schemas.memories import (
     RawBatchRequest,
     RawMemoryItem,
     RawMemoryRequest,
-    TaskResponse,
     UpdateMemoryRequest,
 )
 from service.schemas.search import GraphPage, GraphSearchRequest, GraphSearchResponse, SearchRequest
+from service.tasks.status import TaskResponse
 
 
 def _user(user_id: str | None) -> dict[str, Any]:

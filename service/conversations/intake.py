@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from service.conversations.jobs import ConversationDeleteJob
 from service.conversations.service import known_session
 from service.core.domain import ID_PATTERN
-from service.runs.jobs import ConversationDeleteJob
 from service.schemas.memories import AcceptedResponse
 from service.stores.tiers import ConversationStore
 from service.tasks.queue import TaskQueue

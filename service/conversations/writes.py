@@ -14,11 +14,11 @@ from typing import Any
 
 import structlog
 
+from service.conversations.jobs import ConversationDeleteJob
 from service.core.domain import Memory, Message
 from service.core.errors import DependencyUnavailable
 from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings, RetentionSettings
-from service.runs.jobs import ConversationDeleteJob
 from service.stores.graph import GraphStore
 from service.stores.tiers import ConversationStore, TierErasure
 from service.tasks.queue import TaskQueue

@@ -58,6 +58,13 @@ class TaskStatus(StrEnum):
     FAILED = "failed"
 
 
+class Progress(BaseModel):
+    """How far a long task (import, dedup, reconcile) is."""
+
+    done: int
+    total: int
+
+
 @dataclass(frozen=True)
 class CategoryInfo:
     name: str

@@ -24,14 +24,13 @@ from typing import Any
 
 import structlog
 
-from service.core.domain import Memory, Scope
+from service.core.domain import Memory, Progress, Scope
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import RECONCILE_REPAIRS
 from service.core.settings import WritePathSettings
 from service.maintenance.records import MaintenanceRecords
 from service.memory.writes import MemoryWriter
 from service.schemas.maintenance import DedupRunReport
-from service.schemas.memories import Progress
 from service.stores.vector import MemoryFilter
 from service.tasks.jobs import ReconcileJob
 from service.tasks.queue import now_iso

@@ -32,6 +32,7 @@ import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
+from service.core.domain import Progress
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import DEDUP_REMOVED
 from service.core.settings import DedupSettings, RedisQueueSettings
@@ -58,7 +59,6 @@ from service.maintenance.records import (
     summary,
 )
 from service.schemas.maintenance import DedupRunReport, DedupTotals, DedupUserReport
-from service.schemas.memories import Progress
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 from service.tasks.jobs import DedupJob

@@ -31,8 +31,9 @@ from service.runs.schemas import (
 )
 from service.schemas.curation import DuplicatePage, EntityChange
 from service.schemas.graph_api import EntityFactsPage, FactPage
-from service.schemas.memories import AcceptedResponse, ContextResponse, MemoryPage, TaskResponse, UpdateMemoryRequest
+from service.schemas.memories import AcceptedResponse, ContextResponse, MemoryPage, UpdateMemoryRequest
 from service.schemas.search import GraphSearchResponse, SearchResponse
+from service.tasks.status import TaskResponse
 
 if TYPE_CHECKING:
     from service.core.auth import Caller

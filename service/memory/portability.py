@@ -42,7 +42,7 @@ from service.writepath.ledger import Ledger
 log = structlog.get_logger(__name__)
 PAGE = 500
 MAX_REJECTS_LISTED = 100
-Progress = Callable[[int, int], Awaitable[None]]
+ImportProgress = Callable[[int, int], Awaitable[None]]
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -144,7 +144,8 @@ class Importer:
         await self.kv.drop_blob(job.blob)
         return result
 
-    async def import_lines(self, user_id: str, lines: list[str], progress: Progress | None = None) -> dict[str, Any]:
+    async def import_lines(self, user_id: str, lines: list[str],
+                           progress: ImportProgress | None = None) -> dict[str, Any]:
         """Write an export into the stores for `user_id` (the file's user). Returns counts and rejects."""
         header = check_header(next((raw for raw in lines if raw.strip()), ""))
         if header.get("user_id") != user_id:

@@ -9,7 +9,8 @@ from typing import Protocol
 from service.core.domain import ListOrder, listing_order
 from service.core.sensitivity import redact
 from service.memory.rules import StoredMemories, existing, list_filter
-from service.schemas.memories import MemoryPage, MemoryRecord, TaskResponse
+from service.schemas.memories import MemoryPage, MemoryRecord
+from service.tasks.status import TaskResponse
 
 
 class TaskStatuses(Protocol):

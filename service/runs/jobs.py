@@ -1,4 +1,4 @@
-"""The job kinds of the runs and conversations tiers (registered in service/registry.py).
+"""The job kinds of the runs tier (registered in service/registry.py).
 
 Arguments, results and errors arrive here already redacted and bounded (service/runs/intake.py).
 """
@@ -69,12 +69,6 @@ class RunDeleteJob(JobModel):
     kind: Literal["run_delete"] = "run_delete"
     user_id: str
     run_id: str
-
-
-class ConversationDeleteJob(JobModel):
-    kind: Literal["conversation_delete"] = "conversation_delete"
-    user_id: str
-    session_id: str
 
 
 def accepted_marker(user_id: str, run_id: str) -> str:

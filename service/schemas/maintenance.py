@@ -7,10 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.core.domain import (
-    ID_PATTERN,
-)
-from service.schemas.memories import AcceptedResponse, Progress
+from service.core.domain import ID_PATTERN, Progress
+from service.schemas.memories import AcceptedResponse
 from service.schemas.page import Page
 
 

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from service.ai.llm.health import LLMHealth
 from service.core.domain import (
     ID_PATTERN,
     MAX_BATCH_MEMORIES,
@@ -19,9 +18,9 @@ from service.core.domain import (
     Memory,
     Message,
     Scope,
-    TaskStatus,
 )
 from service.core.sensitivity import Sensitivity
+from service.schemas.health import LLMHealth
 
 
 class MemoryOut(BaseModel):
@@ -174,20 +173,6 @@ class AcceptedResponse(BaseModel):
     status: Literal["accepted"] = "accepted"
     task_id: str
     poll_url: str
-
-
-class Progress(BaseModel):
-    done: int
-    total: int
-
-
-class TaskResponse(BaseModel):
-    task_id: str
-    status: TaskStatus
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    progress: Progress | None = Field(default=None, description="While a long task (import, dedup, reconcile) "
-                                                               "runs: how far it is")
 
 
 class MemoryRecord(BaseModel):

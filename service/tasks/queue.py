@@ -39,10 +39,10 @@ from service.core.errors import DependencyUnavailable, NotFound
 from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
 from service.core.redis_client import job_serializer
 from service.core.settings import RedisQueueSettings
-from service.schemas.memories import TaskResponse
 from service.tasks.jobs import JobModel
 from service.tasks.scripts import ACCEPT, FINISH
 from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
+from service.tasks.status import TaskResponse
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")

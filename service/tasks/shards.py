@@ -8,7 +8,7 @@ The hash is stable across processes, hosts and Python versions (never Python's s
     shard(user_id) = int.from_bytes(sha256(user_id.encode("utf-8")).digest()[:8], "big") % WORKER_SHARDS
 
 A job without a user (a maintenance run over every user) goes to shard 0, and so do the crons: the workers of
-shard 0 schedule them (worker/settings.py), so they run once per deployment, not once per worker.
+shard 0 schedule them (worker/embedded.py `worker_options`), so they run once per deployment, not once per worker.
 
 Queue names: with WORKER_SHARDS=1 the one queue is ARQ_QUEUE_NAME itself (nothing changes for one machine);
 with N > 1, shard K's queue is `<ARQ_QUEUE_NAME>:shard:<K>`. Every shard count the API has enqueued under is

@@ -21,7 +21,7 @@ from service.maintenance.algorithm import (
     stamp_of,
 )
 from service.maintenance.sweep import run_budget
-from worker.settings import worker_options
+from worker.embedded import worker_options
 
 
 def components(n: int, pairs: Sequence[tuple[int, int]]) -> list[set[int]]:

@@ -199,7 +199,7 @@ def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
     """ARQ_MAX_RETRIES=N gives a job N + 1 attempts (it counted attempts before)."""
-    from worker.settings import worker_options
+    from worker.embedded import worker_options
 
     options = worker_options(Settings(_env_file=None, arq_max_retries=0))  # type: ignore[call-arg]
     assert options["max_tries"] == 1  # no retry: one attempt
