@@ -16,47 +16,38 @@ from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
-from service.ai.offline.extractor import RuleLinkFinder
 from service.ai.process import ProcessEmbedder
 from service.ai.tokens import token_counter
 from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
 from service.conversations.summary import SessionSummarizer
-from service.conversations.writes import ConversationWriter
 from service.core.embedding_models import MODELS
 from service.core.kv import RedisKV
 from service.core.redis_client import connect_redis
 from service.core.settings import Settings
-from service.graph_api.communities import Communities, CommunitySummarizer
+from service.graph_api.communities import CommunitySummarizer
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
-from service.graph_api.writes import GraphWrites
 from service.identity.gate import Band, ResolutionGate
 from service.identity.rules import NameRules, NameVectors
-from service.maintenance.optimize import IndexBuilder
-from service.maintenance.reconcile import Reconciler
 from service.maintenance.records import MaintenanceRecords
-from service.maintenance.reembed import Reembedder
 from service.maintenance.runs import MaintenanceRuns
-from service.maintenance.sweep import DedupSweep
 from service.memory.backlog import Backlog
 from service.memory.curation import Curation
 from service.memory.graph_reads import GraphReads
 from service.memory.intake import Intake
-from service.memory.portability import Exporter, Importer
+from service.memory.portability import Exporter
 from service.memory.reads import MemoryReads
 from service.memory.search import MemorySearch
 from service.memory.traces import Traces
-from service.memory.writes import MemoryWriter
-from service.registry import FUNCTIONS, JobHandlers
 from service.runs.intake import RunIntake
 from service.runs.service import RunService
-from service.runs.writes import RunWriter
 from service.search.searcher import Searcher
 from service.search.usage import RetrievalCounts
 from service.stores.graph import GraphStore
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.vector import VectorStore
+from service.tasks.functions import FUNCTIONS
 from service.tasks.queue import TaskQueue
 from service.writepath.ledger import Ledger
 from service.writepath.outbox import MemoryLocks, Outbox
@@ -83,13 +74,16 @@ class Deps:
     backlog: Backlog  # the write path's gauges and /health figures
     exporter: Exporter  # the export
     intake: Intake  # the API side of writes: validate, enqueue
-    jobs: JobHandlers  # the worker side: what each job kind runs (service/registry.py)
     runs: RunService  # task traces: the reads
     run_intake: RunIntake  # task traces: the API side of writes
     conversations: ConversationService  # conversations: the reads
     conversation_intake: ConversationIntake  # conversations: the API side of deletes
     graph_intake: GraphIntake  # the graph API: the API side of structured writes
     graph_facts: GraphFacts  # the graph API: facts about an entity, structural queries
+    outbox: Outbox  # the write path's intents
+    ledger: Ledger  # the write path's one owner of both stores' writes (the worker's handlers: worker/handlers.py)
+    locks: MemoryLocks  # per-memory locks of the write path
+    usage: RetrievalCounts  # how often each memory was retrieved (searches add, writes carry over)
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
     openai_llm: Any = None  # the OpenAI-compatible server's client (LLM_PROVIDER=openai / EMBEDDER=openai)
@@ -297,20 +291,6 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                           vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage)
     intake = Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox)
-    writer = MemoryWriter(settings.redis, settings.search, settings.access, settings.calibration, tasks, kv,
-                          vectors, graph, ledger, locks, write_embedder, extractor,
-                          RuleLinkFinder(), usage)
-    jobs = JobHandlers(writer=writer, importer=Importer(tasks, kv, write_embedder, ledger, graph),
-                       sweep=DedupSweep(settings.redis, settings.dedup, settings.calibration.dedup, vectors, ledger,
-                                        redis),
-                       reconciler=Reconciler(writer, settings.writepath),
-                       reembedder=Reembedder(settings.redis, tasks, vectors, write_embedder, locks, ledger),
-                       indexer=IndexBuilder(vectors),
-                       runs=RunWriter(settings.redis, tasks, kv, graph.runs, write_embedder),
-                       conversations=ConversationWriter(graph.conversations),
-                       graph=GraphWrites(writer),
-                       communities=Communities(graph.communities, graph.reads,
-                                               community_summarizer(settings, genai_client, openai_llm)))
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -324,10 +304,10 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
     )
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
                 MemoryReads(vectors, tasks), search, traces, Curation(graph.curation), GraphReads(graph),
-                Backlog(tasks, outbox, kv), Exporter(vectors, graph, write_embedder), intake, jobs,
+                Backlog(tasks, outbox, kv), Exporter(vectors, graph, write_embedder), intake,
                 RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
                 RunIntake(tasks, kv, graph.run_reads),
                 ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),
                 ConversationIntake(tasks, graph.conversations), GraphIntake(settings.service, tasks, graph.facts),
-                GraphFacts(graph.facts, graph.communities), genai_client,
+                GraphFacts(graph.facts, graph.communities), outbox, ledger, locks, usage, genai_client,
                 child, openai_llm)

@@ -1,12 +1,14 @@
-"""The job registry: every job kind declared once, with its ARQ function, its payload model, its handler and its
-retry policy. The ARQ functions (worker/jobs.py), the function a job is enqueued under (`FUNCTIONS`, given to
-TaskQueue) come from `JOB_KINDS`.
+"""The job registry: every job kind declared once, with its payload model, its handler and its retry policy; its
+ARQ function is the one service/tasks/functions.py names (the task queue enqueues by that table). The worker's ARQ
+functions (worker/jobs.py) come from `JOB_KINDS`.
 
-A handler is a method of one of the worker-side objects `JobHandlers` holds; the API side of the same kinds
+A handler is a method of one of the worker-side objects `JobHandlers` holds (built by the worker only:
+worker/handlers.py); the API side of the same kinds
 (validation, idempotency, enqueue) is service/memory/intake.py, service/runs/intake.py,
 service/conversations/intake.py, service/graph_api/intake.py and service/maintenance/runs.py.
 
-To add a kind: its model in service/tasks/jobs.py, its handler on one of these objects, one line in `JOB_KINDS`.
+To add a kind: its model (service/tasks/jobs.py or its feature's jobs.py), its ARQ function in
+service/tasks/functions.py, its handler on one of these objects, one line in `JOB_KINDS`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.runs.jobs import RunDeleteJob, RunJob
 from service.runs.writes import RunWriter
+from service.tasks.functions import FUNCTIONS
 from service.tasks.jobs import (
     ConversationJob,
     DedupJob,
@@ -49,7 +52,7 @@ Handler = Callable[[str, J], Awaitable[JobResult]]  # (task id, the validated jo
 
 @dataclass(frozen=True)
 class JobHandlers:
-    """The worker side of the job kinds, built once per process (service/deps.py)."""
+    """The worker side of the job kinds, built once per worker process (worker/handlers.py)."""
 
     writer: MemoryWriter  # raw, raw_batch, conversation, update, delete
     importer: Importer
@@ -83,32 +86,34 @@ class JobKind:
 
     @property
     def kind(self) -> str:
-        """The model's `kind` (the payload's discriminator)."""
-        return str(self.model.model_fields["kind"].default)
+        return kind_of(self.model)
 
 
-def declare(function: str, model: type[J], handler: Callable[[JobHandlers], Handler[J]],
-            retry: RetryPolicy | None = None) -> JobKind:
-    """One entry of the registry; mypy checks that the handler takes this model."""
-    return JobKind(function, model, handler, retry or RetryPolicy())
+def kind_of(model: type[JobModel]) -> str:
+    """A job model's `kind` (the payload's discriminator)."""
+    return str(model.model_fields["kind"].default)
+
+
+def declare(model: type[J], handler: Callable[[JobHandlers], Handler[J]], retry: RetryPolicy | None = None) -> JobKind:
+    """One entry of the registry, under the ARQ function service/tasks/functions.py names for the model's kind;
+    mypy checks that the handler takes this model."""
+    return JobKind(FUNCTIONS[kind_of(model)], model, handler, retry or RetryPolicy())
 
 
 JOB_KINDS: tuple[JobKind, ...] = (
-    declare("memory_raw", RawJob, lambda h: h.writer.store_raw),
-    declare("memory_raw_batch", RawBatchJob, lambda h: h.writer.store_raw_batch),
-    declare("memory_conversation", ConversationJob, lambda h: h.writer.store_conversation),
-    declare("memory_update", UpdateJob, lambda h: h.writer.apply_update),
-    declare("memory_delete", DeleteJob, lambda h: h.writer.apply_delete),
-    declare("memory_import", ImportJob, lambda h: h.importer.run),
-    declare("maintenance_dedup", DedupJob, lambda h: h.sweep.run_requested),
-    declare("maintenance_reconcile", ReconcileJob, lambda h: h.reconciler.run_requested),
-    declare("maintenance_reembed", ReembedJob, lambda h: h.reembedder.run),
-    declare("maintenance_optimize", OptimizeJob, lambda h: h.indexer.run, RetryPolicy(max_tries=1)),
-    declare("run_write", RunJob, lambda h: h.runs.store_run),
-    declare("run_delete", RunDeleteJob, lambda h: h.runs.delete_run),
-    declare("conversation_delete", ConversationDeleteJob, lambda h: h.conversations.delete_session),
-    declare("graph_write", GraphWriteJob, lambda h: h.graph.store),
-    declare("graph_communities", CommunityJob, lambda h: h.communities.run),
+    declare(RawJob, lambda h: h.writer.store_raw),
+    declare(RawBatchJob, lambda h: h.writer.store_raw_batch),
+    declare(ConversationJob, lambda h: h.writer.store_conversation),
+    declare(UpdateJob, lambda h: h.writer.apply_update),
+    declare(DeleteJob, lambda h: h.writer.apply_delete),
+    declare(ImportJob, lambda h: h.importer.run),
+    declare(DedupJob, lambda h: h.sweep.run_requested),
+    declare(ReconcileJob, lambda h: h.reconciler.run_requested),
+    declare(ReembedJob, lambda h: h.reembedder.run),
+    declare(OptimizeJob, lambda h: h.indexer.run, RetryPolicy(max_tries=1)),
+    declare(RunJob, lambda h: h.runs.store_run),
+    declare(RunDeleteJob, lambda h: h.runs.delete_run),
+    declare(ConversationDeleteJob, lambda h: h.conversations.delete_session),
+    declare(GraphWriteJob, lambda h: h.graph.store),
+    declare(CommunityJob, lambda h: h.communities.run),
 )
-
-FUNCTIONS: dict[str, str] = {k.kind: k.function for k in JOB_KINDS}  # job kind -> its ARQ function

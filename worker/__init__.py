@@ -35,7 +35,9 @@ async def open_deps(settings: Settings) -> Deps:
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    ctx["deps"] = await open_deps(load_settings())
+    from worker.handlers import worker_context
+
+    ctx.update(worker_context(await open_deps(load_settings())))
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

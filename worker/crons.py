@@ -24,6 +24,7 @@ from service.core.settings import Settings
 from service.deps import Deps
 from service.graph_api.jobs import CommunityJob
 from service.maintenance.records import summary
+from service.registry import JobHandlers
 from service.tasks.drain import rehome
 
 log = structlog.get_logger(__name__)
@@ -47,11 +48,11 @@ def cron_run_id(job_id: str, kind: str = "dedup") -> str:
 
 async def dedup_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """The scheduled sweep (every user, real run). A run still going makes this one skip (logged)."""
-    deps: Deps = ctx["deps"]
+    handlers: JobHandlers = ctx["handlers"]
     run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()))
     structlog.contextvars.bind_contextvars(task_id=run_id)
     try:
-        report = await deps.jobs.sweep.run(run_id, trigger="cron")
+        report = await handlers.sweep.run(run_id, trigger="cron")
         return summary(report)
     except DependencyUnavailable as exc:
         log.error("dedup_cron_failed", run_id=run_id, error=str(exc))
@@ -63,10 +64,11 @@ async def dedup_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
 async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Every RECONCILE_INTERVAL_SECONDS (and at worker start): end lost tasks, drain the outbox."""
     deps: Deps = ctx["deps"]
+    handlers: JobHandlers = ctx["handlers"]
     try:
         reaped = await deps.tasks.reap(older_than_s=max(2.0 * deps.settings.redis.task_lease_seconds,
                                                         deps.settings.writepath.reconcile_grace_seconds))
-        drained = await deps.jobs.reconciler.drain()
+        drained = await handlers.reconciler.drain()
         await drain_pending_erasures(deps.settings.redis, deps.tasks, deps.graph)  # messages, runs
         await rehome(deps.redis, deps.settings.redis)  # jobs left on another WORKER_SHARDS's queues
     except DependencyUnavailable as exc:
@@ -77,10 +79,10 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
 
 async def reconcile_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """The daily full Qdrant <-> Neo4j comparison of every user."""
-    deps: Deps = ctx["deps"]
+    handlers: JobHandlers = ctx["handlers"]
     run_id = cron_run_id(str(ctx.get("job_id") or time.time_ns()), "reconcile")
     try:
-        report = await deps.jobs.reconciler.full(run_id, trigger="cron")
+        report = await handlers.reconciler.full(run_id, trigger="cron")
     except DependencyUnavailable as exc:
         log.error("reconcile_cron_failed", run_id=run_id, error=str(exc))
         return None
@@ -136,10 +138,10 @@ async def trace_ttl_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
 
 async def communities_cron(ctx: dict[str, Any]) -> dict[str, Any] | None:
     """Daily: every user's entity communities rebuilt (service/graph_api/communities.py)."""
-    deps: Deps = ctx["deps"]
+    handlers: JobHandlers = ctx["handlers"]
     try:
-        return await deps.jobs.communities.run(cron_run_id(str(ctx.get("job_id") or time.time_ns()), "communities"),
-                                               CommunityJob())
+        return await handlers.communities.run(cron_run_id(str(ctx.get("job_id") or time.time_ns()), "communities"),
+                                              CommunityJob())
     except DependencyUnavailable as exc:
         log.warning("communities_cron_failed", error=str(exc)[:300])
         return None

@@ -27,6 +27,7 @@ from service.registry import JOB_KINDS
 from service.tasks.shards import queue_name
 from worker.claiming import ClaimingWorker
 from worker.crons import cron_jobs
+from worker.handlers import worker_context
 from worker.jobs import arq_function
 
 log = structlog.get_logger(__name__)
@@ -57,6 +58,7 @@ def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
 class EmbeddedWorker:
     def __init__(self, deps: Deps, shards: list[int] | None = None) -> None:
         self._deps = deps
+        self._context = worker_context(deps)  # each worker gets its copy (ARQ adds to it)
         self.shards = shards if shards is not None else list(range(deps.settings.redis.worker_shards))
         self._workers: dict[int, ClaimingWorker] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -72,7 +74,7 @@ class EmbeddedWorker:
         delay = 0.5
         while not self._stopping:
             self._workers[shard] = ClaimingWorker(
-                **worker_options(settings, shard), ctx={"deps": self._deps}, handle_signals=False,
+                **worker_options(settings, shard), ctx=dict(self._context), handle_signals=False,
                 connect=lambda: connect_redis(settings.redis, queue),
             )
             log.info("embedded_worker_started", queue=queue, shard=shard)

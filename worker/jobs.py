@@ -26,7 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import JOB_DURATION, JOBS
 from service.deps import Deps
-from service.registry import JobKind
+from service.registry import JobHandlers, JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
 from service.writepath.outbox import MemoryBusy
 
@@ -67,6 +67,7 @@ async def _keep_lease(deps: Deps, task_id: str, token: str) -> None:
 
 async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: JobKind) -> None:
     deps: Deps = ctx["deps"]
+    handlers: JobHandlers = ctx["handlers"]  # the worker side (worker/handlers.py)
     settings = deps.settings
     attempt = int(ctx.get("job_try", 1))
     tries = spec.retry.tries(settings.redis.max_tries)
@@ -87,7 +88,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
                 return
             lease = asyncio.create_task(_keep_lease(deps, task_id, token), name=f"lease-{task_id}")
             async with asyncio.timeout(deadline(settings.redis.job_timeout)):
-                result = await spec.handler(deps.jobs)(task_id, job)
+                result = await spec.handler(handlers)(task_id, job)
             await _stop(lease)  # the lease stays held (its TTL) until the final record drops it
             await deps.tasks.mark_completed(task_id, result)
             ended = True

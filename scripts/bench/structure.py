@@ -1,6 +1,7 @@
 """The structure of service/ and worker/, measured from the code: modules, the largest, import cycles, the depth of
 the import graph (strict: every import, those in functions and TYPE_CHECKING blocks too; and runtime: module-level
-imports only), package __init__ files that re-export, class names defined twice, imports from one Neo4j part to
+imports only), the floors of the package tower (the same graph with each package of service/ and worker/ one node),
+package __init__ files that re-export, class names defined twice, imports from one Neo4j part to
 another, the README's size.
 
     python scripts/bench/structure.py [--root DIR]
@@ -142,6 +143,28 @@ def longest_chain(edges: dict[str, set[str]]) -> tuple[str, ...]:
     return max((longest(m) for m in edges), key=len)
 
 
+def package_of(module: str) -> str:
+    """The package a module counts in for the tower: `service.memory.writes` -> `service.memory`; a module at the
+    top of service/ or worker/ (`service.deps`, `worker.jobs`) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between packages (`package_of`), without a package's imports of itself."""
+    out: dict[str, set[str]] = {}
+    for m, targets in edges.items():
+        out.setdefault(package_of(m), set()).update(package_of(t) for t in targets if package_of(t) != package_of(m))
+    for targets in list(out.values()):
+        for t in targets:
+            out.setdefault(t, set())
+    return out
+
+
+def floors(edges: dict[str, set[str]]) -> tuple[str, ...]:
+    """The tallest stack of packages, each importing the next: its length is the tower's floors."""
+    return longest_chain(condensed(packages(edges)))
+
+
 def re_exporting_inits(root: Path) -> list[str]:
     """Package __init__ files that import from their own package at module level."""
     out = []
@@ -201,6 +224,11 @@ def main() -> None:
     print(f"depth of the import graph (strict)   {len(chain) - 1}{note}")
     print("  " + " -> ".join(chain))
     print(f"depth, module-level runtime imports  {len(runtime_chain) - 1}{note}")
+    tower = floors(edges)
+    package_cycles = cycles(packages(edges))
+    print(f"floors of the package tower          {len(tower)}" +
+          (f" ({len(package_cycles)} package cycles, each one floor)" if package_cycles else ""))
+    print("  " + " -> ".join(tower))
     exporting = re_exporting_inits(root)
     print(f"package __init__ re-exports          {len(exporting)} {exporting}")
     print(f"class names defined twice            {len(twice)} {sorted(twice)}")

@@ -30,7 +30,7 @@ from scripts.bench.procs import stack_env, start_service, stop
 from service.app import create_app
 from service.core.auth import ApiKeyStore
 from service.core.redis_client import connect_redis
-from service.registry import FUNCTIONS
+from service.tasks.functions import FUNCTIONS
 from service.tasks.jobs import RawJob
 from service.tasks.queue import TaskQueue
 from tests.conftest import make_settings, unique

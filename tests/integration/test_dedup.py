@@ -28,6 +28,7 @@ from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.crons import dedup_cron
+from worker.handlers import job_handlers, worker_context
 
 App = tuple[httpx.AsyncClient, Deps]
 
@@ -369,14 +370,14 @@ async def test_overlapping_runs_do_not_both_run(app: App) -> None:
         skipped = await run_dedup(client, user_id=user)
         assert skipped["status"] == "skipped" and "someone-else" in skipped["detail"]
         assert skipped["users"] == [] and skipped["totals"]["near_removed"] == 0
-        cron = await dedup_cron({"deps": deps, "job_id": f"cron:dedup_cron:{uuid.uuid4().hex}"})
+        cron = await dedup_cron({**worker_context(deps), "job_id": f"cron:dedup_cron:{uuid.uuid4().hex}"})
         assert cron is not None and cron["status"] == "skipped"
         assert await live_ids(deps, [m for m, _ in rows]) == {m.id for m, _ in rows}
     finally:
         await holder.release()
 
     # two runs started together: exactly one works
-    sweep = deps.jobs.sweep
+    sweep = job_handlers(deps).sweep
     first, second = await asyncio.gather(
         sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user),
         sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user),

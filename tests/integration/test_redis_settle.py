@@ -12,7 +12,7 @@ import pytest
 from service.core.errors import DependencyUnavailable
 from service.core.kv import redis_guard
 from service.core.redis_client import connect_redis
-from service.registry import FUNCTIONS
+from service.tasks.functions import FUNCTIONS
 from service.tasks.queue import TaskQueue
 from service.writepath.outbox import Intent, Outbox
 from tests.conftest import make_settings, unique

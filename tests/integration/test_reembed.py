@@ -111,8 +111,8 @@ async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Pat
     async with running_app(tmp_path) as (client, _):
         ids = await _write(client, user)
     async with running_app(tmp_path, embedded_worker=False) as (_, deps):
-        parts = Reembedder(deps.settings.redis, deps.tasks, deps.vectors, deps.embedder, deps.jobs.writer.locks,
-                           deps.jobs.writer.ledger, page=2, budget_s=0)
+        parts = Reembedder(deps.settings.redis, deps.tasks, deps.vectors, deps.embedder, deps.locks,
+                           deps.ledger, page=2, budget_s=0)
         async def submit() -> str:
             return await submit_reembed(deps.tasks, deps.kv, deps.embedder, user)
 

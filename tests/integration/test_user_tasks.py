@@ -12,7 +12,7 @@ import pytest
 import service.tasks.queue as queue_module
 from service.core.redis_client import connect_redis
 from service.graph_api.jobs import CommunityJob
-from service.registry import FUNCTIONS
+from service.tasks.functions import FUNCTIONS
 from service.tasks.jobs import RawJob
 from service.tasks.queue import TaskQueue
 from tests.conftest import make_settings, unique

@@ -30,6 +30,7 @@ from service.tasks.queue import INTERRUPTIONS_FORGIVEN
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.embedded import EmbeddedWorker
+from worker.handlers import job_handlers, worker_context
 from worker.jobs import run_job
 
 NAMES = ("Alice", "Bob", "Carol", "Dave")
@@ -483,7 +484,7 @@ async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_mean
 
     job = RawJob(user_id=user, scope=mem["scope"], category=mem["category"], content=mem["content"],
                  accepted_at=mem["created_at"])
-    rerun = await deps.jobs.writer.store_raw(str(done["task_id"]), job)
+    rerun = await job_handlers(deps).writer.store_raw(str(done["task_id"]), job)
     assert [m["id"] for m in rerun["memories"]] == [mem["id"]]  # the very same memory, written again
     assert await deps.vectors.get([mem["id"]]) == []
     [node] = await deps.graph.memory_nodes(user, [mem["id"]])
@@ -509,7 +510,7 @@ async def test_a_second_run_of_a_job_whose_end_was_recorded_does_nothing(client:
     [spec] = [k for k in JOB_KINDS if k.model is RawJob]
     job = RawJob(user_id=user, scope=mem["scope"], category=mem["category"], content=mem["content"],
                  accepted_at=mem["created_at"])
-    await run_job({"deps": deps, "job_try": 2}, task_id, job.model_dump(mode="json"), spec)
+    await run_job({**worker_context(deps), "job_try": 2}, task_id, job.model_dump(mode="json"), spec)
 
     assert await deps.tasks.record(task_id) == before  # not back to processing, not rewritten
     assert await deps.vectors.get([mem["id"]]) == []

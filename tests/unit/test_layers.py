@@ -47,12 +47,15 @@ def test_importing_worker_reads_no_settings_until_arq_asks() -> None:
 
 def test_worker_settings_register_one_function_per_job_kind() -> None:
     from service.core.settings import Settings
-    from service.registry import FUNCTIONS
+    from service.registry import JOB_KINDS
+    from service.tasks.functions import FUNCTIONS
     from worker import build_worker_settings
 
     ws = build_worker_settings(Settings(_env_file=None))  # type: ignore[call-arg]
     names = sorted(f.name for f in ws.functions)  # type: ignore[attr-defined]
     assert names == sorted(FUNCTIONS.values())
+    assert sorted(k.kind for k in JOB_KINDS) == sorted(FUNCTIONS)  # the queue's table and the registry: one list
+    assert all(FUNCTIONS[k.kind] == k.function for k in JOB_KINDS)
     assert "process_memory_write" not in names  # dedup is not routed through the memory-write function
 
 
@@ -181,18 +184,23 @@ def test_names_say_one_thing() -> None:
     assert cited == []
 
 
-def test_the_api_side_never_reaches_a_worker_side_handler() -> None:
+def test_only_the_worker_builds_the_worker_side_handlers() -> None:
     """Routes, the console and the MCP server take the API-side objects (the intakes, the reads) from `Deps`; the
-    worker-side handlers (`Deps.jobs`, service/registry.py `JobHandlers`) are the worker's only."""
-    offenders = []
+    worker-side handlers (service/registry.py `JobHandlers`) are built by the worker (worker/handlers.py) and handed
+    to its jobs and crons in ARQ's context, so nothing outside worker/ and the registry can name them."""
+    names = {"JobHandlers", "job_handlers", "worker_context"}
+    naming = set()
     for rel, tree in _sources():
-        if rel.startswith(("service/api/", "service/ui/", "service/mcp/")) or rel == "service/app.py":
-            offenders += [f"{rel}:{node.lineno}" for node in ast.walk(tree)
-                          if isinstance(node, ast.Attribute) and node.attr == "jobs"]
-    assert offenders == []
-    # the rule is live: the worker's own modules do reach them
-    assert any(isinstance(node, ast.Attribute) and node.attr == "jobs"
-               for rel, tree in _sources() if rel.startswith("worker/") for node in ast.walk(tree))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Name) and node.id in names) or (
+                    isinstance(node, ast.alias) and node.name in names):
+                naming.add(rel)
+    assert {rel for rel in naming if not rel.startswith("worker/")} == {"service/registry.py"}, sorted(naming)
+    assert {"worker/handlers.py", "worker/jobs.py", "worker/crons.py", "worker/embedded.py"} <= naming
+    deps = ast.parse((ROOT / "service" / "deps.py").read_text())
+    fields = {ast.unparse(n.annotation) for c in ast.walk(deps) if isinstance(c, ast.ClassDef) and c.name == "Deps"
+              for n in c.body if isinstance(n, ast.AnnAssign)}
+    assert "JobHandlers" not in fields and "Ledger" in fields  # the write path's parts, not the handlers
 
 
 def _modules() -> dict[str, Path]:
