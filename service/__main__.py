@@ -29,8 +29,8 @@ COMMANDS = ("add", "search", "list", "get", "delete", "status")  # service/cli/m
 
 def serve(settings: Settings) -> None:
     from service.app import WorkerFactory, create_app
-    from worker.child import ChildWorker
     from worker.embedded import EmbeddedWorker
+    from worker.supervisor import ChildWorker
 
     factory: WorkerFactory = ChildWorker if settings.worker_in_child else EmbeddedWorker
     app = create_app(settings, factory, freeze_heap=True)

@@ -29,7 +29,8 @@ from service.api import (
 )
 from service.api.conversations import router as conversations_router
 from service.api.runs import router as runs_router
-from service.api.security import PUBLIC_PATHS, BodyLimit, HostCheck, RateLimiter, get_caller
+from service.api.security import PUBLIC_PATHS, BodyLimit, HostCheck, get_caller
+from service.core.auth import RateLimiter
 from service.core.errors import ConfigError
 from service.core.heap import freeze_startup_heap, track_gc_pauses
 from service.core.logging import configure_logging

@@ -35,6 +35,7 @@ from service.maintenance.runs import MaintenanceRuns
 from service.memory.backlog import Backlog
 from service.memory.curation import Curation
 from service.memory.graph_reads import GraphReads
+from service.memory.health import HealthCheck
 from service.memory.intake import Intake
 from service.memory.portability import Exporter
 from service.memory.reads import MemoryReads
@@ -72,6 +73,7 @@ class Deps:
     curation: Curation  # the read side: duplicates, merges, graph statistics
     graph_reads: GraphReads  # the read side: graph search and listings
     backlog: Backlog  # the write path's gauges and /health figures
+    health: HealthCheck  # /health and the console's health page
     exporter: Exporter  # the export
     intake: Intake  # the API side of writes: validate, enqueue
     runs: RunService  # task traces: the reads
@@ -302,9 +304,12 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         worker_process=settings.worker.process,
         write_embedder="child process" if child is not None else "in process",
     )
+    backlog = Backlog(tasks, outbox, kv)
+    health = HealthCheck(settings.profile, settings.neo4j.timeout_seconds, tasks, vectors, graph, backlog,
+                         write_embedder, extractor, openai_llm)
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
                 MemoryReads(vectors, tasks), search, traces, Curation(graph.curation), GraphReads(graph),
-                Backlog(tasks, outbox, kv), Exporter(vectors, graph, write_embedder), intake,
+                backlog, health, Exporter(vectors, graph, write_embedder), intake,
                 RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
                 RunIntake(tasks, kv, graph.run_reads),
                 ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),

@@ -1,4 +1,4 @@
-"""The ARQ worker. Server profile: `python -m worker [--shard K]` (worker/standalone.py), or `arq
+"""The ARQ worker. Server profile: `python -m worker [--shard K]` (worker/__main__.py), or `arq
 worker.WorkerSettings` (one queue: shard 0's).
 
 In the embedded profile the API process runs the same worker in-process (`python -m service` hands
@@ -10,31 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.core.heap import freeze_startup_heap, track_gc_pauses
-from service.core.logging import configure_logging
 from service.core.settings import Settings, load_settings
-from service.deps import Deps, build_deps
-
-
-async def open_deps(settings: Settings) -> Deps:
-    """A standalone worker's clients, metrics server and heap settings (`python -m worker`, `arq`)."""
-    configure_logging(settings.service)
-    if settings.qdrant.url is None:
-        raise SystemExit(
-            "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
-            "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
-        )
-    deps = await build_deps(settings)
-    if settings.metrics.worker_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(settings.metrics.worker_port)  # the same metrics as the API's /metrics
-    track_gc_pauses()
-    freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/core/heap.py)
-    return deps
 
 
 async def startup(ctx: dict[str, Any]) -> None:
+    from worker.embedded import open_deps
     from worker.handlers import worker_context
 
     ctx.update(worker_context(await open_deps(load_settings())))

@@ -5,7 +5,7 @@ one shard's worker, shared with `arq worker.WorkerSettings` (worker/__init__.py)
 One ARQ worker per shard this process consumes (service/tasks/shards.py; all of them unless told otherwise), on the
 process's one set of clients: a user's jobs all reach this process's graph writer, which coalesces them. The
 embedded profile runs this in the API process (or its worker child); `python -m worker` runs it standalone
-(worker/standalone.py)."""
+(worker/__main__.py)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from arq.worker import func
 from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
+from service.core.heap import freeze_startup_heap, track_gc_pauses
+from service.core.logging import configure_logging
 from service.core.redis_client import connect_redis, job_deserializer, job_serializer, redis_settings
 from service.core.settings import Settings
-from service.deps import Deps
+from service.deps import Deps, build_deps
 from service.registry import JOB_KINDS
 from service.tasks.shards import queue_name
 from worker.claiming import ClaimingWorker
@@ -112,17 +114,35 @@ class EmbeddedWorker:
         log.info("embedded_worker_stopped")
 
 
-async def serve(open_deps: Callable[[], Awaitable[Deps]], shards: list[int] | None, *,
+async def open_deps(settings: Settings) -> Deps:
+    """A standalone worker's clients, metrics server and heap settings (`python -m worker`, `arq`)."""
+    configure_logging(settings.service)
+    if settings.qdrant.url is None:
+        raise SystemExit(
+            "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
+            "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
+        )
+    deps = await build_deps(settings)
+    if settings.metrics.worker_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.metrics.worker_port)  # the same metrics as the API's /metrics
+    track_gc_pauses()
+    freeze_startup_heap()  # only `python -m worker` / `arq` run this start-up (service/core/heap.py)
+    return deps
+
+
+async def serve(clients: Callable[[], Awaitable[Deps]], shards: list[int] | None, *,
                 started: Callable[[EmbeddedWorker], None] = lambda worker: None,
                 orphaned: Callable[[], bool] = lambda: False) -> int:
-    """A worker process's life (worker/standalone.py, worker/child.py): SIGTERM and SIGINT handled from the start,
-    the clients, the shards' workers, then one turn a second until a signal or `orphaned()`; running jobs are
-    cancelled and stay queued, and the clients are closed."""
+    """A worker process's life (`python -m worker`: worker/__main__.py; the worker child: worker/child.py): SIGTERM
+    and SIGINT handled from the start, the clients, the shards' workers, then one turn a second until a signal or
+    `orphaned()`; running jobs are cancelled and stay queued, and the clients are closed."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    deps = await open_deps()
+    deps = await clients()
     worker = EmbeddedWorker(deps, shards)
     worker.start()
     started(worker)

@@ -1,10 +1,8 @@
-"""Categories and health."""
+"""Categories, metrics and health (service/memory/health.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-from collections.abc import Awaitable, Callable
 
 import structlog
 from fastapi import APIRouter, Request, Response
@@ -12,18 +10,15 @@ from fastapi.responses import JSONResponse
 
 from service.api.deps import DepsDep
 from service.api.errors import responses
-from service.api.security import CallerDep, api_key_of, caller_of
+from service.api.security import CallerDep
+from service.core.auth import api_key_of, caller_of
 from service.core.domain import CATEGORIES
 from service.core.errors import DependencyUnavailable, Forbidden
 from service.core.metrics import exposition
-from service.schemas.health import describe_llm
-from service.schemas.memories import CategoryOut, HealthResponse, WritePathHealth
+from service.schemas.memories import CategoryOut, HealthResponse
 
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)
-
-SERVICE_NAME = "memory-platform"  # the product's one name (pyproject, /health, MCP, queue, collection)
-
 
 @router.get("/v1/categories", response_model=list[CategoryOut])
 async def categories() -> list[CategoryOut]:
@@ -31,15 +26,6 @@ async def categories() -> list[CategoryOut]:
         CategoryOut(name=c.name, group=c.group, default_scope=c.default_scope, description=c.description)
         for c in CATEGORIES.values()
     ]
-
-
-async def _check(ping: Callable[[], Awaitable[None]], limit_s: float) -> str:
-    try:
-        async with asyncio.timeout(limit_s):
-            await ping()
-        return "ok"
-    except Exception as exc:
-        return f"error: {type(exc).__name__}: {exc}"[:300]
 
 
 @router.get("/metrics", response_class=Response,
@@ -65,31 +51,5 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
 async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
     """Each check is "ok" or "down"; the reasons (`errors`) only for an admin key, since they can name
     hosts and configuration."""
-    timeout = deps.settings.neo4j.timeout_seconds
-    names = ("redis", "vector_store", "graph_store")
-    results = await asyncio.gather(
-        _check(deps.tasks.ping, timeout), _check(deps.vectors.ping, timeout), _check(deps.graph.ping, timeout)
-    )
-    raw = dict(zip(names, results, strict=True))
-    checks = {k: "ok" if v == "ok" else "down" for k, v in raw.items()}
-    errors = {k: v for k, v in raw.items() if v != "ok"} if caller.admin else None
-    ok = all(v == "ok" for v in checks.values())
-    write_path = WritePathHealth()
-    if checks["redis"] == "ok":
-        try:
-            write_path = await deps.backlog.write_path_stats()
-        except DependencyUnavailable as exc:  # Redis went away between the two calls: the figures stay unset
-            log.warning("health_write_path_unavailable", error=str(exc)[:300])
-    body = HealthResponse(
-        status="ok" if ok else "degraded",
-        service=SERVICE_NAME,
-        profile=deps.settings.profile,
-        checks=checks,
-        embedder=deps.embedder.name,
-        extractor=deps.extractor.name,  # the extractor the start-up built (service/deps.py build_ai), not a guess
-        # provider, models, modes
-        llm=await describe_llm(deps.extractor, caller.admin, deps.openai_llm),
-        write_path=write_path,
-        errors=errors,
-    )
-    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ok else 503)
+    body = await deps.health.report(caller.admin)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if body.status == "ok" else 503)

@@ -7,8 +7,7 @@ middleware before the body is read, the rate limit before the route runs.
 
 from __future__ import annotations
 
-import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import structlog
 from fastapi import Depends, Request
@@ -16,44 +15,17 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_body
-from service.core.auth import ApiKeyStore, Caller
-from service.core.errors import DependencyUnavailable, RateLimited, SchemaError, Unauthorized
-from service.core.kv import redis_guard
+from service.core.auth import Caller, Clients, api_key_of, caller_of, rate_limit
+from service.core.errors import SchemaError, Unauthorized
 from service.core.sensitivity import Sensitivity, set_current
-from service.deps import Deps
 
 log = structlog.get_logger(__name__)
 
 PUBLIC_PATHS = frozenset({"/health", "/metrics", "/v1/categories", "/docs", "/docs/oauth2-redirect", "/openapi.json",
                           "/redoc"})  # /metrics checks its own credentials (an admin key or METRICS_TOKEN)
-WRITE_METHODS = frozenset({"PUT", "DELETE", "PATCH"})
-# POST routes that are reads (everything else posted is a write)
-READ_POSTS = frozenset({"/v1/search", "/v1/graph/search", "/v1/graph/query"})
 # The web console's pages sign in with their session cookie instead (service/ui/session.py `console`, which
 # verifies the key, rate-limits and checks CSRF); its static files are a mount, outside every dependency.
 CONSOLE_PREFIX = "/ui/"
-
-
-def api_key_of(headers: Any) -> str | None:
-    auth = headers.get("authorization")
-    if auth:
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return str(token.strip())
-    key = headers.get("x-api-key")
-    return str(key).strip() if key else None
-
-
-async def caller_of(deps: Deps, headers: Any) -> Caller:
-    """The caller these headers authenticate. A key that is sent is always verified."""
-    token = api_key_of(headers)
-    if token is None:
-        if deps.settings.resolved_auth_mode == "keys":
-            raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
-        return Caller(default_user=deps.settings.service.default_user_id or None)
-    record = await ApiKeyStore(deps.redis, deps.settings.redis).verify(token)
-    return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin,
-                  max_sensitivity=record.max_sensitivity)
 
 
 async def get_caller(request: Request) -> Caller:
@@ -61,7 +33,7 @@ async def get_caller(request: Request) -> Caller:
     if isinstance(cached, Caller):
         set_current(cached.ceiling(_ceiling_param(request)))
         return cached
-    deps: Deps = request.app.state.deps
+    deps: Clients = request.app.state.deps  # service/deps.py `Deps`
     if request.url.path.startswith(CONSOLE_PREFIX) or request.url.path == CONSOLE_PREFIX.rstrip("/"):
         return Caller()  # not kept: the console's own dependency sets the request's caller
     if request.url.path in PUBLIC_PATHS:
@@ -73,7 +45,8 @@ async def get_caller(request: Request) -> Caller:
                 caller = Caller()
     else:
         caller = await caller_of(deps, request.headers)
-        await rate_limit(deps, request, caller)
+        await rate_limit(deps, request.app.state.rate_limiter, caller, request.method, request.url.path,
+                         request.client.host if request.client else None)
     request.state.caller = caller
     # Every read this request makes inherits the key's ceiling, lowered by a `max_sensitivity` query parameter
     # (a body field lowers it again where the route reads its body: service/core/sensitivity.py `lowered`).
@@ -93,71 +66,6 @@ def _ceiling_param(request: Request) -> str | None:
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
-
-
-def is_write(method: str, path: str) -> bool:
-    return method in WRITE_METHODS or (method == "POST" and path not in READ_POSTS)
-
-
-async def rate_limit(deps: Deps, request: Request, caller: Caller) -> None:
-    """A fixed one-minute window per key (or client address) and kind, counted in Redis (RateLimiter)."""
-    kind = "writes" if is_write(request.method, request.url.path) else "reads"
-    limit = (deps.settings.access.rate_limit_writes_per_minute if kind == "writes"
-             else deps.settings.access.rate_limit_reads_per_minute)
-    if limit <= 0:
-        return
-    who = caller.bucket if caller.key_id else f"ip:{request.client.host if request.client else 'unknown'}"
-    limiter: RateLimiter = request.app.state.rate_limiter
-    await limiter.check(deps, kind, who, limit)
-
-
-class RateLimiter:
-    """Fixed one-minute windows in Redis, counted in chunks. A process reserves `chunk_for(limit)` requests of a
-    window at once (one INCRBY) and spends them locally, so a busy client costs one Redis round trip per chunk
-    instead of one per request (round trips are a large share of the accepting loop's time, docs/benchmarks.md). The
-    window's counter in Redis is what every process has reserved: a limit is never exceeded, and it is reached
-    early by at most what the processes reserved and did not spend (under 1% of the limit per process; limits
-    under 200 a minute are counted one by one)."""
-
-    def __init__(self) -> None:
-        self._left: dict[str, int] = {}  # window key -> requests reserved in Redis and not spent yet
-        self._window = -1
-
-    @staticmethod
-    def chunk_for(limit: int) -> int:
-        return max(1, min(32, limit // 200))
-
-    async def check(self, deps: Deps, kind: str, who: str, limit: int) -> None:
-        now = time.time()
-        window = int(now // 60)
-        if window != self._window:  # what was reserved for a past window is of no use
-            self._left.clear()
-            self._window = window
-        key = f"{deps.settings.redis.queue_name}:rate:{kind}:{who}:{window}"
-        if self._left.get(key, 0) > 0:
-            self._left[key] -= 1
-            return
-        chunk = self.chunk_for(limit)
-
-        async def reserve() -> int:
-            pipe = deps.redis.pipeline(transaction=True)
-            pipe.incrby(key, chunk)
-            pipe.expire(key, 120)
-            n, _ = await pipe.execute()
-            return int(n)
-
-        try:
-            reserved = await redis_guard(deps.settings.redis, "rate limit", reserve())
-        except DependencyUnavailable as exc:  # fail open: reads need no Redis, and a write answers 503 itself
-            log.warning("rate_limit_unavailable", error=str(exc)[:200])
-            return
-        granted = max(0, min(chunk, limit - (reserved - chunk)))  # of the units reserved-chunk+1 .. reserved
-        if granted == 0:
-            retry_after = max(1, int((window + 1) * 60 - now) + 1)
-            raise RateLimited(f"rate limit of {limit} {kind} per minute reached "
-                              f"(RATE_LIMIT_{kind.upper()}_PER_MINUTE); retry after {retry_after} s", retry_after)
-        if window == self._window:
-            self._left[key] = self._left.get(key, 0) + granted - 1  # this request spends one
 
 
 # How much of a body over its limit is read and thrown away before the 413 (at most): a client still sending

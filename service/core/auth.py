@@ -6,6 +6,10 @@ Keys look like `msk_<key id>_<secret>`. Only the key id and sha256(secret) are s
 replica sees a revocation at once, and it survives restarts through its AOF (the compose stack and
 `scripts/dev.sh` run Redis with `appendonly yes`). See docs/decisions.md ("API keys").
 
+Who is calling (`caller_of`: a request's key, or none where AUTH_MODE=none allows it) and how much
+(`rate_limit`: per key, or per client address, and kind) are decided here, on the app's clients; the API's
+dependency (service/api/security.py), the console's session and the MCP server's transport all ask these.
+
 The tenant of a request is the key's user (`Caller.user`): a user key acts only for its user; an admin
 key acts for the `user_id` a request names; with `AUTH_MODE=none` (loopback only) a request without a
 key acts for the `user_id` it names, and a key that is sent is still honoured and enforced.
@@ -17,17 +21,21 @@ import hashlib
 import hmac
 import json
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
+import structlog
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from service.core.errors import Forbidden, NotFound, SchemaError, Unauthorized
+from service.core.errors import DependencyUnavailable, Forbidden, NotFound, RateLimited, SchemaError, Unauthorized
 from service.core.kv import aw, redis_guard
 from service.core.sensitivity import Sensitivity, lower
-from service.core.settings import RedisQueueSettings
+from service.core.settings import RedisQueueSettings, Settings
+
+log = structlog.get_logger(__name__)
 
 KEY_PREFIX = "msk"
 
@@ -165,3 +173,102 @@ def describe(record: ApiKey) -> dict[str, Any]:
     """A key as `keys list` prints it (never the hash)."""
     out: dict[str, Any] = json.loads(record.model_dump_json(exclude={"secret_sha256"}))
     return out
+
+
+class Clients(Protocol):
+    """What the access checks use of the app's clients (service/deps.py `Deps` is one)."""
+
+    settings: Settings
+    redis: ArqRedis
+
+
+WRITE_METHODS = frozenset({"PUT", "DELETE", "PATCH"})
+# POST routes that are reads (everything else posted is a write)
+READ_POSTS = frozenset({"/v1/search", "/v1/graph/search", "/v1/graph/query"})
+
+
+def api_key_of(headers: Any) -> str | None:
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return str(token.strip())
+    key = headers.get("x-api-key")
+    return str(key).strip() if key else None
+
+
+async def caller_of(clients: Clients, headers: Any) -> Caller:
+    """The caller these headers authenticate. A key that is sent is always verified."""
+    token = api_key_of(headers)
+    if token is None:
+        if clients.settings.resolved_auth_mode == "keys":
+            raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
+        return Caller(default_user=clients.settings.service.default_user_id or None)
+    record = await ApiKeyStore(clients.redis, clients.settings.redis).verify(token)
+    return Caller(key_id=record.key_id, key_user=record.user_id, admin=record.admin,
+                  max_sensitivity=record.max_sensitivity)
+
+
+def is_write(method: str, path: str) -> bool:
+    return method in WRITE_METHODS or (method == "POST" and path not in READ_POSTS)
+
+
+async def rate_limit(clients: Clients, limiter: RateLimiter, caller: Caller, method: str, path: str,
+                     client_host: str | None) -> None:
+    """A fixed one-minute window per key (or client address) and kind, counted in Redis (RateLimiter)."""
+    kind = "writes" if is_write(method, path) else "reads"
+    limit = (clients.settings.access.rate_limit_writes_per_minute if kind == "writes"
+             else clients.settings.access.rate_limit_reads_per_minute)
+    if limit <= 0:
+        return
+    who = caller.bucket if caller.key_id else f"ip:{client_host or 'unknown'}"
+    await limiter.check(clients, kind, who, limit)
+
+
+class RateLimiter:
+    """Fixed one-minute windows in Redis, counted in chunks. A process reserves `chunk_for(limit)` requests of a
+    window at once (one INCRBY) and spends them locally, so a busy client costs one Redis round trip per chunk
+    instead of one per request (round trips are a large share of the accepting loop's time, docs/benchmarks.md). The
+    window's counter in Redis is what every process has reserved: a limit is never exceeded, and it is reached
+    early by at most what the processes reserved and did not spend (under 1% of the limit per process; limits
+    under 200 a minute are counted one by one)."""
+
+    def __init__(self) -> None:
+        self._left: dict[str, int] = {}  # window key -> requests reserved in Redis and not spent yet
+        self._window = -1
+
+    @staticmethod
+    def chunk_for(limit: int) -> int:
+        return max(1, min(32, limit // 200))
+
+    async def check(self, clients: Clients, kind: str, who: str, limit: int) -> None:
+        now = time.time()
+        window = int(now // 60)
+        if window != self._window:  # what was reserved for a past window is of no use
+            self._left.clear()
+            self._window = window
+        key = f"{clients.settings.redis.queue_name}:rate:{kind}:{who}:{window}"
+        if self._left.get(key, 0) > 0:
+            self._left[key] -= 1
+            return
+        chunk = self.chunk_for(limit)
+
+        async def reserve() -> int:
+            pipe = clients.redis.pipeline(transaction=True)
+            pipe.incrby(key, chunk)
+            pipe.expire(key, 120)
+            n, _ = await pipe.execute()
+            return int(n)
+
+        try:
+            reserved = await redis_guard(clients.settings.redis, "rate limit", reserve())
+        except DependencyUnavailable as exc:  # fail open: reads need no Redis, and a write answers 503 itself
+            log.warning("rate_limit_unavailable", error=str(exc)[:200])
+            return
+        granted = max(0, min(chunk, limit - (reserved - chunk)))  # of the units reserved-chunk+1 .. reserved
+        if granted == 0:
+            retry_after = max(1, int((window + 1) * 60 - now) + 1)
+            raise RateLimited(f"rate limit of {limit} {kind} per minute reached "
+                              f"(RATE_LIMIT_{kind.upper()}_PER_MINUTE); retry after {retry_after} s", retry_after)
+        if window == self._window:
+            self._left[key] = self._left.get(key, 0) + granted - 1  # this request spends one

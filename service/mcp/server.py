@@ -21,8 +21,7 @@ from starlette import types as asgi
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
-from service.api.security import caller_of
-from service.core.auth import Caller
+from service.core.auth import Caller, caller_of
 from service.core.errors import ServiceError
 from service.mcp.backend import MemoryBackend, ServiceBackend
 from service.mcp.tools import TOOLS, Tool

@@ -10,8 +10,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from service.api import meta
-from service.core.auth import ApiKeyStore, Caller
+from service.core.auth import ApiKeyStore
 from service.deps import Deps
 from service.schemas.maintenance import DedupRequest
 from service.ui.render import RECENT_TASKS, call, console_router, follow, render, valid_user
@@ -56,13 +55,13 @@ async def start_dedup(request: Request, console: ConsoleDep) -> Response:
 
 @router.get("/health", response_class=HTMLResponse)
 async def health(request: Request, console: ConsoleDep) -> Response:
-    """/health's own answer (the route's function, called as it is), the user's graph figures, key counters."""
+    """/health's own answer (service/memory/health.py), the user's graph figures, key counters."""
     await console.deps.backlog.refresh_gauges()  # as /metrics does before it answers
-    answer = await meta.health(console.deps, Caller(admin=True) if console.admin else console.caller)
-    body = json.loads(bytes(answer.body))
+    report = await console.deps.health.report(console.admin or console.caller.admin)
+    body = report.model_dump(mode="json", exclude_none=True)
     stats = await call(console.deps.curation.graph_stats(console.acting(), None))
     figures = {k: v for k, v in stats.model_dump().items() if k != "status"}
-    return render(request, "health.html", console, health=body, ok=answer.status_code == 200,
+    return render(request, "health.html", console, health=body, ok=report.status == "ok",
                   write_path=_readable(body.get("write_path") or {}), graph=_readable(figures),
                   counters=[(_breakable(name), value) for name, value in _counters(console.deps)])
 

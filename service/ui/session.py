@@ -22,8 +22,7 @@ from urllib.parse import parse_qsl
 from fastapi import Depends, HTTPException, Request
 from starlette.responses import Response
 
-from service.api.security import rate_limit
-from service.core.auth import ApiKeyStore, Caller
+from service.core.auth import ApiKeyStore, Caller, rate_limit
 from service.core.errors import Unauthorized
 from service.deps import Deps
 
@@ -164,7 +163,8 @@ async def console(request: Request) -> Console:
         caller, user = Caller(), session.user
     else:
         raise to_sign_in(request)
-    await rate_limit(deps, request, caller)
+    await rate_limit(deps, request.app.state.rate_limiter, caller, request.method, request.url.path,
+                     request.client.host if request.client else None)
     if request.method not in ("GET", "HEAD", "OPTIONS"):
         await check_csrf(request, session)
     request.state.caller = caller

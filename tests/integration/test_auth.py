@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from scripts.bench.procs import ROOT, cli_env, stack_env, start_service, stop
-from service.api.security import PUBLIC_PATHS, RateLimiter
+from service.api.security import PUBLIC_PATHS
 from service.app import create_app
-from service.core.auth import ApiKeyStore
+from service.core.auth import ApiKeyStore, RateLimiter
 from service.core.errors import RateLimited
 from service.core.settings import Settings
 from service.deps import Deps

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.api.security import PUBLIC_PATHS, READ_POSTS
-from service.core.auth import ApiKeyStore
+from service.api.security import PUBLIC_PATHS
+from service.core.auth import READ_POSTS, ApiKeyStore
 from service.deps import Deps
 from tests.conftest import unique
 from tests.integration.conftest import running_app

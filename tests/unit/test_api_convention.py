@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from service.api.errors import COMMON, GUARDED
-from service.api.meta import SERVICE_NAME
-from service.api.security import PUBLIC_PATHS, READ_POSTS
+from service.api.security import PUBLIC_PATHS
 from service.app import PRODUCT_TITLE, create_app
+from service.core.auth import READ_POSTS
 from service.core.settings import Settings
 from service.mcp.server import SERVER_NAME
+from service.memory.health import SERVICE_NAME
 from service.schemas.page import DEFAULT_PAGE_SIZE, SEED_SHAPES
 
 WRITES = {"post", "put", "delete", "patch"}

@@ -217,14 +217,15 @@ BACKENDS = ("service.stores.neo4j", "service.stores.qdrant_edge", "service.store
 
 
 def test_only_the_composition_roots_import_store_backends_and_drivers() -> None:
-    """deps.py builds the stores (worker/child.py the worker child's proxy of the API process's vector store);
+    """deps.py builds the stores (the worker child, worker/child.py, the proxy of the API process's vector store that
+    worker/supervisor.py serves);
     everything else sees the Protocols. No module outside stores/ imports a database driver."""
     offenders = []
     for mod, targets in imports_of(_modules()).items():
         if mod.startswith("service.stores"):
             continue
         backends = {t for t in targets if t.startswith(BACKENDS)}
-        if backends and mod not in ("service.deps", "worker.child"):
+        if backends and mod not in ("service.deps", "worker.child", "worker.supervisor"):
             offenders.append(f"{mod}: {sorted(backends)}")
         drivers = {t for t in targets if t in ("ext:neo4j", "ext:qdrant_client", "ext:qdrant_edge")}
         if drivers:
