@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 from service.conversations.jobs import ConversationDeleteJob
 from service.conversations.writes import ConversationWriter
 from service.graph_api.communities import Communities
-from service.graph_api.jobs import CommunityJob, GraphWriteJob
-from service.graph_api.writes import GraphWrites
+from service.graph_api.jobs import CommunityJob
 from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
+from service.memory.graph_writes import GraphWrites
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.runs.jobs import RunDeleteJob, RunJob
@@ -35,6 +35,7 @@ from service.tasks.jobs import (
     ConversationJob,
     DedupJob,
     DeleteJob,
+    GraphWriteJob,
     ImportJob,
     JobModel,
     OptimizeJob,

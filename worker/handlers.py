@@ -10,11 +10,11 @@ from service.ai.offline.extractor import RuleLinkFinder
 from service.conversations.writes import ConversationWriter
 from service.deps import Deps, community_summarizer
 from service.graph_api.communities import Communities
-from service.graph_api.writes import GraphWrites
 from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
+from service.memory.graph_writes import GraphWrites
 from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.registry import JobHandlers

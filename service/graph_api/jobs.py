@@ -1,19 +1,11 @@
-"""The job kind of the structured graph writes (registered in service/registry.py)."""
+"""The job kind of the entity communities (registered in service/registry.py); a structured graph write is a memory
+write (service/tasks/jobs.py `GraphWriteJob`)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from service.tasks.jobs import JobModel, RawItem
-
-
-class GraphWriteJob(JobModel, RawItem):
-    """An entity, a relation or a fact, as the memory that states it: its links are in `metadata.graph`
-    (service/memory/links.py), so it reaches the graph through the memory write path and the gate."""
-
-    kind: Literal["graph_write"] = "graph_write"
-    user_id: str
-    op: Literal["entity", "relation", "fact"]
+from service.tasks.jobs import JobModel
 
 
 class CommunityJob(JobModel):

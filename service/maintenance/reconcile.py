@@ -20,21 +20,24 @@ import asyncio
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
+from service.ai.embeddings import Embedder
 from service.core.domain import Memory, Progress, Scope
 from service.core.errors import DependencyUnavailable
+from service.core.kv import RedisKV
 from service.core.metrics import RECONCILE_REPAIRS
-from service.core.settings import WritePathSettings
+from service.core.settings import RedisQueueSettings, WritePathSettings
 from service.maintenance.records import MaintenanceRecords
-from service.memory.writes import MemoryWriter
 from service.schemas.maintenance import DedupRunReport
-from service.stores.vector import MemoryFilter
+from service.stores.graph import GraphStore, MemoryLinks
+from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import ReconcileJob
-from service.tasks.queue import now_iso
-from service.writepath.outbox import Intent
+from service.tasks.queue import TaskQueue, now_iso
+from service.writepath.ledger import Ledger
+from service.writepath.outbox import Intent, MemoryLocks, Outbox
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +51,26 @@ REPORT_IDS = 1_000
 REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memory", "delete_finished")
 
 
+class RepairPath(Protocol):
+    """What the reconciler repairs through (service/memory/writes.py `MemoryWriter` is one): the write path's
+    parts, and the rules that find a memory's links again."""
+
+    redis: RedisQueueSettings
+    tasks: TaskQueue
+    kv: RedisKV
+    vectors: VectorStore
+    graph: GraphStore
+    ledger: Ledger
+    outbox: Outbox
+    locks: MemoryLocks
+    embedder: Embedder
+
+    def links_of(self, memory: Memory) -> MemoryLinks: ...
+
+
 class Reconciler:
-    def __init__(self, writer: MemoryWriter, writepath: WritePathSettings) -> None:
-        self.writer = writer  # its collaborators: the ledger, the stores, the outbox, the locks, the rules' links
+    def __init__(self, writer: RepairPath, writepath: WritePathSettings) -> None:
+        self.writer = writer
         self.runs = MaintenanceRecords(writer.tasks.redis, writer.redis)
         self.writepath = writepath
 

@@ -18,7 +18,6 @@ from service.core.metrics import STAGE, timed
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, raw_memory, single_text, window_memory
-from service.memory.links import structured_links
 from service.memory.rules import existing, list_filter, scroll_all
 from service.memory.windows import (
     anchored_time,
@@ -36,6 +35,7 @@ from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 from service.tasks.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.tasks.queue import TaskQueue, now_iso
 from service.writepath.ledger import Ledger
+from service.writepath.links import structured_links
 from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)

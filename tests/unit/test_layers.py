@@ -12,6 +12,7 @@ from pathlib import Path
 from scripts.bench.structure import (
     classes_defined_twice,
     cycles,
+    floors,
     imports_of,
     internal,
     modules_of,
@@ -210,6 +211,19 @@ def _modules() -> dict[str, Path]:
 def test_no_import_cycles() -> None:
     """No module of service/ or worker/ reaches itself through imports (Tarjan's strongly connected components)."""
     assert cycles(internal(imports_of(_modules()))) == []
+
+
+MAX_FLOORS = 8  # the package tower (scripts/bench/structure.py): 15 before the restructuring; docs/decisions.md
+
+
+def test_the_package_tower_stays_low() -> None:
+    """The tallest stack of packages, each importing the next (a module at the top of service/ or worker/ counts
+    as its own package), is at most MAX_FLOORS: an entry, the app or the worker, an interface or the handlers, the
+    composition, a feature, the write path or retrieval, a backend, the core. A new floor is a decision (raise
+    MAX_FLOORS and say why in docs/decisions.md), not an accident."""
+    tower = floors(internal(imports_of(_modules())))
+    assert len(tower) <= MAX_FLOORS, " -> ".join(tower)
+    assert len(floors({"a.x": {"b.y"}, "b.y": {"c.z"}, "c.z": set(), "a.w": {"c.z"}})) == 3  # the measure counts
 
 
 BACKENDS = ("service.stores.neo4j", "service.stores.qdrant_edge", "service.stores.qdrant_server",

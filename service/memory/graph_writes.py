@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.graph_api.jobs import GraphWriteJob
 from service.memory.drafts import raw_memory
 from service.memory.writes import MemoryWriter
 from service.schemas.memories import MemoryOut
+from service.tasks.jobs import GraphWriteJob
 
 
 class GraphWrites:
