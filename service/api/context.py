@@ -9,8 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.deps import RunsDep, SearchDep
-from service.api.params import OptionalUserQuery, ProjectPath
-from service.api.runs import SessionQuery
+from service.api.params import OptionalUserQuery, ProjectPath, SessionQuery
 from service.api.security import CallerDep
 from service.runs.lessons import HEADING, ContextWithLessons, lesson_line
 from service.schemas.memories import ContextResponse, ContextSection

@@ -22,6 +22,7 @@ OwnerQuery = Annotated[
                       "be omitted (the key's user); naming another user is 403."),
 ]
 IdQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+SessionQuery = IdQuery  # a conversation's id (GET /v1/runs, /v1/context)
 GraphProjectQuery = Annotated[
     str | None,
     Query(min_length=1, max_length=128, pattern=ID_PATTERN,

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path
 
 from service.api.deps import DepsDep, RunIntakeDep, RunsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
-from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId
+from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor, RunId, SessionQuery
 from service.api.security import CallerDep
-from service.core.domain import ID_PATTERN
 from service.runs.schemas import (
     MAX_SEQ,
     CompleteRequest,
@@ -32,7 +31,6 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
 StepSeq = Annotated[int, Path(ge=0, le=MAX_SEQ)]
-SessionQuery = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
 @router.post("", status_code=202, response_model=RunAccepted)

@@ -18,8 +18,9 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
-from service.client import ApiError as ClientError
-from service.client import AsyncMemoryClient, Call
+from service.client.aio import AsyncMemoryClient
+from service.client.call import ApiError as ClientError
+from service.client.call import Call
 from service.core.domain import ListOrder
 from service.core.errors import DependencyUnavailable, ServiceError
 from service.core.sensitivity import reset_current, set_current
