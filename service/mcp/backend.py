@@ -1,5 +1,4 @@
-"""What the MCP tools ask of the memory service: each operation declared once, with the call the API process makes
-and the REST route that wraps the same call; and the two backends that run an operation.
+"""The two backends that run an MCP tool's operation (service/mcp/operations.py).
 
 `ServiceBackend` runs `Operation.local` in the API process (the HTTP transport, mounted in the API), on the read
 side's parts (`MemoryReads`, `MemorySearch`, `Curation`, `GraphReads`) or the intake, for the caller the MCP
@@ -10,211 +9,18 @@ validation, scope rules, queueing and search live in the service.
 
 from __future__ import annotations
 
-import string
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
-from urllib.parse import quote
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING
 
 from service.client.aio import AsyncMemoryClient
 from service.client.call import ApiError as ClientError
 from service.client.call import Call
-from service.core.domain import ListOrder
 from service.core.errors import DependencyUnavailable, ServiceError
 from service.core.sensitivity import reset_current, set_current
-from service.runs.schemas import (
-    CompleteRequest,
-    RunAccepted,
-    RunSearchResponse,
-    StepRequest,
-)
-from service.schemas.curation import DuplicatePage, EntityChange
-from service.schemas.graph_api import EntityFactsPage, FactPage
-from service.schemas.memories import AcceptedResponse, ContextResponse, MemoryPage, UpdateMemoryRequest
-from service.schemas.search import GraphSearchResponse, SearchResponse
-from service.tasks.status import TaskResponse
+from service.mcp.operations import Local, Operation, Req, Resp
 
 if TYPE_CHECKING:
     from service.core.auth import Caller
     from service.deps import Deps
-    from service.graph_api.intake import GraphIntake
-    from service.graph_api.reads import GraphFacts
-    from service.memory.curation import Curation
-    from service.memory.graph_reads import GraphReads
-    from service.memory.intake import Intake
-    from service.memory.reads import MemoryReads
-    from service.memory.search import MemorySearch
-    from service.runs.intake import RunIntake
-    from service.runs.service import RunService
-
-Req = TypeVar("Req", bound=BaseModel)
-Resp = TypeVar("Resp", bound=BaseModel)
-
-
-class TaskQuery(BaseModel):
-    task_id: str
-
-
-class ContextQuery(BaseModel):
-    user_id: str
-    project_id: str | None = Field(default=None, exclude=True)  # in the path
-    max_tokens: int | None = None
-    query: str | None = None
-
-
-class MemoryListQuery(BaseModel):
-    user_id: str
-    scope: str | None = None
-    category: str | None = None
-    project_id: str | None = None
-    agent_id: str | None = None
-    limit: int = 50
-    cursor: str | None = None
-    include_superseded: bool = False
-    order: ListOrder | None = None
-
-
-class UpdateQuery(BaseModel):
-    memory_id: str
-    content: str
-    category: str | None = None
-    user_id: str | None = None
-
-
-class DuplicateQuery(BaseModel):
-    user_id: str
-    project_id: str | None = None
-    limit: int = 20
-    cursor: str | None = None
-
-
-class RunStepQuery(StepRequest):
-    run_id: str = Field(exclude=True)  # in the path
-
-
-class RunCompleteQuery(CompleteRequest):
-    run_id: str = Field(exclude=True)  # in the path
-
-
-@dataclass(frozen=True)
-class Local:
-    """What an operation runs on in the API process."""
-
-    memories: MemoryReads
-    search: MemorySearch
-    curation: Curation
-    graph_reads: GraphReads
-    intake: Intake
-    caller: Caller
-    runs: RunService
-    run_intake: RunIntake
-    graph_intake: GraphIntake
-    graph_facts: GraphFacts
-
-
-@dataclass(frozen=True)
-class Operation(Generic[Req, Resp]):
-    response: type[Resp]
-    local: Callable[[Local, Req], Awaitable[Resp]]  # in the API process, under the caller's tenant rules
-    method: Literal["GET", "POST", "PUT"]  # the REST route: GET sends the request as query parameters, else JSON
-    path: str | Callable[[Req], str]  # a template of the request's fields ("{task_id}"), or a function of it
-
-    def route(self, req: Req) -> tuple[str, dict[str, Any]]:
-        """The REST path of `req`, and the fields it does not carry."""
-        fields = req.model_dump(mode="json", exclude_none=True)
-        if callable(self.path):
-            return self.path(req), fields
-        named = {name for _, name, _, _ in string.Formatter().parse(self.path) if name}
-        path = self.path.format_map({n: quote(str(fields[n]), safe="") for n in named})
-        return path, {k: v for k, v in fields.items() if k not in named}
-
-
-def for_user(
-    method: Callable[[Local], Callable[[Req, str], Awaitable[Resp]]],
-) -> Callable[[Local, Req], Awaitable[Resp]]:
-    """`method(request, user)` for the user the request names, as the caller may act for."""
-    return lambda on, req: method(on)(req, on.caller.user(getattr(req, "user_id", None)))
-
-
-def _context_path(req: ContextQuery) -> str:
-    return f"/v1/context/{quote(req.project_id, safe='') if req.project_id else 'global'}"
-
-
-SEARCH = Operation(SearchResponse, for_user(lambda on: on.search.search), "POST", "/v1/search")
-GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.graph_reads.graph_search), "POST",
-                         "/v1/graph/search")
-SUBMIT_RAW = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw), "POST", "/v1/memories/raw")
-SUBMIT_RAW_BATCH = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw_batch), "POST",
-                             "/v1/memories/raw/batch")
-SUBMIT_CONVERSATION = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_conversation), "POST",
-                                "/v1/memories")
-SUBMIT_BULK_DELETE = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_bulk_delete), "POST",
-                               "/v1/memories/delete")
-REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.curation.review_duplicate), "POST",
-                             "/v1/graph/duplicates/review")
-MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.curation.merge_entities), "POST",
-                           "/v1/graph/entities/merge")
-SUBMIT_UPDATE = Operation[UpdateQuery, AcceptedResponse](
-    AcceptedResponse, lambda on, r: on.intake.submit_update(
-        r.memory_id, UpdateMemoryRequest(content=r.content, category=r.category, user_id=r.user_id),
-        on.caller.user_filter(r.user_id)),
-    "PUT", "/v1/memories/{memory_id}")
-TASK_STATUS = Operation[TaskQuery, TaskResponse](
-    TaskResponse, lambda on, r: on.memories.task_status(r.task_id, on.caller.user_filter(None)),
-    "GET", "/v1/tasks/{task_id}")
-CONTEXT = Operation[ContextQuery, ContextResponse](
-    ContextResponse, lambda on, r: on.search.context(on.caller.user(r.user_id), r.project_id, max_tokens=r.max_tokens,
-                                                     query=r.query), "GET", _context_path)
-LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
-    MemoryPage, lambda on, r: on.memories.list_memories(
-        on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
-        limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded, order=r.order),
-    "GET", "/v1/memories")
-LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
-    DuplicatePage, lambda on, r: on.curation.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,
-                                                             r.cursor),
-    "GET", "/v1/graph/duplicates")
-
-
-START_RUN = Operation(RunAccepted, for_user(lambda on: on.run_intake.submit_run), "POST", "/v1/runs")
-RECORD_STEP = Operation[RunStepQuery, AcceptedResponse](
-    AcceptedResponse, lambda on, r: on.run_intake.submit_step(
-        r.run_id, StepRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
-    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/steps")
-COMPLETE_RUN = Operation[RunCompleteQuery, AcceptedResponse](
-    AcceptedResponse, lambda on, r: on.run_intake.submit_complete(
-        r.run_id, CompleteRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
-    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/complete")
-SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), "POST", "/v1/runs/search")
-# ---- the graph as an API (service/graph_api/, docs/graph.md) ----------------------------------------------------
-
-
-class FactsQuery(BaseModel):
-    user_id: str
-    name: str
-    project_id: str | None = None
-    include_history: bool = True
-    limit: int = 50
-
-
-ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_entity), "POST",
-                       "/v1/graph/entities")
-ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
-                         "/v1/graph/relations")
-ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
-                     "/v1/graph/facts")
-FACTS_ABOUT = Operation[FactsQuery, EntityFactsPage](
-    EntityFactsPage, lambda on, r: on.graph_facts.entity_facts(
-        on.caller.user(r.user_id), entity_id=None, name=r.name, project_id=r.project_id,
-        include_history=r.include_history, limit=r.limit, cursor=None),
-    "GET", "/v1/graph/facts")
-QUERY_GRAPH = Operation(FactPage, for_user(lambda on: on.graph_facts.query), "POST", "/v1/graph/query")
-
-
-class MemoryBackend(Protocol):
-    async def call(self, op: Operation[Req, Resp], req: Req) -> Resp: ...
 
 
 class ServiceBackend:

@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse
 
 from service.core.auth import Caller, caller_of
 from service.core.errors import ServiceError
-from service.mcp.backend import MemoryBackend, ServiceBackend
+from service.mcp.backend import ServiceBackend
+from service.mcp.operations import MemoryBackend
 from service.mcp.tools import TOOLS, Tool
 
 if TYPE_CHECKING:

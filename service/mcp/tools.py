@@ -1,5 +1,5 @@
 """The MCP tools, one entry each in `TOOLS`: the tool's arguments (a model whose fields and docstring are the
-tool's input schema and description), the backend operation it asks for (service/mcp/backend.py) and how its
+tool's input schema and description), the backend operation it asks for (service/mcp/operations.py) and how its
 arguments become that operation's request. server.py registers them; no operation is implemented here.
 
 The only logic of their own: the bounded wait of `wait=true` writes (polling the task status, as a REST client
@@ -32,7 +32,18 @@ from service.mcp.args import (
     TaskArgs,
     UpdateArgs,
 )
-from service.mcp.backend import (
+from service.mcp.graph_args import (
+    AddEntityArgs,
+    AddFactArgs,
+    AddRelationshipArgs,
+    DuplicatesArgs,
+    FactsAboutArgs,
+    GraphSearchArgs,
+    MergeArgs,
+    QueryGraphArgs,
+    ReviewArgs,
+)
+from service.mcp.operations import (
     ADD_ENTITY,
     ADD_FACT,
     ADD_RELATION,
@@ -65,17 +76,6 @@ from service.mcp.backend import (
     RunStepQuery,
     TaskQuery,
     UpdateQuery,
-)
-from service.mcp.graph_args import (
-    AddEntityArgs,
-    AddFactArgs,
-    AddRelationshipArgs,
-    DuplicatesArgs,
-    FactsAboutArgs,
-    GraphSearchArgs,
-    MergeArgs,
-    QueryGraphArgs,
-    ReviewArgs,
 )
 from service.mcp.run_args import FinishTaskArgs, RecallTasksArgs, RecordStepArgs, StartedTask, StartTaskArgs
 from service.runs.schemas import (
