@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from service.app import create_app
 from service.deps import Deps
+from service.search.searcher import Searcher
 from tests.conftest import make_settings
 from worker.embedded import EmbeddedWorker
 
@@ -85,3 +86,9 @@ async def write_raw(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
     done = await wait_task(client, resp.json()["task_id"])
     assert done["status"] == "completed", done
     return done
+
+
+def searcher_of(deps: Deps) -> Searcher:
+    """The search's fused retrieval as deps.py built it (service/search/searcher.py), for tests that call its
+    parts; `MemorySearch` holds it through the narrow `Finder` Protocol."""
+    return cast(Searcher, deps.search.searcher)

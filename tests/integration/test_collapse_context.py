@@ -16,7 +16,7 @@ from service.search.fusion import fuse
 from service.search.retriever import Query
 from service.stores.vector import MemoryFilter, RankRequest
 from tests.conftest import unique
-from tests.integration.conftest import wait_task, write_raw
+from tests.integration.conftest import searcher_of, wait_task, write_raw
 
 CONVERSATION = [
     {"role": "user", "content": "Hi! I prefer tabs over spaces. I work at Acme Corp as a backend engineer."},
@@ -172,8 +172,7 @@ async def test_context_is_ranked_for_the_session_and_fits_max_tokens(client: htt
         hits = await search(client, user_id=user, query="tide tables harbour", limit=1,
                             categories=["domain_knowledge"])
         favourite = hits["results"][0]["id"]
-    assert deps.search.usage is not None
-    await deps.search.usage.drain()
+    await deps.usage.drain()
     again = (await client.get("/v1/context/shop-api", params={"user_id": user})).json()
     ranked_notes = [mid for mid in again["order"] if mid in set(notes)]
     assert ranked_notes[0] == favourite
@@ -221,7 +220,7 @@ async def test_feedback_finds_a_memory_sharing_words_with_the_first_hit_only(cli
     for i in range(5):
         await write_raw(client, user_id=user, category="interaction", content=f"We watched film number {i} tonight")
     flt = MemoryFilter(user_id=user)
-    q = Query("Which class did she sign up for?", user, None, flt, 10, deps.search.searcher.query_vector, None)
+    q = Query("Which class did she sign up for?", user, None, flt, 10, searcher_of(deps).query_vector, None)
     [plain] = await deps.vectors.rank([RankRequest(flt, 10, text=q.text)])
     first_id, second_id = (done["result"]["memories"][0]["id"] for done in (first, second))
     assert [mid for mid, _ in plain][:1] == [first_id] and second_id not in dict(plain)
@@ -238,8 +237,7 @@ async def test_a_delete_forgets_the_retrieval_counts_of_what_it_deleted(client: 
     ids = [d["result"]["memories"][0]["id"] for d in done]
     hits = await search(client, user_id=user, query="harbour office hours and the island ferry", limit=5)
     assert {r["id"] for r in hits["results"]} == set(ids)
-    usage = deps.search.usage
-    assert usage is not None
+    usage = deps.usage
     await usage.drain()
     assert set(await usage.counts(user)) == set(ids)
 

@@ -100,7 +100,7 @@ async def test_duplicates_page_by_score(client: httpx.AsyncClient) -> None:
     seen: list[dict[str, Any]] = []
     cursor = None
     for _ in range(10):
-        params = {"user_id": u, "limit": 2, **({"cursor": cursor} if cursor else {})}
+        params: dict[str, Any] = {"user_id": u, "limit": 2, **({"cursor": cursor} if cursor else {})}
         page = (await client.get("/v1/graph/duplicates", params=params)).json()
         seen += page["items"]
         cursor = page["next_cursor"]

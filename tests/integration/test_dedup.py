@@ -9,7 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import numpy as np
@@ -22,7 +22,7 @@ from service.deps import Deps
 from service.identity.rules import NameRules
 from service.maintenance.records import DedupKeys, DedupLock
 from service.maintenance.sweep import DedupSweep
-from service.stores.graph import EntityRef, MemoryLinks, RelationRef
+from service.stores.graph import EntityRef, GraphBackend, MemoryLinks, RelationRef
 from service.stores.neo4j.rows import relation_id
 from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import unique
@@ -90,7 +90,7 @@ class Plant:
 async def put(deps: Deps, rows: list[tuple[Memory, list[float]]], links: list[MemoryLinks] | None = None) -> None:
     memories = [m for m, _ in rows]
     await deps.vectors.upsert(memories, [v for _, v in rows])
-    await deps.graph.upsert_memories(memories, links)
+    await cast(GraphBackend, deps.graph).upsert_memories(memories, links)  # beside the ledger, on purpose
 
 
 async def start_run(client: httpx.AsyncClient, **body: Any) -> str:

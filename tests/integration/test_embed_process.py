@@ -54,7 +54,7 @@ async def test_child_vectors_match_and_a_dead_child_is_replaced() -> None:
 
 def test_where_the_write_path_embeds() -> None:
     def s(**kw: object) -> Settings:
-        return Settings(_env_file=None, **kw)  # type: ignore[arg-type]
+        return Settings(_env_file=None, **kw)  # type: ignore[arg-type, call-arg]
 
     assert not s(embedder="local").embeds_in_child  # the default: inline
     assert s(embedder="local", embed_process="auto", worker_process="inline").embeds_in_child  # the worker in the API

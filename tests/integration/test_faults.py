@@ -125,7 +125,7 @@ async def test_sigkill_mid_job_reruns_and_converges(tmp_path: Path) -> None:
         "EMBEDDER": "hash",
     }
     log_path = tmp_path / "service.log"
-    redis = aioredis.from_url(os.environ["TEST_REDIS_URL"])
+    redis = aioredis.Redis.from_url(os.environ["TEST_REDIS_URL"])
     task_ids: list[str] = []
     killed_processing: list[str] = []
     try:

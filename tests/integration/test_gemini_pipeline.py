@@ -5,6 +5,7 @@ repeated 503s, malformed output."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from tests.integration.conftest import running_app, wait_task
 
 PRIMARY, FALLBACK = "gemini-3-flash-preview", "gemini-2.5-flash"
 
-FACTS = {
+FACTS: dict[str, Any] = {
     "facts": [
         {
             "content": "The user prefers Neovim over VS Code.",

@@ -28,7 +28,7 @@ from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
 from service.core.domain import Memory, Scope, content_hash
 from service.identity.rules import NameRules
-from service.memory.portability import FORMAT, VERSION
+from service.memory.export_format import FORMAT, VERSION
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j import curation, cypher_writes
 from service.stores.neo4j.executor import FIRST_CHUNK
@@ -123,7 +123,7 @@ async def test_writes_on_a_dense_entity_use_indexes(store: Neo4jGraphStore, dens
         RelationRef("user", "uses", "a new tool", "uses a new tool"),  # a new edge
     ])
     graph = link_rows([m], [link], NameRules())
-    steps = [
+    steps: list[tuple[str, str, dict[str, Any]]] = [
         ("memories", cypher_writes.UPSERT_MEMORIES, {"rows": [memory_row(m)]}),
         ("entities", cypher_writes.UPSERT_ENTITIES, {"rows": graph["entities"], "max_aliases": MAX_ALIASES,
                                                    "max_roles": MAX_ROLES}),

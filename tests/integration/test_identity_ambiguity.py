@@ -44,7 +44,7 @@ async def test_an_ambiguous_name_gets_a_pending_pair_to_each_match(store: Neo4jG
         ("Chris", "Chris Evans"), ("Chris", "Chris Pratt")]
     assert all("ambiguous" in r["pair"]["reason"] for r in rows)
     node = next(n for n in (await store.list_nodes(u, None, 10, None)).items if n["name"] == "Chris")
-    assert node["resolution_action"] == "pending" and "ambiguous" in node["resolution_reason"]
+    assert node["resolution_action"] == "pending" and "ambiguous" in str(node["resolution_reason"])
 
 
 async def test_a_single_match_is_one_pending_pair(store: Neo4jGraphStore) -> None:  # the negative of the above

@@ -300,7 +300,7 @@ async def test_users_never_see_each_other_on_read_routes(client: httpx.AsyncClie
     alice, bob = unique("alice"), unique("bob")
     secret = await _mid(client, content="I work at Initech on project Zeta", user_id=alice, category="personal_fact")
     await write_raw(client, content="I work at Hooli", user_id=bob, category="personal_fact")
-    routes = [
+    routes: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", "/v1/memories", {"user_id": bob}),
         ("GET", "/v1/context/global", {"user_id": bob}),
         ("GET", "/v1/graph/nodes", {"user_id": bob}),

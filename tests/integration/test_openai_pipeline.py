@@ -13,6 +13,7 @@ import pytest
 
 from scripts.bench import graph_probe as probe
 from service.ai.openai.embedder import EmbeddingDimensionError
+from service.core.kv import aw
 from service.deps import Deps
 from service.stores.vector import MemoryFilter
 from tests.conftest import unique
@@ -122,7 +123,7 @@ async def test_a_json_mode_only_server_completes_and_health_says_so(openai_stack
     health = (await client.get("/health")).json()
     assert health["llm"]["structured_output"] == {PRIMARY: "json_object"}
     # shared in Redis too: an API process whose worker runs apart shows what the worker found
-    shared = await deps.redis.hgetall(f"{deps.settings.redis.queue_name}:llm-modes")
+    shared = await aw(deps.redis.hgetall(f"{deps.settings.redis.queue_name}:llm-modes"))
     assert {k.decode(): v.decode() for k, v in shared.items()} == {f"{fake.base_url} {PRIMARY}": "json_object"}
     deps.extractor.chat.modes._trying.clear()  # type: ignore[attr-defined]  # the next tests' server takes schemas
     deps.extractor.chat.modes._accepted.clear()  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.core.errors import DependencyUnavailable
-from service.core.kv import redis_guard
+from service.core.kv import aw, redis_guard
 from service.core.redis_client import connect_redis
 from service.tasks.functions import FUNCTIONS
 from service.tasks.queue import TaskQueue
@@ -30,21 +30,21 @@ async def test_outbox_clear_and_the_final_record_outlast_a_paused_redis(tmp_path
         assert [i.task_id for i in await outbox.due(0, 10)] == [entry]
 
         # The pause is real: one guarded write within the timeout fails.
-        await redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
+        await aw(redis.client_pause(PAUSE_MS, all=False))  # WRITE mode
         with pytest.raises(DependencyUnavailable):
             await redis_guard(settings.redis, "probe", redis.set(unique("probe"), "1"))
-        await redis.execute_command("CLIENT", "UNPAUSE")
+        await aw(redis.client_unpause())
 
-        await redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
+        await aw(redis.client_pause(PAUSE_MS, all=False))  # WRITE mode
         await outbox.clear(entry)  # times out once or twice, then lands
         assert await outbox.due(0, 10) == []
 
         task_id = unique("t")
         await tasks.mark_processing(task_id, 1)
-        await redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
+        await aw(redis.client_pause(PAUSE_MS, all=False))  # WRITE mode
         await tasks.mark_completed(task_id, {"memories": [{"id": "m1"}]})
         record = await tasks.record(task_id)
         assert record is not None and record["status"] == "completed"
     finally:
-        await redis.execute_command("CLIENT", "UNPAUSE")
+        await aw(redis.client_unpause())
         await redis.aclose()

@@ -16,7 +16,7 @@ from service.search.graph import GraphRetriever, named_in
 from service.search.retriever import Query
 from service.stores.vector import MemoryFilter, RankRequest
 from tests.conftest import unique
-from tests.integration.conftest import write_raw
+from tests.integration.conftest import searcher_of, write_raw
 
 
 async def remember(client: httpx.AsyncClient, user: str, content: str) -> str:
@@ -26,7 +26,7 @@ async def remember(client: httpx.AsyncClient, user: str, content: str) -> str:
 
 
 def query(deps: Deps, text: str, user: str, limit: int = 10) -> Query:
-    embed = deps.search.searcher.query_vector
+    embed = searcher_of(deps).query_vector
     return Query(text, user, None, MemoryFilter(user_id=user), limit, embed, asyncio.ensure_future(embed(text)))
 
 
@@ -42,7 +42,7 @@ async def test_expansion_finds_a_memory_sharing_a_rare_entity_with_the_first_hit
     [plain] = await deps.vectors.rank([RankRequest(q.flt, 10, text=q.text)])
     assert [mid for mid, _ in plain][:1] == [adopted] and vase not in dict(plain)
 
-    ranker = deps.search.searcher.graph_ranker
+    ranker = searcher_of(deps).graph_ranker
     linked = await expansion(deps.graph, ranker, fuse({"lexical": plain}, {"lexical": 1.0}, 5.0), q, 60.0)
     assert [mid for mid, _ in linked] == [vase]  # not the seed itself, not the speaker's other memories
     assert not set(films) & set(dict(linked))

@@ -19,7 +19,7 @@ from service.search.retriever import Query
 from service.search.searcher import Searcher
 from service.stores.vector import MemoryFilter, RankRequest
 from tests.conftest import unique
-from tests.integration.conftest import running_app, wait_task, write_raw
+from tests.integration.conftest import running_app, searcher_of, wait_task, write_raw
 
 # In windows of two messages: [0, 1], [2, 3], [4, 5], [6, 7], [8, 9]. The question matches [2, 3]; its answer is in
 # the next window, which shares no word with the question.
@@ -48,8 +48,8 @@ async def converse(client: httpx.AsyncClient, user: str) -> list[dict[str, Any]]
 
 
 def window(memories: list[dict[str, Any]], first: int) -> str:
-    return next(m["id"] for m in memories
-                if m["category"] == "interaction" and m["source_message_ids"] == [str(first), str(first + 1)])
+    return str(next(m["id"] for m in memories
+                    if m["category"] == "interaction" and m["source_message_ids"] == [str(first), str(first + 1)]))
 
 
 async def search_ids(client: httpx.AsyncClient, user: str, limit: int) -> list[str]:
@@ -112,7 +112,7 @@ async def test_raw_messages_of_a_thread_have_neighbours(client: httpx.AsyncClien
     stored = {m.id: m for m in await deps.vectors.get(ids)}
     assert [(stored[i].source_write, stored[i].source_first, stored[i].source_last) for i in ids] == [
         ("thread:dinner-chat", n, n) for n in range(len(TRANSCRIPT))]
-    embed = deps.search.searcher.query_vector
+    embed = searcher_of(deps).query_vector
     q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
     found = dict(await neighbours(deps.vectors, fuse({"lexical": [(ids[4], 1.0)]}, {"lexical": 1.0}, 5.0), q))
     assert set(found) == {ids[3], ids[5]}
@@ -133,7 +133,7 @@ async def test_neighbours_bring_the_answer_next_to_the_best_hit(client: httpx.As
     user = unique("neighbours")
     memories = await converse(client, user)
     hit, answer, before, far = window(memories, 2), window(memories, 4), window(memories, 0), window(memories, 8)
-    embed = deps.search.searcher.query_vector
+    embed = searcher_of(deps).query_vector
     q = Query(QUESTION, user, None, MemoryFilter(user_id=user), 10, embed, asyncio.ensure_future(embed(QUESTION)))
     [plain] = await deps.vectors.rank([RankRequest(q.flt, 10, text=q.text)])
     assert [mid for mid, _ in plain][:1] == [hit] and answer not in dict(plain)  # no word of the question
@@ -142,7 +142,8 @@ async def test_neighbours_bring_the_answer_next_to_the_best_hit(client: httpx.As
     assert answer in found and before in found
     assert hit not in found and far not in found and window(memories, 6) not in found
     spans = {m.id: (m.source_first, m.source_last) for m in await deps.vectors.get(list(found))}
-    assert all(first <= 4 and last >= 1 and (first < 2 or last > 3) for first, last in spans.values())
+    assert all(first is not None and last is not None and first <= 4 and last >= 1 and (first < 2 or last > 3)
+               for first, last in spans.values())
     assert await neighbours(deps.vectors, [], q) == []
 
 
@@ -153,7 +154,7 @@ async def test_search_with_neighbours_returns_the_answer_beside_the_question(tmp
     async with running_app(tmp_path, search_neighbour_weight=1.0, graph_timeout_seconds=60.0) as (client, deps):
         memories = await converse(client, user)
         hit, answer = window(memories, 2), window(memories, 4)
-        assert deps.search.searcher.settings.neighbour_weight == 1.0
+        assert searcher_of(deps).settings.neighbour_weight == 1.0
         near = await search_ids(client, user, 2)
         off = deps.settings.search.model_copy(update={"neighbour_weight": 0.0})
         served = Searcher(off, deps.vectors, deps.graph, deps.query_embedder, graph_timeout_s=60.0,

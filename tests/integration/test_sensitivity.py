@@ -142,7 +142,8 @@ async def test_a_low_ceiling_key_finds_the_secret_memory_on_no_read_route(tiered
             if method != "GET" and not (method == "POST" and (path in READ_POSTS or path in READ_BODIES)):
                 continue  # writes: the walk is of reads
             url = _fill(path, tiered.ids)
-            params = {"limit": 200, "name": "Priya Zorblax", "query": "Zorblax", "include_history": "true"}
+            params: dict[str, Any] = {"limit": 200, "name": "Priya Zorblax", "query": "Zorblax",
+                                      "include_history": "true"}
             resp = await c.request(method, url, params=params if method == "GET" else None,
                                    json=READ_BODIES.get(path), headers=low)
             assert resp.status_code < 500, (method, path, resp.text)

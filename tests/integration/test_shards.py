@@ -15,6 +15,7 @@ from arq.constants import health_check_key_suffix
 
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import stack_env, start_service, stop
+from service.core.kv import aw
 from service.identity.rules import NameRules
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
@@ -54,7 +55,7 @@ async def test_two_worker_processes_on_their_own_shards_write_a_hot_user_without
                     WORKER_PROCESS_NICE="0", RECONCILE_INTERVAL_SECONDS="2", RECONCILE_GRACE_SECONDS="1",
                     ARQ_JOB_TIMEOUT="30", ARQ_MAX_JOBS="32")
     proc, port = start_service(env, tmp_path / "service.log")
-    redis = aioredis.from_url(os.environ["TEST_REDIS_URL"])
+    redis = aioredis.Redis.from_url(os.environ["TEST_REDIS_URL"])
     rng = random.Random(34)
     n_hot, n_cold = 80, 40
     try:
@@ -130,7 +131,7 @@ async def test_a_shard_count_change_with_jobs_queued_runs_every_job_once(tmp_pat
 
     await accept(1, "first")
     await accept(3, "second")
-    redis = aioredis.from_url(os.environ["TEST_REDIS_URL"])
+    redis = aioredis.Redis.from_url(os.environ["TEST_REDIS_URL"])
     try:
         assert await redis.zcard(queue) == len(users) * 4  # the one queue of WORKER_SHARDS=1
         assert sum([await redis.zcard(q) for q in queue_names(queue, 3)]) == len(users) * 4
@@ -156,7 +157,7 @@ async def test_a_shard_count_change_with_jobs_queued_runs_every_job_once(tmp_pat
 
 
 async def _counts_are(redis: aioredis.Redis, queue: str, want: set[str]) -> bool:
-    return {m.decode() for m in await redis.smembers(counts_key(queue))} == want
+    return {m.decode() for m in await aw(redis.smembers(counts_key(queue)))} == want
 
 
 async def test_the_reaper_requeues_a_lost_job_on_its_users_shard(tmp_path: Path) -> None:

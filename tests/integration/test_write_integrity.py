@@ -21,6 +21,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_pref
 from scripts.bench import graph_probe as probe
 from scripts.bench.procs import SlowProxy
 from service.core.domain import Memory, Scope, content_hash
+from service.core.kv import aw
 from service.deps import Deps
 from service.identity.names import type_family
 from service.registry import JOB_KINDS
@@ -311,8 +312,8 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     # drift 2: a live node whose vector was lost
     await deps.vectors.delete([lost_vector_id])
     # drift 3: a delete that recorded its intent and removed the vector, then lost its outbox entry
-    await deps.backlog.outbox.put(_remove_intent(user, deleted_id))
-    await deps.backlog.outbox.clear("drift-test")
+    await deps.outbox.put(_remove_intent(user, deleted_id))
+    await deps.outbox.clear("drift-test")
     await deps.vectors.delete([deleted_id])
     await asyncio.sleep(deps.settings.writepath.reconcile_grace_seconds + 0.2)
 
@@ -393,7 +394,7 @@ async def test_a_delete_of_everything_erases_the_users_words_everywhere(
         assert found.status_code == 200 and found.json()["trace_id"], found.text
     assert (await client.post("/v1/graph/search", json={"user_id": user, "query": f"{said} {asked}"})
             ).status_code == 200
-    await deps.search.usage.drain()
+    await deps.usage.drain()
     await asyncio.gather(*deps.traces.trace_writes)
     assert await _graph_holds(deps, asked), "the trace keeps the query text until the delete"
     assert await _redis_holds(deps, said) and await _graph_holds(deps, said) and await _vectors_hold(deps, said)
@@ -404,7 +405,7 @@ async def test_a_delete_of_everything_erases_the_users_words_everywhere(
     assert done["status"] == "completed"
     # what it keeps, said in the answer: no text of the user's
     assert set(done["result"]["kept"]) == {"tombstones", "task_records", "idempotency_records"}
-    await deps.search.usage.drain()
+    await deps.usage.drain()
     assert (await wait_task(client, conv.json()["task_id"]))["result"] == {"erased": True}
     for marker in (said, asked):
         assert await _redis_holds(deps, marker) == [], marker
@@ -436,17 +437,17 @@ async def _redis_holds(deps: Deps, marker: str) -> list[str]:
     found: list[str] = []
     needle = marker.encode()
     async for key in redis.scan_iter(count=1000):
-        kind = (await redis.type(key)).decode()
+        kind = (await aw(redis.type(key))).decode()
         if kind == "string":
             values = [await redis.get(key) or b""]
         elif kind == "hash":
-            values = list((await redis.hgetall(key)).values())
+            values = list((await aw(redis.hgetall(key))).values())
         elif kind == "set":
-            values = list(await redis.smembers(key))
+            values = list(await aw(redis.smembers(key)))
         elif kind == "zset":
             values = [m for m, _ in await redis.zrange(key, 0, -1, withscores=True)]
         elif kind == "list":
-            values = list(await redis.lrange(key, 0, -1))
+            values = list(await aw(redis.lrange(key, 0, -1)))
         else:
             values = []
         if needle in key or any(needle in v for v in values):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
@@ -179,7 +180,7 @@ async def test_a_batch_names_the_item_it_rejects_and_stores_nothing(client: http
     user = unique("batchbad")
     good = {"content": "Prefers tabs in Go files", "category": "preference"}
 
-    async def post(memories: list[dict[str, object]]) -> httpx.Response:
+    async def post(memories: list[dict[str, Any]]) -> httpx.Response:
         return await client.post("/v1/memories/raw/batch", json={"user_id": user, "memories": memories})
 
     empty = await post([good, {"content": "   ", "category": "preference"}])

@@ -7,6 +7,7 @@ import pytest
 
 from service.ai.embeddings import BatchingEmbedder
 from service.ai.hashing import HashEmbedder
+from service.ai.local import TextKind
 from service.core.embedding_models import MODELS
 from tests.conftest import local_embedder
 
@@ -45,7 +46,8 @@ async def test_each_kind_of_text_gets_the_models_prefix() -> None:
     tok = e._tokenizer
     text = "Prefers window seats"
     plain = tok.encode(text, add_special_tokens=False).ids
-    for kind, prefix in (("passage", "passage: "), ("query", "query: "), ("symmetric", "query: ")):
+    kinds: tuple[tuple[TextKind, str], ...] = (("passage", "passage: "), ("query", "query: "), ("symmetric", "query: "))
+    for kind, prefix in kinds:
         [ids] = [enc.ids for enc in e.tokenize([text], kind)]
         assert ids == [CLS, *tok.encode(prefix, add_special_tokens=False).ids, *plain, SEP], kind
     passage, query, names = await e.embed([text]), await e.embed_query(text), await e.embed_symmetric([text])

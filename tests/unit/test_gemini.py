@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import socket
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from google import genai
@@ -23,7 +23,12 @@ from tests.fakes.scripted import fake_embedding
 PRIMARY = "gemini-3-flash-preview"
 FALLBACK = "gemini-2.5-flash"
 EMBED_MODEL = "gemini-embedding-001"
-FAST = {"base_delay_s": 0.001, "max_delay_s": 0.005}
+class Fast(TypedDict):
+    base_delay_s: float
+    max_delay_s: float
+
+
+FAST: Fast = {"base_delay_s": 0.001, "max_delay_s": 0.005}
 
 TABS = {
     "content": "User prefers tabs over spaces.",

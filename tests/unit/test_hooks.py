@@ -747,7 +747,11 @@ def test_read_event_does_not_wait_for_a_stdin_left_open() -> None:
 
 def test_read_event_refuses_oversized_input() -> None:
     r, w = os.pipe()
-    writer = threading.Thread(target=lambda: (os.write(w, b" " * 70_000), os.close(w)))
+    def write() -> None:
+        os.write(w, b" " * 70_000)
+        os.close(w)
+
+    writer = threading.Thread(target=write)
     writer.start()
     with os.fdopen(r, "rb") as stream:
         assert commands.read_event(stream, timeout=2, limit=1000) == {}

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from scripts.bench.structure import (
@@ -80,7 +81,7 @@ def test_only_the_ledger_writes_memories_to_the_graph() -> None:
 
 def _sources() -> list[tuple[str, ast.AST]]:
     """service/ and worker/ outside the store backends, parsed."""
-    out = []
+    out: list[tuple[str, ast.AST]] = []
     for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
         if not rel.startswith("service/stores/"):
@@ -251,7 +252,7 @@ def test_lower_layers_never_import_higher_ones() -> None:
     """The composition root (deps.py) is imported only by the entry layers (the API, the console, MCP, the worker,
     the app); the memory service never imports the graph API, search never imports runs or conversations."""
     entry = ("service.api", "service.ui", "service.mcp", "service.app", "service.__main__", "worker")
-    rules = {
+    rules: dict[str, Callable[[str], bool]] = {
         "service.deps": lambda m: m.startswith(entry) or m == "service.deps",
         "service.graph_api": lambda m: not m.startswith("service.memory"),
         "service.runs": lambda m: not m.startswith("service.search"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from openai import AsyncOpenAI
@@ -24,7 +24,12 @@ from service.core.settings import Settings, env_names, load_settings
 from tests.fakes.openai_server import FakeOpenAI
 
 PRIMARY, FALLBACK = "small-model", "bigger-model"
-FAST = {"base_delay_s": 0.001, "max_delay_s": 2.0}
+class Fast(TypedDict):
+    base_delay_s: float
+    max_delay_s: float
+
+
+FAST: Fast = {"base_delay_s": 0.001, "max_delay_s": 2.0}
 
 TABS = {
     "content": "User prefers tabs over spaces.",
