@@ -1,4 +1,5 @@
-"""Who is calling, and how much: the API-key dependency, per-key rate limits, the body-size limit.
+"""Who is calling, and how much, on HTTP: the API-key dependency and the rate limit (their rules: service/core/auth.py
+`caller_of`, `rate_limit`), the body-size limit, the Host check.
 
 Every route except PUBLIC_PATHS depends on `get_caller` (installed once on the app), so a route added
 later is guarded without doing anything. Limits are answered before any work: the body limit in an ASGI
