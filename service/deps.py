@@ -23,6 +23,7 @@ from service.conversations.service import ConversationService
 from service.conversations.summary import SessionSummarizer
 from service.core.embedding_models import MODELS
 from service.core.kv import RedisKV
+from service.core.loop import LoopMonitor
 from service.core.redis_client import connect_redis
 from service.core.settings import Settings
 from service.graph_api.communities import CommunitySummarizer
@@ -35,7 +36,7 @@ from service.maintenance.runs import MaintenanceRuns
 from service.memory.backlog import Backlog
 from service.memory.curation import Curation
 from service.memory.graph_reads import GraphReads
-from service.memory.health import HealthCheck
+from service.memory.health import HealthCheck, Slowness
 from service.memory.intake import Intake
 from service.memory.portability import Exporter
 from service.memory.reads import MemoryReads
@@ -89,6 +90,7 @@ class Deps:
     genai_client: Any = None
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
     openai_llm: Any = None  # the OpenAI-compatible server's client (LLM_PROVIDER=openai / EMBEDDER=openai)
+    loop: LoopMonitor | None = None  # this process's event-loop lag: a metric, /health, the worker's back-pressure
 
     @property
     def maintenance(self) -> MaintenanceRuns:
@@ -98,6 +100,8 @@ class Deps:
                                MaintenanceRecords(self.redis, s.redis), self.vectors)
 
     async def close(self) -> None:
+        if self.loop is not None:
+            await self.loop.stop()
         if self.traces.trace_writes:  # traces being written after their search answered: let them land
             await asyncio.wait(set(self.traces.trace_writes), timeout=self.settings.neo4j.timeout_seconds)
         if self.embed_child is not None:
@@ -248,8 +252,9 @@ def summarizer(settings: Settings, client: Any, llm: Any = None) -> SessionSumma
                             timeout_s=settings.gemini.timeout_seconds)
 
 
-async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> Deps:
-    """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py)."""
+async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, role: str = "api") -> Deps:
+    """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py); `role`: what
+    this process is ("api", with or without its worker inside; "worker"), for its event-loop figures."""
     redis = await connect_redis(settings.redis)
     openai_llm = build_llm(settings, redis)
     embedder, extractor, genai_client = build_ai(settings, openai_llm)
@@ -305,8 +310,10 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
         write_embedder="child process" if child is not None else "in process",
     )
     backlog = Backlog(tasks, outbox, kv)
+    monitor = LoopMonitor(role, kv.note_loop)
+    monitor.start()
     health = HealthCheck(settings.profile, settings.neo4j.timeout_seconds, tasks, vectors, graph, backlog,
-                         write_embedder, extractor, openai_llm)
+                         write_embedder, extractor, openai_llm, slowness=Slowness(settings.writepath, kv, tasks))
     return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
                 MemoryReads(vectors, tasks), search, traces, Curation(graph.curation), GraphReads(graph),
                 backlog, health, Exporter(vectors, graph, write_embedder), intake,
@@ -315,4 +322,4 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None) -> 
                 ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),
                 ConversationIntake(tasks, graph.conversations), GraphIntake(settings.service, tasks, graph.facts),
                 GraphFacts(graph.facts, graph.communities), outbox, ledger, locks, usage, genai_client,
-                child, openai_llm)
+                child, openai_llm, monitor)

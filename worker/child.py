@@ -60,8 +60,8 @@ async def run_child(settings: Settings, socket: Path, token: bytes, shards: list
         track_gc_pauses()
         freeze_startup_heap()
 
-    return await serve(lambda: build_deps(settings, vectors=RemoteVectorStore(socket, token)), shards,
-                       started=started, orphaned=lambda: os.getppid() != parent)
+    return await serve(lambda: build_deps(settings, vectors=RemoteVectorStore(socket, token), role="worker"),
+                       shards, started=started, orphaned=lambda: os.getppid() != parent)
 
 
 def main(argv: list[str] | None = None) -> int:

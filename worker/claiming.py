@@ -28,6 +28,8 @@ from arq.utils import timestamp_ms
 from arq.worker import Worker
 from redis.commands.core import AsyncScript
 
+from service.core.loop import LoopMonitor
+
 log = structlog.get_logger(__name__)
 
 # KEYS[1]: the queue (sorted set). ARGV: now (ms), in-progress timeout (ms), the in-progress key prefix, how many to
@@ -51,12 +53,15 @@ return out
 
 
 class ClaimingWorker(Worker):
-    def __init__(self, *args: Any, connect: Callable[[], Awaitable[ArqRedis]] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, connect: Callable[[], Awaitable[ArqRedis]] | None = None,
+                 monitor: LoopMonitor | None = None, **kwargs: Any) -> None:
         """`connect`: how the worker opens its Redis client (service/tasks/queue.py `connect_redis`, which knows
-        Sentinel's password and timeouts); without it, ARQ's own from `redis_settings`."""
+        Sentinel's password and timeouts); without it, ARQ's own from `redis_settings`. `monitor`: the process's
+        event-loop monitor: while the loop lags, fewer jobs start (back-pressure, service/core/loop.py)."""
         super().__init__(*args, **kwargs)
         self._claim: AsyncScript | None = None
         self._connect = connect
+        self._monitor = monitor
 
     async def main(self) -> None:
         if self._pool is None and self._connect is not None:
@@ -64,7 +69,8 @@ class ClaimingWorker(Worker):
         await super().main()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        free = self.max_jobs - self.job_counter
+        allowed = self._monitor.concurrency(self.max_jobs) if self._monitor is not None else self.max_jobs
+        free = allowed - self.job_counter
         # Every id of the poll not running here, not just `free` of them: the first ones may be running in other
         # workers (server profile, N workers on one queue); the script claims at most `free`.
         candidates: list[str] = []
@@ -84,8 +90,15 @@ class ClaimingWorker(Worker):
             await self.sem.acquire()  # free > 0: does not wait
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, score))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(lambda _: self._job_ended())
             self.tasks[job_id] = task
+        if self._monitor is not None:
+            self._monitor.note_jobs(self.job_counter)
+
+    def _job_ended(self) -> None:
+        self._release_sem_dec_counter_on_complete()
+        if self._monitor is not None:
+            self._monitor.note_jobs(self.job_counter)
 
     async def close(self) -> None:
         """ARQ's `close` (cancel the running jobs, wait for them, drop the health key, close the pool), except that

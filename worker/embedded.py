@@ -38,16 +38,18 @@ log = structlog.get_logger(__name__)
 def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
     """The options of a worker of one shard's queue (service/tasks/shards.py); the workers of shard 0 also schedule the
     crons, so they run once per deployment whatever WORKER_SHARDS is."""
+    # ARQ's own try limit is only a backstop: the wrapper (worker/jobs.py) retries against WRITE_RETRY_BUDGET_SECONDS
+    # (each retry waits at least a second) and the reaper ends a job whose worker keeps dying (ARQ_MAX_RETRIES).
+    backstop = arq_tries(settings)
     return {
-        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(settings.redis.max_tries))
-                      for k in JOB_KINDS],
+        "functions": [func(arq_function(k), name=k.function, max_tries=k.retry.tries(backstop)) for k in JOB_KINDS],
         "cron_jobs": cron_jobs(settings) if shard == 0 else [],
         "redis_settings": redis_settings(settings.redis),
         "queue_name": queue_name(settings.redis.queue_name, shard, settings.redis.worker_shards),
         "max_jobs": settings.redis.max_jobs,
         "poll_delay": settings.redis.poll_delay_seconds,
         "job_timeout": settings.redis.job_timeout,
-        "max_tries": settings.redis.max_tries,
+        "max_tries": backstop,
         # Our status records live in <queue>:task:*. ARQ's own result would keep the job's arguments
         # (the memory's content) after a delete: none is kept.
         "keep_result": 0,
@@ -55,6 +57,11 @@ def worker_options(settings: Settings, shard: int = 0) -> dict[str, Any]:
         "job_deserializer": job_deserializer,
         "health_check_interval": 30,
     }
+
+
+def arq_tries(settings: Settings) -> int:
+    """The try limit ARQ enforces itself: more than the retry budget can use up, plus the lost attempts allowed."""
+    return int(settings.writepath.retry_budget_seconds) + settings.redis.max_tries + 10
 
 
 class EmbeddedWorker:
@@ -77,7 +84,7 @@ class EmbeddedWorker:
         while not self._stopping:
             self._workers[shard] = ClaimingWorker(
                 **worker_options(settings, shard), ctx=dict(self._context), handle_signals=False,
-                connect=lambda: connect_redis(settings.redis, queue),
+                connect=lambda: connect_redis(settings.redis, queue), monitor=self._deps.loop,
             )
             log.info("embedded_worker_started", queue=queue, shard=shard)
             try:
@@ -122,7 +129,7 @@ async def open_deps(settings: Settings) -> Deps:
             "error: a standalone worker needs QDRANT_URL (a Qdrant server); in the embedded profile the "
             "API runs the worker in-process - start it with ./scripts/dev.sh or python -m service"
         )
-    deps = await build_deps(settings)
+    deps = await build_deps(settings, role="worker")
     if settings.metrics.worker_port:
         from prometheus_client import start_http_server
 

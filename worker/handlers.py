@@ -19,6 +19,7 @@ from service.memory.portability import Importer
 from service.memory.writes import MemoryWriter
 from service.registry import JobHandlers
 from service.runs.writes import RunWriter
+from worker.retry import RetryClock
 
 
 def job_handlers(deps: Deps) -> JobHandlers:
@@ -43,4 +44,4 @@ def job_handlers(deps: Deps) -> JobHandlers:
 
 def worker_context(deps: Deps) -> dict[str, Any]:
     """What every job and cron is handed (ARQ's `ctx`): the process's clients and the worker side built on them."""
-    return {"deps": deps, "handlers": job_handlers(deps)}
+    return {"deps": deps, "handlers": job_handlers(deps), "retry_clock": RetryClock()}

@@ -2,10 +2,14 @@
 
 The wrapper is where a task's fate is decided, so that every job ends in exactly one of:
 - completed (the status record says so, with `result.graph` "stored" or "pending");
-- retried through ARQ's `Retry` with backoff, for transient errors (`is_transient`), while tries remain;
-- failed, with a readable `error`: everything else, programming errors included (logged with the
-  traceback), and transient errors once the tries are used up.
-A job the wrapper never saw end (its worker died) is found by the reaper (TaskQueue.reap).
+- retried through ARQ's `Retry` with backoff, for transient errors (`is_transient`: a dependency's timeout or outage),
+  while WRITE_RETRY_BUDGET_SECONDS has not passed since the task's first such failure; meanwhile its status is
+  `retrying`, with the reason, the attempt and when it runs next (docs/write-path.md "Slowness is not an outage");
+- failed, with a readable `error`: the data's own faults at once (bad input, a refused request), programming errors
+  (logged with the traceback), and transient errors once the budget is spent (the reason names the dependency and
+  the time waited).
+A job the wrapper never saw end (its worker died) is found by the reaper (TaskQueue.reap). A final record that
+cannot be written now is tried in place, then the job runs again later and records it then: never dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from service.deps import Deps
 from service.registry import JobHandlers, JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
 from service.writepath.outbox import MemoryBusy
+from worker.retry import RetryClock, backoff, dependency_of
 
 log = structlog.get_logger(__name__)
 
@@ -54,10 +59,6 @@ def deadline(job_timeout: int) -> float:
     return max(1.0, job_timeout - min(10.0, job_timeout * 0.1))
 
 
-def backoff(attempt: int) -> float:
-    return float(min(2**attempt, 30))
-
-
 async def _keep_lease(deps: Deps, task_id: str, token: str) -> None:
     for _ in range(100_000):  # bounded; cancelled when the job ends
         await asyncio.sleep(deps.settings.redis.task_lease_seconds / 3)
@@ -68,9 +69,9 @@ async def _keep_lease(deps: Deps, task_id: str, token: str) -> None:
 async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: JobKind) -> None:
     deps: Deps = ctx["deps"]
     handlers: JobHandlers = ctx["handlers"]  # the worker side (worker/handlers.py)
+    clock: RetryClock = ctx["retry_clock"]
     settings = deps.settings
     attempt = int(ctx.get("job_try", 1))
-    tries = spec.retry.tries(settings.redis.max_tries)
     retries_before = (deps.graph.transient_retries, deps.graph.deadlock_retries)
     structlog.contextvars.bind_contextvars(task_id=task_id, user_id=raw.get("user_id"), kind=raw.get("kind"))
     lease: asyncio.Task[None] | None = None
@@ -92,15 +93,15 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
             await _stop(lease)  # the lease stays held (its TTL) until the final record drops it
             await deps.tasks.mark_completed(task_id, result)
             ended = True
+            clock.forget(task_id)
         except Exception as exc:
-            if is_transient(exc) and attempt < tries:
-                defer = backoff(attempt)
-                log.warning("job_retry", attempt=attempt, defer_s=defer, error=f"{type(exc).__name__}: {exc}"[:500])
+            reason = await _retry_or_reason(deps, clock, spec, task_id, attempt, exc)
+            if reason is None:
                 outcome = "retried"
-                raise Retry(defer=defer) from exc
-            reason = _reason(exc, attempt)
+                raise Retry(defer=backoff(attempt)) from exc
             log.error("job_failed", attempt=attempt, reason=reason, exc_info=not is_transient(exc))
             await _fail(deps, task_id, reason)
+            clock.forget(task_id)
             ended = True
             return
         outcome = "completed"
@@ -126,6 +127,33 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         structlog.contextvars.unbind_contextvars("task_id", "user_id", "kind")
 
 
+async def _retry_or_reason(deps: Deps, clock: RetryClock, spec: JobKind, task_id: str, attempt: int,
+                           exc: BaseException) -> str | None:
+    """None when the job is to run again (the task's record says `retrying`), else why the task fails."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ValidationError):
+        return f"invalid job payload: {exc.error_count()} error(s): {exc.errors()[0].get('msg')}"
+    if not is_transient(exc):
+        return text
+    if spec.retry.max_tries is not None:  # a kind that counts tries instead (the index build: one)
+        return None if attempt < spec.retry.max_tries else f"gave up after {attempt} attempts: {text}"
+    dependency = dependency_of(exc)
+    defer = backoff(attempt)
+    since: float | None = None
+    try:
+        since = await deps.tasks.mark_retrying(task_id, attempt, dependency, text[:500], defer)
+    except DependencyUnavailable as record_exc:  # Redis is the slow one too: this process's clock decides
+        log.warning("job_retry_unrecorded", error=str(record_exc)[:200])
+    waited = time.time() - clock.first(task_id, since)
+    budget = deps.settings.writepath.retry_budget_seconds
+    if waited < budget:
+        log.warning("job_retry", attempt=attempt, defer_s=round(defer, 1), waited_s=round(waited, 1),
+                    dependency=dependency, error=text[:500])
+        return None
+    return (f"gave up after waiting {waited:.0f} s for {dependency} (WRITE_RETRY_BUDGET_SECONDS={budget:.0f}, "
+            f"{attempt} attempts): {text}")
+
+
 async def _stop(lease: asyncio.Task[None] | None) -> None:
     if lease is not None:
         lease.cancel()
@@ -133,21 +161,13 @@ async def _stop(lease: asyncio.Task[None] | None) -> None:
             await lease
 
 
-def _reason(exc: BaseException, attempt: int) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ValidationError):
-        text = f"invalid job payload: {exc.error_count()} error(s): {exc.errors()[0].get('msg')}"
-    if is_transient(exc):
-        return f"gave up after {attempt} attempts: {text}"
-    return text
-
-
 async def _fail(deps: Deps, task_id: str, reason: str) -> None:
-    """Mark the task failed; if even that fails (Redis gone), the reaper ends it later."""
+    """Mark the task failed (tried in place for a while: TaskQueue._end). If Redis still does not answer, the job
+    runs again later (ARQ keeps it) and records its end then; the reaper covers a worker that dies meanwhile."""
     try:
         await deps.tasks.mark_failed(task_id, reason)
     except DependencyUnavailable as exc:
-        log.error("job_fail_unrecorded", error=str(exc))
+        log.warning("job_fail_deferred", error=str(exc)[:300], reason=reason[:300])
         raise Retry(defer=backoff(1)) from exc
 
 

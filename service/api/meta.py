@@ -49,7 +49,8 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
 
 @router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
 async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
-    """Each check is "ok" or "down"; the reasons (`errors`) only for an admin key, since they can name
+    """Each dependency's check is "ok" or "down" (503 when one is down); "event_loop" and "queue" say whether the
+    service is slow (200: slow is not down). The reasons (`errors`) only for an admin key, since they can name
     hosts and configuration."""
     body = await deps.health.report(caller.admin)
-    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if body.status == "ok" else 503)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=503 if body.down else 200)

@@ -54,6 +54,7 @@ def listing_order(order: ListOrder | None, cursor: str | None) -> ListOrder:
 class TaskStatus(StrEnum):
     QUEUED = "queued"
     PROCESSING = "processing"
+    RETRYING = "retrying"  # a dependency was slow or away: it runs again at `retry.next_at` (never an end)
     COMPLETED = "completed"
     FAILED = "failed"
 

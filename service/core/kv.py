@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -21,6 +22,7 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
+from service.core.loop import lag_allowance
 from service.core.settings import RedisQueueSettings
 
 _T = TypeVar("_T")
@@ -37,25 +39,27 @@ async def redis_guard(settings: RedisQueueSettings, what: str, coro: Awaitable[_
     """The one Redis guard: run a Redis call within REDIS_TIMEOUT_SECONDS (x `scale` for multi-call
     steps); any Redis failure is DependencyUnavailable (the API answers 503, the worker retries the job)."""
     try:
-        async with asyncio.timeout(settings.timeout_seconds * scale):
+        async with asyncio.timeout(settings.timeout_seconds * scale + lag_allowance()):  # the loop's lateness too
             return await coro
     except (RedisError, OSError, TimeoutError) as exc:
         raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_url}: {exc}") from exc
 
 
-SETTLE_TRIES = 3
+SETTLE_S = 30.0  # how long a job's bookkeeping after its writes is tried in place
 
 
 async def redis_settle(settings: RedisQueueSettings, what: str, call: Callable[[], Awaitable[_T]]) -> _T:
     """`redis_guard` for an idempotent step a job takes after its writes landed (clearing its outbox entry, its
-    final record), tried SETTLE_TRIES times in place, 0.5 s and 1 s apart. A slow moment of Redis then costs a
-    second, not a trip through ARQ's retries: those would run the writes again and, at the last try, mark the task
-    failed with its memories stored."""
-    for attempt in range(SETTLE_TRIES - 1):
+    final record), tried in place for up to SETTLE_S, 0.5 s doubling to 4 s apart. A slow moment of Redis then
+    costs seconds, not a trip through the job's retries, which would run the writes again."""
+    deadline = time.monotonic() + SETTLE_S
+    for attempt in range(1000):  # bounded in count and in time
         try:
             return await redis_guard(settings, what, call())
         except DependencyUnavailable:
-            await asyncio.sleep(0.5 * 2**attempt)
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(min(4.0, 0.5 * 2**attempt))
     return await redis_guard(settings, what, call())
 
 
@@ -136,3 +140,23 @@ class RedisKV:
     async def stats(self) -> dict[str, int]:
         raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
         return {k.decode(): int(v) for k, v in raw.items()}
+
+    # ---- event loops (service/core/loop.py) -----------------------------------------------------
+
+    async def note_loop(self, snapshot: dict[str, Any]) -> None:
+        """A process's event-loop figures, for /health (`<queue>:loops`, one field per process)."""
+        field = f"{snapshot.get('role')}:{snapshot.get('pid')}"
+        await self._guard("loop lag", aw(self._redis.hset(self.key("loops"), field,
+                                                         json.dumps({**snapshot, "at": time.time()}))))
+
+    async def loops(self, max_age_s: float) -> list[dict[str, Any]]:
+        """The figures of every process that wrote them in the last `max_age_s` (older ones are dropped)."""
+        raw = await self._guard("loop lag", aw(self._redis.hgetall(self.key("loops"))))
+        fresh: list[tuple[bytes, dict[str, Any]]] = []
+        stale: list[tuple[bytes, dict[str, Any]]] = []
+        for field, value in raw.items():
+            rec = json.loads(value)
+            (fresh if time.time() - float(rec.get("at", 0)) <= max_age_s else stale).append((field, rec))
+        if stale:
+            await self._guard("loop lag", aw(self._redis.hdel(self.key("loops"), *(f.decode() for f, _ in stale))))
+        return [rec for _, rec in sorted(fresh, key=lambda item: item[0])]

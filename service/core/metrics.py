@@ -27,6 +27,12 @@ OUTBOX_DEPTH = Gauge("memory_outbox_depth", "Write intents not yet held by both 
 JOBS = Counter("memory_jobs_total", "Jobs by kind and outcome (completed, retried, failed, skipped, interrupted)",
                ["kind", "outcome"])
 JOB_DURATION = Histogram("memory_job_duration_seconds", "Job duration by kind", ["kind"])
+LOOP_LAG = Gauge("event_loop_lag_seconds", "How late the event loop woke its last 0.25 s sleep, by process role",
+                 ["role"])
+LOOP_LAG_SAMPLES = Histogram("event_loop_lag_sample_seconds", "Event-loop lag samples by process role", ["role"],
+                             buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+WORKER_JOBS_ALLOWED = Gauge("memory_worker_jobs_allowed",
+                            "Jobs the worker takes at once now (ARQ_MAX_JOBS, fewer while its event loop lags)")
 STAGE = Histogram("memory_job_stage_seconds", "Time in each stage of a write", ["stage"])
 LLM_CALLS = Counter("memory_llm_calls_total", "LLM calls by stage, model and outcome", ["stage", "model", "outcome"])
 LLM_TOKENS = Counter("memory_llm_tokens_total", "LLM tokens by stage, model and kind (prompt, output)",

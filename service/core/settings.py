@@ -178,7 +178,9 @@ class RedisQueueSettings(Group):
     # sha256(user_id) mod WORKER_SHARDS, consumed by `python -m worker --shard K`; 1 = one queue (ARQ_QUEUE_NAME).
     worker_shards: int = _env("WORKER_SHARDS", 1, ge=1, le=1024)
     queue_name: str = _env("ARQ_QUEUE_NAME", "memory-platform:queue")
-    # Retries after the first attempt of a job on transient failures (attempts = ARQ_MAX_RETRIES + 1).
+    # Attempts of a job lost with its worker (killed mid-job, or the job gone from Redis) before its task fails, after
+    # the interruptions forgiven (attempts = ARQ_MAX_RETRIES + 1). A dependency's timeout or outage is not counted here:
+    # it is retried against WRITE_RETRY_BUDGET_SECONDS (docs/write-path.md "Slowness is not an outage").
     max_retries: int = _env("ARQ_MAX_RETRIES", 2, ge=0, le=20)
     job_timeout: int = _env("ARQ_JOB_TIMEOUT", 300, ge=1)
     # Jobs in flight at once. More of them wait together at the embedding and graph steps, which then run in
@@ -206,7 +208,7 @@ class RedisQueueSettings(Group):
 
     @property
     def max_tries(self) -> int:
-        """Attempts per job, the first included (ARQ's `max_tries`)."""
+        """Attempts per job lost with its worker, the first included (the reaper's limit)."""
         return self.max_retries + 1
 
     @property
@@ -235,6 +237,15 @@ class WritePathSettings(Group):
     reconcile_cron_enabled: bool = _env("RECONCILE_CRON_ENABLED", True)
     # The daily rebuild of every user's entity communities (RECONCILE_CRON_HOUR, minute 40; docs/graph.md).
     communities_cron_enabled: bool = _env("COMMUNITIES_CRON_ENABLED", True)
+    # How long an accepted write keeps being retried while a dependency (Redis, Neo4j, the vector store, the LLM, the
+    # embedder) times out or refuses connections, counted from its first such failure: slowness delays a write, it
+    # does not end it. Only the data's own faults (bad input, a model answer that cannot be repaired) fail at once.
+    retry_budget_seconds: float = _env("WRITE_RETRY_BUDGET_SECONDS", 1800.0, ge=1, le=30 * 86400)
+    # /health says "degraded" (200: slow is not down) when an event loop of the API or a worker lagged over this many
+    # seconds in each sample of the last LAG_WINDOW_S, or when the oldest task not ended is older than
+    # QUEUE_AGE_DEGRADED_SECONDS.
+    loop_lag_degraded_seconds: float = _env("LOOP_LAG_DEGRADED_SECONDS", 1.0, gt=0, le=600)
+    queue_age_degraded_seconds: float = _env("QUEUE_AGE_DEGRADED_SECONDS", 600.0, gt=0)
 
     @field_validator("reconcile_interval_seconds")
     @classmethod

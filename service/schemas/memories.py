@@ -279,10 +279,15 @@ class WritePathHealth(BaseModel):
     pending_tasks: int | None = None
     graph_transient_retries: int = 0
     deadlock_retries: int = 0
+    oldest_task_age_s: float | None = None  # the oldest task not ended (QUEUE_AGE_DEGRADED_SECONDS)
+    # Each API and worker process's event loop: lag that stayed high (`lag_s`), the worst lately and since start,
+    # its jobs in flight and their peak (service/core/loop.py).
+    loops: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class HealthResponse(BaseModel):
     status: Literal["ok", "degraded"]
+    down: list[str] = Field(default_factory=list)  # the dependencies that are down (503); slow alone answers 200
     service: str
     profile: str
     checks: dict[str, str]

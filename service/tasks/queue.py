@@ -182,7 +182,7 @@ class TaskQueue:
         if rec is None or (owner is not None and rec.get("user_id") != owner):
             raise NotFound(f"unknown task id '{task_id}' (task records expire after TASK_TTL_SECONDS)")
         return TaskResponse(task_id=task_id, status=rec["status"], result=rec["result"], error=rec["error"],
-                            progress=rec.get("progress"))
+                            progress=rec.get("progress"), retry=rec.get("retry"))
 
     def user_tasks_key(self, user_id: str) -> str:
         """The user's task index: their newest task ids by acceptance time (written by the accept script)."""
@@ -201,7 +201,7 @@ class TaskQueue:
                 if rec is None or rec.get("user_id") != user_id:
                     continue
                 out.append({"task_id": tid, "kind": rec.get("kind"), "status": rec.get("status"),
-                            "error": rec.get("error"), "progress": rec.get("progress"),
+                            "error": rec.get("error"), "progress": rec.get("progress"), "retry": rec.get("retry"),
                             "created_at": rec.get("created_at"), "updated_at": rec.get("updated_at")})
             return out
 
@@ -266,11 +266,31 @@ class TaskQueue:
         raise DependencyUnavailable(f"redis: the job's claim reached fewer than {replicas} replica(s) in "
                                     f"{CLAIM_HOLD_S:.0f} s; not run")
 
+    async def mark_retrying(self, task_id: str, attempt: int, dependency: str, reason: str, defer_s: float) -> float:
+        """The task waits on a slow or absent dependency and runs again in `defer_s`: status `retrying` with why and
+        when (`retry`). Returns when the task first met one (epoch seconds: the budget's start, kept across attempts
+        in `retry.since`). An ended task is left as it is."""
+        async def run() -> float:
+            raw = await self._redis.get(self._task_prefix + task_id)
+            rec = json.loads(raw) if raw else None
+            now = time.time()
+            if rec is None or rec.get("status") in ENDED:
+                return now
+            since = _epoch((rec.get("retry") or {}).get("since")) or now
+            rec = self._changed(task_id, raw, {"status": TaskStatus.RETRYING.value, "retry": {
+                "dependency": dependency, "reason": reason, "attempt": attempt, "since": _iso(since),
+                "next_at": _iso(now + defer_s)}})
+            await self._redis.set(self._task_prefix + task_id, json.dumps(rec), keepttl=True)
+            return since
+
+        return await self._guard("status update", run())
+
     async def mark_completed(self, task_id: str, result: dict[str, Any]) -> None:
         # The job's copy (for the reaper) and its step caches go: a delete must find the content only in
         # `result`, where erase() can reach it through <queue>:mtasks:<memory id>.
         memories = [m["id"] for m in result.get("memories") or [] if isinstance(m, dict) and m.get("id")]
-        await self._end(task_id, {"status": TaskStatus.COMPLETED.value, "result": result, "error": None, "job": None},
+        await self._end(task_id, {"status": TaskStatus.COMPLETED.value, "result": result, "error": None, "job": None,
+                                  "retry": None},
                         self._settings.idempotency_window_seconds, memories)
 
     async def erase(self, memory_ids: list[str]) -> int:
@@ -446,6 +466,7 @@ class TaskQueue:
         if rec is None or rec.get("status") in ENDED:
             await self._redis.zrem(self.pending_key, task_id)
             return "ended"
+        lost = int(rec.get("lost") or 0)  # attempts lost with their worker, past the forgiven ones (the reaper's count)
         if await self._redis.exists(job_key_prefix + task_id):
             if (await self._redis.exists(in_progress_key_prefix + task_id)
                     and not await self._redis.exists(self.lease_key(task_id))
@@ -453,6 +474,15 @@ class TaskQueue:
                 # Its worker died: that attempt was not a try. Forgiven first: once ARQ's mark is gone, another worker
                 # may claim the job and write its record.
                 forgiven = await self._forgive(task_id)
+                if not forgiven and lost + 1 >= self._settings.max_tries:
+                    log.error("reaper_failed_task", task_id=task_id, attempt=rec.get("attempt"), lost=lost + 1)
+                    await self.mark_failed(task_id, f"lost: its worker died {lost + 1 + INTERRUPTIONS_FORGIVEN} times "
+                                                    "while running it")
+                    await self._redis.delete(in_progress_key_prefix + task_id, job_key_prefix + task_id)
+                    return "failed"
+                if not forgiven:
+                    await self._redis.set(self._task_prefix + task_id, json.dumps({**rec, "lost": lost + 1}),
+                                          keepttl=True)
                 await self._redis.delete(in_progress_key_prefix + task_id)
                 log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"), forgiven=forgiven)
                 return "released"
@@ -465,15 +495,16 @@ class TaskQueue:
             return "discarded"
         attempt = int(rec.get("attempt") or 0)
         job = rec.get("job")
-        if job is not None and attempt < self._settings.max_tries:
+        if job is not None and lost + 1 < self._settings.max_tries:
             await self._redis.delete(result_key_prefix + task_id)
+            await self._redis.set(self._task_prefix + task_id, json.dumps({**rec, "lost": lost + 1}), keepttl=True)
             if await self._submit(task_id, job, job_try=attempt + 1, user_id=rec.get("user_id")):
-                log.warning("reaper_requeued", task_id=task_id, attempt=attempt)
+                log.warning("reaper_requeued", task_id=task_id, attempt=attempt, lost=lost + 1)
                 return "requeued"
             return None
-        reason = (f"lost: the job ended without finishing after {attempt} attempt(s) "
-                  "(its worker died on the last try, or the job vanished from Redis)")
-        log.error("reaper_failed_task", task_id=task_id, attempt=attempt)
+        reason = (f"lost: the job ended without finishing {lost + 1} time(s), after {attempt} attempt(s) "
+                  "(its worker died, or the job vanished from Redis)")
+        log.error("reaper_failed_task", task_id=task_id, attempt=attempt, lost=lost + 1)
         await self.mark_failed(task_id, reason)
         return "failed"
 
@@ -485,6 +516,17 @@ class TaskQueue:
 
     async def ping(self) -> None:
         await self._guard("ping", self._redis.ping())
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _epoch(stamp: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
+    except ValueError:
+        return None
 
 
 def _age_s(stamp: Any) -> float:

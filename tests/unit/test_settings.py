@@ -197,17 +197,21 @@ def test_an_invalid_secret_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> N
         assert exc.value.code == f"{name.upper()}: must be a valid string"
 
 
-def test_arq_max_retries_counts_retries_after_the_first_attempt() -> None:
-    """ARQ_MAX_RETRIES=N gives a job N + 1 attempts (it counted attempts before)."""
+def test_arq_try_limit_outlasts_the_retry_budget() -> None:
+    """A dependency's slowness is retried against WRITE_RETRY_BUDGET_SECONDS, not a count: ARQ's own try limit is only
+    a backstop that a budget's retries (each at least a second apart) cannot reach. ARQ_MAX_RETRIES=N still gives a
+    job N + 1 attempts lost with their worker (the reaper's limit)."""
     from worker.embedded import worker_options
 
-    options = worker_options(Settings(_env_file=None, arq_max_retries=0))  # type: ignore[call-arg]
-    assert options["max_tries"] == 1  # no retry: one attempt
-    options = worker_options(Settings(_env_file=None, arq_max_retries=3))  # type: ignore[call-arg]
+    short = Settings(_env_file=None, arq_max_retries=0, write_retry_budget_seconds=60)  # type: ignore[call-arg]
+    options = worker_options(short)
     tries = {f.name: f.max_tries for f in options["functions"]}
-    assert options["max_tries"] == 4 and tries["memory_raw"] == 4
+    assert options["max_tries"] > 60 and tries["memory_raw"] > 60
     assert tries["maintenance_optimize"] == 1  # its own policy: one attempt
-    assert Settings(_env_file=None).redis.max_tries == 3  # type: ignore[call-arg]  # the default: 2 retries
+    assert short.redis.max_tries == 1
+    default = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert default.redis.max_tries == 3 and default.writepath.retry_budget_seconds >= 15 * 60
+    assert worker_options(default)["max_tries"] > default.writepath.retry_budget_seconds
 
 
 def test_qdrant_on_disk_false_keeps_vectors_in_memory(tmp_path: Path) -> None:
