@@ -16,6 +16,7 @@ from service.ai.embeddings import BatchingEmbedder, Embedder
 from service.ai.extraction import Extractor
 from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
+from service.ai.offline.process import ProcessExtractor
 from service.ai.process import ProcessEmbedder
 from service.ai.tokens import token_counter
 from service.conversations.intake import ConversationIntake
@@ -113,6 +114,8 @@ class Deps:
             await self.genai_client.aio.aclose()
         if self.openai_llm is not None:
             await self.openai_llm.aclose()
+        if isinstance(self.extractor, ProcessExtractor):
+            self.extractor.close()
 
 
 def build_vector_store(settings: Settings) -> VectorStore:
@@ -192,9 +195,7 @@ def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, 
             timeout_s=settings.gemini.timeout_seconds,
         )
     else:
-        from service.ai.offline.extractor import OfflineExtractor
-
-        extractor = OfflineExtractor()
+        extractor = ProcessExtractor()  # the rules in a process of their own: never on a loop that talks to Redis
         log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm.provider == "offline" else
                     "GOOGLE_API_KEY is not set: using the offline rule-based extractor")
     return embedder, extractor, client

@@ -22,7 +22,8 @@ def backoff(attempt: int) -> float:
 
 
 _DEPENDENCIES = (("redis", "Redis"), ("neo4j", "Neo4j"), ("qdrant", "the vector store"),
-                 ("vector", "the vector store"), ("embedder", "the embedder"), ("gemini", "the LLM"),
+                 ("vector", "the vector store"), ("embedder", "the embedder"),
+                 ("extractor", "the extractor process"), ("gemini", "the LLM"),
                  ("openai", "the LLM"), ("llm", "the LLM"))
 
 

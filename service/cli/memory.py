@@ -230,7 +230,9 @@ class Commands:
             while True:
                 task = self.client.task(task_id)
                 done = f" ({task.progress.done}/{task.progress.total})" if task.progress else ""
-                spin.update(f"task {task_id}: {task.status}{done}")
+                waiting = (f" on {task.retry.dependency}, attempt {task.retry.attempt}, next at {task.retry.next_at}"
+                           if task.retry and task.status == "retrying" else "")
+                spin.update(f"task {task_id}: {task.status}{done}{waiting}")
                 if task.status in ("completed", "failed") or time.monotonic() > deadline:
                     return task
                 time.sleep(0.3)
@@ -244,6 +246,9 @@ class Commands:
         for m in (task.result or {}).get("memories", []) or []:
             if isinstance(m, dict):
                 table.add_row("memory", f"{m.get('id')} [{m.get('category')}] {m.get('content')}")
+        if task.retry and task.status != "completed":
+            table.add_row("waiting on", f"{task.retry.dependency} (attempt {task.retry.attempt}, since "
+                                        f"{task.retry.since}, next at {task.retry.next_at}): {task.retry.reason}")
         if task.error:
             table.add_row("error", task.error)
         self.emit(task, table)

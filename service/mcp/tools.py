@@ -302,6 +302,9 @@ async def settle(backend: MemoryBackend, accepted: AcceptedResponse, wait: bool)
         message = "Done."
     elif task.status is TaskStatus.FAILED:
         message = "The write failed; see error."
+    elif task.status is TaskStatus.RETRYING and task.retry is not None:
+        message = (f"Waiting on {task.retry.dependency}, which is slow or away (attempt {task.retry.attempt}, next "
+                   f"at {task.retry.next_at}); it will be stored. Call get_task_status with this task_id later.")
     else:
         message = (f"Still {task.status.value} after {WAIT_SECONDS:.0f} s. "
                    "Call get_task_status with this task_id later.")

@@ -91,7 +91,9 @@ async def test_health_ok(client: httpx.AsyncClient) -> None:
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body["status"] == "ok"
-    assert body["checks"] == {"redis": "ok", "vector_store": "ok", "graph_store": "ok"}
+    assert body["checks"] == {"redis": "ok", "vector_store": "ok", "graph_store": "ok", "event_loop": "ok",
+                              "queue": "ok"}
+    assert body["down"] == []
     assert resp.headers["x-request-id"]
 
 
