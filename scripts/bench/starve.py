@@ -663,7 +663,7 @@ async def run_row(args: argparse.Namespace, fault: str, workers: int) -> Row:
         env = service_env(args, work, redis_port, neo4j_port, port)
         env.update({"WRITE_RETRY_BUDGET_SECONDS": str(args.budget_s), "WORKER_PROCESSES": str(workers),
                     "WORKER_SHARDS": str(workers), "WORKER_PROCESS": "child", "LLM_PROVIDER": "offline"})
-        service = Service(ROOT, env, port, work / "service.log")
+        service = Service(args.src, env, port, work / "service.log")
         await asyncio.to_thread(service.start)
         print(f"service 127.0.0.1:{port} up in {service.start_s[-1]:.1f}s", flush=True)
 
@@ -785,9 +785,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--write-retry-s", type=float, default=600.0, help="how long one write is resent at most")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (logs and data)")
+    p.add_argument("--src", default=str(ROOT), help="checkout the service runs from (default: this one), e.g. a "
+                                                     "`git worktree` of an older commit, for a before/after")
     p.add_argument("--smoke", action="store_true",
                    help="a short check: redis-pause 3 s, 12 writes, 2 users, 1 worker, --timeout 120")
     args = p.parse_args(argv)
+    args.src = Path(args.src).resolve()
+    if not (args.src / "service" / "__main__.py").is_file():
+        p.error(f"--src {args.src}: not a checkout of this repository (no service/__main__.py)")
     if args.smoke:
         args.fault, args.fault_s, args.n, args.users, args.workers, args.timeout = "redis-pause", 3.0, 12, 2, "1", 120.0
     try:

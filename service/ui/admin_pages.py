@@ -71,6 +71,8 @@ def _readable(values: dict[str, Any]) -> list[tuple[str, str]]:
     def text(value: Any) -> str:
         if isinstance(value, dict):
             return ", ".join(f"{k.replace('_', ' ')} {text(v)}" for k, v in value.items()) or "—"
+        if isinstance(value, list):  # each process's event loop: one line each
+            return "; ".join(text(v) for v in value) or "—"
         return "—" if value is None else str(value)
 
     return [(k.replace("_", " "), text(v)) for k, v in values.items()]

@@ -635,7 +635,8 @@ def test_health_reads_as_lists_and_fits_390_px(console: Console, browser: WebDri
         browser.get(console.url + "/ui/health")
         checks = {li.get_attribute("data-check"): li.text for li in
                   browser.find_elements(By.CSS_SELECTOR, "#health-checks li")}
-        assert checks == {"redis": "redis ok", "vector_store": "vector store ok", "graph_store": "graph store ok"}
+        assert checks == {"redis": "redis ok", "vector_store": "vector store ok", "graph_store": "graph store ok",
+                          "event_loop": "event loop ok", "queue": "queue ok"}
         main = browser.find_element(By.ID, "main").text
         assert "{'" not in main and "':" not in main  # no Python dict anywhere
         graph = browser.find_element(By.ID, "health-graph").text

@@ -135,3 +135,25 @@ async def test_writes_outlast_a_redis_pause_longer_than_three_tries(tmp_path: Pa
         await asyncio.sleep(10.5)
         ended = [await wait_task(client, t, timeout=120) for t in tasks]
         assert [e["status"] for e in ended] == ["completed"] * len(tasks), [e.get("error") for e in ended]
+
+
+async def test_health_says_degraded_but_200_when_a_loop_stays_late_or_the_queue_is_behind(tmp_path: Path) -> None:
+    async with running_app(tmp_path, embedded_worker=False, queue_age_degraded_seconds=1) as (client, deps):
+        resp = await client.get("/health")
+        assert resp.status_code == 200 and resp.json()["checks"]["event_loop"] == "ok"
+        loops = resp.json()["write_path"]["loops"]
+        assert loops == [] or {rec["role"] for rec in loops} == {"api"}  # its own figures, once published
+        # A worker process whose loop stayed late writes so (what service/core/loop.py publishes every 5 s).
+        await deps.kv.note_loop({"role": "worker", "pid": 4242, "lag_s": 3.5, "recent_peak_s": 4.0, "peak_s": 6.0,
+                                 "jobs_running": 1, "jobs_peak": 64, "jobs_allowed_share": 0.02})
+        # And a write nobody takes (no worker here) grows older than QUEUE_AGE_DEGRADED_SECONDS.
+        await client.post("/v1/memories/raw", json={"content": "I use Vim", "user_id": unique("q"),
+                                                    "category": "preference"})
+        await asyncio.sleep(1.2)
+        resp = await client.get("/health")
+        body = resp.json()
+        assert resp.status_code == 200, body  # slow is not down
+        assert body["status"] == "degraded" and body["down"] == []
+        assert body["checks"]["event_loop"] == "slow" and body["checks"]["queue"] == "behind"
+        assert body["checks"]["redis"] == "ok" and body["write_path"]["oldest_task_age_s"] >= 1
+        assert any(rec["pid"] == 4242 and rec["jobs_peak"] == 64 for rec in body["write_path"]["loops"])
