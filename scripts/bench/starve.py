@@ -1,4 +1,4 @@
-"""Starve benchmark (issue 60, "A write is never lost to a slow machine"): stream raw and conversation writes
+"""Starve benchmark ("a write is never lost to a slow machine"): stream raw and conversation writes
 while one fault starves the service of CPU, Redis, Neo4j or its worker, then check that nothing was lost,
 nothing duplicated and nothing left stuck, and how long writes took.
 

@@ -94,7 +94,7 @@ from service.schemas.memories import (
     RawMemoryRequest,
 )
 from service.schemas.search import GraphSearchRequest, SearchRequest, SearchResponse, SearchResult
-from service.search.context_format import render_markdown
+from service.search.context_format import days, render_markdown
 
 
 class WriteOutcome(BaseModel):
@@ -132,9 +132,11 @@ class RecallAnswer(BaseModel):
     trace_id: str | None = Field(default=None, description="With trace=true: the recorded trace's id.")
 
 
-def _day(result: SearchResult) -> str | None:
-    stamp = result.occurred_at or result.valid_at or result.created_at
-    return stamp[:10] if stamp else None
+def _dates(result: SearchResult) -> dict[str, str | None]:
+    """`date`: the day it was said (a graph fact: the day it became true); `event_date`: the day of the event it is
+    about, when another (context_format.days, the rule the context's lines follow)."""
+    said, event = days(result.occurred_at or result.valid_at or result.created_at, result.metadata)
+    return {"date": said, "event_date": event} if event else {"date": said}
 
 
 def recall_answer(found: SearchResponse, detail: str) -> dict[str, Any]:
@@ -143,11 +145,11 @@ def recall_answer(found: SearchResponse, detail: str) -> dict[str, Any]:
     if detail == "full":
         full = found.model_dump(mode="json")
         for item, result in zip(full["results"], found.results, strict=True):
-            item["date"] = _day(result)
+            item.update(_dates(result))
         return full
     rows: list[dict[str, Any]] = []
     for r in found.results:
-        row: dict[str, Any] = {"id": r.id, "content": r.content, "category": r.category, "date": _day(r),
+        row: dict[str, Any] = {"id": r.id, "content": r.content, "category": r.category, **_dates(r),
                                "source": r.source}
         if r.also:
             row["also"] = [f.model_dump(mode="json") for f in r.also]

@@ -139,10 +139,71 @@ def changed_words(text: str) -> frozenset[str]:
     return frozenset(w for c in clauses(text) if _changing(c) for w in slot_words(c))
 
 
+# Slots people name without sharing a word with what they replace ("we moved to Porto" after "I live in Lisbon", "every
+# pipeline runs on GitHub Actions now" after "our CI runs on Jenkins"): a frame gives (slot, whose). The subject is
+# "user" for I / we / our, else the relative a possessive names ("my sister lives in Lyon": "sister"), so a brother's
+# city never replaces a sister's.
+_WHO = r"(?P<who>I|we|my (?P<rel>\w+)|our (?P<orel>\w+))"
+_FRAME_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("home", rf"\b{_WHO}(?:'ve| have| had|'re| are|'m| am| is| just| now| recently| finally)*\s+"
+             r"(?:(?:live[sd]?|living)\b(?!-)|(?:moved|relocated|moving) (?:back )?(?:to|into|from|back|out|abroad|"
+             r"away|here|there|house|home|across|over)\b|(?:based|settled) (?:in|out)\b)"),
+    ("home", r"\b(?P<who>my|our) (?:new )?(?:home|place|apartment|flat|house) is (?:in|now in)\b"),
+    ("manager", r"\b(?P<who>my|our) (?:new |current )?(?:manager|boss|line manager|team lead|supervisor)\b"),
+    ("manager", r"\b(?P<who>I|we) (?:now )?report(?:s|ed)? (?:directly )?to\b"),
+    ("employer", r"\b(?P<who>I|we)(?:'m| am| now| just| no longer| don't| do not| still)* (?:work(?:s|ing)?|employed) "
+                 r"(?:at|for)\b"),
+    ("employer", r"\b(?P<who>I|we) (?:just |recently )?(?:joined|started at|started working at)\b"),
+    ("ci", r"\b(?P<who>)(?:CI|CI/CD|continuous integration|(?:every |all |our |the )?(?:pipelines?|builds?)) "
+           r"(?:now )?(?:runs?|running|is|are|lives?|happens?) (?:now )?(?:on|in|through)\b"),
+    ("ci", r"\b(?P<who>)(?:use|using|moved|switched|migrated) [\w .-]{1,30} for (?:CI|our CI|our pipelines|builds)\b"),
+)
+_FRAMES = tuple((slot, re.compile(pattern, re.IGNORECASE)) for slot, pattern in _FRAME_PATTERNS)
+# "switched Atlas from Flask to FastAPI", "moved from Lisbon to Porto": the old value is named
+_FROM_TO = re.compile(r"\b(?:switch(?:ed|ing)?|mov(?:ed|ing)|migrat(?:ed|ing)|chang(?:ed|ing)|went|port(?:ed|ing)|"
+                      r"replac(?:ed|ing)|upgrad(?:ed|ing))\b(?P<what>(?: \w+){0,3}?) from (?P<old>[\w .+#-]{1,40}?) "
+                      r"(?:to|for|with) \w", re.IGNORECASE)
+
+
+def frames(text: str) -> frozenset[tuple[str, str]]:
+    """The (slot, subject) pairs a statement names: ("home", "user") for "I live in Lisbon" and "we moved to Porto",
+    ("home", "sister") for "my sister lives in Lyon", ("manager", "user"), ("employer", "user"), ("ci", "")."""
+    out = set()
+    for slot, pattern in _FRAMES:
+        for found in pattern.finditer(text):
+            relative = found.groupdict().get("rel") or found.groupdict().get("orel")
+            if slot == "ci":
+                out.add((slot, ""))  # the project's (the write's project_id) or the user's
+            else:
+                out.add((slot, relative.casefold() if relative else "user"))
+    return frozenset(out)
+
+
+def replaced_values(text: str) -> list[tuple[str, str]]:
+    """(what, old value) of each "from A to B" change in a message: ("Atlas", "Flask") for "we switched Atlas from
+    Flask to FastAPI"; what is "" when the change names nothing ("moved from Lisbon to Porto")."""
+    return [(found.group("what").strip(), found.group("old").strip()) for found in _FROM_TO.finditer(text)]
+
+
+def _mentions(text: str, name: str) -> bool:
+    return bool(name) and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
 def same_slot(new: str, old: str, cosine: float, calibration: Calibration) -> bool:
-    """A later message and an earlier statement of the same slot: close by the model and sharing a content word of
-    a changing clause (closer than `slot`, or than `slot_named` when the shared word is the one the change
-    names)."""
+    """A later message and an earlier statement of the same slot:
+    - both name one slot of one subject by a frame (`frames`: where they live, who manages them, where they work,
+      what the CI runs on), whatever their words;
+    - or the change names the value it replaces ("from Flask to FastAPI") and the earlier statement states it (and
+      the thing changed, when the change names one: "Atlas");
+    - or they are close by the model and share a content word of a changing clause (closer than `slot`, or than
+      `slot_named` when the shared word is the one the change names)."""
+    changing = " ".join(c for c in clauses(new) if _changing(c)) or new
+    if frames(changing) & frames(old):
+        return True
+    for what, value in replaced_values(new):
+        names = [w for w in what.split() if w[:1].isupper()]  # "Atlas": the earlier statement is about it too
+        if _mentions(old, value) and (not names or any(_mentions(old, name) for name in names)):
+            return True
     shared = changed_words(new) & slot_words(old)
     if not shared:
         return False

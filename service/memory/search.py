@@ -67,8 +67,8 @@ class MemorySearch:
         """The user's global memories plus the project's, most useful for the session first, restatements left
         out, within `max_tokens` of the markdown form when given (service/search/context.py); with `query`, its
         search hits first; `sections` (e.g. lessons from earlier sessions) share the budget."""
-        flt = MemoryFilter(user_id=user_id, project_id=project_id, active_only=True)
-        memories = await scroll_all(self.vectors, flt)
+        everything = await scroll_all(self.vectors, MemoryFilter(user_id=user_id, project_id=project_id))
+        memories = [m for m in everything if not m.superseded_by]  # the replaced values only as dated history
         hits: list[str] = []
         if query and memories:
             found = await self.searcher.search(SearchRequest(query=query, project_id=project_id,
@@ -78,7 +78,7 @@ class MemorySearch:
         ranked = context.rank(memories, project_id, hits, counts, datetime.now(UTC), self.recency_days)
         return context.build(user_id, project_id, ranked, per_category=per_category, total=len(memories),
                              max_tokens=max_tokens, counter=self.tokens,
-                             sections=list(sections))
+                             sections=list(sections), past=context.histories(everything))
 
     async def warm_up(self) -> None:
         """Run the search once before the first request: Neo4j plans a statement on its first run (the graph

@@ -261,6 +261,10 @@ class ContextResponse(BaseModel):
         "With max_tokens: the tokens of the markdown form, counted by `tokenizer` (the embedder's)."))
     tokenizer: str | None = None
     sections: list[ContextSection] = Field(default_factory=list)
+    history: dict[str, list[MemoryRecord]] = Field(default_factory=dict, description=(
+        "For a listed memory that replaced others (a correction, a new value of a preference): the values it "
+        "replaced, oldest first, at most HISTORY_KEPT. The markdown form shows them on the memory's line, dated, "
+        "the current value marked."))
 
 
 class CategoryOut(BaseModel):

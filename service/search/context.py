@@ -182,11 +182,39 @@ def _fit_sections(sections: list[ContextSection], budget: int, counter: TokenCou
     return out, used
 
 
+HISTORY_KEPT = 3  # the most past values a memory's line carries
+
+
+def histories(memories: Sequence[Memory]) -> dict[str, list[Memory]]:
+    """For each memory not superseded that replaced others (`superseded_by`, directly or through a chain): those
+    values, oldest first, the newest HISTORY_KEPT. The reader (often an LLM) can then judge which is current."""
+    replaced: dict[str, list[Memory]] = {}
+    for m in memories:
+        if m.superseded_by:
+            replaced.setdefault(m.superseded_by, []).append(m)
+    out: dict[str, list[Memory]] = {}
+    for m in memories:
+        if m.superseded_by or m.id not in replaced:
+            continue
+        past: list[Memory] = []
+        frontier, seen = list(replaced[m.id]), {m.id}
+        while frontier and len(seen) < 100:  # bounded: a chain of corrections, never a cycle
+            p = frontier.pop()
+            if p.id in seen:
+                continue
+            seen.add(p.id)
+            past.append(p)
+            frontier += replaced.get(p.id, [])
+        out[m.id] = sorted(past, key=_when)[-HISTORY_KEPT:]
+    return out
+
+
 def build(user_id: str, project_id: str | None, ranked: Ranked, *, per_category: int, total: int,
           max_tokens: int | None = None, counter: TokenCounter | None = None,
-          sections: Sequence[ContextSection] = ()) -> ContextResponse:
+          sections: Sequence[ContextSection] = (), past: dict[str, list[Memory]] | None = None) -> ContextResponse:
     """The context: the ranked memories (at most `per_category` of a category), with `max_tokens` those whose
-    markdown block fits it, counted by `counter`."""
+    markdown block fits it, counted by `counter`; `past`: the values each memory replaced (`histories`)."""
+    history = {mid: [MemoryRecord.of(p) for p in values] for mid, values in (past or {}).items()}
     taken: dict[str, int] = {}
     records: list[MemoryRecord] = []
     capped = 0
@@ -200,10 +228,10 @@ def build(user_id: str, project_id: str | None, ranked: Ranked, *, per_category:
     if max_tokens is None or counter is None:
         return ContextResponse(user_id=user_id, project_id=project_id, categories=_groups(records), total=total,
                                order=[r.id for r in records], restated=ranked.restated, omitted=capped,
-                               sections=[s for s in extra if s.lines])
+                               sections=[s for s in extra if s.lines], history=_shown(history, records))
     extra, used = _fit_sections(extra, int(max_tokens * SECTION_SHARE), counter)
     used += counter.count(fmt.title(project_id))
-    own = [counter.count(fmt.bullet(r)) for r in records]
+    own = [counter.count(fmt.bullet(r, history.get(r.id, ()))) for r in records]
     head = {c: counter.count(fmt.heading(c)) for c in {r.category for r in records}}
     if capped == 0 and used + sum(own) + sum(head.values()) <= max_tokens:
         kept = records
@@ -221,6 +249,10 @@ def build(user_id: str, project_id: str | None, ranked: Ranked, *, per_category:
     ctx = ContextResponse(user_id=user_id, project_id=project_id, categories=_groups(kept), total=total,
                           order=[r.id for r in kept], restated=ranked.restated,
                           omitted=capped + len(records) - len(kept), max_tokens=max_tokens, tokenizer=counter.name,
-                          sections=extra)
+                          sections=extra, history=_shown(history, kept))
     ctx.tokens = counter.count(fmt.render_markdown(ctx))
     return ctx
+
+
+def _shown(history: dict[str, list[MemoryRecord]], records: Sequence[MemoryRecord]) -> dict[str, list[MemoryRecord]]:
+    return {r.id: history[r.id] for r in records if r.id in history}

@@ -8,6 +8,9 @@ word-piece tokenizer splits on whitespace, so the block's tokens are the sum of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from service.schemas.memories import ContextResponse, MemoryRecord
 
 EMPTY = "_No memories yet._"
@@ -21,9 +24,32 @@ def heading(category: str) -> str:
     return f"## {category.replace('_', ' ').capitalize()}"
 
 
-def bullet(m: MemoryRecord) -> str:
+def day(stamp: str | None) -> str | None:
+    """An ISO 8601 time as the day a person reads (2026-11-30); None when there is none."""
+    return stamp[:10] if stamp and len(stamp) >= 10 and stamp[4] == "-" else None
+
+
+def days(said_at: str | None, metadata: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(the day it was said, the day of the event it is about when that is another day): a plan made on 2026-12-04
+    for next Friday gives ("2026-12-04", "2026-12-11"). The one date rule of context and MCP recall."""
+    said = day(said_at)
+    event = day(str((metadata or {}).get("event_at") or ""))
+    return said, event if event != said else None
+
+
+def dated(m: MemoryRecord) -> str:
+    """When it was said (the message's time, else when it was stored) and, for a plan or an event, the day it is
+    about: "said 2026-11-30", "said 2026-12-04, for 2026-12-11"."""
+    said, event = days(m.occurred_at or m.created_at, m.metadata)
+    return f"said {said or '?'}, for {event}" if event else f"said {said or '?'}"
+
+
+def bullet(m: MemoryRecord, past: Sequence[MemoryRecord] = ()) -> str:
+    """One memory's line, dated; with `past` (the values it replaced, oldest first) the slot's history, the current
+    value marked: "- I live in Lisbon. (said 2026-11-30) → We moved to Porto. (said 2026-12-05, current)"."""
     tag = f" [{m.project_id}]" if m.project_id else ""
-    return f"- {' '.join(m.content.split())}{tag}"
+    before = "".join(f"{' '.join(p.content.split())} ({dated(p)}) → " for p in past)
+    return f"- {before}{' '.join(m.content.split())}{tag} ({dated(m)}{', current' if past else ''})"
 
 
 def left_out(n: int, knob: str) -> str:
@@ -50,7 +76,8 @@ def render_markdown(ctx: ContextResponse, max_chars: int | None = None) -> str:
         seen: set[int] = set()
         keep = set()
         for i, (_, g, m) in enumerate(entries):
-            cost = (len(heading(ctx.categories[g].category)) + 1 if g not in seen else 0) + len(bullet(m)) + 1
+            cost = ((len(heading(ctx.categories[g].category)) + 1 if g not in seen else 0)
+                    + len(bullet(m, ctx.history.get(m.id, ()))) + 1)
             remaining = len(entries) - i - 1 + ctx.omitted
             reserve = len(left_out(remaining, knob)) + 1 if remaining else 0
             if used + cost + reserve > max_chars:
@@ -60,7 +87,7 @@ def render_markdown(ctx: ContextResponse, max_chars: int | None = None) -> str:
             used += cost
     lines = [head]
     for group in ctx.categories:
-        shown = [bullet(m) for m in group.memories if id(m) in keep]
+        shown = [bullet(m, ctx.history.get(m.id, ())) for m in group.memories if id(m) in keep]
         if shown:
             lines += [heading(group.category), *shown]
     lines += extra

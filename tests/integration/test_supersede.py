@@ -30,6 +30,16 @@ FORMS = [
      "what name should you use for me?", "Sam in", "Samantha"),
     ("I'm vegetarian, so no meat in the meal plans.", "I'm no longer vegetarian, fish is fine in the meal plans.",
      "what can I eat in my meal plan?", "fish", "so no meat"),
+    # natural wording that shares no word with what it replaces: the slot's frame, or the old value named
+    ("I live in Lisbon, near the river.", "Big news: we moved to Porto last weekend!",
+     "where do I live?", "Porto", "Lisbon"),
+    ("My manager is Tom Becker.", "My manager is Sarah Lin now, Tom moved to another team.",
+     "who is my manager?", "Sarah Lin", "Tom Becker"),
+    ("I work on a project called Atlas; it's a Flask app with a PostgreSQL database.",
+     "We switched Atlas from Flask to FastAPI last week.", "what framework does Atlas use?", "FastAPI",
+     "it's a Flask app"),
+    ("Our CI runs on Jenkins.", "Every pipeline runs on GitHub Actions now.", "what CI do we use?", "GitHub Actions",
+     "runs on Jenkins"),
 ]
 
 
@@ -73,7 +83,10 @@ async def test_a_correction_supersedes_what_it_corrects(app: Any, first: str, la
     assert context.status_code == 200
     text = context.text.casefold()
     assert new.casefold() in text
-    assert old.casefold() not in text.replace(later.casefold(), "")  # only inside the correction itself, if at all
+    for line in text.splitlines():  # the old value only as the dated history of the current one, if at all
+        if old.casefold() in line.replace(later.casefold(), ""):
+            assert " → " in line and line.endswith(", current)") and line.index(old.casefold()) < line.index(
+                later.casefold()), line
 
     history = await _search(client, user, question, include_superseded=True)
     stale = [r for r in history if old.casefold() in r["content"].casefold() and r["superseded_by"]]
@@ -81,6 +94,19 @@ async def test_a_correction_supersedes_what_it_corrects(app: Any, first: str, la
     current = {r["id"]: r for r in history}
     assert all(r["superseded_by"] in current or r["superseded_by"] for r in stale)
     assert all(r["superseded_by"] is None for r in results)
+
+
+async def test_a_relative_moving_replaces_nobody_elses_city(app: Any) -> None:
+    client, _ = app
+    user = unique("supersede-family")
+    await _say(client, user, "My sister lives in Lyon with her kids.", "2026-11-03T09:00:00Z")
+    await _say(client, user, "I live in Lisbon, near the river.", "2026-11-04T09:00:00Z")
+    await _say(client, user, "My brother just moved to Berlin for a new job.", "2026-11-20T18:00:00Z")
+    history = await _search(client, user, "where does my sister live?", include_superseded=True)
+    assert any("Lyon" in r["content"] for r in history)
+    assert not any(r["superseded_by"] for r in history), [(r["content"], r["superseded_by"]) for r in history]
+    context = await client.get("/v1/context/global", params={"user_id": user, "format": "markdown"})
+    assert "lyon" in context.text.casefold() and "lisbon" in context.text.casefold() and " → " not in context.text
 
 
 async def test_a_change_of_something_else_supersedes_nothing(app: Any) -> None:

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from service.memory.changes import changed_words, changes, named_slots, said_by, slot_words
+from service.core.embedding_models import calibration
+from service.memory.changes import (
+    changed_words,
+    changes,
+    frames,
+    named_slots,
+    replaced_values,
+    said_by,
+    same_slot,
+    slot_words,
+)
 
 
 @pytest.mark.parametrize(("text", "changed"), [
@@ -48,3 +58,42 @@ def test_what_one_speaker_said() -> None:
     assert said_by(chat, "joanna") == "I moved to Denver." and said_by(chat, "nate") == "I live in Boise now."
     assert said_by(chat, None) == ""  # an unlabelled message is the user's, not Joanna's or Nate's
     assert said_by("Nate: Playing video games is my main hobby.", "joanna") == ""
+
+
+CAL = calibration("e5-small-v2")
+
+
+@pytest.mark.parametrize(("new", "old"), [
+    ("Big news: we moved to Porto last weekend!", "I live in Lisbon, near the river."),
+    ("My manager is Sarah Lin now, Tom moved to another team.", "My manager is Tom Becker."),
+    ("We switched Atlas from Flask to FastAPI last week.",
+     "I work on a project called Atlas; it's a Flask app with a PostgreSQL database."),
+    ("Every pipeline runs on GitHub Actions now.", "Our CI runs on Jenkins."),
+    ("I just started at Stripe, so I no longer work at Acme.", "I work at Acme as a backend engineer."),
+    ("Actually my sister moved to Berlin in October.", "My sister lives in Lyon."),
+    ("I switched from tabs to spaces for this repo now.", "I indent with tabs everywhere."),
+])
+def test_a_correction_in_natural_wording_names_the_slot_it_replaces(new: str, old: str) -> None:
+    """Low cosine on purpose: the frame or the named old value decides, not the model."""
+    assert changes(new) and same_slot(new, old, 0.0, CAL)
+
+
+@pytest.mark.parametrize(("new", "old"), [
+    ("My brother just moved to Berlin.", "My sister lives in Lyon."),  # another relative's city
+    ("My sister moved to Berlin now.", "I live in Lisbon, near the river."),  # a relative's, not the user's
+    ("I moved the standup to Friday now.", "I live in Lisbon, near the river."),  # moving a meeting is no move
+    ("We switched Atlas from Flask to FastAPI last week.", "Our Orion service is a Flask app."),  # another project
+    ("My manager is Sarah Lin now.", "Our CI runs on Jenkins."),
+])
+def test_a_change_about_another_subject_or_slot_replaces_nothing(new: str, old: str) -> None:
+    assert not same_slot(new, old, 0.0, CAL)
+
+
+def test_frames_name_slot_and_whose() -> None:
+    assert frames("I live in Lisbon") == {("home", "user")}
+    assert frames("We're based in Tokyo now") == {("home", "user")}
+    assert frames("My sister lives in Lyon") == {("home", "sister")}
+    assert frames("I report to Dana") == {("manager", "user")}
+    assert frames("Our CI runs on Jenkins") == {("ci", "")}
+    assert frames("I work on a project called Atlas") == frozenset()  # on a project is not at an employer
+    assert replaced_values("We switched Atlas from Flask to FastAPI") == [("Atlas", "Flask")]
