@@ -30,7 +30,8 @@ from service.memory.windows import speaker_label, without_label
 # or "now that"; "instead" unless "instead of"; the conversational "actually" and "update" only open a clause.
 CHANGE = re.compile(
     r"\b(?:(?<!right )(?<!for )(?<!just )now(?! that)|nowadays|these days|any ?more|no longer|not \w+ any ?more|"
-    r"switch(?:ed|ing)|moved|moving (?:to|from)|changed|changing|from now on|instead(?! of)|"
+    r"switch(?:ed|ing)|moved|mov(?:ing|es) (?:to|from|over)|migrat(?:ed|ing)|changed|changing|from now on|"
+    r"instead(?! of)|"
     r"replac(?:ed|ing)|sold|upgraded|downgraded|(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|"
     r"make (?:that|it)|correction|postponed|pushed (?:back|to)|rescheduled|quit|stopped|no more|"
     r"(?:jump|doubl|tripl|halv|dropp|bump|extend|adjust|promot)(?:ed|ing)|took over|cut to|rose to|fell to)\b",
