@@ -135,7 +135,7 @@ class RecallAnswer(BaseModel):
 def _dates(result: SearchResult) -> dict[str, str | None]:
     """`date`: the day it was said (a graph fact: the day it became true); `event_date`: the day of the event it is
     about, when another (context_format.days, the rule the context's lines follow)."""
-    said, event = days(result.occurred_at or result.valid_at or result.created_at, result.metadata)
+    said, event = days(result.occurred_at or result.valid_at, result.created_at, result.metadata)
     return {"date": said, "event_date": event} if event else {"date": said}
 
 

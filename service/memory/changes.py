@@ -78,10 +78,10 @@ NEW_VALUE = re.compile(r"\bnew (\w+)(?= (?:is|are|was)\b|[:,]|\W*$)", re.IGNOREC
 
 def changes(text: str) -> bool:
     """Whether a message (or a clause of it) says that something changed."""
-    return any(_changing(clause) for clause in clauses(text))
+    return any(changing_clause(clause) for clause in clauses(text))
 
 
-def _changing(clause: str) -> bool:
+def changing_clause(clause: str) -> bool:
     return bool(CHANGE.search(clause) or NEW_VALUE.search(clause) or OPENS.search(clause))
 
 
@@ -137,7 +137,7 @@ def named_slots(text: str) -> frozenset[str]:
 def changed_words(text: str) -> frozenset[str]:
     """The slot words of the clauses of a message that say something changed ("switched to new shoes, the physio
     thinks ..." changed the shoes, not the physio)."""
-    return frozenset(w for c in clauses(text) if _changing(c) for w in slot_words(c))
+    return frozenset(w for c in clauses(text) if changing_clause(c) for w in slot_words(c))
 
 
 # Slots people name without sharing a word with what they replace ("we moved to Porto" after "I live in Lisbon", "every
@@ -198,7 +198,7 @@ def same_slot(new: str, old: str, cosine: float, calibration: Calibration) -> bo
       the thing changed, when the change names one: "Atlas");
     - or they are close by the model and share a content word of a changing clause (closer than `slot`, or than
       `slot_named` when the shared word is the one the change names)."""
-    changing = " ".join(c for c in clauses(new) if _changing(c)) or new
+    changing = " ".join(c for c in clauses(new) if changing_clause(c)) or new
     if frames(changing) & frames(old):
         return True
     for what, value in replaced_values(new):

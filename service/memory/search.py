@@ -11,6 +11,7 @@ from typing import Protocol
 import structlog
 
 from service.ai.tokens import TokenCounter
+from service.memory.currency import newer_first
 from service.memory.rules import StoredMemories, scroll_all
 from service.schemas.memories import ContextResponse, ContextSection
 from service.schemas.search import SearchRequest, SearchResponse
@@ -55,6 +56,8 @@ class MemorySearch:
     async def search(self, req: SearchRequest, user_id: str) -> SearchResponse:
         """Hybrid search (service/search/, docs/retrieval.md), with its retrieval trace when asked for."""
         response = await self.searcher.search(req, user_id)
+        if req.retrievers is None:  # the default search: the current value first (service/memory/currency.py)
+            response.results = newer_first(response.results, req.query)
         if self.usage is not None:
             self.usage.count(user_id, [r.id for r in response.results])
         if req.trace:

@@ -29,19 +29,25 @@ def day(stamp: str | None) -> str | None:
     return stamp[:10] if stamp and len(stamp) >= 10 and stamp[4] == "-" else None
 
 
-def days(said_at: str | None, metadata: dict[str, Any] | None) -> tuple[str | None, str | None]:
-    """(the day it was said, the day of the event it is about when that is another day): a plan made on 2026-12-04
-    for next Friday gives ("2026-12-04", "2026-12-11"). The one date rule of context and MCP recall."""
-    said = day(said_at)
-    event = day(str((metadata or {}).get("event_at") or ""))
+def days(occurred_at: str | None, created_at: str | None, metadata: dict[str, Any] | None
+         ) -> tuple[str | None, str | None]:
+    """(the day it was said, the day of the event it is about when that is another day). A message that names a time
+    keeps both in its metadata (`said_at`, `event_at`: "we moved last weekend" said on 5 December happened on 29
+    November; a plan made on 4 December for next Friday is for 11 December); else it was said when it occurred (a
+    message's timestamp), or when it was stored. The one date rule of context, MCP recall and the current-first pass."""
+    meta = metadata or {}
+    said = day(str(meta.get("said_at") or "")) or day(occurred_at) or day(created_at)
+    event = day(str(meta.get("event_at") or ""))
     return said, event if event != said else None
 
 
 def dated(m: MemoryRecord) -> str:
-    """When it was said (the message's time, else when it was stored) and, for a plan or an event, the day it is
-    about: "said 2026-11-30", "said 2026-12-04, for 2026-12-11"."""
-    said, event = days(m.occurred_at or m.created_at, m.metadata)
-    return f"said {said or '?'}, for {event}" if event else f"said {said or '?'}"
+    """"said 2026-11-30"; with an event on another day, "said 2026-12-04, for 2026-12-11" (a plan) or "said
+    2026-12-05, happened 2026-11-29" (a report)."""
+    said, event = days(m.occurred_at, m.created_at, m.metadata)
+    if event is None:
+        return f"said {said or '?'}"
+    return f"said {said or '?'}, {'for' if said is None or event > said else 'happened'} {event}"
 
 
 def bullet(m: MemoryRecord, past: Sequence[MemoryRecord] = ()) -> str:

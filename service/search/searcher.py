@@ -12,7 +12,6 @@ from service.core.domain import check_category, iso
 from service.core.metrics import SEARCH_DURATION, timed
 from service.core.settings import SearchSettings
 from service.schemas.search import SearchRequest, SearchResponse, SearchWindow
-from service.search.currency import newer_first
 from service.search.dense import Dense
 from service.search.expansion import expansion
 from service.search.facts import supporting_facts
@@ -91,8 +90,6 @@ class Searcher:
             if len(run) == len(self.retrievers):
                 fused = await self._second_pass(lists, fused, q)
             out = await results(self.vectors, fused, req.limit, req.collapse)
-            if len(run) == len(self.retrievers):
-                out = newer_first(out)  # the current value first (currency.py)
         window = next((f.window for f in found if f.window is not None), None)
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
         facts = None

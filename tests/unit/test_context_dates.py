@@ -13,8 +13,8 @@ def memory(mid: str, content: str, said: str, *, superseded_by: str | None = Non
            event_at: str | None = None) -> Memory:
     return Memory(id=mid, user_id="u", content=content, category="personal_fact",
                   scope=Scope.PROJECT if project else Scope.GLOBAL, project_id=project, agent_id=None,
-                  metadata={"event_at": event_at} if event_at else {}, created_at=said, updated_at=said,
-                  occurred_at=said, superseded_by=superseded_by, hash=mid)
+                  metadata={"said_at": said, "event_at": event_at} if event_at else {}, created_at=said,
+                  updated_at=said, occurred_at=min(said, event_at or said), superseded_by=superseded_by, hash=mid)
 
 
 def test_every_line_says_when_it_was_said_and_the_day_of_an_event() -> None:
@@ -23,6 +23,10 @@ def test_every_line_says_when_it_was_said_and_the_day_of_an_event() -> None:
     plan = MemoryRecord.of(memory("b", "Dentist next Friday at 10am.", "2026-12-04T08:00:00+00:00", project="home",
                                   event_at="2026-12-11T10:00:00+00:00"))
     assert context_format.bullet(plan) == "- Dentist next Friday at 10am. [home] (said 2026-12-04, for 2026-12-11)"
+    moved = MemoryRecord.of(memory("c", "We moved to Porto last weekend.", "2026-12-05T18:00:00+00:00",
+                                   event_at="2026-11-28T00:00:00+00:00"))
+    assert moved.occurred_at is not None and moved.occurred_at.startswith("2026-11-28")  # the day it happened
+    assert context_format.bullet(moved) == "- We moved to Porto last weekend. (said 2026-12-05, happened 2026-11-28)"
 
 
 def test_a_slot_shows_its_values_oldest_first_with_the_current_one_marked() -> None:

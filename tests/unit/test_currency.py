@@ -1,10 +1,10 @@
-"""The current value first (service/search/currency.py): a newer statement of a change moves above an older result
+"""The current value first (service/memory/currency.py): a newer statement of a change moves above an older result
 about the same thing; another slot, another relative, an older change or a transcript's chatter moves nothing."""
 
 from __future__ import annotations
 
+from service.memory.currency import newer_first
 from service.schemas.search import SearchResult
-from service.search.currency import newer_first
 
 
 def hit(mid: str, said: str, day: str) -> SearchResult:
@@ -17,26 +17,36 @@ def test_a_newer_change_moves_above_the_older_value_it_shares_a_name_or_slot_wor
     old = hit("old", "for context Orion is our payments service, FastAPI + Postgres 15, runs on ECS", "2026-01-20")
     other = hit("other", "I live in Neovim, skip the VS Code menus", "2026-01-12")
     new = hit("new", "we bumped Orion to Postgres 16 last night, zero drama", "2026-02-17")
-    ranked = newer_first([old, other, new])
+    ranked = newer_first([old, other, new], "which Postgres version does Orion run?")
     assert [r.id for r in ranked] == ["new", "old", "other"]
     assert [(s.retriever, s.rank) for s in ranked[0].signals] == [("newer", 1)]
     seats = newer_first([hit("w", "always get me a window seat, I sleep against the wall", "2026-01-05"),
-                         hit("a", "aisle seats from now on please", "2026-02-10")])
+                         hit("a", "aisle seats from now on please", "2026-02-10")], "what kind of seat do I want?")
     assert [r.id for r in seats] == ["a", "w"]
 
 
 def test_nothing_moves_for_another_subject_an_older_change_or_a_statement_without_a_change() -> None:
     sister = hit("s", "my sister lives in Lyon with the kids", "2026-01-05")
     brother = hit("b", "my brother moved to Berlin now", "2026-02-10")
-    assert [r.id for r in newer_first([sister, brother])] == ["s", "b"]  # two relatives: two cities
+    # two relatives: two cities
+    assert [r.id for r in newer_first([sister, brother], "where does my sister live?")] == ["s", "b"]
     mine = hit("m", "we moved to Porto now, the kids love the beach", "2026-02-10")
-    assert [r.id for r in newer_first([sister, mine])] == ["s", "m"]  # the user's city is not the sister's
+    # the user's city is not the sister's
+    assert [r.id for r in newer_first([sister, mine], "where does my sister live?")] == ["s", "m"]
     early_change = hit("e", "we switched the bakery opening to 6:30 now", "2026-01-01")
     later_plain = hit("l", "the bakery opens at 7 on weekdays", "2026-02-01")
-    assert [r.id for r in newer_first([later_plain, early_change])] == ["l", "e"]  # the change is the older one
+    # the change is the older one
+    assert [r.id for r in newer_first([later_plain, early_change], "when does the bakery open?")] == ["l", "e"]
     unrelated = hit("u", "I'm closed Mondays", "2026-01-01")
     budget = hit("x", "we raised our house budget to 500k now", "2026-02-01")
-    assert [r.id for r in newer_first([unrelated, budget])] == ["u", "x"]  # no shared name or slot word
+    # no shared name or slot word
+    assert [r.id for r in newer_first([unrelated, budget], "what is our budget?")] == ["u", "x"]
+
+
+def test_one_shared_name_is_not_the_same_thing() -> None:
+    lead = hit("lead", "Tom Becker is super strict about it, he's the tech lead on Orion", "2026-01-12")
+    bump = hit("bump", "we bumped Orion to Postgres 16 last night, zero drama", "2026-02-17")
+    assert [r.id for r in newer_first([lead, bump], "who leads the Orion project technically?")] == ["lead", "bump"]
 
 
 def test_a_transcripts_lines_are_left_alone() -> None:
@@ -44,4 +54,4 @@ def test_a_transcripts_lines_are_left_alone() -> None:
                        category="interaction", scope=None, project_id=None, created_at="2026-01-01T00:00:00+00:00")
     new = SearchResult(id="c2", content="Caroline: I paint portraits in my studio now", score=0.9, source="vector",
                        category="interaction", scope=None, project_id=None, created_at="2026-02-01T00:00:00+00:00")
-    assert [r.id for r in newer_first([old, new])] == ["c1", "c2"]
+    assert [r.id for r in newer_first([old, new], "what does Caroline paint in her studio?")] == ["c1", "c2"]
