@@ -311,6 +311,10 @@ RULES: tuple[Rule, ...] = (
         r"\bi have (?:a|an|two|three|\d+) (?:[\w-]+ ){0,2}?(?:kids?|children|daughters?|sons?|dogs?|cats?|retrievers?|"
         r"puppy|puppies|pets?|parrots?|rabbits?|horses?|twins)\b",
     ),
+    # a health fact: "I have a peanut allergy", "I've got asthma"
+    _rule("personal_fact", r"\bi (?:have|'ve got|have got|live with) (?:an? )?(?:severe |mild |bad |slight )?"
+                           r"(?:[\w-]+ ){0,2}?(?:allerg(?:y|ies)|intolerance|asthma|diabetes|migraines?|celiac|coeliac|"
+                           r"adhd|arthritis|epilepsy|eczema|tinnitus|a heart condition)\b"),
     _rule("personal_fact", rf"\b{_I} (?:on|running)\b", needs_tech=True),
     # --- project -----------------------------------------------------------------------------
     _rule("dependency", r"\b(?:depend|depends|depending|rely|relies|relying) on\b", r"\b(?:pin|pins|pinned|pinning)\b"),
