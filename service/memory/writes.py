@@ -106,7 +106,8 @@ class MemoryWriter:
                 memory_id=memory.id,
                 entities=[EntityRef(e.name, e.type, role=e.role) for e in fact.entities],
                 relations=[
-                    RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at) for r in fact.relations
+                    RelationRef(r.subject, r.predicate, r.object, r.fact, fact.valid_at or memory.occurred_at)
+                    for r in fact.relations  # valid from when it happened (the message's time), not from now
                 ],
             ), fact=True)
         corrected = await self._corrections(task_id, job, messages, drafts)
@@ -165,7 +166,10 @@ class MemoryWriter:
         entities, relations = self.links.find(memory.content, memory.category, memory.project_id)
         if memory.category == INTERACTION and memory.source_message_ids:
             relations = []
-        valid_at = memory.metadata.get("valid_at") if isinstance(memory.metadata.get("valid_at"), str) else None
+        # when the fact became true: the extractor's date, else when it happened (the message's time, or the day its
+        # time phrase names: "we moved to Porto last weekend"), never when the job ran
+        stated = memory.metadata.get("valid_at")
+        valid_at = stated if isinstance(stated, str) else memory.occurred_at
         refs = [EntityRef(e.name, e.type) for e in entities]
         for name in memory.applies_to:  # what a preference applies to is an entity it mentions (its type, if known)
             named = [EntityRef(e.name, e.type) for e in self.links.find(name, memory.category, memory.project_id)[0]]

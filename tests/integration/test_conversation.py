@@ -204,3 +204,16 @@ async def test_conversation_input_rules(client: httpx.AsyncClient) -> None:
     too_big = await client.post("/v1/memories", json={"messages": huge, "user_id": "u"})
     assert too_big.status_code == 413
     assert "MAX_CONVERSATION_CHARS" in too_big.json()["detail"]
+
+
+async def test_a_graph_fact_is_valid_from_when_it_was_said_not_when_it_was_stored(client: httpx.AsyncClient,
+                                                                                  deps: Deps) -> None:
+    user = unique("valid-at")
+    resp = await client.post("/v1/memories", json={"user_id": user, "messages": [
+        {"role": "user", "content": "I live in Tokyo with my partner.", "timestamp": "2026-11-03T09:00:00Z"},
+        {"role": "assistant", "content": "Noted.", "timestamp": "2026-11-03T09:00:05Z"}]})
+    done = await wait_task(client, resp.json()["task_id"])
+    assert done["status"] == "completed", done
+    relations = [r for r in await probe.relations(deps.graph, user) if r["predicate"] == "lives_in"]
+    assert relations, await probe.relations(deps.graph, user)
+    assert all(str(r["valid_at"]).startswith("2026-11-03") for r in relations), [r["valid_at"] for r in relations]

@@ -401,3 +401,23 @@ async def test_a_named_project_and_a_role_on_it() -> None:
     facts = (await extractor.extract(msgs(("user", "My colleague Tom Becker is the tech lead on Orion.")))).facts
     assert relations_of(facts) == {("Tom Becker", "colleague_of", USER_ENTITY),
                                    ("Tom Becker", "tech_lead_of", "Orion")}
+
+
+def test_facts_keep_their_meaning_subject_and_types() -> None:
+    """A health fact keeps its condition; a named project is the entity, typed project; the people a message names
+    are people; a statement of a project's stack is a fact."""
+    extractor = OfflineExtractor()
+
+    def facts(text: str) -> list[ExtractedFact]:
+        return extractor.extract_sync([Message(role="user", content=text)], None)
+
+    allergy = facts("Yes, I have a peanut allergy, so never suggest anything with peanuts.")
+    assert any("peanut allergy" in f.content for f in allergy) and any("Never suggest" in f.content for f in allergy)
+    [atlas] = facts("I work on a project called Atlas; it's a Flask app with a PostgreSQL database.")
+    types = {e.name: e.type for e in atlas.entities}
+    assert types["Atlas"] == "project" and {"Flask", "PostgreSQL"} <= set(types) and "project" not in types
+    [manager] = facts("My manager is Sarah Lin now, Tom moved to another team.")
+    assert {e.name: e.type for e in manager.entities}["Sarah Lin"] == "person"
+    [stack] = facts("Atlas is a Flask app with a PostgreSQL database.")
+    assert stack.category == "tech_stack"
+    assert {e.name: e.type for e in facts("I live in Tokyo.")[0].entities}["Tokyo"] == "place"

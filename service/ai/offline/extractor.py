@@ -13,6 +13,8 @@ snake_case predicates with "user" (first person singular) or the project as subj
 
 from __future__ import annotations
 
+import re
+
 from service.ai.extraction import (
     ExtractedEntity,
     ExtractedFact,
@@ -37,6 +39,9 @@ from service.ai.offline.text import (
 )
 from service.core.domain import Scope
 
+# "it's a Flask app" after a clause that named a project: the project is the subject
+_IT = re.compile(r"^(?:it's|it is|it\u2019s)\s+", re.IGNORECASE)
+
 
 class OfflineExtractor:
     """Rule-based extractor behind the Extractor Protocol: deterministic, no I/O, no model."""
@@ -57,9 +62,14 @@ class OfflineExtractor:
         for index, message in enumerate(messages):
             if message.role != "user":
                 continue
+            named: str | None = None  # the project the message last named: what a following "it's ..." is
             for sentence in join_leaning(split_sentences(message.content)):
                 for clause in split_clauses(sentence):
-                    fact = self.fact_of(clean_clause(clause), project_id)
+                    text = clean_clause(clause)
+                    if named is not None:
+                        text = _IT.sub(f"{named} is ", text, count=1)
+                    named = next((m.name for m in find_mentions(text) if m.type == "project"), named)
+                    fact = self.fact_of(text, project_id)
                     if fact is None:
                         continue
                     key = " ".join(fact.content.split()).casefold().rstrip(".!")

@@ -36,9 +36,12 @@ _NOT_NAMES = frozenset(
 _TOKEN = re.compile(r"\S+")
 _EDGE_PUNCT = "\"'`()[]{},.;:!?*\u201c\u201d\u2018\u2019"
 _PERSON_CUE = rx(
-    r"\b(?:my (?:colleague|coworker|co-worker|friend|manager|boss|wife|husband|partner|daughter|son|brother|sister|mom|"
-    r"mother|dad|father|teammate|team lead|lead|cto|ceo|mentor)|name is|call me|named|i'm|i am|with|ask|tell)\s+$"
+    r"\b(?:my (?:new |current )?(?:colleague|coworker|co-worker|friend|manager|boss|wife|husband|partner|daughter|son|"
+    r"brother|sister|mom|mother|dad|father|teammate|team lead|lead|cto|ceo|mentor)(?:\s+(?:is|was)(?:\s+now)?)?|"
+    r"name is|call me|named|i'm|i am|with|ask|tell|report to)\s+$"
 )
+# "a project called Atlas", "our app named Kite": the name is the project's
+_PROJECT_CUE = rx(r"\b(?:project|app|service|repo|product|codebase|tool)\s+(?:called|named)\s+$")
 _ORG_CUE = rx(r"\b(?:at|for|joined|left)\s+$")
 _PLACE_CUE = rx(r"\b(?:in|from|near|(?:moved|move|moving|relocated|relocating) to)\s+$")
 _WORK_CONTEXT = rx(r"\b(?:work|works|working|worked|started|joined|job|employed|leading|engineer|developer|team)\b")
@@ -125,6 +128,8 @@ def _proper_names(text: str, taken: list[tuple[int, int]]) -> list[Mention]:
             etype = "person"
         elif not before.strip() and (thing := _START_THING.match(after)) is not None:
             etype = "project" if thing.group("software") else "thing"
+        elif _PROJECT_CUE.search(before):
+            etype = "project"
         elif _PERSON_CUE.search(before):
             etype = "person"
         elif _ORG_CUE.search(before):

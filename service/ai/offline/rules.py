@@ -311,6 +311,9 @@ RULES: tuple[Rule, ...] = (
         r"\bi have (?:a|an|two|three|\d+) (?:[\w-]+ ){0,2}?(?:kids?|children|daughters?|sons?|dogs?|cats?|retrievers?|"
         r"puppy|puppies|pets?|parrots?|rabbits?|horses?|twins)\b",
     ),
+    # what the user works on: "I work on a project called Atlas"
+    _rule("personal_fact", r"\bi(?:'m| am)? (?:work|working) on (?:a |an |the |our |my )?(?:[\w-]+ )?"
+                           r"(?:project|app|service|product|codebase|library) (?:called|named)\b"),
     # a health fact: "I have a peanut allergy", "I've got asthma"
     _rule("personal_fact", r"\bi (?:have|'ve got|have got|live with) (?:an? )?(?:severe |mild |bad |slight )?"
                            r"(?:[\w-]+ ){0,2}?(?:allerg(?:y|ies)|intolerance|asthma|diabetes|migraines?|celiac|coeliac|"
@@ -393,6 +396,9 @@ RULES: tuple[Rule, ...] = (
         tier=2,
     ),
     _rule("tech_stack", r"\b(?:our|the) (?:tech )?stack\b", r"\bstack is\b"),
+    # a named project's stack: "Atlas is a Flask app with a PostgreSQL database"
+    _rule("tech_stack", r"^[A-Z][\w.-]* (?:is|was) (?:a|an) (?:[\w.+#-]+ ){0,3}?(?:app|application|service|api|backend|"
+                        r"frontend|site|website|project|library|cli|tool|monorepo|repo)\b", needs_tech=True),
     _rule(
         "tech_stack",
         r"(?:^|\b(?:the|our) )(?:backend|frontend|api|app|server|service|database|db|cache|queue|broker|ci|cd|pipeline|"
