@@ -19,12 +19,14 @@ The newer one moves to just above the older one (one place per pair, the best-ra
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from service.memory.changes import changed_words, changes, changing_clause, clauses, said_by, slot_words
 from service.memory.windows import speaker_label
 from service.schemas.search import SearchResult, Signal
 from service.search.context_format import days
 
+NEWER: Final = "newer"  # the signal this pass adds (service/schemas/search.py Signal)
 _NAME = re.compile(r"(?<![\w.])([A-Z][\w.+#-]*[A-Za-z0-9+#])")
 _RELATIVE = re.compile(r"\b(?:my|our) (mum|mom|mother|dad|father|sister|brother|wife|husband|partner|son|daughter|"
                        r"kid|kids|friend|boss|cousin|aunt|uncle|grandma|grandpa|neighbou?r)\b", re.IGNORECASE)
@@ -105,5 +107,5 @@ def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
             continue
         out.pop(at)
         out.insert(older, later.model_copy(update={
-            "signals": [*later.signals, Signal(retriever="newer", rank=older + 1, score=0.0)]}))
+            "signals": [*later.signals, Signal(retriever=NEWER, rank=older + 1, score=0.0)]}))
     return out

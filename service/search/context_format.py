@@ -85,7 +85,8 @@ def render_markdown(ctx: ContextResponse, max_chars: int | None = None) -> str:
             cost = ((len(heading(ctx.categories[g].category)) + 1 if g not in seen else 0)
                     + len(bullet(m, ctx.history.get(m.id, ()))) + 1)
             remaining = len(entries) - i - 1 + ctx.omitted
-            reserve = len(left_out(remaining, knob)) + 1 if remaining else 0
+            # the last line counts every memory left out, the ones skipped before this one too: its widest form
+            reserve = len(left_out(len(entries) + ctx.omitted, knob)) + 1 if remaining or len(keep) < i else 0
             if used + cost + reserve > max_chars:
                 continue
             keep.add(id(m))

@@ -265,7 +265,9 @@ async def test_context_groups_by_category_and_bounds_markdown(client: httpx.Asyn
     md = await client.get("/v1/context/app", params={"user_id": user, "format": "markdown", "max_chars": 400})
     assert md.status_code == 200 and md.headers["content-type"].startswith("text/markdown")
     assert len(md.text) <= 400
-    assert md.text.startswith("# Memory context (project app)") and "## Preference" in md.text
+    # the most useful first, under their category's heading, each dated (the preference no longer fits in 400)
+    assert md.text.startswith("# Memory context (project app)\n## Decision\n- Decision number 29")
+    assert "(said " in md.text
     assert "more not shown" in md.text
     full = await client.get("/v1/context/app", params={"user_id": user, "format": "markdown", "max_chars": 20000})
     assert "more not shown" not in full.text and full.text.count("\n- ") == 34

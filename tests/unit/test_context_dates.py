@@ -47,3 +47,20 @@ def test_a_long_history_keeps_its_newest_values() -> None:
     chain.append(memory("v6", "value 6", "2026-11-20T00:00:00+00:00"))
     past = context.histories(chain)
     assert [m.id for m in past["v6"]] == ["v3", "v4", "v5"] and len(past["v6"]) == context.HISTORY_KEPT
+
+
+def test_mcp_recall_gives_the_day_said_and_the_day_of_the_event() -> None:
+    from service.mcp.tools import recall_answer
+    from service.schemas.search import SearchResponse, SearchResult
+
+    def result(mid: str, metadata: dict[str, str]) -> SearchResult:
+        return SearchResult(id=mid, content="Dentist next Friday at 10am.", score=1.0, source="vector",
+                            category="task_context", scope=None, project_id=None,
+                            created_at="2026-12-07T10:00:00+00:00", occurred_at="2026-12-04T08:00:00+00:00",
+                            metadata=metadata)
+
+    plan = result("p", {"said_at": "2026-12-04T08:00:00+00:00", "event_at": "2026-12-11T10:00:00+00:00"})
+    plain = result("q", {})
+    rows = recall_answer(SearchResponse(results=[plan, plain]), "compact")["results"]
+    assert (rows[0]["date"], rows[0]["event_date"]) == ("2026-12-04", "2026-12-11")
+    assert rows[1]["date"] == "2026-12-04" and "event_date" not in rows[1]

@@ -7,6 +7,7 @@ from typing import get_args
 
 from service.core.settings import Settings
 from service.identity.rules import NameRules
+from service.memory.currency import NEWER
 from service.schemas.search import SearchRequest, Signal
 from service.search.searcher import SECOND_PASS, retrievers
 from service.stores.neo4j.store import Neo4jGraphStore
@@ -26,7 +27,8 @@ async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tm
     names = tuple(r.name for r in table)
     assert len(set(names)) == len(names)
     # signals name the table's retrievers and the steps after the first fusion (searcher.py: SECOND_PASS)
-    assert set(get_args(Signal.model_fields["retriever"].annotation)) == set(names) | set(SECOND_PASS)
+    # and the current-first pass after the search (memory/currency.py: NEWER)
+    assert set(get_args(Signal.model_fields["retriever"].annotation)) == set(names) | set(SECOND_PASS) | {NEWER}
     [listed, _none] = get_args(SearchRequest.model_fields["retrievers"].annotation)
     assert set(get_args(get_args(listed)[0])) == set(names)
     assert {r.name: r.weight for r in table} == {
