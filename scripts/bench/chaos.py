@@ -325,11 +325,13 @@ async def poll_until_settled(client: httpx.AsyncClient, run: Run, limit_s: float
         await asyncio.sleep(POLL_INTERVAL)
 
 
-async def page_all(client: httpx.AsyncClient, path: str, user: str, key: str) -> list[dict[str, Any]]:
+async def page_all(client: httpx.AsyncClient, path: str, user: str, key: str,
+                   extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every item of a listing for a user, page by page (`extra`: more query parameters)."""
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        params: dict[str, Any] = {"user_id": user, "limit": PAGE_LIMIT}
+        params: dict[str, Any] = {"user_id": user, "limit": PAGE_LIMIT, **(extra or {})}
         if cursor:
             params["cursor"] = cursor
         resp: httpx.Response | None = None

@@ -79,8 +79,6 @@ if str(ROOT) not in sys.path:
 
 from scripts.bench.chaos import (  # noqa: E402
     FINAL,
-    MAX_PAGES,
-    PAGE_LIMIT,
     Checks,
     Run,
     Service,
@@ -88,6 +86,7 @@ from scripts.bench.chaos import (  # noqa: E402
     Write,
     log_tail,
     make_writes,
+    page_all,
     service_env,
     start_redis_aof,
     submit,
@@ -472,33 +471,6 @@ async def inject(fault: str, live: Live, args: argparse.Namespace, service: Serv
 # --------------------------------------------------------------------------------------------
 # checks
 # --------------------------------------------------------------------------------------------
-
-
-async def page_all(client: httpx.AsyncClient, path: str, user: str, key: str,
-                   extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """chaos.page_all with extra query parameters (include_superseded: a conversation's preference may supersede a
-    raw write's, which the default listing then leaves out)."""
-    items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        params: dict[str, Any] = {"user_id": user, "limit": PAGE_LIMIT, **(extra or {})}
-        if cursor:
-            params["cursor"] = cursor
-        resp: httpx.Response | None = None
-        for attempt in range(5):
-            with contextlib.suppress(httpx.HTTPError):
-                resp = await client.get(path, params=params)
-                break
-            await asyncio.sleep(0.5 * (attempt + 1))
-        if resp is None or resp.status_code != 200:
-            answer = "transport error" if resp is None else f"HTTP {resp.status_code}: {resp.text[:200]}"
-            raise RuntimeError(f"{path}?user_id={user}: {answer}")
-        body = resp.json()
-        items += list(body.get(key) or [])
-        cursor = body.get("next_cursor")
-        if not cursor:
-            return items
-    raise RuntimeError(f"{path}?user_id={user}: more than {MAX_PAGES} pages")
 
 
 async def check(client: httpx.AsyncClient, live: Live, users: list[str]) -> Checks:
