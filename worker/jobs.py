@@ -96,9 +96,9 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
             clock.forget(task_id)
         except Exception as exc:
             reason = await _retry_or_reason(deps, clock, spec, task_id, attempt, exc)
-            if reason is None:
+            if not isinstance(reason, str):  # the seconds until it runs again
                 outcome = "retried"
-                raise Retry(defer=backoff(attempt)) from exc
+                raise Retry(defer=reason) from exc
             log.error("job_failed", attempt=attempt, reason=reason, exc_info=not is_transient(exc))
             await _fail(deps, task_id, reason)
             clock.forget(task_id)
@@ -128,17 +128,18 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
 
 
 async def _retry_or_reason(deps: Deps, clock: RetryClock, spec: JobKind, task_id: str, attempt: int,
-                           exc: BaseException) -> str | None:
-    """None when the job is to run again (the task's record says `retrying`), else why the task fails."""
+                           exc: BaseException) -> str | float:
+    """The seconds until the job runs again (the task's record says `retrying`, and when), else why the task
+    fails."""
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, ValidationError):
         return f"invalid job payload: {exc.error_count()} error(s): {exc.errors()[0].get('msg')}"
     if not is_transient(exc):
         return text
-    if spec.retry.max_tries is not None:  # a kind that counts tries instead (the index build: one)
-        return None if attempt < spec.retry.max_tries else f"gave up after {attempt} attempts: {text}"
-    dependency = dependency_of(exc)
     defer = backoff(attempt)
+    if spec.retry.max_tries is not None:  # a kind that counts tries instead (the index build: one)
+        return defer if attempt < spec.retry.max_tries else f"gave up after {attempt} attempts: {text}"
+    dependency = dependency_of(exc)
     since: float | None = None
     try:
         since = await deps.tasks.mark_retrying(task_id, attempt, dependency, text[:500], defer)
@@ -149,7 +150,7 @@ async def _retry_or_reason(deps: Deps, clock: RetryClock, spec: JobKind, task_id
     if waited < budget:
         log.warning("job_retry", attempt=attempt, defer_s=round(defer, 1), waited_s=round(waited, 1),
                     dependency=dependency, error=text[:500])
-        return None
+        return defer
     return (f"gave up after waiting {waited:.0f} s for {dependency} (WRITE_RETRY_BUDGET_SECONDS={budget:.0f}, "
             f"{attempt} attempts): {text}")
 
