@@ -7,14 +7,15 @@ server; docs/llm.md), both on the shared prompt and validation of `service/ai/ll
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
 from service.core.domain import CATEGORIES, MAX_MESSAGES, Message, Scope
 
-__all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionResult", "Extractor", "Message",
-           "TokenUsage"]
+__all__ = ["ExtractedEntity", "ExtractedFact", "ExtractedRelation", "ExtractionResult", "Extractor", "KnownMemory",
+           "Message", "TokenUsage"]
 
 
 class ExtractedEntity(BaseModel):
@@ -41,6 +42,9 @@ class ExtractedFact(BaseModel):
     valid_at: str | None = Field(default=None, max_length=64)
     # Indexes (0-based, into the conversation's messages) of the messages it came from.
     source_messages: list[int] = Field(default_factory=list, max_length=MAX_MESSAGES)
+    # The ids of the user's stored memories (shown to the model as `known`) this fact makes out of date: only ids
+    # that were shown (service/ai/llm/validation.py `resolve_replaces`).
+    replaces: list[str] = Field(default_factory=list, max_length=16)
 
     @field_validator("category")
     @classmethod
@@ -72,10 +76,25 @@ class ExtractionResult(BaseModel):
     dropped: int = 0  # items the model returned that failed validation (logged, never stored)
 
 
+KNOWN_MEMORIES = 8  # at most this many known memories in a prompt
+KNOWN_CHARS = 300  # each cut to this many characters: at most about 600 tokens in all
+
+
+class KnownMemory(BaseModel):
+    """A stored memory of the user that a conversation may change, shown to an LLM extractor (its `replaces`)."""
+
+    id: str
+    content: str = Field(max_length=KNOWN_CHARS)
+    said: str | None = None  # the day it was said
+
+
 class Extractor(Protocol):
     name: str
+    # whether `known` reaches the model (an LLM names what a fact replaces; the offline rules do not read it)
+    names_replacements: bool
 
-    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult: ...
+    async def extract(self, messages: list[Message], project_id: str | None = None,
+                      known: Sequence[KnownMemory] = ()) -> ExtractionResult: ...
 
 
 class LinkFinder(Protocol):

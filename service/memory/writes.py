@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.ai.extraction import ExtractionResult, Extractor, LinkFinder
+from service.ai.extraction import KNOWN_CHARS, KNOWN_MEMORIES, ExtractionResult, Extractor, KnownMemory, LinkFinder
 from service.conversations.writes import erase_after_delete, keep_messages
 from service.core.domain import Memory, Message, content_hash, memory_id_for
 from service.core.embedding_models import Calibration
@@ -29,6 +29,7 @@ from service.memory.windows import (
     valid_indexes,
 )
 from service.schemas.memories import MemoryOut
+from service.search.context_format import days
 from service.search.usage import RetrievalCounts
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
@@ -92,12 +93,16 @@ class MemoryWriter:
         if cached is not None:
             extraction = ExtractionResult.model_validate_json(cached)
         else:
+            # an LLM is shown the user's stored memories the conversation may change, and names those a fact
+            # replaces (the cached extraction keeps their ids: a replay needs no lookup)
+            known = await self._known(task_id, job, messages) if self.extractor.names_replacements else []
             with timed(STAGE, stage="extract"):  # LLM calls and tokens are counted per call by the Gemini client
-                extraction = await self.extractor.extract(messages, job.project_id)
+                extraction = await self.extractor.extract(messages, job.project_id, known)
             await self.kv.save_step(task_id, "extraction", extraction.model_dump_json())
         drafts = Drafts(messages)
         anchored = self.search.time_anchoring
         when = anchored_time if anchored else first_time
+        replaced: dict[str, str] = {}  # a stored memory the model says a fact replaces -> that fact's memory
         for fact in extraction.facts:
             sources = valid_indexes(fact.source_messages, len(messages))
             memory = fact_memory(task_id, len(drafts.memories), fact, job, when(sources, messages, job.accepted_at),
@@ -110,6 +115,8 @@ class MemoryWriter:
                     for r in fact.relations  # valid from when it happened (the message's time), not from now
                 ],
             ), fact=True)
+            if fact.replaces and any(m.id == memory.id for m in drafts.memories):  # kept, not a repeat
+                replaced.update(dict.fromkeys(fact.replaces, memory.id))
         corrected = await self._corrections(task_id, job, messages, drafts)
         facts = len(drafts.memories)
         # Every message is kept verbatim in an interaction window, the facts beside them: a fact is a rewording
@@ -121,6 +128,7 @@ class MemoryWriter:
         memories, links = drafts.finish(self.links_of)
         written = await self.write_memories(task_id, memories, links) if memories else {"graph": "stored"}
         await self._mark(corrected)  # stored preferences this conversation corrected
+        await self._mark(replaced)  # what the model said the facts replace
         await self._mark(await self._changes(task_id, job, messages, memories))  # what its messages changed
         session = await keep_messages(self.redis, self.tasks, self.graph, task_id, job.user_id, job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
@@ -340,6 +348,24 @@ class MemoryWriter:
             if older:
                 await self.ledger.supersede(older, self.embedder.embed)
         return [m.id for m in older]
+
+    async def _known(self, task_id: str, job: ConversationJob, messages: list[Message]) -> list[KnownMemory]:
+        """The user's stored memories nearest what the user says in this conversation (at most KNOWN_MEMORIES, each
+        cut to KNOWN_CHARS): what an LLM extractor may say a fact replaces. Earlier ones only: a replay or a job
+        that runs late is never shown memories newer than itself."""
+        said = " ".join(m.content for m in messages if m.role == "user")[:4000]
+        if not said.strip():
+            return []
+        [vector] = await self.embedder.embed([said])
+        [hits] = await self.vectors.rank([RankRequest(
+            MemoryFilter(user_id=job.user_id, project_id=job.project_id, active_only=True), 2 * KNOWN_MEMORIES,
+            vector=vector)])
+        found = {m.id: m for m in await self.vectors.get([mid for mid, _ in hits])}
+        earlier = [found[mid] for mid, _ in hits if mid in found and found[mid].task_id != task_id
+                   and found[mid].created_at < job.accepted_at and found[mid].superseded_by is None]
+        return [KnownMemory(id=m.id, content=m.content[:KNOWN_CHARS],
+                            said=days(m.occurred_at, m.created_at, m.metadata)[0])
+                for m in earlier[:KNOWN_MEMORIES]]
 
     async def _changes(self, task_id: str, job: ConversationJob, messages: list[Message], memories: list[Memory]
                        ) -> dict[str, str]:

@@ -13,6 +13,7 @@ from google.genai import types
 from service.ai.extraction import (
     ExtractedFact,
     ExtractionResult,
+    KnownMemory,
     Message,
     TokenUsage,
 )
@@ -26,9 +27,9 @@ from service.ai.gemini.client import (
     backoff,
     request_with_retries,
 )
-from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation
+from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, labels, render_conversation
 from service.ai.llm.retry import Malformed
-from service.ai.llm.validation import validate_item, windows
+from service.ai.llm.validation import resolve_replaces, validate_item, windows
 from service.core.domain import normalise
 from service.core.metrics import LLM_TOKENS
 
@@ -74,7 +75,11 @@ class GeminiExtractor:
 
     # --- public -------------------------------------------------------------------------
 
-    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult:
+    names_replacements = True
+
+    async def extract(self, messages: list[Message], project_id: str | None = None,
+                      known: Sequence[KnownMemory] = ()) -> ExtractionResult:
+        """`known`: the user's stored memories this conversation may change; each fact names those it replaces."""
         windows = self.windows(messages)
         usage = TokenUsage()
         facts: list[ExtractedFact] = []
@@ -82,7 +87,8 @@ class GeminiExtractor:
         dropped = 0
         model = self.model
         for number, (start, window) in enumerate(windows):
-            prompt = render_conversation(window, project_id, start_index=start, max_message_chars=self._window_chars)
+            prompt = render_conversation(window, project_id, start_index=start, max_message_chars=self._window_chars,
+                                         known=known)
             items, window_usage, model = await self._call_with_fallback(model, prompt, number)
             usage = usage.add(window_usage)
             for item in items:
@@ -97,6 +103,7 @@ class GeminiExtractor:
                     facts.append(fact)
                 else:  # the same fact from another window: it came from those messages too
                     first.source_messages[:] = sorted({*first.source_messages, *fact.source_messages})
+        resolve_replaces(facts, labels(known), provider="gemini", model=model)
         log.info(
             "gemini_extracted",
             model=model,

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.ai.extraction import Message
+from service.ai.extraction import KnownMemory, Message
 from service.core.domain import CATEGORIES
 
 PROMPT_VERSION = "2025-2"
@@ -143,6 +143,13 @@ TIME
 - valid_at: when the fact became true, as an ISO 8601 date (YYYY-MM-DD) or datetime, only when the
   conversation states or dates it (a message timestamp with "today", "since March 2024" -> "2024-03-01").
   Otherwise null. Never guess.
+
+REPLACES
+- When "Known memories" are listed, they are what is stored about this user now, each with a label [m1], [m2], ...
+- replaces lists the labels of the known memories a fact makes out of date: the same thing about the same
+  subject with a newer value ("We moved to Porto" replaces "I live in Lisbon"; "My manager is Sarah now"
+  replaces "My manager is Tom"). Not a memory about another person or another thing, not one that still holds.
+- Use only the labels shown. [] when the fact replaces nothing, which is the usual case.
 """
 
 
@@ -162,18 +169,30 @@ def render_message(index: int, message: Message, max_chars: int | None = None) -
     return f"{header}: {content}"
 
 
+def labels(known: Sequence[KnownMemory]) -> dict[str, str]:
+    """The label the prompt shows for each known memory ("m1", ...) -> its id: the model names only labels."""
+    return {f"m{i + 1}": k.id for i, k in enumerate(known)}
+
+
 def render_conversation(
     messages: Sequence[Message],
     project_id: str | None = None,
     *,
     start_index: int = 0,
     max_message_chars: int | None = None,
+    known: Sequence[KnownMemory] = (),
 ) -> str:
-    """The user turn of one extraction call: the project context and a window of messages."""
+    """The user turn of one extraction call: the project context, the user's stored memories the window may change
+    (`known`, labelled m1, m2, ...), and a window of messages."""
     project = f"Project: {project_id}" if project_id else 'Project: none (use scope "global")'
     lines = [render_message(start_index + i, m, max_message_chars) for i, m in enumerate(messages)]
+    stored = ""
+    if known:
+        stored = "Known memories (label: content, when said):\n" + "\n".join(
+            f"[{label}] {' '.join(k.content.split())} (said {k.said or 'unknown'})"
+            for label, k in zip(labels(known), known, strict=True)) + "\n\n"
     return (
-        f"{project}\n\nConversation:\n"
+        f"{project}\n\n{stored}Conversation:\n"
         + "\n".join(lines)
         + "\n\nExtract the facts worth remembering from this conversation."
     )
@@ -213,6 +232,9 @@ class SchemaFact(BaseModel):
     relations: list[SchemaRelation] = Field(description="subject-predicate-object triples the fact states.")
     valid_at: str | None = Field(default=None, description="ISO 8601 date when stated, else null.")
     source_messages: list[int] = Field(description="The [n] indexes of the messages the fact comes from.")
+    replaces: list[str] = Field(default_factory=list, description=(
+        "Labels ([m1], ...) of the known memories this fact makes out of date (a newer value of the same thing "
+        "about the same subject); [] when none."))
 
 
 class ExtractionResponse(BaseModel):

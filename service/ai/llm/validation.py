@@ -148,6 +148,8 @@ def validate_item(
         "relations": relations,
         "valid_at": iso_or_none(item.get("valid_at")),
         "source_messages": indexes(item.get("source_messages"), shown),
+        "replaces": [str(x).strip().strip("[]") for x in as_list(item.get("replaces"))
+                     if isinstance(x, (str, int))][:16],  # labels here; resolve_replaces makes them ids
     }
     try:
         fact = ExtractedFact.model_validate(candidate_fact)
@@ -163,6 +165,18 @@ def validate_item(
         )
         return None, dropped + 1
     return fact, dropped
+
+
+def resolve_replaces(facts: Sequence[ExtractedFact], labels: dict[str, str], *, provider: str, model: str) -> None:
+    """Each fact's `replaces` from the labels the model named to the ids of the known memories they label (in
+    place). A label that was not shown (an invented one, another user's memory id, anything else) is logged and
+    ignored: only what the prompt showed can be replaced."""
+    for fact in facts:
+        named = fact.replaces
+        fact.replaces = list(dict.fromkeys(labels[n] for n in named if n in labels))
+        unknown = [n for n in named if n not in labels]
+        if unknown:
+            log.warning(f"{provider}_replaces_unknown", model=model, labels=unknown[:5], shown=len(labels))
 
 
 def indexes(value: Any, shown: range | None) -> list[int]:

@@ -14,12 +14,14 @@ snake_case predicates with "user" (first person singular) or the project as subj
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from service.ai.extraction import (
     ExtractedEntity,
     ExtractedFact,
     ExtractedRelation,
     ExtractionResult,
+    KnownMemory,
     Message,
     TokenUsage,
 )
@@ -47,11 +49,13 @@ class OfflineExtractor:
     """Rule-based extractor behind the Extractor Protocol: deterministic, no I/O, no model."""
 
     name = "offline"
+    names_replacements = False  # the write path's rules name what a change replaces (service/memory/changes.py)
 
     def __init__(self, max_facts: int = 64) -> None:
         self.max_facts = max_facts
 
-    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult:
+    async def extract(self, messages: list[Message], project_id: str | None = None,
+                      known: Sequence[KnownMemory] = ()) -> ExtractionResult:
         return ExtractionResult(facts=self.extract_sync(messages, project_id), extractor=self.name, usage=TokenUsage())
 
     def extract_sync(self, messages: list[Message], project_id: str | None = None) -> list[ExtractedFact]:

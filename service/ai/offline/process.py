@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import structlog
 
-from service.ai.extraction import ExtractedFact, ExtractionResult, Message, TokenUsage
+from service.ai.extraction import ExtractedFact, ExtractionResult, KnownMemory, Message, TokenUsage
 from service.ai.offline.extractor import OfflineExtractor
 from service.core.errors import DependencyUnavailable
 
@@ -33,6 +34,7 @@ class ProcessExtractor:
     """The Extractor Protocol over OfflineExtractor's rules, run in a child process."""
 
     name = "offline"
+    names_replacements = False
 
     def __init__(self, max_facts: int = 64) -> None:
         self.max_facts = max_facts
@@ -43,7 +45,8 @@ class ProcessExtractor:
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         return self._pool
 
-    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult:
+    async def extract(self, messages: list[Message], project_id: str | None = None,
+                      known: Sequence[KnownMemory] = ()) -> ExtractionResult:
         loop = asyncio.get_running_loop()
         try:
             facts = await loop.run_in_executor(self._executor(), _extract, messages, project_id, self.max_facts)

@@ -14,10 +14,10 @@ from typing import Any
 
 import structlog
 
-from service.ai.extraction import ExtractedFact, ExtractionResult, Message, TokenUsage
-from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, render_conversation
+from service.ai.extraction import ExtractedFact, ExtractionResult, KnownMemory, Message, TokenUsage
+from service.ai.llm.prompts import RESPONSE_SCHEMA, SYSTEM_INSTRUCTION, labels, render_conversation
 from service.ai.llm.retry import Malformed
-from service.ai.llm.validation import FactCollector, validate_item, windows
+from service.ai.llm.validation import FactCollector, resolve_replaces, validate_item, windows
 from service.ai.offline.extractor import OfflineExtractor
 from service.ai.openai.client import (
     MODEL_NOT_FOUND,
@@ -73,7 +73,11 @@ class OpenAIExtractor:
         # windows by how they ended since start: first_try, repaired, offline (the benchmark reads them)
         self.outcomes: Counter[str] = Counter()
 
-    async def extract(self, messages: list[Message], project_id: str | None = None) -> ExtractionResult:
+    names_replacements = True
+
+    async def extract(self, messages: list[Message], project_id: str | None = None,
+                      known: Sequence[KnownMemory] = ()) -> ExtractionResult:
+        """`known`: the user's stored memories this conversation may change; each fact names those it replaces."""
         collector = FactCollector()
         usage = TokenUsage()
         dropped = 0
@@ -82,7 +86,8 @@ class OpenAIExtractor:
         parts = windows(messages, self._window_chars)
         for number, (start, window) in enumerate(parts):
             shown = range(start, start + len(window))
-            prompt = render_conversation(window, project_id, start_index=start, max_message_chars=self._window_chars)
+            prompt = render_conversation(window, project_id, start_index=start, max_message_chars=self._window_chars,
+                                         known=known)
             outcome = await self._window_with_fallback(model, prompt, project_id, shown, number)
             model = outcome.model
             usage = usage.add(outcome.usage)
@@ -98,6 +103,7 @@ class OpenAIExtractor:
             self.outcomes["first_try" if outcome.tries == 1 else "repaired"] += 1
             for fact in outcome.facts:
                 collector.add(fact)
+        resolve_replaces(collector.facts, labels(known), provider="openai", model=model)
         extractor = self.name + OFFLINE_SUFFIX if offline_windows else model
         log.info("openai_extracted", model=model, windows=len(parts), offline_windows=offline_windows,
                  facts=len(collector.facts), dropped=dropped, prompt_tokens=usage.prompt_tokens,
