@@ -48,6 +48,7 @@ SLOW_FIRST = (
     "integration/test_redis_failover.py",
     "integration/test_worker_process.py",
     "integration/test_write_integrity.py",
+    "integration/test_slowness.py",
     "integration/test_cli.py",
     "integration/test_faults.py",
     "integration/test_client.py",

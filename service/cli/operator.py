@@ -295,8 +295,13 @@ def _stats_lines(report: dict[str, Any]) -> list[str]:
     def pairs(values: dict[str, Any] | None) -> str:
         return ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else v}" for k, v in (values or {}).items())
 
+    write_path = dict(report.get("write_path") or {})
+    loops = write_path.pop("loops", None) or []
     lines = [f"status      {report['status']}", f"checks      {pairs(report.get('checks'))}",
-             f"write path  {pairs(report.get('write_path'))}", f"embedder    {report.get('embedder') or '-'}"]
+             f"write path  {pairs(write_path)}", f"embedder    {report.get('embedder') or '-'}"]
+    for loop in loops:  # each process's event loop (service/core/loop.py)
+        lines.append(f"loop        {loop.get('role')} {loop.get('pid')}: lag {loop.get('lag_s')} s (peak "
+                     f"{loop.get('peak_s')} s), jobs {loop.get('jobs_running')} (peak {loop.get('jobs_peak')})")
     if report.get("user"):
         lines.append(f"user        {report['user']['user_id']}: {report['user']['memories']} memories")
     return lines
