@@ -22,7 +22,7 @@ from tests.conftest import unique
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.conftest import running_app, wait_task
 
-MODEL, FALLBACK = "llama3.1:8b", "qwen2.5:14b"
+MODEL = "llama3.1:8b"
 FACTS = {"facts": [{"content": "The user lives in Porto.", "category": "personal_fact", "scope": "global",
                     "entities": [{"name": "Porto", "type": "place", "role": None}], "relations": [],
                     "valid_at": None, "source_messages": [0]}]}
@@ -37,14 +37,15 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 def llm(base_url: str, **overrides: Any) -> dict[str, Any]:
-    return {"llm_provider": "openai", "openai_base_url": base_url, "llm_model": MODEL, "llm_fallback_model": FALLBACK,
-            "llm_timeout_seconds": 5, **overrides}
+    """One model, no fallback: each attempt fails in a few seconds (the client's own retries), so the job's retries
+    are what the test waits through."""
+    return {"llm_provider": "openai", "openai_base_url": base_url, "llm_model": MODEL, "llm_timeout_seconds": 5,
+            **overrides}
 
 
 def down(fake: FakeOpenAI) -> None:
-    """Every chat call answers 503 (both models), until `fake.reset()`."""
-    for model in (MODEL, FALLBACK):
-        fake.script(model, [503] * 10_000)
+    """Every chat call answers 503, until `fake.reset()`."""
+    fake.script(MODEL, [503] * 10_000)
 
 
 async def status(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
