@@ -49,6 +49,7 @@ SLOW_FIRST = (
     "integration/test_worker_process.py",
     "integration/test_write_integrity.py",
     "integration/test_slowness.py",
+    "integration/test_bench_smoke.py",
     "integration/test_cli.py",
     "integration/test_faults.py",
     "integration/test_client.py",

@@ -214,8 +214,12 @@ def make_writes(n: int, users: list[str], tag: str, rng: random.Random) -> list[
     return out
 
 
-async def submit(client: httpx.AsyncClient, w: Write, retry_s: float, rng: random.Random) -> None:
-    body = {"content": w.content, "user_id": w.user, "category": w.category}
+async def submit(client: httpx.AsyncClient, w: Write, retry_s: float, rng: random.Random, *,
+                 path: str = "/v1/memories/raw", body: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+    """Send one write until it is accepted (202), rejected (4xx) or `retry_s` is spent, resent on transport errors
+    and 5xx; by default the raw write of `w` (`path`, `body`, `headers`: another kind of write)."""
+    body = body or {"content": w.content, "user_id": w.user, "category": w.category}
     deadline = time.monotonic() + retry_s
     delay = 0.05
     for _ in range(10_000):
@@ -224,7 +228,7 @@ async def submit(client: httpx.AsyncClient, w: Write, retry_s: float, rng: rando
         w.attempts += 1
         t0 = time.perf_counter()
         try:
-            resp = await client.post("/v1/memories/raw", json=body)
+            resp = await client.post(path, json=body, headers=headers)
         except httpx.HTTPError:
             w.transport_errors += 1
         else:

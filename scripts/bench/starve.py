@@ -158,32 +158,9 @@ def make_tracks(n: int, users: list[str], tag: str, share: float, rng: random.Ra
 
 
 async def submit_conversation(client: httpx.AsyncClient, t: Track, retry_s: float, rng: random.Random) -> None:
-    """chaos.submit for a conversation write: resent on transport errors and 5xx (same Idempotency-Key) until
-    accepted, rejected (4xx) or `retry_s` is spent."""
-    w = t.write
-    body = {"messages": [{"role": "user", "content": w.content}], "user_id": w.user}
-    deadline = time.monotonic() + retry_s
-    delay = 0.05
-    for _ in range(10_000):
-        if time.monotonic() >= deadline:
-            return
-        w.attempts += 1
-        t0 = time.perf_counter()
-        try:
-            resp = await client.post("/v1/memories", json=body, headers={"Idempotency-Key": t.key})
-        except httpx.HTTPError:
-            w.transport_errors += 1
-        else:
-            if resp.status_code == 202:
-                w.task_id = str(resp.json()["task_id"])
-                w.accept_ms = (time.perf_counter() - t0) * 1000
-                return
-            if resp.status_code < 500:
-                w.rejected = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                return
-            w.http_5xx += 1
-        await asyncio.sleep(delay * (0.5 + rng.random()))
-        delay = min(delay * 2, 1.0)
+    """chaos.submit for a conversation write (the same Idempotency-Key on every resend)."""
+    body = {"messages": [{"role": "user", "content": t.write.content}], "user_id": t.write.user}
+    await submit(client, t.write, retry_s, rng, path="/v1/memories", body=body, headers={"Idempotency-Key": t.key})
 
 
 @dataclass

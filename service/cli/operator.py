@@ -32,6 +32,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from service.core.loop import describe
 from service.core.settings import Settings
 
 FOLLOW_S = 3600.0  # how long a followed run is polled before giving up (the run goes on)
@@ -299,9 +300,7 @@ def _stats_lines(report: dict[str, Any]) -> list[str]:
     loops = write_path.pop("loops", None) or []
     lines = [f"status      {report['status']}", f"checks      {pairs(report.get('checks'))}",
              f"write path  {pairs(write_path)}", f"embedder    {report.get('embedder') or '-'}"]
-    for loop in loops:  # each process's event loop (service/core/loop.py)
-        lines.append(f"loop        {loop.get('role')} {loop.get('pid')}: lag {loop.get('lag_s')} s (peak "
-                     f"{loop.get('peak_s')} s), jobs {loop.get('jobs_running')} (peak {loop.get('jobs_peak')})")
+    lines += [f"loop        {describe(loop)}" for loop in loops]  # each process's event loop
     if report.get("user"):
         lines.append(f"user        {report['user']['user_id']}: {report['user']['memories']} memories")
     return lines

@@ -133,3 +133,10 @@ class LoopMonitor:
                     await self._publish(self.snapshot())
                 except Exception as exc:  # Redis slow or away: the next turn tries again
                     log.warning("loop_lag_publish_failed", error=f"{type(exc).__name__}: {exc}"[:200])
+
+
+def describe(snapshot: dict[str, Any]) -> str:
+    """One process's published figures for a person (the CLI's stats, the console's health page): "worker 825: lag
+    0.0 s (peak 0.063 s), jobs 0 (peak 1)"."""
+    return (f"{snapshot.get('role')} {snapshot.get('pid')}: lag {snapshot.get('lag_s')} s (peak "
+            f"{snapshot.get('peak_s')} s), jobs {snapshot.get('jobs_running')} (peak {snapshot.get('jobs_peak')})")

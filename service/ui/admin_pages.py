@@ -11,6 +11,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.core.auth import ApiKeyStore
+from service.core.loop import describe
 from service.deps import Deps
 from service.schemas.maintenance import DedupRequest
 from service.ui.render import RECENT_TASKS, call, console_router, follow, render, valid_user
@@ -61,8 +62,10 @@ async def health(request: Request, console: ConsoleDep) -> Response:
     body = report.model_dump(mode="json", exclude_none=True)
     stats = await call(console.deps.curation.graph_stats(console.acting(), None))
     figures = {k: v for k, v in stats.model_dump().items() if k != "status"}
+    write_path = dict(body.get("write_path") or {})
+    write_path["loops"] = [describe(r) for r in write_path.get("loops", [])]  # each process's event loop
     return render(request, "health.html", console, health=body, ok=report.status == "ok",
-                  write_path=_readable(body.get("write_path") or {}), graph=_readable(figures),
+                  write_path=_readable(write_path), graph=_readable(figures),
                   counters=[(_breakable(name), value) for name, value in _counters(console.deps)])
 
 
@@ -71,7 +74,7 @@ def _readable(values: dict[str, Any]) -> list[tuple[str, str]]:
     def text(value: Any) -> str:
         if isinstance(value, dict):
             return ", ".join(f"{k.replace('_', ' ')} {text(v)}" for k, v in value.items()) or "—"
-        if isinstance(value, list):  # each process's event loop: one line each
+        if isinstance(value, list):  # the event loops, one described process each
             return "; ".join(text(v) for v in value) or "—"
         return "—" if value is None else str(value)
 
