@@ -297,7 +297,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
                                    graph_timeout_s=settings.neo4j.timeout_seconds,
                                    graph_entity_weight=settings.calibration.graph_entity),
                           vectors, traces, token_counter(embedder),
-                          settings.search.context_recency_days, usage)
+                          settings.search.context_recency_days, usage, retired=graph.reads,
+                          graph_timeout_s=settings.neo4j.timeout_seconds)
     intake = Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox)
     log.info(
         "deps_ready",

@@ -33,7 +33,8 @@ CHANGE = re.compile(
     r"switch(?:ed|ing)|moved|mov(?:ing|es) (?:to|from|over)|migrat(?:ed|ing)|changed|changing|from now on|"
     r"instead(?! of)|"
     r"replac(?:ed|ing)|sold|upgraded|downgraded|(?:went|gone|goes) (?:up|down)|raised|lowered|increased|decreased|"
-    r"make (?:that|it)|correction|postponed|pushed (?:back|to)|rescheduled|quit|stopped|no more|"
+    r"make (?:that|it)|correction|postponed|pushed (?:back|to)|rescheduled|quit|stopped|no more|killed|ditched|"
+    r"cancell?ed|dumped|"
     r"(?:jump|doubl|tripl|halv|dropp|bump|extend|adjust|promot)(?:ed|ing)|took over|cut to|rose to|fell to)\b",
     re.IGNORECASE,
 )
@@ -46,7 +47,8 @@ his how i i'd i'll i'm i've if in into is it it's its just me more most my no no
 our ours out over own same she should so some such than that the their them then there these they this those
 through to too under until up very was we were what when where which while who whom why will with would you your
 yours yes ok okay thanks thank please sure great good well really think want like get got one two last next week
-month year day today tomorrow yesterday let let's make that's there's
+month year day today tomorrow yesterday let let's make that's there's we're they're you're we've they've
+we'll isn't aren't wasn't don't doesn't didn't won't can't
 run runs running use uses used using live lives work works go goes going come comes take takes keep need start
 try look say tell know see feel find give thing stuff actually update correction instead right
 """))

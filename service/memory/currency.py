@@ -27,9 +27,12 @@ from service.schemas.search import SearchResult, Signal
 from service.search.context_format import days
 
 NEWER: Final = "newer"  # the signal this pass adds (service/schemas/search.py Signal)
+REACH: Final = 5  # only a result among the query's first five moves: one further down answers something else
 _NAME = re.compile(r"(?<![\w.])([A-Z][\w.+#-]*[A-Za-z0-9+#])")
 _RELATIVE = re.compile(r"\b(?:my|our) (mum|mom|mother|dad|father|sister|brother|wife|husband|partner|son|daughter|"
                        r"kid|kids|friend|boss|cousin|aunt|uncle|grandma|grandpa|neighbou?r)\b", re.IGNORECASE)
+# "my partner Efua and I", "me and my sister": the user among others, which is the user's own statement
+_WITH_ME = re.compile(r"\b(?:my|our) \w+(?: [A-Z]\w+)? and I\b|\bme and (?:my|our) \w+", re.IGNORECASE)
 
 
 def _words(result: SearchResult) -> str:
@@ -54,15 +57,23 @@ def _when(result: SearchResult) -> str:
     return days(result.occurred_at, result.created_at, result.metadata)[0] or ""
 
 
-# a value whose shape says what it measures: 18,000 and 22,000; 450k and 500k; 3:30 and 3:45; $19; 20%
+# a value whose shape says what it measures: 18,000 and 22,000; 450k and 500k; 3:30 and 3:45; $19; 20%; and a
+# number of one unit ("0.81 AUC" and "0.86 AUC", "50 mcg" and "75 mcg"), whose shape is the unit
 _VALUE = re.compile(r"(?P<thousands>\b\d{1,3}(?:,\d{3})+\b)|(?P<k>\b\d+(?:\.\d+)?k\b)|(?P<clock>\b\d{1,2}:\d{2}\b)|"
-                    r"(?P<money>\$\d[\d,.]*)|(?P<percent>\b\d+(?:\.\d+)?%)", re.IGNORECASE)
+                    r"(?P<money>\$\d[\d,.]*)|(?P<percent>\b\d+(?:\.\d+)?%)|"
+                    r"(?P<unit>\b\d+(?:\.\d+)?) ?(?P<of>[A-Za-z]{2,}\b)", re.IGNORECASE)
+_NOT_UNIT = frozenset({"am", "pm", "and", "or", "to", "of", "in", "on", "at", "the", "a", "an", "for", "is", "are"})
 _LEAD = re.compile(r"^\W*(?:(?:so|and|but|now|ok|okay|also|update)\W+)*([A-Z][\w.+#-]*)")
 
 
 def _values(text: str) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for found in _VALUE.finditer(text):
+        if found.group("unit") is not None:
+            if found.group("of").casefold() in _NOT_UNIT:
+                continue
+            out.setdefault("unit:" + found.group("of").casefold(), set()).add(found.group("unit"))
+            continue
         shape = found.lastgroup or ""
         out.setdefault(shape, set()).add(found.group(0).casefold())
     return out
@@ -79,17 +90,32 @@ def _subjects(text: str) -> set[str]:
     return {m.group(1).casefold() for c in clauses(text) if changing_clause(c) and (m := _LEAD.match(c))}
 
 
+def _relatives(text: str) -> set[str]:
+    return {r.casefold() for r in _RELATIVE.findall(_WITH_ME.sub("we", text))}
+
+
 def _same_thing(new: str, old: str, query: str) -> bool:
-    if {r.casefold() for r in _RELATIVE.findall(new)} != {r.casefold() for r in _RELATIVE.findall(old)}:
+    if _relatives(new) != _relatives(old):
         return False
-    words = (changed_words(new) or slot_words(new)) & slot_words(old)  # a restated value has no changing clause
+    # what changed; a restated value ("we're at 0.86 AUC") has no changing clause: all its words
+    words = (changed_words(new) if any(changing_clause(c) for c in clauses(new)) else slot_words(new)) & slot_words(old)
     anchors = (_names(new) & _names(old)) | words
     if len(anchors) >= 2 or words & slot_words(query):
         return True
+    if words and _names(new) - _names(old) and _names(old) - _names(new):
+        return True  # one thing named by a word both say, with another name for it ("monitoring is Datadog")
     if anchors and restates_value(new, old):
         return True
     asked = {w.casefold() for w in re.findall(r"[\w.+#-]+", query)}
     return bool(_subjects(new) & _names(old) & asked)  # the thing the query names is what changed
+
+
+_WHO = re.compile(r"^\W*who(?:m|se)?\b", re.IGNORECASE)
+
+
+def _answers_who(text: str) -> bool:
+    """A statement that could answer "who ...?": it names someone ("Diego", "my mom")."""
+    return bool(_names(text) or _RELATIVE.search(text))
 
 
 def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
@@ -97,8 +123,11 @@ def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
     same thing that outranks it."""
     out = list(results)
     words = {r.id: _words(r) for r in out}
-    for later in [r for r in results if words[r.id]]:
+    asks_who = bool(_WHO.match(query))
+    for later in [r for r in results if words[r.id] and not (asks_who and not _answers_who(words[r.id]))]:
         at = out.index(later)
+        if results.index(later) >= REACH:
+            continue
         older = next((i for i, r in enumerate(out[:at])
                       if words[r.id] and _when(r) < _when(later)
                       and (changes(words[later.id]) or restates_value(words[later.id], words[r.id]))
@@ -108,4 +137,20 @@ def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
         out.pop(at)
         out.insert(older, later.model_copy(update={
             "signals": [*later.signals, Signal(retriever=NEWER, rank=older + 1, score=0.0)]}))
+    return out
+
+
+def successors_first(results: list[SearchResult], retired: dict[str, set[str]]) -> list[SearchResult]:
+    """The results with the memory that retired every graph fact of an older result (`lives_in Porto` after
+    `lives_in Lisbon`: service/stores/graph.py `RetiredFacts`) moved just above it when it ranked below; it carries
+    the `newer` signal too."""
+    out = list(results)
+    for old_id, later_ids in retired.items():
+        at = next((i for i, r in enumerate(out) if r.id == old_id), None)
+        later = next((j for j, r in enumerate(out) if r.id in later_ids), None)
+        if at is None or later is None or later < at:
+            continue
+        moved = out.pop(later)
+        out.insert(at, moved.model_copy(update={
+            "signals": [*moved.signals, Signal(retriever=NEWER, rank=at + 1, score=0.0)]}))
     return out

@@ -3,6 +3,7 @@ trace when asked for, the context block built from the user's memories, and the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,11 +12,13 @@ from typing import Protocol
 import structlog
 
 from service.ai.tokens import TokenCounter
-from service.memory.currency import newer_first
+from service.core.errors import DependencyUnavailable
+from service.memory.currency import newer_first, successors_first
 from service.memory.rules import StoredMemories, scroll_all
 from service.schemas.memories import ContextResponse, ContextSection
 from service.schemas.search import SearchRequest, SearchResponse
 from service.search import context
+from service.stores.graph import RetiredFacts, groups_for
 from service.stores.vector import MemoryFilter
 
 log = structlog.get_logger(__name__)
@@ -45,8 +48,11 @@ class SearchTraces(Protocol):
 
 class MemorySearch:
     def __init__(self, searcher: Finder, vectors: StoredMemories, traces: SearchTraces, tokens: TokenCounter,
-                 recency_days: float, usage: UsageCounts | None = None) -> None:
+                 recency_days: float, usage: UsageCounts | None = None, *, retired: RetiredFacts | None = None,
+                 graph_timeout_s: float = 5.0) -> None:
         self.searcher = searcher
+        self.retired = retired  # the graph's retired facts (the current-first pass's second witness)
+        self.graph_timeout_s = graph_timeout_s
         self.vectors = vectors  # the context's memories
         self.traces = traces
         self.tokens = tokens  # the context's budget, in the query embedder's tokens
@@ -58,11 +64,23 @@ class MemorySearch:
         response = await self.searcher.search(req, user_id)
         if req.retrievers is None:  # the default search: the current value first (service/memory/currency.py)
             response.results = newer_first(response.results, req.query)
+            response.results = successors_first(response.results, await self._retired(user_id, req, response))
         if self.usage is not None:
             self.usage.count(user_id, [r.id for r in response.results])
         if req.trace:
             response.trace_id = self.traces.trace_search(req, user_id, response)
         return response
+
+    async def _retired(self, user_id: str, req: SearchRequest, response: SearchResponse) -> dict[str, set[str]]:
+        if self.retired is None or len(response.results) < 2:
+            return {}
+        try:
+            async with asyncio.timeout(self.graph_timeout_s):
+                return await self.retired.retired_by(user_id, groups_for(req.project_id),
+                                                     [r.id for r in response.results])
+        except (DependencyUnavailable, TimeoutError) as exc:
+            log.warning("search_retired_facts_degraded", error=str(exc) or "timeout")
+            return {}
 
     async def context(self, user_id: str, project_id: str | None, per_category: int = 200, *,
                       max_tokens: int | None = None, query: str | None = None,

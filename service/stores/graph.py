@@ -240,6 +240,13 @@ class GraphRetrieval(Protocol):
         each once, at most `limit`."""
 
 
+class RetiredFacts(Protocol):
+    async def retired_by(self, user_id: str, groups: list[str], memory_ids: list[str]) -> dict[str, set[str]]:
+        """The memories among `memory_ids` whose every fact newer facts of the same subject and predicate retired
+        (`lives_in Lisbon` after `lives_in Porto`), each with the memories that state those newer facts. A memory
+        with one live fact, or none at all, is not among them."""
+
+
 class MemoryUsers(Protocol):
     async def memory_users(self, limit: int = 100_000) -> list[str]:
         """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""

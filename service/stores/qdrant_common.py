@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar, cast
 from service.core.domain import Memory, Scope
 from service.core.errors import DomainError, StoreConfigError
 from service.core.sensitivity import DEFAULT, allowed, visible
-from service.stores.lexical import Bm25Encoder
+from service.stores.lexical import Bm25Encoder, indexed_words
 from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest, Span
 
 C = TypeVar("C")  # a condition of one client library
@@ -44,9 +44,10 @@ def plain_vector(vector: Any) -> list[float]:
 
 
 def lexical_vector(content: str) -> tuple[list[int], list[float]] | None:
-    """A memory's BM25 sparse vector (indices, values); None for a memory with no indexable term (only stop
-    words), which then has no lexical vector."""
-    indices, values = BM25.document(content)
+    """A memory's BM25 sparse vector (indices, values) over its indexed words (service/stores/lexical.py
+    `indexed_words`); None for a memory with no indexable term (only stop words), which then has no lexical
+    vector."""
+    indices, values = BM25.document(indexed_words(content))
     return (indices, values) if indices else None
 
 

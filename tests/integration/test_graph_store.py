@@ -245,6 +245,21 @@ async def test_single_valued_fact_replaces_older_and_history_stays(store: Neo4jG
     assert after[rid(m2, "Alice", "likes", "tea")]["invalid_at"] is None
 
 
+async def test_retired_by_names_the_memories_whose_facts_replaced_all_of_an_older_ones(
+        store: Neo4jGraphStore) -> None:
+    u = user()
+    lisbon = await write(store, mem(u, "I live in Lisbon", at=T0), rel("User", "lives_in", "Lisbon"))
+    mixed = await write(store, mem(u, "I work at Acme and like tea", at=T0), rel("User", "works_at", "Acme"),
+                        rel("User", "likes", "tea"))
+    porto = await write(store, mem(u, "we moved to Porto", at=T1), rel("User", "lives_in", "Porto"))
+    globex = await write(store, mem(u, "I work at Globex now", at=T1), rel("User", "works_at", "Globex"))
+    ids = [lisbon.id, mixed.id, porto.id, globex.id]
+    # Lisbon's only fact is retired by Porto's; Acme's memory still says "likes tea": not retired
+    assert await store.reads.retired_by(u, ["global"], ids) == {lisbon.id: {porto.id}}
+    assert await store.reads.retired_by(u, ["project--x"], ids) == {}
+    assert await store.reads.retired_by(user(), ["global"], ids) == {}
+
+
 async def test_out_of_order_older_fact_is_the_one_invalidated(store: Neo4jGraphStore) -> None:
     u = user()
     m2 = await write(store, mem(u, "works at Globex", at=T1), rel("Alice", "works_at", "Globex"))

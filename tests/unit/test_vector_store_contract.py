@@ -635,6 +635,15 @@ async def test_search_text_finds_a_rare_token_the_vectors_miss(store: VectorStor
     assert await search_text(store, "the is to", MemoryFilter("alice"), 3) == []
 
 
+async def test_search_text_matches_a_windows_user_lines_not_the_assistants(store: VectorStore) -> None:
+    """An interaction window is indexed by what the user said: the assistant's chatter matches nothing."""
+    nurse = mem(content="user: charge nurse on my unit is Keisha\nassistant: Sounds like a great person to work with.")
+    raw = mem(content="a person I work with")  # a memory that is not a window: all its words
+    await store.upsert([nurse, raw], [unit(0), unit(1)])
+    assert [h.memory.id for h in await search_text(store, "where do I work?", MemoryFilter("alice"), 5)] == [raw.id]
+    assert [h.memory.id for h in await search_text(store, "Keisha nurse", MemoryFilter("alice"), 5)] == [nurse.id]
+
+
 async def test_search_text_keeps_tenants_and_filters(store: VectorStore) -> None:
     mine = mem(content="Kafka cluster Zeta")
     theirs = mem(user="bob", content="Kafka cluster Zeta")

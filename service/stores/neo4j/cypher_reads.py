@@ -179,6 +179,19 @@ RETURN m{.id, .user_id, .content, .category, .scope, .project_id, .agent_id, .ha
 
 # The facts that returned memories support (search's include: ["facts"]): the live RELATES edges between entities
 # a memory mentions whose `memory_ids` name it, within the caller's groups; each once.
+# Each edge a memory states (its id in the edge's memory_ids) with the memories that state the live edges of the
+# same subject and predicate that retired it (empty for a live edge, or one retired by an update with no successor).
+RETIRED_BY: LiteralString = """
+MATCH (m:Memory {user_id: $user_id}) WHERE m.id IN $ids
+UNWIND coalesce(m.edge_ids, []) AS eid
+MATCH (s:Entity)-[r:RELATES {id: eid}]->()
+WHERE r.user_id = $user_id AND r.group_id IN $groups AND m.id IN r.memory_ids
+OPTIONAL MATCH (s)-[n:RELATES {predicate: r.predicate}]->()
+WHERE r.invalid_at IS NOT NULL AND n.user_id = $user_id AND n.invalid_at IS NULL AND n.expired_at IS NULL
+  AND n.valid_at >= r.invalid_at
+RETURN m.id AS memory_id, r.id AS edge_id, collect(n.memory_ids) AS successors
+"""
+
 FACTS_OF_MEMORIES: LiteralString = """
 MATCH (m:Memory {user_id: $user_id}) WHERE m.id IN $ids
 MATCH (m)-[:MENTIONS]->(:Entity)-[r:RELATES]-(:Entity)

@@ -216,6 +216,22 @@ class RetrievalGraph:
                                          ids=memory_ids, limit=clamp(limit, MAX_SEARCH_LIMIT))
         return [fact_of(dict(r[0])) for r in rows]
 
+    async def retired_by(self, user_id: str, groups: list[str], memory_ids: list[str]) -> dict[str, set[str]]:
+        check_id(user_id, "user_id")
+        checked = check_groups(groups)
+        if not checked or not memory_ids:
+            return {}
+        rows = await self._exec.read_one(cypher_reads.RETIRED_BY, user_id=user_id, groups=checked, ids=memory_ids)
+        successors: dict[str, set[str]] = {}
+        live: set[str] = set()
+        for memory_id, _edge, stating in rows:
+            later = {str(x) for ids in stating for x in ids} - {str(memory_id)}
+            if later:
+                successors.setdefault(str(memory_id), set()).update(later)
+            else:
+                live.add(str(memory_id))
+        return {mid: later for mid, later in successors.items() if mid not in live}
+
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
         check_id(user_id, "user_id")
 
