@@ -177,7 +177,7 @@ def create_app(settings: Settings | None = None, worker_factory: WorkerFactory |
     # MCP over streamable HTTP at /mcp/ (docs/agents.md); its session manager runs in the lifespan above.
     mcp_sessions = None
     if settings.mcp.transport == "http":
-        from service.mcp.server import mount_http
+        from service.mcp.http import mount_http
 
-        mcp_sessions = mount_http(app, settings.service)
+        mcp_sessions = mount_http(app, settings.service, settings.mcp.toolsets)
     return app

@@ -295,7 +295,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
     traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
     search = MemorySearch(Searcher(settings.search, vectors, graph.reads, embedder,
                                    graph_timeout_s=settings.neo4j.timeout_seconds,
-                                   graph_entity_weight=settings.calibration.graph_entity),
+                                   graph_entity_weight=settings.calibration.graph_entity,
+                                   relevance_floor=settings.calibration.relevance),
                           vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage, retired=graph.reads,
                           graph_timeout_s=settings.neo4j.timeout_seconds)

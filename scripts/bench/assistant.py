@@ -16,6 +16,10 @@
 3. Score: the share of questions answered at rank 1, within the top 3 and within the limit (hit@limit), MRR, and
    for questions with a stale value the share where the first answering result ranks above the first stale one
    (no stale result: outranked; no answering result: not). Per history, and with --verbose the misses.
+   Questions the history cannot answer (`"answer": null`) are scored apart, on the relevance floor (what recall
+   and a context with a query show: the results not `below_floor`): `empty` is the share of them with no result
+   above the floor, `shown` the mean number of results above it; for the answered ones, `kept` is the share whose
+   answer is among the results above the floor (hit@limit, less what the floor hides).
 4. Replacements: every user's memories with their history (`GET /v1/memories?include_superseded=true`); a
    superseded memory is a right replacement when it holds one of its history's stale values and not the current
    one, else a wrong one (a true memory taken out of search). `replaced` counts the stale values that some
@@ -49,9 +53,11 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9_.:@-]")
 class Question:
     history: str
     text: str
-    answer: str
+    answer: str | None  # None: the history cannot answer it
     stale: str | None
     answer_rank: int | None = None  # 1-based rank of the first answering result
+    related: int = 0  # results above the relevance floor (not `below_floor`)
+    answer_related: bool = False  # the first answering result is above the floor
     stale_rank: int | None = None  # 1-based rank of the first stale result
     top: list[str] = field(default_factory=list)  # contents of the first three results
 
@@ -75,10 +81,10 @@ def load(path: Path, prefix: str) -> list[History]:
         sessions = sorted(raw["sessions"], key=lambda s: str(s["date"]))
         if not sessions or any(not s["messages"] for s in sessions):
             raise ValueError(f"{hid}: a history needs sessions with messages")
-        questions = [Question(hid, str(q["question"]), str(q["answer"]), q.get("stale") or None)
-                     for q in raw["questions"]]
-        if any(not q.text.strip() or not q.answer.strip() for q in questions):
-            raise ValueError(f"{hid}: a question without text or answer")
+        questions = [Question(hid, str(q["question"]), None if q["answer"] is None else str(q["answer"]),
+                              q.get("stale") or None) for q in raw["questions"]]
+        if any(not q.text.strip() or (q.answer is not None and not q.answer.strip()) for q in questions):
+            raise ValueError(f"{hid}: a question without text, or with an empty answer")
         out.append(History(hid, _ID_SAFE.sub("-", f"{prefix}-{hid}")[:128], sessions, questions))
     return out
 
@@ -104,7 +110,11 @@ def current_first(answer_rank: int | None, stale_rank: int | None) -> bool:
 
 
 def summary(questions: list[Question]) -> dict[str, Any]:
-    """rank1, top3, hit (within the limit), mrr, and current_over_stale over the questions with a stale value."""
+    """rank1, top3, hit (within the limit), mrr, and current_over_stale over the questions with a stale value; the
+    relevance floor's figures (docstring, step 3): kept over the answered questions, empty and shown over those the
+    history cannot answer."""
+    unanswerable = [q for q in questions if q.answer is None]
+    questions = [q for q in questions if q.answer is not None]
     n = max(1, len(questions))
     found = [q.answer_rank for q in questions if q.answer_rank is not None]
     corrections = [q for q in questions if q.stale]
@@ -117,6 +127,10 @@ def summary(questions: list[Question]) -> dict[str, Any]:
         "corrections": len(corrections),
         "current_over_stale": (sum(current_first(q.answer_rank, q.stale_rank) for q in corrections)
                                / len(corrections) if corrections else None),
+        "kept": sum(q.answer_related for q in questions) / n,
+        "unanswerable": len(unanswerable),
+        "empty": sum(q.related == 0 for q in unanswerable) / len(unanswerable) if unanswerable else None,
+        "shown": sum(q.related for q in unanswerable) / len(unanswerable) if unanswerable else None,
     }
 
 
@@ -168,9 +182,13 @@ async def ask(client: httpx.AsyncClient, q: Question, user: str, limit: int, sem
             return f"search {q.text!r}: {type(exc).__name__}: {exc}"
     if resp.status_code != 200:
         return f"search {q.text!r}: HTTP {resp.status_code}: {resp.text[:200]}"
-    contents = [str(r.get("content") or "") for r in resp.json()["results"]]
-    q.answer_rank, q.stale_rank = ranks(contents, q.answer, q.stale)
+    found = resp.json()["results"]
+    contents = [str(r.get("content") or "") for r in found]
+    q.related = sum(not r.get("below_floor") for r in found)
     q.top = contents[:3]
+    if q.answer is not None:
+        q.answer_rank, q.stale_rank = ranks(contents, q.answer, q.stale)
+        q.answer_related = q.answer_rank is not None and not found[q.answer_rank - 1].get("below_floor")
     return None
 
 
@@ -180,7 +198,7 @@ async def replacements(client: httpx.AsyncClient, histories: list[History]) -> d
     replaced: set[tuple[str, str]] = set()
     stale_total = 0
     for h in histories:
-        stale = {q.stale.casefold(): q.answer.casefold() for q in h.questions if q.stale}
+        stale = {q.stale.casefold(): (q.answer or "").casefold() for q in h.questions if q.stale}
         stale_total += len(stale)
         cursor: str | None = None
         for _ in range(50):  # pages of 100: far more than a history holds
@@ -208,7 +226,7 @@ def fmt(value: float | None) -> str:
 
 def table(histories: list[History], limit: int) -> str:
     header = (f"{'history':<26}{'n':>4}{'rank1':>8}{'top3':>8}{'hit@' + str(limit):>8}{'MRR':>8}"
-              f"{'stale n':>8}{'cur>old':>8}")
+              f"{'stale n':>8}{'cur>old':>8}{'kept':>8}{'none n':>8}{'empty':>8}{'shown':>8}")
     lines = [header, "-" * len(header)]
     rows = [(h.id, h.questions) for h in histories] + [("all", [q for h in histories for q in h.questions])]
     for i, (name, questions) in enumerate(rows):
@@ -216,7 +234,8 @@ def table(histories: list[History], limit: int) -> str:
             lines.append("-" * len(header))
         s = summary(questions)
         lines.append(f"{name:<26}{s['questions']:>4}{fmt(s['rank1'])}{fmt(s['top3'])}{fmt(s['hit'])}"
-                     f"{fmt(s['mrr'])}{s['corrections']:>8}{fmt(s['current_over_stale'])}")
+                     f"{fmt(s['mrr'])}{s['corrections']:>8}{fmt(s['current_over_stale'])}{fmt(s['kept'])}"
+                     f"{s['unanswerable']:>8}{fmt(s['empty'])}{fmt(s['shown'])}")
     return "\n".join(lines)
 
 
@@ -261,7 +280,8 @@ async def main(args: argparse.Namespace) -> int:
         print(f"superseded: {supersedes['right']} right, {supersedes['wrong']} wrong; {supersedes['replaced']} of "
               f"{supersedes['stale_values']} stale values replaced\n")
     print(table(histories, args.limit))
-    misses = [q for q in questions if q.answer_rank != 1 or not current_first(q.answer_rank, q.stale_rank)]
+    misses = [q for q in questions if q.answer is not None
+              and (q.answer_rank != 1 or not current_first(q.answer_rank, q.stale_rank))]
     if args.verbose:
         print(f"\nmisses (answer not first, or a stale value above it): {len(misses)}")
         for q in misses:

@@ -11,7 +11,12 @@ For every registered model (its files fetched: `python -m service models fetch -
   texts); `name_floor` is the level the model's cosines are rescaled from, fitted (least squares) so that the
   rescaled cosines match all-MiniLM-L6-v2's, on which the gate's bands were chosen;
 - query: the cosines of a search and a memory that answers it, and of one about something else; `run_match` is the
-  model's counterpart of MiniLM's 0.2, fitted the same way.
+  model's counterpart of MiniLM's 0.2, fitted the same way;
+- relevance: on the assistant histories (scripts/bench/data/assistant_histories.json), the cosine of each answered
+  question and the exchange that answers it (`user: ...` / `assistant: ...`, as a window is stored), and of each
+  question the history cannot answer and its nearest exchange. `relevance` is the highest floor that keeps 95% of
+  the answers (what recall and the context drop below it, docs/retrieval.md "The relevance floor"); the table
+  says the share of unanswerable questions whose nearest exchange falls below each candidate.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from service.core.embedding_models import MINILM, MODELS, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
+HISTORIES = ROOT / "scripts" / "bench" / "data" / "assistant_histories.json"
+KEEP_ANSWERS = 0.95  # the share of answering exchanges the relevance floor keeps
 
 
 def name_pairs() -> list[tuple[str, str]]:
@@ -61,6 +68,42 @@ def fit_floor(model: np.ndarray, reference: np.ndarray) -> float:
     return round(float(grid[int(np.argmin(errors))]), 3)
 
 
+def exchanges(history: dict[str, object]) -> list[str]:
+    """A history's exchanges as its windows store them: each user message with the assistant's reply."""
+    out: list[str] = []
+    for session in history["sessions"]:  # type: ignore[attr-defined]
+        messages = session["messages"]
+        for i, m in enumerate(messages):
+            if m["role"] == "user":
+                after = messages[i + 1] if i + 1 < len(messages) else None
+                reply = after["content"] if after is not None and after["role"] != "user" else ""
+                out.append(f"user: {m['content']}" + (f"\nassistant: {reply}" if reply else ""))
+    return out
+
+
+async def relevance(embedder: LocalEmbedder) -> tuple[np.ndarray, np.ndarray]:
+    """(cosines of answered questions and their answering exchange, best cosines of unanswerable questions)."""
+    answered: list[float] = []
+    unanswerable: list[float] = []
+    for history in json.loads(HISTORIES.read_text(encoding="utf-8"))["histories"]:
+        texts = exchanges(history)
+        vectors = np.asarray(await embedder.embed(texts))
+        for q in history["questions"]:
+            scores = vectors @ np.asarray(await embedder.embed_query(q["question"]))
+            if q["answer"] is None:
+                unanswerable.append(float(scores.max()))
+                continue
+            hits = [float(s) for t, s in zip(texts, scores, strict=True) if q["answer"].casefold() in t.casefold()]
+            if hits:
+                answered.append(max(hits))
+    return np.asarray(answered), np.asarray(unanswerable)
+
+
+def relevance_floor(answered: np.ndarray) -> float:
+    """The highest floor (0.005 steps) that keeps KEEP_ANSWERS of the answering exchanges."""
+    return float(np.floor(np.quantile(answered, 1 - KEEP_ANSWERS) / 0.005) * 0.005)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", type=Path, default=ROOT / ".test-stack" / "models")
@@ -78,6 +121,7 @@ async def main() -> None:
             "query-": await cosines(embedder, [tuple(p) for p in sets["query"]["negative"]], "query"),
             "names": await cosines(embedder, names, "symmetric"),
         }
+        measured[spec.id]["answered"], measured[spec.id]["unanswerable"] = await relevance(embedder)
     ref = measured[MINILM.id]
     print(f"{'model':<18} {'dedup: max neg':>14} {'min pos':>8} {'set':>6} | {'names floor':>11} {'set':>6} | "
           f"{'query: max neg':>14} {'min pos':>8} {'fit':>6} {'set':>6}")
@@ -94,6 +138,13 @@ async def main() -> None:
         names_scaled = np.array([cal.semantic(float(c)) for c in m["names"]])
         reference = np.maximum(ref["names"], 0).mean()
         print(f"{'':<18} names rescaled: mean {names_scaled.mean():.3f} (MiniLM {reference:.3f}), {len(names)} pairs")
+        answered, unanswerable = measured[spec.id]["answered"], measured[spec.id]["unanswerable"]
+        fit = relevance_floor(answered)
+        print(f"{'':<18} relevance: fit {fit:.3f} set {cal.relevance}; {len(answered)} answers, "
+              f"{len(unanswerable)} unanswerable questions")
+        for floor in sorted({fit, cal.relevance or 0.0, round(fit - 0.02, 3), round(fit + 0.02, 3)}):
+            print(f"{'':<18}   floor {floor:.3f}: answers kept {(answered >= floor).mean():.3f}, "
+                  f"unanswerable left empty {(unanswerable < floor).mean():.3f}")
 
 
 if __name__ == "__main__":

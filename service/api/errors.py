@@ -23,7 +23,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.core.errors import RateLimited, SchemaError, ServiceError, Unauthorized
+from service.core.errors import (
+    DependencyUnavailable,
+    RateLimited,
+    SchemaError,
+    ServiceError,
+    Unauthorized,
+    validation_message,
+)
 from service.schemas.memories import TOO_LARGE  # a schema error of this type is a size limit: 413
 
 log = structlog.get_logger(__name__)
@@ -147,12 +154,28 @@ async def service_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     errors = exc.errors if isinstance(exc, SchemaError) else None
-    return _response(exc.status_code, str(exc), exc.error_code, errors, headers)
+    public = exc.public if isinstance(exc, DependencyUnavailable) and exc.public else str(exc)
+    return _response(exc.status_code, public, exc.error_code, errors, headers)
+
+
+def _worded(error: dict[str, Any], body: Any) -> dict[str, Any]:
+    """A schema error as the answer lists it (loc, type, msg), its message in words (service/core/errors.py
+    `validation_message`); invalid JSON says where, by line and column of the body, instead of a character
+    offset in `loc`."""
+    loc: list[Any] = list(error.get("loc", ()))
+    message = validation_message(error)
+    if error.get("type") == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int) and isinstance(body, str):
+        pos = loc[1]
+        line = body.count("\n", 0, pos) + 1
+        column = pos - (body.rfind("\n", 0, pos) + 1) + 1
+        loc = ["body"]
+        message += f" at line {line}, column {column}"
+    return {"loc": loc, "type": error.get("type"), "msg": message}
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [{k: v for k, v in e.items() if k in ("loc", "type", "msg")} for e in exc.errors()]
+    errors = [_worded(e, exc.body) for e in exc.errors()]
     too_large = [e for e in errors if e.get("type") == TOO_LARGE]
     status = 413 if too_large else 422
     shown = too_large or errors

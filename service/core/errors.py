@@ -62,9 +62,14 @@ class Conflict(ServiceError):
 
 
 class DependencyUnavailable(ServiceError):
-    """A store or the queue is unreachable: never fall back silently, answer 503."""
+    """A store or the queue is unreachable: never fall back silently, answer 503. `public` is what the API's answer
+    says when set (the cause in the user's terms, no URL or server message); the message itself goes to the log."""
 
     status_code = 503
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public
 
 
 class ConfigError(ServiceError):
@@ -95,3 +100,31 @@ class RateLimited(ServiceError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+# The id rules of the API in words: a pattern the user broke is named by what it allows, not by its regex
+PATTERN_RULES: dict[str, str] = {
+    r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$": ("1 to 128 letters, digits or _ . : @ -, starting with a letter or "
+                                               "digit (e.g. alice, alice@example.com, repo:shop)"),
+    r"^[A-Za-z0-9_-]{1,64}$": "1 to 64 letters, digits, _ or -",
+    r"^[A-Za-z0-9_.:\-]{1,64}$": "1 to 64 letters, digits or _ . : -",
+    r"^[A-Za-z0-9-]+$": "letters, digits and - only (an id as the API gave it)",
+    r"^[A-Za-z0-9_-]+$": "letters, digits, _ and - only (an id as the API gave it)",
+    r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$": "letters, digits or _ . : -, starting with a letter or digit",
+    r"^[0-9]+$": "digits only",
+}
+
+
+def validation_message(error: dict[str, object]) -> str:
+    """One field's validation error in words: a broken id pattern says its rule, invalid JSON says what is wrong;
+    anything else keeps pydantic's message."""
+    kind = error.get("type")
+    ctx = error.get("ctx")
+    ctx = ctx if isinstance(ctx, dict) else {}
+    if kind == "string_pattern_mismatch" and (rule := PATTERN_RULES.get(str(ctx.get("pattern")))):
+        return f"must be {rule}"
+    if kind == "json_invalid" and ctx.get("error"):
+        text = str(ctx["error"])
+        return f"invalid JSON: {text[:1].lower()}{text[1:]}"
+    return str(error.get("msg", "invalid"))
+

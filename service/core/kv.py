@@ -42,7 +42,23 @@ async def redis_guard(settings: RedisQueueSettings, what: str, coro: Awaitable[_
         async with asyncio.timeout(settings.timeout_seconds * scale + lag_allowance()):  # the loop's lateness too
             return await coro
     except (RedisError, OSError, TimeoutError) as exc:
-        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_url}: {exc}") from exc
+        raise DependencyUnavailable(f"redis unavailable ({what}) at {settings.safe_url}: {exc}",
+                                    public=redis_cause(exc)) from exc
+
+
+def redis_cause(exc: BaseException) -> str:
+    """A Redis failure as a user reads it: the cause and when writes resume, with no URL, script or server text."""
+    text = str(exc)
+    if text.startswith("MISCONF") or "No space left on device" in text:
+        return ("the queue's disk is full (Redis cannot save its data); writes resume when space is freed on the "
+                "Redis host")
+    if text.startswith("OOM"):
+        return "the queue is out of memory (Redis maxmemory); writes resume when memory is freed"
+    if text.startswith(("READONLY", "NOREPLICAS")) or "replica" in text.casefold():
+        return "the queue (Redis) is changing primaries; writes resume in a few seconds"
+    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+        return "the queue (Redis) did not answer in time; try again shortly"
+    return "the queue (Redis) is unreachable; writes resume when it is back"
 
 
 SETTLE_S = 30.0  # how long a job's bookkeeping after its writes is tried in place

@@ -138,6 +138,9 @@ class SearchSettings(Group):
     # unset = the embedding model's calibrated value (Settings.calibration)
     graph_entity_weight: float | None = _env("GRAPH_ENTITY_WEIGHT", None, ge=0)
     graph_lexical_weight: float = _env("GRAPH_LEXICAL_WEIGHT", 0.5, ge=0)
+    # A result found only by meaning whose cosine with the query is below this is marked `below_floor`; recall and a
+    # context with a query leave it out. Unset = the embedding model's calibrated value (Settings.calibration)
+    relevance_floor: float | None = _env("RELEVANCE_FLOOR", None, ge=-1, le=1)
     # a query naming several entities ranks each one's memories apart, fused (service/search/graph.py: per_entity);
     # an experiment, off by default (measured: docs/retrieval.md)
     graph_decompose: bool = _env("GRAPH_DECOMPOSE", False)
@@ -375,6 +378,14 @@ class McpSettings(Group):
     api_url: str | None = _env("MEMORY_API_URL", None)
     # The API key `python -m service.mcp` (stdio) sends to the API (needed when AUTH_MODE=keys).
     api_key: SecretStr | None = _env("MEMORY_API_KEY", None)
+    # Tools beyond the eight every agent needs (docs/agents.md "Toolsets"): memory (remember_many, update_memory),
+    # graph (facts, entities, duplicates, queries), runs (task runs), or all. Empty = the eight only.
+    toolsets: list[Literal["memory", "graph", "runs", "all"]] = _env("MCP_TOOLSETS", [])
+
+    @field_validator("toolsets", mode="before")
+    @classmethod
+    def _parse_toolsets(cls, value: object) -> object:
+        return _comma_list(value)
 
 
 class MetricsSettings(Group):
@@ -566,13 +577,15 @@ class Settings(BaseSettings):
 
     @property
     def calibration(self) -> Calibration:
-        """The similarity thresholds of the embedding model in use, with DEDUP_SIMILARITY_THRESHOLD and
-        GRAPH_ENTITY_WEIGHT when set."""
+        """The similarity thresholds of the embedding model in use, with DEDUP_SIMILARITY_THRESHOLD,
+        GRAPH_ENTITY_WEIGHT and RELEVANCE_FLOOR when set."""
         measured = calibration(self.embeddings.resolved_model_id)
         if self.dedup.similarity_threshold is not None:
             measured = replace(measured, dedup=self.dedup.similarity_threshold)
         if self.search.graph_entity_weight is not None:
             measured = replace(measured, graph_entity=self.search.graph_entity_weight)
+        if self.search.relevance_floor is not None:
+            measured = replace(measured, relevance=self.search.relevance_floor)
         return measured
 
     @property

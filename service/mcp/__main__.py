@@ -37,7 +37,7 @@ async def serve_stdio(settings: Settings) -> None:
     backend = ApiBackend(api_url(settings), api_key=key)  # the HTTP client lives as long as the server
     try:
         log.info("mcp_stdio_started", api=backend.base_url)
-        await build_server(lambda: backend).run_stdio_async()
+        await build_server(lambda: backend, settings.mcp.toolsets).run_stdio_async()
     finally:
         await backend.aclose()
         log.info("mcp_stdio_stopped")

@@ -15,48 +15,48 @@ DEFAULT_CONTEXT_CHARS = 4000  # the context text's bound without max_chars or ma
 # How long a write with wait=true polls its task before answering with the task id and its status.
 WAIT_SECONDS = 30.0
 
-CATEGORY_HELP = "; ".join(f"{c.name} ({c.default_scope}): {c.description}" for c in CATEGORIES.values())
+# The categories by default scope, once (remember's `category`); the other tools' category fields list the enum.
+CATEGORY_HELP = "; ".join(
+    f"{scope}: " + ", ".join(c.name for c in CATEGORIES.values() if c.default_scope == scope)
+    for scope in ("global", "project", "flexible"))
 CATEGORY_ENUM: dict[str, Any] = {"enum": list(CATEGORIES)}
 
 UserId = Annotated[
     str,
     Field(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="Whose memories: a stable id for the person, e.g. their username. Required."),
+          description="Whose memories: a stable id for the person (letters, digits, _.:@-)."),
 ]
 ProjectId = Annotated[
     str | None,
     Field(min_length=1, max_length=128, pattern=ID_PATTERN,
-          description="The project (e.g. the repository name). Reads then cover global memories plus this "
-                      "project's; writes of project-scoped categories need it."),
+          description="The project (e.g. the repository name): reads add its memories to the global ones."),
 ]
 AgentId = Annotated[
     str | None,
-    Field(min_length=1, max_length=128, pattern=ID_PATTERN, description="Which agent writes (provenance); optional."),
+    Field(min_length=1, max_length=128, pattern=ID_PATTERN, description="Which agent writes."),
 ]
-Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in natural language.")]
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in plain words.")]
 EntityIdArg = Annotated[str, Field(min_length=1, max_length=128, description="An entity id (list_duplicate_entities).")]
 Category = Annotated[
     str,
     Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM,
-          description=f"One of the 13 categories (name (default scope): meaning): {CATEGORY_HELP}."),
+          description=f"By default scope: {CATEGORY_HELP}. Project ones need project_id."),
 ]
 OptionalCategory = Annotated[
     Annotated[str, Field(min_length=1, max_length=64, json_schema_extra=CATEGORY_ENUM)] | None,
-    Field(description="Only memories of this category."),
+    Field(description="Only this category."),
 ]
 Categories = Annotated[
     list[Annotated[str, Field(json_schema_extra=CATEGORY_ENUM)]] | None,
-    Field(max_length=13, description="Only memories of these categories (graph facts have no category)."),
+    Field(max_length=13, description="Only these categories."),
 ]
 ScopeArg = Annotated[
     Literal["global", "project"] | None,
-    Field(description="global = about the person, everywhere; project = only for project_id (needs project_id). "
-                      "Unset = the category's default (flexible categories: project when project_id is given)."),
+    Field(description="global (everywhere) or project (needs project_id); default: the category's."),
 ]
 Wait = Annotated[
     bool,
-    Field(description=f"true = wait (up to {WAIT_SECONDS:.0f} s) until the write is done and return its result; "
-                      "false = return the task id at once (see get_task_status)."),
+    Field(description=f"Wait up to {WAIT_SECONDS:.0f} s for the result (else: the task id at once)."),
 ]
 TaskId = Annotated[
     str,
@@ -73,33 +73,22 @@ class Fact(BaseModel):
 
 
 class RecallArgs(BaseModel):
-    """Search the user's memories: by meaning (embeddings), by exact words and names (BM25), through the
-    knowledge graph (memories about the entities the query names and their neighbours) and, when the query
-    names a time ("last May", "in 2023"), by when it happened; one fused ranking, each result's `signals`
-    saying which of these found it (detail="full"; the default answer is compact: content, id, category, date
-    and source of each). With project_id: global memories plus that project's; without: global memories only.
-    Use it before answering anything about the user, their preferences or projects."""
+    """Search the user's memories by meaning, words, the knowledge graph and time; best first, only what is
+    relevant (an empty list when nothing is). Call it before answering about the user or their projects."""
 
     query: Query
     user_id: UserId
     project_id: ProjectId = None
     categories: Categories = None
     limit: Annotated[int, Field(ge=1, le=100, description="At most this many results.")] = 10
-    trace: Annotated[bool, Field(description="Record which memories came back and which entities were used "
-                                             "(trace_id in the answer; kept TRACE_TTL_DAYS).")] = False
-    collapse: Annotated[bool, Field(description=(
-        "Fold a memory whose source messages another result covers (a fact and the conversation excerpt it "
-        "came from) into that result's `also`, so it takes no slot; false lists each on its own."))] = True
+    trace: Annotated[bool, Field(description="Record a retrieval trace (trace_id in the answer).")] = False
+    collapse: Annotated[bool, Field(description="Fold a fact into the excerpt it came from (`also`).")] = True
     detail: Annotated[Literal["compact", "full"], Field(description=(
-        "compact (default): each memory as {id, content, category, date (YYYY-MM-DD, when it happened), source "
-        "(vector or graph)}, plus `also` when something was folded into it; full: every field of the search "
-        "API's result too (score, signals, scope, project_id, metadata, agent_id, times, graph fields)."))] = "compact"
+        "compact: id, content, category, date, source; full: every field of the search API."))] = "compact"
 
 
 class RememberArgs(BaseModel):
-    """Store one fact you already categorised (no extraction). Project categories (tech_stack, convention,
-    architecture, dependency) and scope=project need project_id. Returns the task id; with wait=true the
-    stored memory (result.memories), or after the bounded wait the task id with its current status."""
+    """Store one fact you already categorised. Returns the task id; with wait=true the stored memory."""
 
     content: Annotated[str, Field(description="One self-contained fact, e.g. 'Prefers tabs over spaces'.")]
     user_id: UserId
@@ -109,10 +98,9 @@ class RememberArgs(BaseModel):
     agent_id: AgentId = None
     wait: Wait = False
     kind: Annotated[str | None, Field(
-        max_length=64, description="For a preference: what it is about (e.g. 'budget', 'indentation'). A newer "
-                                   "preference of the same kind and applies_to replaces the older one.")] = None
+        max_length=64, description="A preference's topic ('indentation'): a newer one of the kind replaces it.")] = None
     applies_to: Annotated[list[str], Field(
-        max_length=20, description="For a preference: entity names it applies to (a tool, a person).")] = []
+        max_length=20, description="A preference's subjects (a tool, a person).")] = []
 
 
 class RememberManyArgs(BaseModel):
@@ -131,20 +119,13 @@ class RememberManyArgs(BaseModel):
 
 
 class ConversationArgs(BaseModel):
-    """Extract categorised facts from a conversation and store them (the extraction path: Gemini when
-    configured, else rule-based); messages no fact came from are stored as 'interaction' memories
-    ("<role>: <text>" lines), so nothing said is lost. Every memory lists its source_message_ids.
-    Returns the task id; with wait=true the stored memories."""
+    """Extract facts from a conversation and store them, with its excerpts (nothing said is lost). Returns the
+    task id; with wait=true the stored memories."""
 
     messages: Annotated[
         list[Message],
         Field(min_length=1, max_length=500,
-              description="The exchange, oldest first: {role: user|assistant|system|tool, content, id?, "
-                          "timestamp?}. Facts are extracted from the user's turns; every other message "
-                          "with content is kept as an 'interaction' memory of its window. id (1-128 "
-                          "chars) names the message in each memory's source_message_ids (else its "
-                          "0-based index); timestamp (ISO 8601 or a plain English date; one that does "
-                          "not parse is ignored) becomes the memory's occurred_at."),
+              description="Oldest first: {role, content, id?, timestamp? (when it was said)}."),
     ]
     user_id: UserId
     project_id: ProjectId = None
@@ -153,25 +134,19 @@ class ConversationArgs(BaseModel):
 
 
 class ContextArgs(BaseModel):
-    """What is known for a session: the user's global memories plus the project's (with project_id), most
-    useful first (what `query` finds, facts before the conversation excerpts they came from, the project's
-    before global ones, recent and often recalled), grouped by category. The text is a compact markdown block
-    for your context that says how many memories it left out; the structured content has each listed memory
-    with its id."""
+    """What is known for a session, most useful first, as a dated markdown block for your context (call it at
+    the start of a session)."""
 
     user_id: UserId
     project_id: ProjectId = None
     query: Annotated[str | None, Field(min_length=1, max_length=2000,
                                        description="What the session is about; its matches come first.")] = None
-    max_tokens: Annotated[int | None, Field(ge=50, le=100_000, description=(
-        "Token budget of the markdown text (the embedder's tokenizer); the most useful memories that fit."))] = None
-    max_chars: Annotated[int | None, Field(ge=200, le=200_000, description=(
-        "Bound of the markdown text in characters (default 4000 without max_tokens).")) ] = None
+    max_tokens: Annotated[int | None, Field(ge=50, le=100_000, description="Token budget of the text.")] = None
+    max_chars: Annotated[int | None, Field(ge=200, le=200_000, description="Character bound (default 4000).")] = None
 
 
 class ListArgs(BaseModel):
-    """A page of the user's stored memories (with ids, for delete_memories), newest first. Without scope and
-    project_id: all of them; with project_id: global plus that project's. Pass next_cursor back as cursor."""
+    """A page of the user's memories with their ids, newest first; pass next_cursor back as cursor."""
 
     user_id: UserId
     scope: Annotated[Literal["global", "project"] | None, Field(description="Only this scope.")] = None
@@ -180,27 +155,24 @@ class ListArgs(BaseModel):
     agent_id: AgentId = None
     limit: Annotated[int, Field(ge=1, le=500, description="Page size.")] = 50
     cursor: Annotated[str | None, Field(max_length=64, description="next_cursor of the previous page.")] = None
-    include_superseded: Annotated[bool, Field(
-        description="Also the preferences a newer one superseded (their history, with superseded_by).")] = False
-    order: Annotated[Literal["newest", "oldest", "id"] | None, Field(
-        description="newest first (the default), oldest first, or by id; a cursor goes on in its own order.")] = None
+    include_superseded: Annotated[bool, Field(description="Also replaced values (history).")] = False
+    order: Annotated[Literal["newest", "oldest", "id"] | None, Field(description="Default: newest.")] = None
 
 
 class DeleteArgs(BaseModel):
-    """Delete memories by id (memory_ids) or by filter (scope, category, project_id, agent_id), never both.
-    Deletes are queued like writes: with wait=true the result lists the deleted ids. Graph facts that only
-    these memories supported are expired (kept as history)."""
+    """Delete memories by id or by filter (scope, category, project_id, agent_id), never both. Queued like a
+    write."""
 
     user_id: UserId
     memory_ids: Annotated[
-        list[str] | None, Field(min_length=1, max_length=1000, description="Delete exactly these memories.")
+        list[str] | None, Field(min_length=1, max_length=1000, description="These memories.")
     ] = None
-    scope: Annotated[Literal["global", "project"] | None, Field(description="Filter: this scope.")] = None
+    scope: Annotated[Literal["global", "project"] | None, Field(description="Only this scope.")] = None
     category: OptionalCategory = None
     project_id: ProjectId = None
     agent_id: AgentId = None
     all: Annotated[
-        bool, Field(description="true (with no ids and no filter) deletes every memory of the user.")
+        bool, Field(description="true, with no ids or filter: every memory of the user.")
     ] = False
     wait: Wait = False
 
@@ -222,7 +194,6 @@ class UpdateArgs(BaseModel):
 
 
 class TaskArgs(BaseModel):
-    """Status of a queued write or delete: queued, processing, completed (with result) or failed (with
-    error)."""
+    """A queued write's status: queued, processing, retrying, completed (with result) or failed (with error)."""
 
     task_id: TaskId

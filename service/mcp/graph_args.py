@@ -12,24 +12,21 @@ from service.mcp.args import EntityIdArg, ProjectId, Query, UserId, Wait
 
 
 class GraphSearchArgs(BaseModel):
-    """Facts from the temporal knowledge graph (subject, predicate, object, since when, until when), e.g.
-    'user works_at Acme Corp' or 'shop uses PostgreSQL'. With project_id: global facts plus that
-    project's; without: all of the user's."""
+    """Facts from the temporal knowledge graph ('user works_at Acme Corp', since when, until when)."""
 
     query: Query
     user_id: UserId
     project_id: ProjectId = None
     limit: Annotated[int, Field(ge=1, le=100, description="At most this many facts.")] = 10
     include_history: Annotated[
-        bool, Field(description="Also facts that are no longer true (superseded or deleted).")
+        bool, Field(description="Also facts no longer true.")
     ] = False
 
 
 class DuplicatesArgs(BaseModel):
-    """Entity pairs that may be one thing ("Mel" / "Melanie", "Postgres" / "PostgreSQL") which the resolution
-    gate left for review, highest score first, each with both entities (name, type, aliases, roles: what their
-    memories say each is, how many memories mention it) and the gate's reason; two of one name whose roles differ
-    ("the plumber" / "our VP of Sales", match_type other_role) were kept apart. Decide with review_duplicate."""
+    """Entity pairs that may be one thing ("Mel" / "Melanie") which the resolution gate left for review, highest
+    score first, each with both entities (name, type, aliases, roles) and the gate's reason. Decide with
+    review_duplicate."""
 
     user_id: UserId
     project_id: ProjectId = None

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
@@ -117,8 +117,9 @@ class RecalledMemory(BaseModel):
     content: str
     category: str | None = None
     date: str | None = Field(default=None, description="When it happened (YYYY-MM-DD), else when it was stored.")
-    source: str = Field(description="vector (found by meaning, words or time) or graph (through the knowledge "
-                                    "graph only).")
+    source: Literal["vector", "graph"] | None = Field(default=None, description=(
+        "graph: found through the knowledge graph only; the compact answer leaves out `vector` (by meaning, words "
+        "or time)."))
     also: list[dict[str, Any]] | None = Field(default=None, description=(
         "Memories folded into this one ({id, kind}): their content is said here."))
 
@@ -140,17 +141,20 @@ def _dates(result: SearchResult) -> dict[str, str | None]:
 
 
 def recall_answer(found: SearchResponse, detail: str) -> dict[str, Any]:
-    """The search's answer as recall_memories gives it: compact by default (only what an agent reads to answer:
-    content, id, category, date, source), everything with detail="full"."""
+    """The search's answer as recall_memories gives it, without the results below the relevance floor (an empty list
+    is an answer): compact by default (only what an agent reads to answer: content, id, category, date, `source`
+    only when it is the graph), everything with detail="full"."""
+    related = [r for r in found.results if not r.below_floor]
     if detail == "full":
-        full = found.model_dump(mode="json")
-        for item, result in zip(full["results"], found.results, strict=True):
+        full = found.model_copy(update={"results": related}).model_dump(mode="json")
+        for item, result in zip(full["results"], related, strict=True):
             item.update(_dates(result))
         return full
     rows: list[dict[str, Any]] = []
-    for r in found.results:
-        row: dict[str, Any] = {"id": r.id, "content": r.content, "category": r.category, **_dates(r),
-                               "source": r.source}
+    for r in related:
+        row: dict[str, Any] = {"id": r.id, "content": r.content, "category": r.category, **_dates(r)}
+        if r.source == "graph":
+            row["source"] = "graph"
         if r.also:
             row["also"] = [f.model_dump(mode="json") for f in r.also]
         rows.append(row)
@@ -283,6 +287,27 @@ TOOLS: tuple[Tool, ...] = (
         user_id=a.user_id, name=a.name, project_id=a.project_id, include_history=a.include_history, limit=a.limit)),
     ask("query_graph", QueryGraphArgs, QUERY_GRAPH, lambda a: GraphQuery.model_validate(a.model_dump())),
 )
+
+
+# The eight tools every agent gets (the seed's clients call these); the rest come by toolset (MCP_TOOLSETS).
+CORE: Final = ("recall_memories", "remember", "remember_conversation", "get_project_context",
+               "search_knowledge_graph", "list_memories", "delete_memories", "get_task_status")
+TOOLSETS: Final[dict[str, tuple[str, ...]]] = {
+    "memory": ("remember_many", "update_memory"),
+    "graph": ("get_facts_about", "query_graph", "add_entity", "add_relationship", "add_fact",
+              "list_duplicate_entities", "review_duplicate", "merge_entities"),
+    "runs": ("start_task", "record_task_step", "finish_task", "recall_similar_tasks"),
+}
+
+
+def tools_for(toolsets: Iterable[str] = ()) -> tuple[Tool, ...]:
+    """The core tools plus those of the named toolsets ("all": every tool), in TOOLS' order."""
+    chosen = set(toolsets)
+    names = set(CORE).union(*(TOOLSETS[t] for t in TOOLSETS if t in chosen or "all" in chosen))
+    unknown = chosen - set(TOOLSETS) - {"all"}
+    if unknown:
+        raise ValueError(f"unknown MCP toolset(s) {sorted(unknown)}: choose from {sorted(TOOLSETS)} or all")
+    return tuple(t for t in TOOLS if t.name in names)
 
 
 async def settle(backend: MemoryBackend, accepted: AcceptedResponse, wait: bool) -> WriteOutcome:

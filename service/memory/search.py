@@ -87,19 +87,27 @@ class MemorySearch:
                       sections: Sequence[ContextSection] = ()) -> ContextResponse:
         """The user's global memories plus the project's, most useful for the session first, restatements left
         out, within `max_tokens` of the markdown form when given (service/search/context.py); with `query`, its
-        search hits first; `sections` (e.g. lessons from earlier sessions) share the budget."""
+        search hits above the relevance floor only (`unrelated` counts the others); `sections` (e.g. lessons from
+        earlier sessions) share the budget."""
         everything = await scroll_all(self.vectors, MemoryFilter(user_id=user_id, project_id=project_id))
         memories = [m for m in everything if not m.superseded_by]  # the replaced values only as dated history
         hits: list[str] = []
-        if query and memories:
+        unrelated = 0
+        if query is not None:  # a context with a query is what the query finds above the relevance floor
             found = await self.searcher.search(SearchRequest(query=query, project_id=project_id,
-                                                             limit=CONTEXT_QUERY_HITS), user_id)
-            hits = [mid for r in found.results for mid in (r.id, *(f.id for f in r.also))]
+                                                             limit=CONTEXT_QUERY_HITS), user_id) if memories else None
+            hits = [mid for r in (found.results if found else []) if not r.below_floor
+                    for mid in (r.id, *(f.id for f in r.also))]
+            related = [m for m in memories if m.id in set(hits)]
+            unrelated = len(memories) - len(related)
+            memories = related
         counts = await self.usage.counts(user_id) if self.usage is not None else {}
         ranked = context.rank(memories, project_id, hits, counts, datetime.now(UTC), self.recency_days)
-        return context.build(user_id, project_id, ranked, per_category=per_category, total=len(memories),
-                             max_tokens=max_tokens, counter=self.tokens,
-                             sections=list(sections), past=context.histories(everything))
+        built = context.build(user_id, project_id, ranked, per_category=per_category, total=len(memories) + unrelated,
+                              max_tokens=max_tokens, counter=self.tokens,
+                              sections=list(sections), past=context.histories(everything))
+        built.unrelated = unrelated
+        return built
 
     async def warm_up(self) -> None:
         """Run the search once before the first request: Neo4j plans a statement on its first run (the graph

@@ -256,6 +256,9 @@ class ContextResponse(BaseModel):
         "Memories not listed because a listed one says the same: a window a listed fact came from, or the "
         "same text again."))
     omitted: int = Field(default=0, description="Memories left out to fit `max_tokens` (or the per-category cap).")
+    unrelated: int = Field(default=0, description=(
+        "With `query`: the memories left out as unrelated to it (not found, or below the relevance floor). A "
+        "context with a query lists only what the query finds; none is a good answer."))
     max_tokens: int | None = None
     tokens: int | None = Field(default=None, description=(
         "With max_tokens: the tokens of the markdown form, counted by `tokenizer` (the embedder's)."))

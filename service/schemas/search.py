@@ -109,6 +109,10 @@ class SearchResult(BaseModel):
         "content is said here; they take no slot of `limit`."))
     superseded_by: str | None = Field(default=None, description=(
         "The memory that replaced this one (only with `include_superseded`)."))
+    below_floor: bool = Field(default=False, description=(
+        "Found only by meaning, and less like the query than the relevance floor (RELEVANCE_FLOOR, calibrated per "
+        "embedding model): probably unrelated. Listed, never dropped, by search; recall and the context leave it "
+        "out."))
 
 
 class SearchWindow(BaseModel):

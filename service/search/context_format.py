@@ -14,6 +14,7 @@ from typing import Any
 from service.schemas.memories import ContextResponse, MemoryRecord
 
 EMPTY = "_No memories yet._"
+NOTHING_RELATED = "_Nothing stored is related to this._"  # a context with a query that found nothing above the floor
 
 
 def title(project_id: str | None) -> str:
@@ -75,7 +76,7 @@ def render_markdown(ctx: ContextResponse, max_chars: int | None = None) -> str:
                       for m in group.memories), key=lambda e: e[0])
     extra = [line for s in ctx.sections for line in (heading(s.title), *s.lines) if s.lines]
     if not entries and not extra:
-        return (head + "\n" + EMPTY + "\n")[:max_chars]
+        return (head + "\n" + (NOTHING_RELATED if ctx.unrelated else EMPTY) + "\n")[:max_chars]
     keep = {id(m) for _, _, m in entries}
     if max_chars is not None:
         used = len(head) + 1 + sum(len(line) + 1 for line in extra)

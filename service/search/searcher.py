@@ -11,7 +11,7 @@ from service.ai.embeddings import Embedder
 from service.core.domain import check_category, iso
 from service.core.metrics import SEARCH_DURATION, timed
 from service.core.settings import SearchSettings
-from service.schemas.search import SearchRequest, SearchResponse, SearchWindow
+from service.schemas.search import SearchRequest, SearchResponse, SearchResult, SearchWindow
 from service.search.dense import Dense
 from service.search.expansion import expansion
 from service.search.facts import supporting_facts
@@ -46,11 +46,29 @@ NEIGHBOURS = "neighbours"
 SECOND_PASS = (NEIGHBOURS, FEEDBACK, EXPANSION)  # the lists made from the first fusion's best memories
 
 
+EVIDENCE = ("lexical", "graph", "time")  # a word, an entity or a time the query names: not "only by meaning"
+
+
+def below_floor(out: list[SearchResult], floor: float | None) -> list[SearchResult]:
+    """`out` with `below_floor` set on each result found only by meaning (no retriever of EVIDENCE returned it)
+    whose dense cosine with the query is under `floor` (or that no retriever scored at all)."""
+    if floor is None:
+        return out
+    for r in out:
+        if any(s.retriever in EVIDENCE for s in r.signals):
+            continue
+        cosine = next((s.score for s in r.signals if s.retriever == "dense"), None)
+        r.below_floor = cosine is None or cosine < floor
+    return out
+
+
 class Searcher:
     def __init__(self, search: SearchSettings, vectors: VectorStore, graph: GraphRetrieval, embedder: Embedder, *,
-                 graph_timeout_s: float, graph_entity_weight: float) -> None:
-        """`graph_timeout_s`: GRAPH_TIMEOUT_SECONDS; `graph_entity_weight`: GraphRetriever's `entity_weight`."""
+                 graph_timeout_s: float, graph_entity_weight: float, relevance_floor: float | None = None) -> None:
+        """`graph_timeout_s`: GRAPH_TIMEOUT_SECONDS; `graph_entity_weight`: GraphRetriever's `entity_weight`;
+        `relevance_floor`: the calibrated floor (`below_floor`), None for none."""
         self.settings = search
+        self.relevance_floor = relevance_floor
         self.graph_timeout_s = graph_timeout_s
         self.vectors = vectors
         self.graph = graph
@@ -89,7 +107,7 @@ class Searcher:
             fused = fuse(lists, self.weights, self.settings.rrf_k)
             if len(run) == len(self.retrievers):
                 fused = await self._second_pass(lists, fused, q)
-            out = await results(self.vectors, fused, req.limit, req.collapse)
+            out = below_floor(await results(self.vectors, fused, req.limit, req.collapse), self.relevance_floor)
         window = next((f.window for f in found if f.window is not None), None)
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
         facts = None

@@ -53,7 +53,10 @@ def test_shape_and_sizes(histories: list[dict[str, Any]]) -> None:
                 assert m["role"] in ("user", "assistant") and m["content"].strip(), h["id"]
         for q in h["questions"]:
             assert set(q) == {"question", "answer", "stale"}, q
-            assert q["question"].strip() and q["answer"].strip(), q
+            assert q["question"].strip() and (q["answer"] is None or q["answer"].strip()), q
+            assert q["answer"] is not None or q["stale"] is None, q  # a question the history cannot answer
+    unanswerable = [q for q in questions if q["answer"] is None]
+    assert len(unanswerable) >= 40 and all(sum(q["answer"] is None for q in h["questions"]) >= 1 for h in histories)
 
 
 def test_sessions_dated_in_increasing_order(histories: list[dict[str, Any]]) -> None:
@@ -67,7 +70,7 @@ def test_sessions_dated_in_increasing_order(histories: list[dict[str, Any]]) -> 
 def test_answers_occur_and_stale_values_never_beside_them(histories: list[dict[str, Any]]) -> None:
     for h in histories:
         texts = _texts(h)
-        for q in h["questions"]:
+        for q in [q for q in h["questions"] if q["answer"] is not None]:
             answer = q["answer"].lower()
             assert any(answer in t for t in texts), (h["id"], q["answer"])
             if q["stale"]:
@@ -107,6 +110,18 @@ def test_summary() -> None:
     assert s["corrections"] == 3
     assert s["current_over_stale"] == pytest.approx(1 / 3)  # only the last: no stale result at all
     assert bench.summary([question(2)])["current_over_stale"] is None
+
+
+def test_summary_scores_the_floor_apart_for_questions_no_history_answers() -> None:
+    answered = [bench.Question("h", "q?", "a", None, answer_rank=1, related=2, answer_related=True),
+                bench.Question("h", "q?", "a", None, answer_rank=2, related=1, answer_related=False)]
+    unanswerable = [bench.Question("h", "q?", None, None, related=0),
+                    bench.Question("h", "q?", None, None, related=3)]
+    s = bench.summary(answered + unanswerable)
+    assert s["questions"] == 2 and s["rank1"] == pytest.approx(0.5)  # only the answered count for ranks
+    assert s["kept"] == pytest.approx(0.5)
+    assert s["unanswerable"] == 2 and s["empty"] == pytest.approx(0.5) and s["shown"] == pytest.approx(1.5)
+    assert bench.summary(answered)["empty"] is None
 
 
 def test_load_names_users_and_orders_sessions(tmp_path: Path) -> None:

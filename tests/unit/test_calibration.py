@@ -55,6 +55,19 @@ async def test_run_match_separates_an_answering_memory_from_an_unrelated_one(mod
             assert (score >= threshold) == (label == "positive"), (model, label, query, round(score, 3))
 
 
+@pytest.mark.parametrize("model", MODEL_IDS)
+async def test_the_relevance_floor_keeps_an_answering_exchange_and_drops_an_unrelated_one(model: str) -> None:
+    """A question and the stored exchange that answers it are above the model's floor; a question nothing stored
+    answers and an exchange about something else are below it (scripts/bench/calibrate.py measures the floor)."""
+    embedder = local_embedder(model=model)
+    floor = MODELS[model].calibration.relevance
+    assert floor is not None
+    for label, pairs in PAIRS["relevance"].items():
+        for query, passage in pairs:
+            score = cos(await embedder.embed_query(query), (await embedder.embed([passage]))[0])
+            assert (score >= floor) == (label == "positive"), (model, label, query, round(score, 3))
+
+
 NAMES_SAME = [("NYC", "New York City"), ("VS Code", "Visual Studio Code"), ("LA", "Los Angeles")]
 NAMES_UNRELATED = [("Rust", "Nairobi"), ("Berlin", "PostgreSQL"), ("Stripe", "Lisbon"), ("Airbnb", "Siemens")]
 
