@@ -138,8 +138,8 @@ async def test_tools_and_schemas(api: str, transport: str) -> None:
         categories = list(CATEGORIES)
         remember_props = tools["remember"].input_schema["properties"]
         assert remember_props["category"]["enum"] == categories
-        assert remember_props["scope"]["enum"] == ["global", "project"] and "scope" not in tools["remember"].input_schema[
-            "required"]
+        assert remember_props["scope"]["enum"] == ["global", "project"]
+        assert "scope" not in tools["remember"].input_schema["required"]
         assert remember_props["wait"]["default"] is False
         assert "global: preference" in remember_props["category"]["description"]
         recall_props = tools["recall_memories"].input_schema["properties"]
