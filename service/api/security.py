@@ -22,8 +22,9 @@ from service.core.sensitivity import Sensitivity, set_current
 
 log = structlog.get_logger(__name__)
 
+# /metrics checks its own credentials (an admin key or METRICS_TOKEN)
 PUBLIC_PATHS = frozenset({"/health", "/metrics", "/v1/categories", "/docs", "/docs/oauth2-redirect", "/openapi.json",
-                          "/redoc"})  # /metrics checks its own credentials (an admin key or METRICS_TOKEN)
+                          "/redoc", "/favicon.ico"})
 # The web console's pages sign in with their session cookie instead (service/ui/session.py `console`, which
 # verifies the key, rate-limits and checks CSRF); its static files are a mount, outside every dependency.
 CONSOLE_PREFIX = "/ui/"

@@ -109,6 +109,9 @@ class SearchResult(BaseModel):
         "content is said here; they take no slot of `limit`."))
     superseded_by: str | None = Field(default=None, description=(
         "The memory that replaced this one (only with `include_superseded`)."))
+    event_at: str | None = Field(default=None, description=(
+        "The day (YYYY-MM-DD) of the event the memory is about, when it names one other than the day it was said "
+        "(\"dentist next Friday\" said on 4 December: 2026-12-11; \"we moved last weekend\": that Saturday)."))
     below_floor: bool = Field(default=False, description=(
         "Found only by meaning, and less like the query than the relevance floor (RELEVANCE_FLOOR, calibrated per "
         "embedding model): probably unrelated. Listed, never dropped, by search; recall and the context leave it "

@@ -6,6 +6,7 @@ from typing import Literal
 
 from service.core.domain import Memory
 from service.schemas.search import Folded, SearchResult, Signal
+from service.search.context_format import days
 from service.search.fusion import Fused
 from service.stores.vector import VectorStore
 
@@ -37,7 +38,7 @@ def memory_result(m: Memory, score: float, signals: dict[str, tuple[int, float]]
         category=m.category, scope=m.scope,
         project_id=m.project_id, created_at=m.created_at, agent_id=m.agent_id, metadata=m.metadata,
         occurred_at=m.occurred_at or m.created_at, source_message_ids=m.source_message_ids,
-        superseded_by=m.superseded_by,
+        superseded_by=m.superseded_by, event_at=days(m.occurred_at, m.created_at, m.metadata)[1],
         signals=[Signal(retriever=name, rank=rank, score=round(own, 6))  # type: ignore[arg-type]
                  for name, (rank, own) in sorted(signals.items(), key=lambda kv: kv[1][0])],
     )

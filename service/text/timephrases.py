@@ -35,7 +35,7 @@ class TimeWindow:
     phrase: str
     start: datetime  # inclusive, UTC
     end: datetime  # exclusive, UTC
-    period: str  # day | week | month | year
+    period: str  # day | weekend | week | month | year
 
 
 def _settings(now: datetime, prefer: str = "past") -> dict[str, object]:
@@ -180,6 +180,38 @@ def _weekday(text: str, said_at: datetime, direction: str) -> TimeWindow | None:
     return TimeWindow(phrase=match.group(0), start=start, end=start + timedelta(days=1), period="day")
 
 
+_WEEKEND_PHRASE = re.compile(r"\b(?:(?P<mod>last|next|this coming|this past|this|coming|past)\s+)?weekend\b",
+                             re.IGNORECASE)
+_SAME_DAY = re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|earlier today)\b", re.IGNORECASE)
+
+
+def _weekend(text: str, said_at: datetime, direction: str) -> TimeWindow | None:
+    """A weekend the text names ("last weekend", "this weekend", "at the weekend") as its Saturday and Sunday:
+    "last"/"past" the latest one that began before the day it was said, "this"/"next"/"coming" the one under way or
+    the first one after it, a bare "weekend" by `direction`."""
+    match = _WEEKEND_PHRASE.search(text)
+    if match is None:
+        return None
+    mod = (match["mod"] or "").casefold()
+    day = said_at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    backward = mod in ("last", "past", "this past") or (not mod and direction == "past")
+    if backward:
+        saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
+    else:  # the weekend under way, else the coming one
+        saturday = day - timedelta(days=day.weekday() - 5) if day.weekday() >= 5 else day + timedelta(
+            days=5 - day.weekday())
+    return TimeWindow(phrase=match.group(0), start=saturday, end=saturday + timedelta(days=2), period="weekend")
+
+
+def _same_day(text: str, said_at: datetime) -> TimeWindow | None:
+    """"today", "tonight", "this morning": the day it was said."""
+    match = _SAME_DAY.search(text)
+    if match is None:
+        return None
+    day = said_at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return TimeWindow(phrase=match.group(0), start=day, end=day + timedelta(days=1), period="day")
+
+
 def anchor(text: str, said_at: datetime) -> TimeWindow | None:
     """The time a message names relative to when it was said ("yesterday", "last Saturday", "two weeks ago",
     "on Friday", "next week"), resolved against `said_at` (its session's date): session-level time anchoring at
@@ -190,7 +222,8 @@ def anchor(text: str, said_at: datetime) -> TimeWindow | None:
     if not _RELATIVE_CUE.search(text):
         return None
     direction = tense(text)
-    return _weekday(text, said_at, direction) or _find(text, said_at, direction)
+    return (_weekday(text, said_at, direction) or _weekend(text, said_at, direction) or _same_day(text, said_at)
+            or _find(text, said_at, direction))
 
 
 def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | None:
@@ -201,7 +234,7 @@ def find_time_window(query: str, now: datetime | None = None) -> TimeWindow | No
     if key in _TIMELESS:
         return None
     direction = tense(query, default="past")
-    window = _weekday(query, now, direction) or _find(query, now, direction)
+    window = _weekday(query, now, direction) or _weekend(query, now, direction) or _find(query, now, direction)
     if window is None:
         _TIMELESS.add(key)
     return window

@@ -20,6 +20,7 @@ from service.ui.session import (
     ConsoleDep,
     form_of,
 )
+from service.ui.words import duration
 
 router = console_router()
 
@@ -33,7 +34,8 @@ async def activity(request: Request, console: ConsoleDep) -> Response:
     owner = None if console.admin else console.acting()
     tasks = await call(console.deps.tasks.recent(console.acting(), RECENT_TASKS))
     runs = await call(console.deps.maintenance.records.recent(50, only_user=owner))
-    return render(request, "activity.html", console, tasks=tasks, runs=runs)
+    return render(request, "activity.html", console, tasks=tasks, runs=runs,
+                  task_ttl=duration(console.deps.settings.redis.task_ttl_seconds))
 
 
 @router.get("/activity/{run_id}", response_class=HTMLResponse)

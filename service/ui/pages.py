@@ -20,6 +20,7 @@ from service.core.errors import NotFound, ServiceError, Unauthorized
 from service.deps import Deps
 from service.schemas.memories import BulkDeleteRequest, UpdateMemoryRequest
 from service.schemas.search import SearchRequest
+from service.search.context_format import days
 from service.ui.render import PAGE, build, call, console_router, follow, render, valid_user
 from service.ui.session import (
     ConsoleDep,
@@ -112,8 +113,8 @@ async def memories(
     before: Annotated[str | None, Query(max_length=40)] = None,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response:
-    """The list with filters, newest first. With text or a time range it is the search (by relevance within those
-    filters)."""
+    """The list with filters, newest first. Text filters: only the memories that hold one of its words (the lexical
+    retriever, best match first); a time range alone keeps the memories of that time (the time retriever)."""
     user = console.acting()
     filters = {k: v for k, v in {"category": category, "scope": scope, "project_id": project_id,
                                   "agent_id": agent_id, "text": text, "after": after, "before": before}.items() if v}
@@ -121,7 +122,7 @@ async def memories(
     next_cursor = None
     if text or after or before:
         req = build(SearchRequest, query=text or "*", project_id=project_id, after=after, before=before, limit=100,
-                    categories=[category] if category else None)
+                    categories=[category] if category else None, retrievers=["lexical"] if text else ["time"])
         found = await call(console.deps.search.search(req, user))
         items = [r for r in found.results if (not scope or r.scope == scope)
                  and (not agent_id or r.agent_id == agent_id)]
@@ -141,10 +142,14 @@ async def search(request: Request, console: ConsoleDep,
                  project_id: Annotated[str | None, Query(max_length=128)] = None) -> Response:
     """The same search as POST /v1/search; each result with its score and, in words, why it came back."""
     results = None
+    weaker: list[Any] = []
     if q:
         req = build(SearchRequest, query=q, project_id=project_id, limit=20)
-        results = (await call(console.deps.search.search(req, console.acting()))).results
-    return render(request, "search.html", console, q=q or "", project_id=project_id or "", results=results)
+        found = (await call(console.deps.search.search(req, console.acting()))).results
+        results = [r for r in found if not r.below_floor]
+        weaker = [r for r in found if r.below_floor]  # under a fold: probably unrelated (the relevance floor)
+    return render(request, "search.html", console, q=q or "", project_id=project_id or "", results=results,
+                  weaker=weaker)
 
 
 @router.get("/memories/{memory_id}", response_class=HTMLResponse)
@@ -156,7 +161,9 @@ async def memory_page(request: Request, memory_id: str, console: ConsoleDep) -> 
     mentioned = (await call(console.deps.graph.mentions_of(user, [memory_id]))).get(memory_id, [])
     entities = await call(console.deps.graph.entities(user, mentioned))
     facts = await call(console.deps.graph.memory_facts(user, memory_id, 200))
+    said, event = days(memory.occurred_at, memory.created_at, memory.metadata)
     return render(request, "memory.html", console, m=memory, task_id=task_id, entities=entities, facts=facts,
+                  said=said, event=event,
                   categories=list(CATEGORIES), metadata=json.dumps(memory.metadata, indent=2, ensure_ascii=False))
 
 

@@ -19,10 +19,11 @@ from pydantic import BaseModel, ValidationError
 from service.core.domain import ID_PATTERN
 from service.core.errors import ServiceError
 from service.ui.paths import TEMPLATES
-from service.ui.words import describe_signal
+from service.ui.words import describe_signal, when
 
 templates = Jinja2Templates(directory=TEMPLATES)
 templates.env.filters["signal"] = describe_signal
+templates.env.filters["when"] = when
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 PAGE = 25

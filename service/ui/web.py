@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_oauth2_redirect_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -87,6 +87,11 @@ def install_console(app: FastAPI, console: ConsoleSettings, pages: Sequence[APIR
     app.add_middleware(SecurityHeaders)
     openapi_url = app.openapi_url or "/openapi.json"
     title = app.title.replace("<", "").replace(">", "").replace("&", "")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                            headers={"Cache-Control": "public, max-age=86400"})
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui() -> HTMLResponse:

@@ -12,6 +12,23 @@ WHAT = {
 }
 
 
+def duration(seconds: int) -> str:
+    """A duration as a person says it: "7 days", "12 hours", "90 minutes"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+def when(value: object) -> str:
+    """A stored time as people read it: "2026-12-07 19:04" (UTC, to the minute); a day stays a day; "—" for none."""
+    text = str(value or "")
+    if not text:
+        return "—"
+    return text[:10] if len(text) <= 10 else text[:16].replace("T", " ")
+
+
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"

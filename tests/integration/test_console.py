@@ -456,7 +456,7 @@ async def test_without_keys_a_user_id_signs_in(tmp_path: Path) -> None:
     async with running_app(tmp_path) as (client, _):
         await write_raw(client, user_id=user, content="I cycle to work on Fridays", category="preference")
         page = await client.get("/ui/login")
-        assert "AUTH_MODE=none" in page.text
+        assert "AUTH_MODE=none" in page.text and 'id="api_key"' not in page.text  # a user id is all it asks
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
         assert csrf
         bad = await client.post("/ui/login", data={"csrf": csrf.group(1), "user_id": "no spaces!"})
@@ -674,3 +674,47 @@ def test_an_entitys_page_lists_the_memories_that_mention_it(console: Console, br
     c2, _ = _session(console, "b")  # another user's session: the entity is not theirs
     with contextlib.closing(c2):
         assert c2.get(f"/ui/entities/{grafana['id']}").status_code == 404
+
+
+def test_tables_dates_filters_and_labels_read_well_at_1280_and_390_px(console: Console, browser: WebDriver) -> None:
+    """Activity and an entity's "Facts over time" never break a word inside it; the Memories text box filters (only
+    what holds one of its words); a memory's page shows its sensitivity and the day it was said; the activity page
+    says how long task records last in words; labels look unlike values; the favicon answers."""
+    user = unique("cr")
+    with console.api("admin") as c:
+        tea = c.post("/v1/memories/raw", json={"user_id": user, "content": "I brew green tea at 80 degrees",
+                                               "category": "preference"}).json()["task_id"]
+        work = c.post("/v1/memories/raw", json={"user_id": user, "category": "personal_fact",
+                                                "content": "Our team works at Acme Corporation in Rotterdam"}
+                      ).json()["task_id"]
+        tea_id, work_id = _memory_of(c, tea), _memory_of(c, work)
+        icon = c.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    sign_in(browser, console, "admin", user)
+    browser.get(console.url + f"/ui/memories/{work_id}")
+    links = browser.find_elements(By.CSS_SELECTOR, "#memory-entities a")
+    assert links, browser.find_element(By.ID, "memory-entities").text
+    entity = str(links[0].get_attribute("href")).rsplit("/", 1)[1]
+    try:
+        for width in (1280, 390):
+            browser.set_window_size(width, 900)
+            browser.get(console.url + "/ui/activity")
+            assert "task records are kept 7 days" in browser.find_element(By.ID, "main").text
+            assert browser.execute_script(MID_WORD_BREAKS, "#tasks td, #tasks th") == [], width
+            browser.get(console.url + f"/ui/entities/{entity}")
+            assert browser.execute_script(MID_WORD_BREAKS, "#main td, #main th") == [], width
+            browser.get(console.url + "/ui/memories?text=tea")
+            listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#memory-list .content")]
+            assert listed == ["I brew green tea at 80 degrees"], listed
+            assert "hold a word" in browser.find_element(By.ID, "filter-hint").text
+            browser.get(console.url + f"/ui/memories/{tea_id}")
+            assert browser.find_element(By.ID, "memory-sensitivity").text in ("public", "internal", "private",
+                                                                              "secret")
+            assert len(browser.find_element(By.ID, "memory-said").text) == 10  # YYYY-MM-DD
+            assert "Valid from" not in browser.find_element(By.ID, "main").text
+            weights = browser.execute_script(
+                "const dt = document.querySelector('dl.facts dt'), dd = document.querySelector('dl.facts dd');"
+                "return [getComputedStyle(dt).fontWeight, getComputedStyle(dd).fontWeight];")
+            assert weights[0] != weights[1], weights
+    finally:
+        browser.set_window_size(1440, 1000)

@@ -58,3 +58,21 @@ def test_a_plan_resolves_forward_and_a_report_backward_from_when_it_was_said() -
     assert tense("what am I doing on Friday?", default="past") == "future"
     assert find_time_window("what did I do on Friday?", monday).start.date().isoformat() == "2026-11-27"  # type: ignore[union-attr]
     assert find_time_window("what am I doing on Friday?", monday).start.date().isoformat() == "2026-12-04"  # type: ignore[union-attr]
+
+
+def test_weekends_and_the_same_day_resolve_from_when_it_was_said() -> None:
+    monday = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
+    saturday = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
+
+    def window(text: str, at: datetime) -> tuple[str, str, str] | None:
+        w = anchor(text, at)
+        return (w.start.date().isoformat(), w.end.date().isoformat(), w.period) if w else None
+
+    assert window("Big news: we moved to Porto last weekend!", monday) == ("2026-12-05", "2026-12-07", "weekend")
+    assert window("this weekend we go hiking", monday) == ("2026-12-12", "2026-12-14", "weekend")
+    assert window("this weekend we go hiking", saturday) == ("2026-12-05", "2026-12-07", "weekend")  # under way
+    assert window("we moved last weekend", saturday) == ("2026-11-28", "2026-11-30", "weekend")
+    assert window("I saw her this morning", monday) == ("2026-12-07", "2026-12-08", "day")
+    assert window("tonight we cook for eight", monday) == ("2026-12-07", "2026-12-08", "day")
+    found = find_time_window("what did I do last weekend?", monday)
+    assert found is not None and found.start.date().isoformat() == "2026-12-05" and found.period == "weekend"

@@ -8,10 +8,10 @@
     elements: [],
     wheelSensitivity: 0.3,
     style: [
-      { selector: "node", style: { "label": "data(label)", "font-size": 11, "background-color": "#4a6fa5",
+      { selector: "node", style: { "label": "data(label)", "font-size": 14, "background-color": "#4a6fa5",
                                    "color": "#1b1f24", "text-valign": "bottom", "text-margin-y": 4 } },
       { selector: "node.selected", style: { "background-color": "#c0392b" } },
-      { selector: "edge", style: { "label": "data(label)", "font-size": 9, "curve-style": "bezier",
+      { selector: "edge", style: { "label": "data(label)", "font-size": 12, "curve-style": "bezier",
                                    "target-arrow-shape": "triangle", "width": 1.5, "line-color": "#8899aa",
                                    "target-arrow-color": "#8899aa", "color": "#555" } },
       { selector: "edge.old", style: { "line-style": "dashed", "opacity": 0.5 } },
