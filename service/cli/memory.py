@@ -26,21 +26,19 @@ import argparse
 import json
 import sys
 import time
-import uuid
 from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from service.client import ApiError, MemoryClient
+from service.client import AmbiguousId, ApiError, MemoryClient
 from service.core.settings import Settings
 from service.tasks.status import TaskResponse
 
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 COMMANDS = ("add", "search", "list", "get", "delete", "status")
 FOLLOW_S = 3600.0
-CANDIDATES = 10  # the most memories an ambiguous prefix lists
 
 
 class UsageError(Exception):
@@ -135,22 +133,12 @@ class Commands:
             self.console.print(table)
 
     def memory_id(self, ref: str) -> str:
-        """The full id of the user's memory that `ref` names: a full id as it is, else the one memory whose id
-        starts with `ref` (a listing in id order starts where the prefix does)."""
-        digits = ref.replace("-", "").lower()
-        if not digits or len(digits) >= 32 or any(c not in "0123456789abcdef" for c in digits):
-            return ref  # a full id (or no id at all: the API says so)
-        start = str(uuid.UUID(digits.ljust(32, "0")))
-        page = self.client.list(user_id=self.args.user, cursor=start, limit=CANDIDATES + 1, include_superseded=True,
-                                order="id")
-        found = [m for m in page.memories if m.id.replace("-", "").startswith(digits)]
-        if len(found) == 1:
-            return found[0].id
-        if not found:
-            raise ApiError(404, "not_found", f"no memory id starts with '{ref}'")
-        lines = "\n".join(f"  {m.id}  [{m.category}] {m.content[:60]}" for m in found[:CANDIDATES])
-        more = " (and more)" if len(found) > CANDIDATES else ""
-        raise UsageError(f"'{ref}' is the start of {len(found)} memory ids{more}; give more of the id:\n{lines}")
+        """The full id of the user's memory that `ref` names (a full id, or a unique prefix: the client's
+        `resolve`); several candidates are a usage error that lists them."""
+        try:
+            return self.client.resolve(ref, user_id=self.args.user)
+        except AmbiguousId as exc:
+            raise UsageError(exc.detail) from exc
 
     def cmd_add(self) -> int:
         a = self.args
@@ -243,9 +231,8 @@ class Commands:
         table.add_row("status", task.status)
         if task.progress:
             table.add_row("progress", f"{task.progress.done}/{task.progress.total}")
-        for m in (task.result or {}).get("memories", []) or []:
-            if isinstance(m, dict):
-                table.add_row("memory", f"{m.get('id')} [{m.get('category')}] {m.get('content')}")
+        for m in (task.result.memories if task.result is not None else None) or []:
+            table.add_row("memory", f"{m.id} [{m.category}] {m.content}")
         if task.retry and task.status != "completed":
             table.add_row("waiting on", f"{task.retry.dependency} (attempt {task.retry.attempt}, since "
                                         f"{task.retry.since}, next at {task.retry.next_at}): {task.retry.reason}")

@@ -10,7 +10,20 @@ from typing import Any
 import httpx
 from pydantic import PrivateAttr
 
-from service.client.call import FINISHED, RETRIES, Call, T, TaskFailed, auth_headers, backoff, unreachable
+from service.client.call import (
+    CANDIDATES,
+    FINISHED,
+    RETRIES,
+    Call,
+    T,
+    TaskFailed,
+    auth_headers,
+    backoff,
+    first_id_with,
+    id_prefix,
+    pick,
+    unreachable,
+)
 from service.client.routes import Routes
 from service.runs.schemas import (
     SearchWithReasoning,
@@ -104,15 +117,25 @@ class AsyncMemoryClient:
     async def list(self, **filters: Any) -> MemoryPage:
         return await self.send(Routes.memories(**filters))
 
+    async def resolve(self, memory_id: str, *, user_id: str | None = None) -> str:
+        """As MemoryClient.resolve: a short id (a unique prefix) becomes the full id."""
+        digits = id_prefix(memory_id)
+        if digits is None:
+            return memory_id
+        page = await self.list(user_id=user_id, cursor=first_id_with(digits), limit=CANDIDATES + 1,
+                               include_superseded=True, order="id")
+        return pick(memory_id, digits, page.memories)
+
     async def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        return await self.send(Routes.get(memory_id, user_id=user_id))
+        return await self.send(Routes.get(await self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
     async def update(self, memory_id: str, content: str, *, user_id: str | None = None,
                      category: str | None = None) -> AsyncAccepted:
-        return await self._accepted(Routes.update(memory_id, content, user_id=user_id, category=category))
+        return await self._accepted(Routes.update(await self.resolve(memory_id, user_id=user_id), content,
+                                                  user_id=user_id, category=category))
 
     async def delete(self, memory_id: str, *, user_id: str | None = None) -> AsyncAccepted:
-        return await self._accepted(Routes.delete(memory_id, user_id=user_id))
+        return await self._accepted(Routes.delete(await self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
     async def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> SearchWithReasoning:
         return await self.send(Routes.search(query, user_id=user_id, **fields))

@@ -3,6 +3,7 @@ and the transport's retry rules (RETRIES with backoff, for transport errors and 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -42,6 +43,43 @@ class ApiError(Exception):
 
 class TaskFailed(ApiError):
     """`wait(raise_on_failure=True)` on a task that ended failed."""
+
+
+CANDIDATES = 10  # the most memories an ambiguous id prefix lists
+
+
+class AmbiguousId(ApiError):
+    """An id prefix that starts several of the user's memory ids; `candidates` lists them (at most CANDIDATES)."""
+
+    def __init__(self, ref: str, candidates: list[Any], more: bool) -> None:
+        lines = "\n".join(f"  {m.id}  [{m.category}] {m.content[:60]}" for m in candidates)
+        super().__init__(400, "ambiguous_id", f"'{ref}' is the start of {len(candidates)} memory ids"
+                                              f"{' (and more)' if more else ''}; give more of the id:\n{lines}")
+        self.candidates = candidates
+
+
+def id_prefix(ref: str) -> str | None:
+    """The hex digits of a short memory id ("3f2a9c1d", the 8 characters search and the CLI print); None for a full
+    id (or something that is no id: the API says so)."""
+    digits = ref.replace("-", "").lower()
+    if not digits or len(digits) >= 32 or any(c not in "0123456789abcdef" for c in digits):
+        return None
+    return digits
+
+
+def first_id_with(digits: str) -> str:
+    """The smallest id that starts with `digits`: a listing in id order starts there."""
+    return str(uuid.UUID(digits.ljust(32, "0")))
+
+
+def pick(ref: str, digits: str, listed: list[Any]) -> str:
+    """The one listed memory whose id starts with `digits`; ApiError 404 for none, AmbiguousId for several."""
+    found = [m for m in listed if m.id.replace("-", "").startswith(digits)]
+    if len(found) == 1:
+        return str(found[0].id)
+    if not found:
+        raise ApiError(404, "not_found", f"no memory id starts with '{ref}'")
+    raise AmbiguousId(ref, found[:CANDIDATES], len(found) > CANDIDATES)
 
 
 @dataclass(frozen=True)

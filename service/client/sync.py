@@ -10,7 +10,21 @@ from typing import Any
 import httpx
 from pydantic import PrivateAttr
 
-from service.client.call import FINISHED, RETRIES, ApiError, Call, T, TaskFailed, auth_headers, backoff, unreachable
+from service.client.call import (
+    CANDIDATES,
+    FINISHED,
+    RETRIES,
+    ApiError,
+    Call,
+    T,
+    TaskFailed,
+    auth_headers,
+    backoff,
+    first_id_with,
+    id_prefix,
+    pick,
+    unreachable,
+)
 from service.client.routes import Routes
 from service.runs.schemas import (
     SearchWithReasoning,
@@ -114,15 +128,27 @@ class MemoryClient:
     def list(self, **filters: Any) -> MemoryPage:
         return self.send(Routes.memories(**filters))
 
+    def resolve(self, memory_id: str, *, user_id: str | None = None) -> str:
+        """The full id of the user's memory that `memory_id` names: a full id as it is, else the one memory whose id
+        starts with it (a short id, as search and the CLI print it); ApiError 404 for none, AmbiguousId for
+        several."""
+        digits = id_prefix(memory_id)
+        if digits is None:
+            return memory_id
+        page = self.list(user_id=user_id, cursor=first_id_with(digits), limit=CANDIDATES + 1,
+                         include_superseded=True, order="id")
+        return pick(memory_id, digits, page.memories)
+
     def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord:
-        return self.send(Routes.get(memory_id, user_id=user_id))
+        return self.send(Routes.get(self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
     def update(self, memory_id: str, content: str, *, user_id: str | None = None,
                category: str | None = None) -> Accepted:
-        return self._accepted(Routes.update(memory_id, content, user_id=user_id, category=category))
+        return self._accepted(Routes.update(self.resolve(memory_id, user_id=user_id), content, user_id=user_id,
+                                            category=category))
 
     def delete(self, memory_id: str, *, user_id: str | None = None) -> Accepted:
-        return self._accepted(Routes.delete(memory_id, user_id=user_id))
+        return self._accepted(Routes.delete(self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
     def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> SearchWithReasoning:
         return self.send(Routes.search(query, user_id=user_id, **fields))

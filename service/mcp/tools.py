@@ -335,5 +335,6 @@ async def settle(backend: MemoryBackend, accepted: AcceptedResponse, wait: bool)
     else:
         message = (f"Still {task.status.value} after {WAIT_SECONDS:.0f} s. "
                    "Call get_task_status with this task_id later.")
-    return WriteOutcome(task_id=task.task_id, status=task.status, result=task.result, error=task.error,
+    result = task.result.model_dump(mode="json") if task.result is not None else None
+    return WriteOutcome(task_id=task.task_id, status=task.status, result=result, error=task.error,
                         message=message)

@@ -4,9 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from service.core.domain import Progress, TaskStatus
+from service.schemas.memories import MemoryOut
+
+
+class TaskResult(BaseModel):
+    """What a finished task did: typed where kinds of task share a field (`memories` of a write, `deleted` of a
+    delete, `graph`), every other field as the task wrote it (`extractor`, `usage`, `resolution`, ...). Answered
+    exactly as stored: a field the task did not write is not added."""
+
+    model_config = ConfigDict(extra="allow")
+
+    memories: list[MemoryOut] | None = Field(default=None, description="A write's stored memories, in order")
+    deleted: list[str] | bool | int | None = Field(default=None, description=(
+        "A delete's memory ids (a session's or a run's delete: whether it or how many)"))
+    graph: str | None = Field(default=None, description="stored, or pending when the graph write is still queued")
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k in self.model_fields_set or k in (self.model_extra or {})}
 
 
 class RetryState(BaseModel):
@@ -23,7 +42,7 @@ class RetryState(BaseModel):
 class TaskResponse(BaseModel):
     task_id: str
     status: TaskStatus
-    result: dict[str, Any] | None = None
+    result: TaskResult | None = None
     error: str | None = None
     progress: Progress | None = Field(default=None, description="While a long task (import, dedup, reconcile) "
                                                                "runs: how far it is")

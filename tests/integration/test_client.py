@@ -84,7 +84,7 @@ def test_the_sync_client_covers_every_route(api: str) -> None:
         sent.add(("POST", "/v1/memories/raw"))
         task = added.wait(timeout=60)
         assert task.status == "completed", task
-        memory_id = task.result["memories"][0]["id"] if task.result else ""
+        memory_id = task.result.memories[0].id if task.result and task.result.memories else ""
         assert send(Routes.add_batch([{"content": "I use Rust", "category": "technical_skill"}], user_id=user))
         conv = send(Routes.add_conversation([{"role": "user", "content": "I moved to Lisbon in 2021."}],
                                             user_id=user, session_id="s1"))
@@ -168,7 +168,9 @@ def test_the_sync_client_covers_every_route(api: str) -> None:
             "user_id": user})))
         for t in (fact.task_id, relation.task_id):
             done[t] = finished(t)
-        ada = done[entity.task_id].result["resolution"]["entity_id"]
+        resolved = done[entity.task_id].result
+        assert resolved is not None and resolved.model_extra is not None
+        ada = resolved.model_extra["resolution"]["entity_id"]
         about = send(Routes.facts(name="Ada Lovelace", user_id=user))
         assert {f.predicate for f in about.items} >= {"works_at"}
         assert send(Routes.entity_facts(ada, user_id=user)).items
@@ -194,7 +196,16 @@ async def test_the_async_client_writes_waits_and_raises_one_error_type(api: str)
     user = unique("acl")
     async with AsyncMemoryClient(api) as mem:
         task = await (await mem.add("I drink oolong", category="preference", user_id=user)).wait(timeout=60)
-        assert task.status == "completed" and task.result
+        assert task.status == "completed" and task.result and task.result.memories
+        stored = task.result.memories[0]  # typed: MemoryOut
+        assert (stored.content, stored.category) == ("I drink oolong", "preference")
+        # a short id as the CLI prints it: the memory, the same as by its full id
+        assert (await mem.get(stored.id[:8], user_id=user)).id == stored.id
+        assert await mem.resolve(stored.id, user_id=user) == stored.id
+        missing = "0" * 10 if not stored.id.startswith("0" * 10) else "f" * 10
+        with pytest.raises(ApiError) as none:
+            await mem.get(missing, user_id=user)
+        assert none.value.status == 404 and missing in none.value.detail
         assert [r.content for r in (await mem.search("oolong", user_id=user)).results] == ["I drink oolong"]
         with pytest.raises(ApiError) as refused:
             await mem.add("x", category="gossip", user_id=user)
