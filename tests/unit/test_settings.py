@@ -240,3 +240,48 @@ def test_dev_sh_reads_its_connection_settings_through_the_settings_object(tmp_pa
     assert out.stdout.splitlines() == ["REDIS_URL=redis://127.0.0.1:16400/2", "NEO4J_URI=bolt://127.0.0.1:17700",
                                        "NEO4J_DATABASE=memory", "NEO4J_PW='pw with space'",
                                        f"DATA_DIR={tmp_path / 'data'}"]
+
+
+# ------------------------------------------------------------------ defaults quoted in the docs
+
+_TABLE_ROW = re.compile(r"^\| `([A-Z0-9_]+)` \| `([^`|]*)` \|", re.MULTILINE)
+# a number quoted beside a setting in prose: "(`SEARCH_NEIGHBOUR_WEIGHT`, 0 = off", "`RRF_K` (default 5)",
+# "`QUEUE_AGE_DEGRADED_SECONDS` = 600"
+_PROSE = re.compile(r"`([A-Z][A-Z0-9_]{2,})`(?:,| =| \(default| default)\s+`?(-?\d{1,3}(?:,\d{3})+|-?\d+(?:\.\d+)?)`?"
+                    r"(?![\d.%x]| ?(?:days?|hours?|minutes?|min|ms|s\b|[KMG]i?B|k\b|thousand|million))")
+
+
+def _same(quoted: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return quoted.lower() == str(value).lower()
+    if isinstance(value, Path):
+        return Path(quoted) == value
+    if isinstance(value, (int, float)):
+        try:
+            return float(quoted.replace("_", "").replace(",", "")) == float(value)
+        except ValueError:
+            return False
+    if isinstance(value, (list, set, frozenset, tuple)):
+        return True  # a collection's default is written in words in the table
+    return str(value) == quoted or str(getattr(value, "value", value)) == quoted
+
+
+def test_the_defaults_the_docs_quote_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every default in the configuration table, and every number quoted beside a setting in the README and docs,
+    is the setting's default (a literal in backticks; "(unset)", "the model's" and words are not checked)."""
+    defaults = env_dict(_settings_without_env(monkeypatch))
+    wrong = [f"docs/configuration.md: {name} says {quoted!r}, the default is {defaults[name]!r}"
+             for name, quoted in _TABLE_ROW.findall((ROOT / "docs" / "configuration.md").read_text())
+             if name in defaults and defaults[name] is not None and not _same(quoted, defaults[name])]
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for name, quoted in _PROSE.findall(doc.read_text()):
+            value = defaults.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not _same(quoted, value):
+                wrong.append(f"{doc.relative_to(ROOT)}: {name} quoted as {quoted}, the default is {value}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _settings_without_env(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for name in NAMES:
+        monkeypatch.delenv(name, raising=False)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
