@@ -142,6 +142,11 @@ def iso(moment: datetime) -> str:
     return utc(moment).isoformat()
 
 
+def now_iso() -> str:
+    """Now, in the stored form of a time."""
+    return datetime.now(UTC).isoformat()
+
+
 def memory_id_for(task_id: str, index: int) -> str:
     """Deterministic per job: a replayed job upserts the same points and nodes."""
     return str(uuid.uuid5(ID_NAMESPACE, f"{task_id}:{index}"))

@@ -16,12 +16,11 @@ from typing import Any, Protocol
 import networkx as nx
 import structlog
 
-from service.core.domain import ID_NAMESPACE
+from service.core.domain import ID_NAMESPACE, now_iso
 from service.core.errors import DependencyUnavailable, ServiceError
 from service.graph_api.jobs import CommunityJob
 from service.stores.facts import CommunityStore
 from service.stores.graph import MemoryUsers
-from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from service.ai.embeddings import Embedder
-from service.core.domain import Memory, Progress, Scope
+from service.core.domain import Memory, Progress, Scope, now_iso
 from service.core.errors import DependencyUnavailable
 from service.core.kv import RedisKV
 from service.core.metrics import RECONCILE_REPAIRS
@@ -35,7 +35,7 @@ from service.schemas.maintenance import DedupRunReport
 from service.stores.graph import GraphStore, MemoryLinks
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import ReconcileJob
-from service.tasks.queue import TaskQueue, now_iso
+from service.tasks.queue import TaskQueue
 from service.writepath.ledger import Ledger
 from service.writepath.outbox import Intent, MemoryLocks, Outbox
 

@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from service.core.domain import now_iso
 from service.core.settings import DedupSettings, HooksSettings
 from service.maintenance.records import MaintenanceRecords, summary
 from service.schemas.maintenance import DedupAccepted, DedupRequest, DedupRunReport, ReconcileAccepted, ReconcileRequest
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import DedupJob, DeleteJob, ReconcileJob
-from service.tasks.queue import TaskQueue, now_iso
+from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
 __all__ = ["MaintenanceRuns", "summary"]

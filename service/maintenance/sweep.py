@@ -32,7 +32,7 @@ import structlog
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from service.core.domain import Progress
+from service.core.domain import Progress, now_iso
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import DEDUP_REMOVED
 from service.core.settings import DedupSettings, RedisQueueSettings
@@ -62,7 +62,6 @@ from service.schemas.maintenance import DedupRunReport, DedupTotals, DedupUserRe
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 from service.tasks.jobs import DedupJob
-from service.tasks.queue import now_iso
 from service.writepath.ledger import Ledger
 from service.writepath.outbox import MemoryLocks, Outbox
 

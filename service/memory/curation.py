@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from service.core.domain import now_iso
 from service.schemas.curation import (
     DuplicatePage,
     DuplicatePair,
@@ -18,7 +19,6 @@ from service.schemas.curation import (
     SameAsCounts,
 )
 from service.stores.graph import groups_for
-from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Any, Protocol
 
 import structlog
 
+from service.core.domain import now_iso
 from service.schemas.curation import TraceOut, TracePage, TraceSummary
 from service.schemas.search import SearchRequest, SearchResponse
 from service.stores.graph import groups_for
-from service.tasks.queue import now_iso
 
 log = structlog.get_logger(__name__)
 

@@ -11,7 +11,7 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.ai.extraction import KNOWN_CHARS, KNOWN_MEMORIES, ExtractionResult, Extractor, KnownMemory, LinkFinder
 from service.conversations.writes import erase_after_delete, keep_messages
-from service.core.domain import Memory, Message, content_hash, memory_id_for
+from service.core.domain import Memory, Message, content_hash, memory_id_for, now_iso
 from service.core.embedding_models import Calibration
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, timed
@@ -34,7 +34,7 @@ from service.search.usage import RetrievalCounts
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 from service.tasks.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
-from service.tasks.queue import TaskQueue, now_iso
+from service.tasks.queue import TaskQueue
 from service.writepath.ledger import Ledger
 from service.writepath.links import structured_links
 from service.writepath.outbox import MemoryLocks

@@ -34,7 +34,7 @@ from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 from arq.jobs import serialize_job
 
-from service.core.domain import ID_NAMESPACE, TaskStatus
+from service.core.domain import ID_NAMESPACE, TaskStatus, now_iso
 from service.core.errors import DependencyUnavailable, NotFound
 from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
 from service.core.redis_client import job_serializer
@@ -57,10 +57,6 @@ USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:uta
 def request_hash(kind: str, fields: dict[str, Any]) -> str:
     canonical = json.dumps({"kind": kind, **fields}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 class TaskQueue:

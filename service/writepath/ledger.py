@@ -21,13 +21,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-from service.core.domain import Memory
+from service.core.domain import Memory, now_iso
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import STAGE, timed
 from service.stores.graph import MemoryGraphWrites, MemoryLinks
 from service.stores.reports import GraphReport
 from service.stores.vector import VectorStore
-from service.tasks.queue import now_iso
 from service.writepath.graph_writer import GraphWriter
 from service.writepath.outbox import Intent, Outbox
 
