@@ -106,3 +106,25 @@ async def test_missing_user_id_without_a_key_is_the_default_user(client: httpx.A
     assert done["status"] == "completed"
     listed = await client.get("/v1/memories", params={"user_id": "default_user", "limit": 500})
     assert content in [m["content"] for m in listed.json()["memories"]]
+
+
+async def test_invalid_json_says_what_is_wrong_and_where(client: httpx.AsyncClient) -> None:
+    body = b'{"content": "x",\n "user_id": "u" "category": "preference"}'
+    resp = await client.post("/v1/memories/raw", content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["detail"]
+    assert detail == "body: invalid JSON: expecting ',' delimiter at line 2, column 17", detail
+    assert resp.json()["errors"] == [{"loc": ["body"], "type": "json_invalid",
+                                      "msg": "invalid JSON: expecting ',' delimiter at line 2, column 17"}]
+
+
+@pytest.mark.parametrize("where", ["body", "query"])
+async def test_a_bad_id_says_its_rule_in_words(client: httpx.AsyncClient, where: str) -> None:
+    if where == "body":
+        resp = await client.post("/v1/memories/raw", json={"content": "x", "user_id": "a b!", "category": "preference"})
+    else:
+        resp = await client.get("/v1/memories", params={"user_id": "a b!"})
+    assert resp.status_code == 422, resp.text
+    detail = resp.json()["detail"]
+    assert "user_id: must be 1 to 128 letters, digits or _ . : @ -, starting with a letter or digit" in detail
+    assert "[A-Za-z" not in resp.text and "^" not in detail
