@@ -25,6 +25,12 @@
    one, else a wrong one (a true memory taken out of search). `replaced` counts the stale values that some
    superseded memory holds, of all the stale values.
 
+`--smoke` (no other argument needed): starts its own `python -m service` on the test stack (TEST_REDIS_URL,
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, offline extractor, a queue of its own; scripts/bench/procs.py),
+runs the first SMOKE_HISTORIES histories of the bundled set (a copy in a temp dir) against it, stops it, then prints
+`smoke: OK` when every session was ingested, every search answered and the figures are in 0-1, else `smoke: FAIL`
+(exit status 1).
+
 Exit status: 0 when every write completed and every search answered 200; 1 otherwise; 2 for unusable input.
 """
 
@@ -35,7 +41,9 @@ import asyncio
 import contextlib
 import json
 import re
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -44,8 +52,15 @@ from typing import Any
 
 import httpx
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # scripts.bench importable from a checkout
+
+from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
+
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "assistant_histories.json"
 POLL_INTERVAL = 0.25
+SMOKE_HISTORIES = 2  # --smoke: the first histories of the bundled set
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.:@-]")
 
 
@@ -240,22 +255,30 @@ def table(histories: list[History], limit: int) -> str:
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.smoke:
+        return await smoke(args)
+    return (await bench(args))[0]
+
+
+async def bench(args: argparse.Namespace) -> tuple[int, list[History]]:
+    """The run against --url: (exit status, the histories with their questions scored; none when it stopped before
+    the queries)."""
     prefix = args.user_prefix or f"assistant-{uuid.uuid4().hex[:8]}"
     try:
         histories = load(Path(args.data), prefix)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot read {args.data}: {exc}")
-        return 2
+        return 2, []
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     async with httpx.AsyncClient(base_url=args.url, timeout=60.0, headers=headers) as client:
         try:
             health = await client.get("/health")
         except httpx.HTTPError as exc:
             print(f"error: {args.url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
-            return 1
+            return 1, []
         if health.status_code != 200:
             print(f"error: {args.url}/health answered {health.status_code}: {health.text[:300]}")
-            return 1
+            return 1, []
         sessions = sum(len(h.sessions) for h in histories)
         questions = [q for h in histories for q in h.questions]
         print(f"target {args.url}  histories={len(histories)}  sessions={sessions}  questions={len(questions)}  "
@@ -300,7 +323,52 @@ async def main(args: argparse.Namespace) -> int:
                                 for q in questions],
                   "problems": problems}
         write_json(args.json_out, report)
-    return 1 if problems else 0
+    return 1 if problems else 0, histories
+
+
+def smoke_ok(histories: list[History]) -> bool:
+    """Every history searched, its figures in 0-1."""
+    questions = [q for h in histories for q in h.questions]
+    s = summary(questions)
+    shares = [s[k] for k in ("rank1", "top3", "hit", "mrr", "current_over_stale", "kept", "empty") if s[k] is not None]
+    return (len(histories) == SMOKE_HISTORIES and s["questions"] > 0 and all(0.0 <= v <= 1.0 for v in shares)
+            and s["rank1"] <= s["top3"] <= s["hit"] and all(q.answer_rank is None or q.answer_rank >= 1
+                                                            for q in questions))
+
+
+def smoke_data(path: Path, work: Path) -> str:
+    """A copy of the data file in `work` with its first SMOKE_HISTORIES histories."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["histories"] = data["histories"][:SMOKE_HISTORIES]
+    out = work / "histories.json"
+    write_json(str(out), data)
+    return str(out)
+
+
+async def smoke(args: argparse.Namespace) -> int:
+    """--smoke: the first histories against a `python -m service` of its own on the test stack, then the verdict."""
+    work = Path(tempfile.mkdtemp(prefix="bench-assistant-smoke-"))
+    ok = False
+    try:
+        args.data = smoke_data(Path(args.data), work)
+        env = stack_env(work / "data", f"bench:assistant-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
+                        LOG_LEVEL="WARNING")
+        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
+        try:
+            args.url = f"http://127.0.0.1:{port}"
+            code, histories = await bench(args)
+        finally:
+            await asyncio.to_thread(stop, proc)
+        ok = code == 0 and smoke_ok(histories)
+    except (RuntimeError, OSError, ValueError, KeyError) as exc:  # the data unreadable, the service did not start
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        log = work / "service.log"
+        if not ok and log.exists():
+            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:
@@ -319,7 +387,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer <key>'")
     p.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
     p.add_argument("--verbose", action="store_true", help="list the misses with their top-3 contents")
+    p.add_argument("--smoke", action="store_true", help="a short check on the test stack: its own service, the first "
+                                                        f"{SMOKE_HISTORIES} histories, then `smoke: OK` or exit 1")
     args = p.parse_args()
+    if args.smoke:
+        args.data, args.user_prefix, args.skip_ingest, args.api_key = str(DEFAULT_DATA), None, False, None
+        args.limit, args.task_timeout, args.json_out = 10, 60.0, None
     if not 1 <= args.limit <= 100 or args.concurrency < 1 or args.task_timeout <= 0:
         p.error("--limit must be 1-100, --concurrency >= 1 and --task-timeout > 0")
     if args.skip_ingest and not args.user_prefix:

@@ -8,6 +8,10 @@ the app, in this process through httpx's ASGI transport (no network in the way):
 MAX_BODY_BYTES = 1 MiB (the default; the body is over it: 413 from the middleware, before anything
 reads the body) and one with MAX_BODY_BYTES = 2 x the body (the body is read and parsed, then refused by
 the content rule: 413 MAX_CONTENT_CHARS). Prints p50/p90 per case and the ratio.
+
+`--smoke` (no other argument needed): the same on the test stack (TEST_REDIS_URL, TEST_NEO4J_URI,
+TEST_NEO4J_DATABASE, default "memory") with --mb 1.5 and -n 5, queues of its own; prints `smoke: OK` when both cases
+answered 413 and their times are > 0, else `smoke: FAIL` (exit status 1).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -34,8 +40,8 @@ from service.core.settings import Settings  # noqa: E402
 async def measure(limit: int, body: bytes, n: int, args: argparse.Namespace, tmp: Path) -> tuple[list[float], int]:
     settings = Settings(_env_file=None, redis_url=args.redis_url, neo4j_uri=args.neo4j_uri,  # type: ignore[call-arg]
                         neo4j_database=args.database, data_dir=tmp, embedder="hash", embedded_worker=False,
-                        arq_queue_name=f"bench:body:{limit}", max_body_bytes=limit, log_level="ERROR",
-                        rate_limit_writes_per_minute=0, rate_limit_reads_per_minute=0)
+                        arq_queue_name=f"bench:body:{limit}{args.queue_suffix}", max_body_bytes=limit,
+                        log_level="ERROR", rate_limit_writes_per_minute=0, rate_limit_reads_per_minute=0)
     app = create_app(settings)
     times: list[float] = []
     status = 0
@@ -52,6 +58,17 @@ async def measure(limit: int, body: bytes, n: int, args: argparse.Namespace, tmp
 
 
 async def main(args: argparse.Namespace) -> int:
+    if not args.smoke:
+        return await bench(args)
+    try:
+        return await bench(args)
+    except Exception as exc:  # a store unreachable, the app not starting: the verdict says so
+        print(f"error: {type(exc).__name__}: {exc}")
+        print("smoke: FAIL")
+        return 1
+
+
+async def bench(args: argparse.Namespace) -> int:
     size = int(args.mb * 1024 * 1024)
     body = json.dumps({"content": "x" * size, "user_id": "bench", "category": "preference"}).encode()
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,6 +85,11 @@ async def main(args: argparse.Namespace) -> int:
     print(f"{'under MAX_BODY_BYTES (read + parsed)':<44} {under_status:>6} {statistics.median(under):>8.2f} "
           f"{q(under, 0.9):>8.2f}")
     print(f"ratio parsed / refused (p50): {statistics.median(under) / statistics.median(over):.1f}x")
+    if args.smoke:
+        ok = (over_status == 413 and under_status == 413 and len(over) == len(under) == args.n
+              and min(over) > 0 and min(under) > 0)
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return 0 if ok else 1
     return 0 if over_status == 413 else 1
 
 
@@ -78,7 +100,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--database", default="memory")
     p.add_argument("--mb", type=float, default=4.0)
     p.add_argument("-n", type=int, default=30)
-    return p.parse_args()
+    p.add_argument("--smoke", action="store_true", help="a short check on the test stack (TEST_* variables): --mb 1.5 "
+                                                        "-n 5, then `smoke: OK` or exit 1")
+    args = p.parse_args()
+    args.queue_suffix = ""
+    if args.smoke:
+        if not os.environ.get("TEST_REDIS_URL") or not os.environ.get("TEST_NEO4J_URI"):
+            p.error("--smoke needs TEST_REDIS_URL and TEST_NEO4J_URI (the test stack)")
+        args.redis_url, args.neo4j_uri = os.environ["TEST_REDIS_URL"], os.environ["TEST_NEO4J_URI"]
+        args.database = os.environ.get("TEST_NEO4J_DATABASE", "memory")
+        args.mb, args.n, args.queue_suffix = 1.5, 5, f":smoke:{uuid.uuid4().hex[:8]}"
+    return args
 
 
 if __name__ == "__main__":

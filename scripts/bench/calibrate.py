@@ -1,6 +1,6 @@
 """Similarity thresholds per embedding model: what the `Calibration` values rest on (core/embedding_models.py).
 
-    .venv/bin/python scripts/bench/calibrate.py [--cache .test-stack/models]
+    .venv/bin/python scripts/bench/calibrate.py [--cache .test-stack/models] [--smoke]
 
 For every registered model (its files fetched: `python -m service models fetch --all`):
 
@@ -17,6 +17,10 @@ For every registered model (its files fetched: `python -m service models fetch -
   question the history cannot answer and its nearest exchange. `relevance` is the highest floor that keeps 95% of
   the answers (what recall and the context drop below it, docs/retrieval.md "The relevance floor"); the table
   says the share of unanswerable questions whose nearest exchange falls below each candidate.
+
+`--smoke`: every model's lines on a subset (SMOKE_NAMES name pairs, SMOKE_HISTORIES histories; the model files from
+MODEL_CACHE_DIR unless `--cache`), then `smoke: OK` when every cosine is finite and every set measured, else
+`smoke: FAIL` and exit status 1.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +42,20 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 HISTORIES = ROOT / "scripts" / "bench" / "data" / "assistant_histories.json"
 KEEP_ANSWERS = 0.95  # the share of answering exchanges the relevance floor keeps
+SMOKE_NAMES = 40  # --smoke: the name pairs measured (the first of each resolution set, in turn)
+SMOKE_HISTORIES = 4  # --smoke: the assistant histories measured
 
 
-def name_pairs() -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
+def name_pairs(limit: int | None = None) -> list[tuple[str, str]]:
+    """The resolution sets' name pairs; with `limit`, that many taken from the sets in turn."""
+    sets: list[list[tuple[str, str]]] = []
     for path in sorted(DATA.glob("resolution_*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                pairs.append((row["a"]["name"], row["b"]["name"]))
-    return pairs
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        sets.append([(row["a"]["name"], row["b"]["name"]) for row in rows])
+    if limit is None:
+        return [pair for pairs in sets for pair in pairs]
+    mixed = [pairs[i] for i in range(max(map(len, sets), default=0)) for pairs in sets if i < len(pairs)]
+    return mixed[:limit]
 
 
 async def cosines(embedder: LocalEmbedder, pairs: list[tuple[str, str]], kind: str) -> np.ndarray:
@@ -81,11 +92,12 @@ def exchanges(history: dict[str, object]) -> list[str]:
     return out
 
 
-async def relevance(embedder: LocalEmbedder) -> tuple[np.ndarray, np.ndarray]:
-    """(cosines of answered questions and their answering exchange, best cosines of unanswerable questions)."""
+async def relevance(embedder: LocalEmbedder, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(cosines of answered questions and their answering exchange, best cosines of unanswerable questions), over
+    the first `limit` histories (all: None)."""
     answered: list[float] = []
     unanswerable: list[float] = []
-    for history in json.loads(HISTORIES.read_text(encoding="utf-8"))["histories"]:
+    for history in json.loads(HISTORIES.read_text(encoding="utf-8"))["histories"][:limit]:
         texts = exchanges(history)
         vectors = np.asarray(await embedder.embed(texts))
         for q in history["questions"]:
@@ -104,12 +116,18 @@ def relevance_floor(answered: np.ndarray) -> float:
     return float(np.floor(np.quantile(answered, 1 - KEEP_ANSWERS) / 0.005) * 0.005)
 
 
-async def main() -> None:
+async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=ROOT / ".test-stack" / "models")
-    args = parser.parse_args()
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="the model files (default: .test-stack/models; with --smoke MODEL_CACHE_DIR if set)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"a short check: {SMOKE_NAMES} name pairs, {SMOKE_HISTORIES} histories, every model")
+    args = parser.parse_args(argv)
+    if args.cache is None:
+        env_cache = os.environ.get("MODEL_CACHE_DIR") if args.smoke else None
+        args.cache = Path(env_cache) if env_cache else ROOT / ".test-stack" / "models"
     sets = json.loads((DATA / "similarity_pairs.json").read_text(encoding="utf-8"))
-    names = name_pairs()
+    names = name_pairs(SMOKE_NAMES if args.smoke else None)
     measured: dict[str, dict[str, np.ndarray]] = {}
     specs: list[ModelSpec] = list(MODELS.values())
     for spec in specs:
@@ -121,10 +139,12 @@ async def main() -> None:
             "query-": await cosines(embedder, [tuple(p) for p in sets["query"]["negative"]], "query"),
             "names": await cosines(embedder, names, "symmetric"),
         }
-        measured[spec.id]["answered"], measured[spec.id]["unanswerable"] = await relevance(embedder)
+        measured[spec.id]["answered"], measured[spec.id]["unanswerable"] = await relevance(
+            embedder, SMOKE_HISTORIES if args.smoke else None)
     ref = measured[MINILM.id]
     print(f"{'model':<18} {'dedup: max neg':>14} {'min pos':>8} {'set':>6} | {'names floor':>11} {'set':>6} | "
           f"{'query: max neg':>14} {'min pos':>8} {'fit':>6} {'set':>6}")
+    printed = 0
     for spec in specs:
         m, cal = measured[spec.id], spec.calibration
         floor = fit_floor(m["names"], ref["names"])
@@ -145,7 +165,28 @@ async def main() -> None:
         for floor in sorted({fit, cal.relevance or 0.0, round(fit - 0.02, 3), round(fit + 0.02, 3)}):
             print(f"{'':<18}   floor {floor:.3f}: answers kept {(answered >= floor).mean():.3f}, "
                   f"unanswerable left empty {(unanswerable < floor).mean():.3f}")
+        printed += 1
+    if args.smoke:
+        ok = printed == len(specs) == len(MODELS) and all(
+            values.size > 0 and bool(np.isfinite(values).all()) and bool((np.abs(values) <= 1.0001).all())
+            for m in measured.values() for values in m.values())
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        if not ok:
+            return 1
+    return 0
+
+
+async def run_main() -> int:
+    """main; with --smoke, an error is a `smoke: FAIL` too (after its traceback)."""
+    if "--smoke" not in sys.argv[1:]:
+        return await main()
+    try:
+        return await main()
+    except Exception:
+        traceback.print_exc()
+        print("smoke: FAIL")
+        return 1
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(run_main()))

@@ -5,7 +5,8 @@ Starts its own private stack in a temp dir (Redis with AOF on, Neo4j through scr
 `python -m service` in the embedded profile: API + its ARQ worker, a child process by default), all on 127.0.0.1:
 
     .venv/bin/python scripts/bench/chaos.py [-n 600] [--kills 20] [-c 4] [--users 2] \
-        [--rate 30] [--embedder hash|local] [--job-timeout 30] [--timeout 600] [--seed 1] [--keep] [--src DIR]
+        [--rate 30] [--embedder hash|local] [--job-timeout 30] [--timeout 600] [--seed 1] [--keep] [--src DIR] \
+        [--smoke]
 
 What it does (every loop is bounded in count and in time):
 
@@ -33,6 +34,10 @@ What it does (every loop is bounded in count and in time):
 `git archive HEAD` snapshot. Exit status: 1 when lost, duplicated, stuck or failed is not zero (or
 the stack could not be started), else 0. Everything it started is stopped at the end; the temp dir
 is removed unless `--keep`.
+
+`--smoke`: 30 writes at 10/s, 1 kill, `--timeout 90`, the reaper sped up (SMOKE_ENV: a 5 s lease, reaped every
+2 s), then `smoke: OK` when the kill was done and every write accepted and found with nothing lost, duplicated,
+stuck or failed, else `smoke: FAIL` and exit status 1.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,6 +83,9 @@ MAX_PAGES = 10_000
 STREAM_CAP_S = 3600.0  # hard cap on the write stream, whatever the per-write bound
 SERVICE_START_S = 120.0
 FINAL = ("completed", "failed")
+# --smoke: a killed job's lease lapses in 5 s and the reaper looks every 2 s, so the smoke settles in seconds
+SMOKE_ENV = {"TASK_LEASE_SECONDS": "5", "RECONCILE_INTERVAL_SECONDS": "2", "RECONCILE_GRACE_SECONDS": "1",
+             "RECONCILE_CRON_ENABLED": "false"}
 
 
 
@@ -470,8 +479,10 @@ async def main(args: argparse.Namespace) -> int:
         print(f"redis 127.0.0.1:{redis_port} (AOF)  neo4j bolt://127.0.0.1:{neo4j_port} "
               f"ready in {time.perf_counter() - t0:.0f}s", flush=True)
         port = free_port()
-        service = Service(args.src, service_env(args, work, redis_port, neo4j_port, port), port,
-                          work / "service.log")
+        env = service_env(args, work, redis_port, neo4j_port, port)
+        if args.smoke:
+            env.update(SMOKE_ENV)
+        service = Service(args.src, env, port, work / "service.log")
         await asyncio.to_thread(service.start)
         print(f"service 127.0.0.1:{port} up in {service.start_s[-1]:.1f}s", flush=True)
 
@@ -542,7 +553,26 @@ async def main(args: argparse.Namespace) -> int:
     bad = {k: v for k, v in (("lost", checks.lost), ("duplicated", checks.duplicated), ("stuck", checks.stuck),
                              ("failed", checks.failed)) if v}
     print(f"\nresult: {'FAIL ' + str(bad) if bad else 'OK'}")
+    if args.smoke:
+        ok = (not bad and run.kills == args.kills and len(starts) == args.kills
+              and all(w.task_id is not None for w in run.writes)
+              and checks.in_qdrant >= args.n and checks.in_graph >= args.n)
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        if not ok:
+            return 1
     return 1 if bad else 0
+
+
+async def run_main(args: argparse.Namespace) -> int:
+    """main; with --smoke, an error is a `smoke: FAIL` too (after its traceback)."""
+    if not args.smoke:
+        return await main(args)
+    try:
+        return await main(args)
+    except Exception:
+        traceback.print_exc()
+        print("smoke: FAIL")
+        return 1
 
 
 def parse_args() -> argparse.Namespace:
@@ -559,7 +589,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--src", default=str(ROOT), help="checkout the service runs from (default: this one)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs and data)")
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check: 30 writes at 10/s, 1 kill, --timeout 90, a fast reaper; smoke: OK or FAIL")
     args = p.parse_args()
+    if args.smoke:
+        args.n, args.kills, args.c, args.rate, args.timeout, args.write_retry_s = 30, 1, 4, 10.0, 90.0, 60.0
     if args.n < 1 or args.c < 1 or args.kills < 0 or args.timeout <= 0 or args.job_timeout < 1:
         p.error("-n and -c must be >= 1, --kills >= 0, --timeout > 0, --job-timeout >= 1")
     args.src = Path(args.src).resolve()
@@ -569,4 +603,4 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(asyncio.run(run_main(parse_args())))

@@ -11,6 +11,10 @@
    p50/p95/max printed. The graph view and the pages built on it read the user's entities and facts up to
    service/ui/graph.py's bounds, so their cost grows with the graph, not with the page.
 
+`--smoke` (no other argument needed): the same on the test stack (TEST_REDIS_URL, TEST_NEO4J_URI,
+TEST_NEO4J_DATABASE, default "memory") with --size 200 and -n 3, the user's graph nodes removed after; prints
+`smoke: OK` when every page answered 200 and its row was printed, else `smoke: FAIL` (exit status 1).
+
 Numbers depend on the machine and its load: say which when quoting them (docs/benchmarks.md).
 """
 
@@ -18,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -62,7 +68,15 @@ async def load(settings: Settings, user: str, size: int) -> str:
 
 
 async def main(args: argparse.Namespace) -> int:
-    user = f"bench-ui-{uuid.uuid4().hex[:6]}"
+    if args.smoke:
+        return await smoke(args)
+    await bench(args, f"bench-ui-{uuid.uuid4().hex[:6]}")
+    return 0
+
+
+async def bench(args: argparse.Namespace, user: str) -> tuple[int, list[tuple[str, float]]]:
+    """Load, then time every page: (pages in all, (page, p50 ms) of each page timed)."""
+    rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings_for(args, Path(tmp), f"bench:ui:{user}")
         memory_id = await load(settings, user, args.size)
@@ -89,14 +103,65 @@ async def main(args: argparse.Namespace) -> int:
                         assert resp.status_code == 200
                     print(f"{page[:42]:42} {pct(times, 50):8.1f} {pct(times, 95):8.1f} {max(times):8.1f}",
                           flush=True)
-    return 0
+                    rows.append((page, pct(times, 50)))
+    return len(pages), rows
 
 
-if __name__ == "__main__":
+async def drop_user(args: argparse.Namespace, user: str) -> None:
+    """Remove the user's graph nodes (--smoke only: a normal run keeps its user), in bounded batches."""
+    async def run(tx: Any) -> int:
+        rec = await (await tx.run("MATCH (n) WHERE n.user_id = $u WITH n LIMIT 5000 DETACH DELETE n "
+                                  "RETURN count(*) AS n", u=user)).single()
+        return int(rec["n"]) if rec else 0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        deps = await build_deps(settings_for(args, Path(tmp), f"bench:ui:{user}"))
+        try:
+            for _ in range(100):  # bounded: a smoke user has a few hundred nodes
+                if await deps.graph.executor.write(run) == 0:  # type: ignore[attr-defined]
+                    return
+        finally:
+            await deps.close()
+
+
+async def smoke(args: argparse.Namespace) -> int:
+    """--smoke: a small user on the test stack, every page timed, then the verdict."""
+    user = f"bench-ui-smoke-{uuid.uuid4().hex[:8]}"
+    total, rows = 0, list[tuple[str, float]]()
+    try:
+        total, rows = await bench(args, user)
+    except Exception as exc:  # a page did not answer 200, a store unreachable: the verdict says so
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        try:
+            await drop_user(args, user)
+        except Exception as exc:
+            print(f"could not remove the user {user}: {type(exc).__name__}: {exc}")
+    ok = total > 0 and len(rows) == total and all(p50 > 0 for _, p50 in rows)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--redis-url", required=True)
-    parser.add_argument("--neo4j-uri", required=True)
+    parser.add_argument("--redis-url", default=None, help="required unless --smoke")
+    parser.add_argument("--neo4j-uri", default=None, help="required unless --smoke")
     parser.add_argument("--neo4j-database", default="neo4j")
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("-n", type=int, default=40)
-    raise SystemExit(asyncio.run(main(parser.parse_args())))
+    parser.add_argument("--smoke", action="store_true", help="a short check on the test stack (TEST_* variables): "
+                                                             "--size 200 -n 3, then `smoke: OK` or exit 1")
+    args = parser.parse_args()
+    if args.smoke:
+        if not os.environ.get("TEST_REDIS_URL") or not os.environ.get("TEST_NEO4J_URI"):
+            parser.error("--smoke needs TEST_REDIS_URL and TEST_NEO4J_URI (the test stack)")
+        args.redis_url, args.neo4j_uri = os.environ["TEST_REDIS_URL"], os.environ["TEST_NEO4J_URI"]
+        args.neo4j_database = os.environ.get("TEST_NEO4J_DATABASE", "memory")
+        args.size, args.n = 200, 3
+    elif not args.redis_url or not args.neo4j_uri:
+        parser.error("--redis-url and --neo4j-uri are required (unless --smoke)")
+    return args
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main(parse_args())))

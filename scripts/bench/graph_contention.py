@@ -15,12 +15,16 @@ It prints per mode: seconds, memories/s, transactions, deadlock retries the driv
 that failed after the driver's retries; then the ratios against `per-job`. It uses the product's own
 `Neo4jGraphStore` and removes its users' nodes at the end. Exit status 0 when no write failed in the
 `coalesced` mode.
+
+`--smoke` (no other argument needed): -n 30 -c 8 on TEST_NEO4J_URI / TEST_NEO4J_DATABASE when set; checks each mode
+printed a rate > 0 and every write was stored, then prints `smoke: OK` (else `smoke: FAIL`, exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sys
 import time
@@ -131,12 +135,20 @@ async def cleanup(graph: Neo4jGraphStore, users: list[str]) -> None:
             await asyncio.sleep(0.5)
 
 
+async def stored(graph: Neo4jGraphStore, users: list[str]) -> dict[str, int]:
+    """Each user's (:Memory) nodes (--smoke: every write stored)."""
+    rows = await graph.executor.read_one(
+        "MATCH (m:Memory) WHERE m.user_id IN $users RETURN m.user_id, count(m)", users=users)
+    return {str(u): int(c) for u, c in rows}
+
+
 async def main(args: argparse.Namespace) -> int:
     graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", args.neo4j_password, args.database, 10.0, NameRules())
     await graph.ensure_schema()
     tag = uuid.uuid4().hex[:8]
     results: list[Result] = []
     users: list[str] = []
+    counts: dict[str, int] = {}
     original = neo4j_rows.link_rows
     try:
         for mode in ("per-job", "sorted", "coalesced"):
@@ -146,6 +158,8 @@ async def main(args: argparse.Namespace) -> int:
             neo4j_store.link_rows = unsorted_rows(original) if mode == "per-job" else original  # type: ignore[attr-defined]
             results.append(await run_mode(graph, mode, writes, args.concurrency))
             neo4j_store.link_rows = original  # type: ignore[attr-defined]
+        if args.smoke:
+            counts = await stored(graph, users)
     finally:
         neo4j_store.link_rows = original  # type: ignore[attr-defined]
         await cleanup(graph, users)
@@ -157,6 +171,12 @@ async def main(args: argparse.Namespace) -> int:
     for r in results:
         print(f"{r.mode:<10} {r.seconds:>8.2f} {r.rate:>8.1f} {r.transactions:>6} {r.deadlocks:>17} "
               f"{r.transient:>10} {r.failed:>7} {r.rate / base.rate if base.rate else 0:>10.2f}")
+    if args.smoke:
+        print(f"stored memories per mode: {[counts.get(u, 0) for u in users]} of {args.n} each")
+        ok = (len(results) == 3 and all(r.rate > 0 and r.failed == 0 for r in results)
+              and all(counts.get(u, 0) == args.n for u in users))
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return 0 if ok else 1
     return 0 if results[-1].failed == 0 else 1
 
 
@@ -168,7 +188,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("-n", type=int, default=1000)
     p.add_argument("-c", "--concurrency", type=int, default=32)
     p.add_argument("--seed", type=int, default=1)
-    return p.parse_args()
+    p.add_argument("--smoke", action="store_true", help="a short check on the test stack: -n 30 -c 8")
+    args = p.parse_args()
+    if args.smoke:
+        args.neo4j_uri = os.environ.get("TEST_NEO4J_URI", args.neo4j_uri)
+        args.database = os.environ.get("TEST_NEO4J_DATABASE", args.database)
+        args.n, args.concurrency = 30, 8
+    return args
 
 
 if __name__ == "__main__":

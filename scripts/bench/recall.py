@@ -38,6 +38,12 @@
    covers the turns of its memory (in `sessions` mode its `source_message_ids`, which include those of the
    memories folded into it).
 
+`--smoke` (no other argument needed): starts its own `python -m service` on the test stack (TEST_REDIS_URL,
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, a queue of its own, SEARCH_NEIGHBOUR_WEIGHT=0;
+scripts/bench/procs.py), runs `--data tests/data/locomo_sample.json --ingest turns` (every variant) against it, stops
+it, then prints `smoke: OK` when every turn was ingested, every search answered, the table has an `all` row per
+variant with recall in 0-1 rising with k and `fused` equal to `fused-replay`, else `smoke: FAIL` (exit status 1).
+
 Exit status: 0 when everything was ingested and every search answered 200 without `degraded`; 1
 otherwise; 2 for unusable input.
 """
@@ -49,7 +55,9 @@ import asyncio
 import itertools
 import json
 import re
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +71,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
+from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
 from service.ai.tokens import token_counter  # noqa: E402
 from service.search.fusion import fuse  # noqa: E402
 
@@ -73,6 +82,7 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 RETRIEVERS = ("dense", "lexical", "graph", "time")
 VARIANTS = (*RETRIEVERS, "fused", "collapsed")
 LIST_LIMIT = 50
+SMOKE_DATA = ROOT / "tests" / "data" / "locomo_sample.json"
 POLL_INTERVAL = 0.2
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.:@-]")
@@ -481,22 +491,29 @@ def table(questions: list[Question], ranked: dict[str, dict[int, list[str]]]) ->
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.smoke:
+        return await smoke(args)
+    return (await bench(args))[0]
+
+
+async def bench(args: argparse.Namespace) -> tuple[int, list[dict[str, Any]]]:
+    """The run against --url: (exit status, the table's rows; none when it stopped before the queries)."""
     prefix = args.user_prefix or f"locomo-{uuid.uuid4().hex[:8]}"
     try:
         samples = load_samples(Path(args.data), prefix)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot read {args.data}: {exc}")
-        return 2
+        return 2, []
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
     async with httpx.AsyncClient(base_url=args.url, timeout=120.0, limits=limits) as client:
         try:
             health = await client.get("/health")
         except httpx.HTTPError as exc:
             print(f"error: {args.url}/health unreachable ({type(exc).__name__}: {exc}); is the service running?")
-            return 1
+            return 1, []
         if health.status_code != 200:
             print(f"error: {args.url}/health answered {health.status_code}: {health.text[:300]}")
-            return 1
+            return 1, []
         info = health.json()
         turns = sum(len(s.turns) for s in samples)
         print(f"target {args.url}  embedder={info.get('embedder')}  ingest={args.ingest}  samples={len(samples)}  "
@@ -513,7 +530,7 @@ async def main(args: argparse.Namespace) -> int:
             for p in problems[:10]:
                 print(f"  ingestion problem: {p}")
             print(f"error: {len(problems)} ingestion problem(s); no figures")
-            return 1
+            return 1, []
         questions, stats = questions_of(samples)
         t0 = time.perf_counter()
         query_problems = await run_queries(client, questions, args.concurrency, args.variants)
@@ -534,7 +551,50 @@ async def main(args: argparse.Namespace) -> int:
         write_json(args.json_out, report)
     for p in query_problems[:10]:
         print(f"  search problem: {p}")
-    return 1 if query_problems else 0
+    return 1 if query_problems else 0, rows
+
+
+def smoke_ok(rows: list[dict[str, Any]], variants: tuple[str, ...]) -> bool:
+    """Every variant has its `all` row, recall in 0-1 and rising with k, and the served fusion is the replayed one."""
+    overall = {r["variant"]: r for r in rows if r["category"] == "all"}
+    names = list(rankings([], {}, 60.0, variants))  # the variants the table shows
+    if any(v not in overall or overall[v]["n"] < 1 for v in names):
+        return False
+    for v in names:
+        values = [overall[v][f"recall@{k}"] for k in KS]
+        within = [overall[v][f"recall@{b}t"] for b in TOKEN_BUDGETS]
+        if not all(0.0 <= x <= 1.0 for x in values + within) or values != sorted(values) or within != sorted(within):
+            return False
+    if "fused-replay" in overall and any(overall["fused"][f"recall@{k}"] != overall["fused-replay"][f"recall@{k}"]
+                                         for k in KS):
+        return False
+    return any(overall[v]["recall@20"] > 0 for v in names)
+
+
+async def smoke(args: argparse.Namespace) -> int:
+    """--smoke: the run on the shipped sample against a `python -m service` of its own on the test stack."""
+    work = Path(tempfile.mkdtemp(prefix="bench-recall-smoke-"))
+    ok = False
+    try:
+        # fused-replay recomputes the first fusion only: the neighbour list fused after it is off
+        env = stack_env(work / "data", f"bench:recall-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
+                        LOG_LEVEL="WARNING", SEARCH_NEIGHBOUR_WEIGHT="0")
+        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
+        try:
+            args.url = f"http://127.0.0.1:{port}"
+            code, rows = await bench(args)
+        finally:
+            await asyncio.to_thread(stop, proc)
+        ok = code == 0 and smoke_ok(rows, args.variants)
+    except (RuntimeError, OSError) as exc:  # the service did not start
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        log = work / "service.log"
+        if not ok and log.exists():
+            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:
@@ -559,7 +619,7 @@ def parse_weights(text: str) -> dict[str, float]:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="LoCoMo-layout JSON file")
+    p.add_argument("--data", default=None, help="LoCoMo-layout JSON file (required unless --smoke)")
     p.add_argument("--url", default="http://127.0.0.1:8199", help="base URL of a running service")
     p.add_argument("--ingest", choices=("turns", "sessions"), default="turns")
     p.add_argument("--user-prefix", default=None, help="user id prefix (default: locomo-<random>); one user per sample")
@@ -575,7 +635,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for ingestion tasks")
     p.add_argument("--json-out", default=None, help="also write the figures as JSON to this file")
+    p.add_argument("--smoke", action="store_true", help="a short check on the test stack: its own service, the shipped "
+                                                        "sample (turns), then `smoke: OK` or exit 1")
     args = p.parse_args()
+    if args.smoke:
+        args.data, args.ingest, args.user_prefix, args.skip_ingest = str(SMOKE_DATA), "turns", None, False
+        args.timeout = 120.0
+    elif args.data is None:
+        p.error("--data is required (unless --smoke)")
     if args.concurrency < 1 or args.timeout <= 0:
         p.error("--concurrency must be >= 1 and --timeout > 0")
     if args.skip_ingest and not args.user_prefix:

@@ -26,6 +26,11 @@ context sets, tests/data/resolution_ctx_*.jsonl: one sentence per side, written 
 
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --split test
     .venv/bin/python scripts/bench/resolution.py --neo4j-uri bolt://127.0.0.1:17687 --gold other.jsonl --split blind
+
+`--smoke` (no other argument needed): the first SMOKE_PER_KIND pairs of each kind of the dev + test splits, on
+TEST_NEO4J_URI / TEST_NEO4J_DATABASE when set; checks every pair got a band, the counts add up, some duplicates were
+merged, some different entities kept apart and no type clash merged, removes its users' nodes (tombstones too), then
+prints `smoke: OK` (else `smoke: FAIL`, exit status 1).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -56,6 +62,7 @@ from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 GOLD = ROOT / "tests" / "data" / "resolution_gold.jsonl"
 T0 = "2026-01-01T00:00:00+00:00"
 BANDS = ("merge", "pending", "create")
+SMOKE_PER_KIND = 2  # --smoke: pairs of each kind (11 kinds in the dev + test splits)
 
 
 def memory(user_id: str, text: str) -> Memory:
@@ -63,9 +70,11 @@ def memory(user_id: str, text: str) -> Memory:
                   project_id=None, hash=content_hash(text), created_at=T0, updated_at=T0)
 
 
-async def outcome(store: Neo4jGraphStore, pair: dict[str, Any]) -> str:
-    """Write a, then b, for a fresh user; the gate's outcome for b, read from the graph."""
+async def outcome(store: Neo4jGraphStore, pair: dict[str, Any], users: list[str] | None = None) -> str:
+    """Write a, then b, for a fresh user (added to `users`); the gate's outcome for b, read from the graph."""
     user = f"resolution-{uuid.uuid4().hex[:12]}"
+    if users is not None:
+        users.append(user)
     written: list[str] = []
     for side in ("a", "b"):
         m = memory(user, pair[side].get("memory") or f"A note about {pair[side]['name']}.")
@@ -80,6 +89,18 @@ async def outcome(store: Neo4jGraphStore, pair: dict[str, Any]) -> str:
         return "pending" if any(r["source"]["id"] in b_ids and r["target"]["id"] == a_id for r in rows) else "create"
     finally:  # a user's delete erases its entities and edges (tombstones of the two memories stay)
         await store.remove_memories(written, T0, user_id=user, erase=True)
+
+
+async def drop_users(store: Neo4jGraphStore, users: list[str]) -> None:
+    """--smoke: remove the pairs' users' nodes, the tombstones a user's delete leaves too (bounded batches)."""
+    async def run(tx: Any) -> int:
+        rec = await (await tx.run("MATCH (n) WHERE n.user_id IN $users WITH n LIMIT 5000 DETACH DELETE n "
+                                  "RETURN count(*) AS n", users=users)).single()
+        return int(rec["n"]) if rec else 0
+
+    for _ in range(100):  # bounded: a smoke run leaves a few nodes per pair
+        if await store.executor.write(run) == 0:
+            return
 
 
 def same_spelling(pair: dict[str, Any]) -> bool:
@@ -187,11 +208,25 @@ async def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4, help="pairs written at once (each by its own user)")
     ap.add_argument("--max-seconds", type=float, default=1800, help="stop (exit status 1) after this long")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"a short check on the test stack: {SMOKE_PER_KIND} pairs of each kind of --split dev,test")
     args = ap.parse_args()
+    if args.smoke:
+        args.neo4j_uri = os.environ.get("TEST_NEO4J_URI", args.neo4j_uri)
+        args.neo4j_database = os.environ.get("TEST_NEO4J_DATABASE", args.neo4j_database)
+        args.gold, args.split, args.max_seconds = GOLD, "dev,test", 120.0
 
     rows = [json.loads(line) for line in args.gold.read_text().splitlines() if line.strip()]
     splits = set(args.split.split(","))
     rows = [r for r in rows if "all" in splits or r.get("split") in splits][:5000]
+    if args.smoke:
+        taken: dict[str, int] = {}
+        picked: list[dict[str, Any]] = []
+        for r in rows:
+            if taken.get(r["kind"], 0) < SMOKE_PER_KIND:
+                taken[r["kind"]] = taken.get(r["kind"], 0) + 1
+                picked.append(r)
+        rows = picked
     if not rows:
         raise SystemExit(f"no pairs in split {args.split!r} of {args.gold}")
     embedder = local_embedder() if args.embedder == "local" else HashEmbedder()
@@ -205,18 +240,29 @@ async def main() -> int:
         async with gate:
             if time.monotonic() - started > args.max_seconds:
                 raise SystemExit(f"resolution bench: over {args.max_seconds:.0f} s, stopped")
-            return await outcome(store, pair)
+            return await outcome(store, pair, users)
 
+    users: list[str] = []
     try:
         await store.ensure_schema()
         results = list(await asyncio.gather(*(one(pair) for pair in rows)))
     finally:
+        if args.smoke and users:
+            await drop_users(store, users)
         await store.close()
     summary = summarise(rows, results)
     if args.json:
         print(json.dumps({"split": args.split, **summary}))
     else:
         print_tables(args.split, summary, time.monotonic() - started, embedder.name)
+    if args.smoke:
+        bands = summary["bands"]
+        ok = (len(results) == len(rows) == summary["pairs"] > 0 and all(r in BANDS for r in results)
+              and sum(b["same"] + b["different"] for b in bands.values()) == summary["pairs"]
+              and summary["kinds"].get("type_clash", {}).get("merge", 0) == 0
+              and bands["merge"]["same"] > 0 and bands["create"]["different"] > 0)
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return 0 if ok else 1
     return 0
 
 

@@ -1,7 +1,7 @@
 """Several worker processes on one deployment, with and without user-sharded queues, side by side in one run.
 
     .venv/bin/python scripts/bench/scale_out.py --redis-url redis://127.0.0.1:6379/0 \
-        --neo4j-uri bolt://127.0.0.1:7687 [--workers 1,2,4] [-n 400] [-c 16] [--embedder hash]
+        --neo4j-uri bolt://127.0.0.1:7687 [--workers 1,2,4] [-n 400] [-c 16] [--embedder hash] [--smoke]
 
 For each worker count N it starts `python -m service` (embedded profile) with WORKER_PROCESS=child and
 WORKER_PROCESSES=N: N worker processes on the API process's vector store (its Unix socket), each its own ARQ
@@ -15,6 +15,10 @@ Per run: completed writes/s (first request to last completion), failed jobs, the
 of the graph transactions (/health `write_path`, every worker's), tasks still pending (stuck) at the end, and
 whether every completed memory is in both stores (Qdrant Edge and Neo4j counts per user, after the service
 stopped). On 2 cores, throughput cannot grow with N: the point is correctness and contention.
+
+`--smoke`: one run, 2 workers with sharding on, 24 writes from 4 clients, on the test stack (TEST_REDIS_URL,
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE unless given), then `smoke: OK` when its row shows every write completed in both
+stores at a rate > 0 with nothing failed or stuck, else `smoke: FAIL` and exit status 1.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +133,9 @@ async def one_run(args: argparse.Namespace, workers: int, sharded: bool) -> Run:
             run.stuck = int(health.get("pending_tasks") or 0)
     finally:
         await asyncio.to_thread(stop, proc)
-    run.in_both = await in_both_stores(args, data, per_user)
+    # --smoke runs on the shared test stack: its warm-up users' graph goes too
+    drop = [f"warm-{tag}-{k}" for k in range(4 * workers)] if args.smoke else []
+    run.in_both = await in_both_stores(args, data, per_user, drop)
     shutil.rmtree(data, ignore_errors=True)
     return run
 
@@ -149,7 +156,8 @@ async def wait_all(http: aiohttp.ClientSession, tasks: list[str], within_s: floa
     return ends
 
 
-async def in_both_stores(args: argparse.Namespace, data: Path, per_user: dict[str, int]) -> bool:
+async def in_both_stores(args: argparse.Namespace, data: Path, per_user: dict[str, int],
+                         also_drop: list[str] | None = None) -> bool:
     vectors = EdgeVectorStore(data / "qdrant", "memory_platform")
     graph = Neo4jGraphStore(args.neo4j_uri, "neo4j", None, args.database, 10.0, NameRules())
     ok = True
@@ -161,7 +169,8 @@ async def in_both_stores(args: argparse.Namespace, data: Path, per_user: dict[st
                 print(f"  {user}: {n} completed, {v} in Qdrant, {g} in Neo4j", file=sys.stderr)
                 ok = False
         async def drop(tx: Any) -> None:
-            await (await tx.run("MATCH (n) WHERE n.user_id IN $users DETACH DELETE n", users=list(per_user))).consume()
+            await (await tx.run("MATCH (n) WHERE n.user_id IN $users DETACH DELETE n",
+                                users=[*per_user, *(also_drop or [])])).consume()
         await graph.executor.write(drop)
     finally:
         await vectors.close()
@@ -180,11 +189,13 @@ async def main(args: argparse.Namespace) -> int:
     print(f"machine: {os.cpu_count()} cores, load average before the run {load[0]:.2f} / {load[1]:.2f} / "
           f"{load[2]:.2f} (1/5/15 min){' - LOADED: other work is running' if load[0] > 0.5 else ''}")
     runs: list[Run] = []
-    for n in args.workers:
-        for sharded in ((False,) if n == 1 else (False, True)):
-            r = await one_run(args, n, sharded)
-            runs.append(r)
-            print(f"  done: {row(r)}", flush=True)
+    plan = [(n, sharded) for n in args.workers for sharded in ((False,) if n == 1 else (False, True))]
+    if args.smoke:
+        plan = [(n, sharded) for n, sharded in plan if sharded]
+    for n, sharded in plan:
+        r = await one_run(args, n, sharded)
+        runs.append(r)
+        print(f"  done: {row(r)}", flush=True)
     print(f"\n{args.n} raw writes, half of them one hot user's, {args.concurrency} clients, embedder {args.embedder}; "
           f"load average after: {os.getloadavg()[0]:.2f}")
     print(f"{'workers':>7} {'sharding':>9} {'seconds':>8} {'writes/s':>9} {'completed':>10} {'failed':>7} "
@@ -192,22 +203,49 @@ async def main(args: argparse.Namespace) -> int:
     for r in runs:
         print(row(r))
     bad = [r for r in runs if r.sharded and (r.failed or r.deadlocks or r.stuck or not r.in_both)]
+    if args.smoke:
+        ok = bool(runs) and not bad and all(
+            r.completed == args.n and r.rate > 0 and not r.failed and not r.stuck and r.in_both for r in runs)
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        if not ok:
+            return 1
     return 1 if bad or any(not r.in_both or r.stuck for r in runs) else 0
+
+
+async def run_main(args: argparse.Namespace) -> int:
+    """main; with --smoke, an error is a `smoke: FAIL` too (after its traceback)."""
+    if not args.smoke:
+        return await main(args)
+    try:
+        return await main(args)
+    except Exception:
+        traceback.print_exc()
+        print("smoke: FAIL")
+        return 1
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    p.add_argument("--neo4j-uri", default="bolt://127.0.0.1:7687")
-    p.add_argument("--database", default="memory")
+    p.add_argument("--redis-url", default=None, help="default redis://127.0.0.1:6379/0 (--smoke: TEST_REDIS_URL)")
+    p.add_argument("--neo4j-uri", default=None, help="default bolt://127.0.0.1:7687 (--smoke: TEST_NEO4J_URI)")
+    p.add_argument("--database", default=None, help="default memory (--smoke: TEST_NEO4J_DATABASE)")
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     p.add_argument("-n", type=int, default=400)
     p.add_argument("-c", "--concurrency", type=int, default=16)
     p.add_argument("--embedder", default="hash", choices=["hash", "local"])
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--seed", type=int, default=1)
-    return p.parse_args()
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check on the test stack: 2 workers sharded, 24 writes, 4 clients; smoke: OK or FAIL")
+    args = p.parse_args()
+    env = os.environ if args.smoke else {}
+    args.redis_url = args.redis_url or env.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+    args.neo4j_uri = args.neo4j_uri or env.get("TEST_NEO4J_URI") or "bolt://127.0.0.1:7687"
+    args.database = args.database or env.get("TEST_NEO4J_DATABASE") or "memory"
+    if args.smoke:
+        args.workers, args.n, args.concurrency, args.timeout = [2], 24, 4, 90.0
+    return args
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(asyncio.run(run_main(parse_args())))

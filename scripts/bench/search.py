@@ -59,6 +59,11 @@ With `--neo4j-uri` the data goes to that database and the bench users' nodes are
 end (`--keep` keeps them and the work dir). Redis is needed by the service only (start-up and its
 in-process worker); the script uses a private queue name. Exit status: 0 when every search
 answered, 1 otherwise.
+
+`--smoke` (no other argument needed): --sizes 200 --clients 1 --requests 12 --vectors random --embedder hash on the
+test stack (TEST_REDIS_URL, TEST_NEO4J_URI, TEST_NEO4J_DATABASE), the in-process cells and the cold HTTP one; checks
+every cell answered every search, removes what it wrote (graph nodes, work dir, the queue's Redis keys), then prints
+`smoke: OK` (else `smoke: FAIL`, exit status 1).
 """
 
 from __future__ import annotations
@@ -572,9 +577,12 @@ async def http_phase(
     queries: dict[int, list[tuple[str, str | None]]], cells: list[Cell], work: Path, suffix: str,
 ) -> None:
     """The HTTP cells, twice: as configured (the cache warmed with every query), and with QUERY_CACHE_SIZE=0 (every
-    query embedded, as a query never asked before). `suffix` names the phase in the cells' paths (", HNSW")."""
-    for path, extra, warm in ((f"merged, cached (HTTP /v1/search{suffix})", {}, True),
-                              (f"merged, cold (HTTP /v1/search{suffix})", {"QUERY_CACHE_SIZE": "0"}, False)):
+    query embedded, as a query never asked before). `suffix` names the phase in the cells' paths (", HNSW").
+    --smoke: the second only (one service start)."""
+    runs: list[tuple[str, dict[str, str], bool]] = [
+        (f"merged, cached (HTTP /v1/search{suffix})", {}, True),
+        (f"merged, cold (HTTP /v1/search{suffix})", {"QUERY_CACHE_SIZE": "0"}, False)]
+    for path, extra, warm in runs[1:] if args.smoke else runs:
         port = free_port()
         service = start_service({**service_env(args, data_dir, queue, port), **extra}, work / "service.log")
         try:
@@ -812,7 +820,27 @@ async def main(args: argparse.Namespace) -> int:
     for c in cells:
         for err in c.errors[:3]:
             print(f"  error ({c.size} x{c.clients} {c.path}): {err}")
+    if args.smoke:
+        await drop_queue_keys(args.redis_url, queue)
+        paths = {c.path for c in cells}
+        ok = (len(cells) == 5 and {"vector-only (in-process)", "merged, cold (HTTP /v1/search)"} <= paths
+              and all(len(c.latencies_ms) == args.requests and not c.errors and c.wall_s > 0 for c in cells))
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return 0 if ok else 1
     return 1 if any(c.errors for c in cells) else 0
+
+
+async def drop_queue_keys(redis_url: str, queue: str) -> None:
+    """--smoke: remove the Redis keys of the bench's private queue (a plain run leaves them), bounded."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [k async for k in client.scan_iter(match=f"{queue}*", count=1000)][:10_000]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
 
 
 def parse_args() -> argparse.Namespace:
@@ -848,7 +876,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tag", default=None, help="user-name tag (bench-<size>-<tag>; default: random)")
     p.add_argument("--reuse", action="store_true",
                    help="skip loading: measure the memories a --keep run with this --workdir and --tag loaded")
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check on the test stack: 200 memories, 1 client, 12 searches a cell, HTTP included")
     args = p.parse_args()
+    if args.smoke:
+        args.redis_url = os.environ.get("TEST_REDIS_URL", args.redis_url)
+        args.neo4j_uri = os.environ.get("TEST_NEO4J_URI", args.neo4j_uri)
+        args.neo4j_database = os.environ.get("TEST_NEO4J_DATABASE", args.neo4j_database)
+        args.sizes, args.clients, args.requests, args.warmup, args.cell_seconds = "200", "1", 12, 2, 20.0
+        args.vectors, args.embedder, args.keep, args.workdir, args.tag = "random", "hash", False, None, None
+        args.optimize = args.breakdown = args.reuse = args.no_http = False
+        args.compare_ref = None
     try:
         args.sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
         args.clients = [int(x) for x in args.clients.split(",") if x.strip()]

@@ -47,6 +47,12 @@ What it does (every loop is bounded in count and in time):
 A dedup sweep (DEDUP_CRON_HOURS) running during the soak would remove memories on purpose; run the
 target with DEDUP_CRON_ENABLED=false for clean figures.
 
+`--smoke` (no other argument needed): starts its own `python -m service` on the test stack (TEST_REDIS_URL,
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, a queue of its own, DEDUP_CRON_ENABLED=false;
+scripts/bench/procs.py), runs -n 24 -c 4 -u 2 --timeout 60 --cleanup --embedder hash against it, stops it, then prints
+`smoke: OK` when the run's result is OK, every write was accepted and completed and the rate is > 0, else
+`smoke: FAIL` (exit status 1).
+
 Exit status: 1 when a task is stuck (not completed/failed at the end), a cleanup failed or left memories
 listed, a consistency count is not zero, any route answered 5xx (`/health` included), a request failed
 at the transport level three times in a row (a single failure, e.g. a keep-alive connection the server
@@ -60,7 +66,9 @@ import argparse
 import asyncio
 import contextlib
 import random
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -86,6 +94,8 @@ from scripts.bench.common import (  # noqa: E402
     fetch_retrying,
     pct,
 )
+from scripts.bench.procs import stack_env, start_service  # noqa: E402
+from scripts.bench.procs import stop as stop_service  # noqa: E402
 
 RAW_TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
@@ -760,6 +770,13 @@ def print_report(state: State, checks: list[UserCheck], args: argparse.Namespace
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.smoke:
+        return await smoke(args)
+    return (await soak(args))[0]
+
+
+async def soak(args: argparse.Namespace) -> tuple[int, State]:
+    """The run against --url: (exit status, what the client saw)."""
     tag = uuid.uuid4().hex[:8]
     rng = random.Random(args.seed)
     users = user_ids(tag, args.u)
@@ -772,7 +789,7 @@ async def main(args: argparse.Namespace) -> int:
         retries, body = await read_health(state, client)
         if body is None:
             print(f"error: {args.url}/health unreachable or not JSON; is the service running?")
-            return 1
+            return 1, state
         state.health.deadlock_start = retries
         print(f"target {args.url}  run {tag}  users={users}  n={args.n}  c={args.c}  timeout={args.timeout:.0f}s  "
               f"seed={args.seed}  health={body.get('status')} {body.get('checks')}  "
@@ -841,7 +858,36 @@ async def main(args: argparse.Namespace) -> int:
                "transport_errors": transport, "listing_errors": listing_errors, "cleanup_errors": len(cleanup_errors)}
     bad = {k: v for k, v in verdict.items() if v} | ({"writes_accepted": 0} if not accepted else {})
     print(f"\nresult: {'FAIL ' + str(bad) if bad else 'OK'}")
-    return 1 if bad else 0
+    return 1 if bad else 0, state
+
+
+async def smoke(args: argparse.Namespace) -> int:
+    """--smoke: the soak against a `python -m service` of its own on the test stack, then the verdict."""
+    work = Path(tempfile.mkdtemp(prefix="bench-soak-smoke-"))
+    ok = False
+    try:
+        env = stack_env(work / "data", f"bench:soak-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
+                        LOG_LEVEL="WARNING", DEDUP_CRON_ENABLED="false")
+        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
+        try:
+            args.url = f"http://127.0.0.1:{port}"
+            code, state = await soak(args)
+        finally:
+            await asyncio.to_thread(stop_service, proc)
+        writes = [t for t in state.tasks.values() if t.kind in WRITE_KINDS]
+        done = [t.done_at for t in writes if t.status == "completed" and t.done_at is not None]
+        span = max(done, default=0.0) - min((t.accepted for t in writes), default=0.0)
+        ok = (code == 0 and state.write_requests == args.n and len(writes) == args.n and len(done) == args.n
+              and span > 0 and len(done) / span > 0)
+    except (RuntimeError, OSError) as exc:  # the service did not start
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        log = work / "service.log"
+        if not ok and log.exists():
+            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def parse_args() -> argparse.Namespace:
@@ -864,7 +910,12 @@ def parse_args() -> argparse.Namespace:
                    help="delete every memory of the run's users at the end (constant data over rounds)")
     p.add_argument("--embedder", choices=("local", "hash", "none"), default="local",
                    help="embedder whose raw rate is printed beside the memories stored per second")
+    p.add_argument("--smoke", action="store_true", help="a short check on the test stack: its own service, -n 24 "
+                                                        "-c 4 -u 2 --cleanup, then `smoke: OK` or exit 1")
     args = p.parse_args()
+    if args.smoke:
+        args.n, args.c, args.u, args.timeout, args.max_pending, args.rate = 24, 4, 2, 60.0, 0, 0.0
+        args.cleanup, args.embedder, args.api_key = True, "hash", None
     if args.n < 1 or args.c < 1 or args.u < 1 or args.timeout <= 0 or args.rate < 0:
         p.error("-n, -c and -u must be >= 1, --timeout > 0 and --rate >= 0")
     return args

@@ -4,9 +4,11 @@ imports only), the floors of the package tower (the same graph with each package
 package __init__ files that re-export, class names defined twice, imports from one Neo4j part to
 another, the README's size.
 
-    python scripts/bench/structure.py [--root DIR]
+    python scripts/bench/structure.py [--root DIR] [--smoke]
 
 `--root` measures another checkout (a `git worktree` of an older commit), so two states compare side by side.
+`--smoke`: the same measurement, then `smoke: OK` when its figures are sane (modules found, a chain, floors), else
+`smoke: FAIL` and exit status 1.
 tests/unit/test_layers.py reads the import graph through `modules_of` and `imports_of`, so the rules it holds and
 the figures printed here are one reading.
 """
@@ -199,10 +201,13 @@ def neo4j_parts(root: Path, edges: dict[str, set[str]]) -> set[str]:
     return built_on_executor & edges.get("service.stores.neo4j.store", set())
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
-    root = parser.parse_args().root.resolve()
+    parser.add_argument("--smoke", action="store_true",
+                        help="a short check: measure, then `smoke: OK` when the figures are sane, else exit 1")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
     modules = modules_of(root)
     edges = internal(imports_of(modules))
     runtime = internal(imports_of(modules, runtime=True))
@@ -237,7 +242,14 @@ def main() -> None:
         print(f"  {edge}")
     if readme.exists():
         print(f"README                               {readme.stat().st_size / 1000:.1f} KB")
+    if args.smoke:
+        ok = (len(modules) > 0 and lines[largest] > 0 and len(chain) >= 2 and len(runtime_chain) >= 2
+              and len(tower) >= 2 and all(m in modules for m in chain if "+" not in m))
+        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        if not ok:
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

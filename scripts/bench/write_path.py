@@ -20,6 +20,11 @@ coordinated omission). The client's own CPU per request is printed beside the fi
 `--pid service=PID --pid neo4j=PID ...` also counts each process's CPU (with its live children) per memory
 stored, and prints the CPU budget per memory that 0.8x the embedder's rate leaves on this machine's cores.
 
+`--smoke` (no other argument needed): starts its own `python -m service` on the test stack (TEST_REDIS_URL,
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, a queue of its own; scripts/bench/procs.py), writes -n 20 with
+-c 4 (the hash embedder for the in-process figure, --timeout 60), stops it, then prints `smoke: OK` when every write
+was accepted and completed and the rates are > 0, else `smoke: FAIL` (exit status 1).
+
 Exit status: 0 when every request was accepted and every task completed, else 1.
 """
 
@@ -28,7 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,6 +50,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import HTTP_ERRORS, cpu_seconds, embedder_rate, fetch, pct  # noqa: E402
+from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -266,12 +274,19 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
 
 
 async def main(args: argparse.Namespace) -> int:
+    if args.smoke:
+        return await smoke(args)
+    return (await bench(args))[0]
+
+
+async def bench(args: argparse.Namespace) -> tuple[int, dict[str, dict[str, object]], float]:
+    """Every target measured, then the embedder: (exit status, the figures per target, the embedder's texts/s)."""
     targets = [(t.split("=", 1) if "=" in t else (t, t)) for t in args.url] or [("service", DEFAULT_URL)]
     results: dict[str, dict[str, object]] = {}
     for label, url in targets:
         figures = await measure(url, args, label)
         if figures is None:
-            return 1
+            return 1, results, 0.0
         results[label] = figures
     emb_name, emb_rate, emb_cpu = await embedder_rate(args.embedder, make_texts(args.n, "embedder"))
     print(f"embedder {emb_name}: {emb_rate:.1f} texts/s, {emb_cpu:.2f} ms CPU per text (batches of 64, in this "
@@ -295,7 +310,35 @@ async def main(args: argparse.Namespace) -> int:
         print(f"CPU budget at 0.8x the embedder on {cores} cores: {budget:.1f} ms per memory, of which embedding "
               f"{emb_cpu:.1f} ms")
     bad = any(r["request_errors"] or r["failed"] or r["timed_out"] for r in results.values())
-    return 1 if bad else 0
+    return 1 if bad else 0, results, emb_rate
+
+
+async def smoke(args: argparse.Namespace) -> int:
+    """--smoke: the bench against a `python -m service` of its own on the test stack, then the verdict."""
+    work = Path(tempfile.mkdtemp(prefix="bench-write-path-smoke-"))
+    ok = False
+    try:
+        proc, port = await asyncio.to_thread(
+            start_service, stack_env(work / "data", f"bench:write-path-smoke:{uuid.uuid4().hex[:8]}",
+                                     LLM_PROVIDER="offline", LOG_LEVEL="WARNING"), work / "service.log")
+        try:
+            args.url = [f"smoke=http://127.0.0.1:{port}"]
+            code, results, emb_rate = await bench(args)
+        finally:
+            await asyncio.to_thread(stop, proc)
+        figures = results.get("smoke", {})
+        ok = (code == 0 and figures.get("accepted") == args.n and figures.get("completed") == args.n
+              and figures.get("memories_stored") == args.n and float(str(figures.get("accepted_per_s", 0))) > 0
+              and float(str(figures.get("worker_memories_per_s", 0))) > 0 and emb_rate > 0)
+    except (RuntimeError, OSError) as exc:  # the service did not start
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        log = work / "service.log"
+        if not ok and log.exists():
+            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def _fmt(value: object) -> str:
@@ -320,7 +363,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--pid", action="append", default=[], metavar="LABEL=PID",
                    help="a process whose CPU (with its live children) is counted per memory stored, e.g. "
                         "service=<pid of python -m service>, neo4j=<pid>, redis=<pid>; repeatable")
+    p.add_argument("--smoke", action="store_true",
+                   help="a short check on the test stack: its own service, -n 20 -c 4, then `smoke: OK` or exit 1")
     args = p.parse_args()
+    if args.smoke:
+        args.n, args.c, args.batch, args.rate, args.embedder, args.timeout, args.pid = 20, 4, 1, None, "hash", 60.0, []
     try:
         args.pid = [(label, int(pid)) for label, pid in (x.split("=", 1) for x in args.pid)]
     except ValueError:
