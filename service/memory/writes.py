@@ -346,7 +346,7 @@ class MemoryWriter:
                      for m in await self.vectors.get(ids)  # as they are now, under their locks
                      if m.superseded_by is None]
             if older:
-                await self.ledger.supersede(older, self.embedder.embed)
+                await self.ledger.supersede(older)
         return [m.id for m in older]
 
     async def _known(self, task_id: str, job: ConversationJob, messages: list[Message]) -> list[KnownMemory]:
@@ -398,9 +398,9 @@ class MemoryWriter:
             said = {m.id: s for m in earlier if (s := changes.said_by(m.content, None))}  # the user's own words
             if not said:
                 continue
-            [mine_vector, *others] = await self.embedder.embed([text, *said.values()])
+            others = await self.embedder.embed(list(said.values()))  # the message's own vector is `vector`
             for (old_id, old_text), other in zip(said.items(), others, strict=True):
-                cosine = sum(a * b for a, b in zip(mine_vector, other, strict=True))
+                cosine = sum(a * b for a, b in zip(vector, other, strict=True))
                 if changes.same_slot(text, old_text, cosine, calibration):
                     out[old_id] = window.id
         if out:

@@ -58,6 +58,7 @@ from service.stores.qdrant_common import (
     embedder_record,
     memory_of,
     parse_cursor,
+    payload_of,
     plain_vector,
     ranked,
     valid_ids,
@@ -237,6 +238,16 @@ class EdgeVectorStore(IndexBuild):
         async with self._write_lock:
             await self._update(op)
             self._changes += len(points)
+
+    async def update_payload(self, memories: list[Memory]) -> None:
+        valid: list[qe.PointId] = [i for i in valid_ids([m.id for m in memories])]
+        found = await self._run(lambda s: s.retrieve(valid, False, False), inline=True) if valid else []
+        stored = {str(r.id) for r in found}  # a payload alone never makes a point
+        for m in memories:
+            if m.id in stored:
+                async with self._write_lock:
+                    await self._update(qe.UpdateOperation.overwrite_payload([m.id], payload_of(m)))
+                    self._changes += 1
 
     async def delete(self, ids: list[str]) -> None:
         valid: list[qe.PointId] = [i for i in valid_ids(ids)]

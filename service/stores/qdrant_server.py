@@ -197,6 +197,23 @@ class QdrantServerVectorStore:
         with self._errors("upsert"):
             await self._client.upsert(self._collection, points=points, wait=True)
 
+    async def update_payload(self, memories: list[Memory]) -> None:
+        valid: list[qm.ExtendedPointId] = [i for i in valid_ids([m.id for m in memories])]
+        if not valid:
+            return
+        self._check_open()
+        with self._errors("update_payload"):
+            found = await self._client.retrieve(self._collection, ids=valid, with_payload=False, with_vectors=False)
+        stored = {str(r.id) for r in found}  # a payload alone never makes a point
+        ops: list[qm.UpdateOperation] = [
+            qm.OverwritePayloadOperation(overwrite_payload=qm.SetPayload(payload=payload_of(m), points=[m.id]))
+            for m in memories if m.id in stored]
+        if not ops:
+            return
+        self._check_open()
+        with self._errors("update_payload"):
+            await self._client.batch_update_points(self._collection, update_operations=ops, wait=True)
+
     async def delete(self, ids: list[str]) -> None:
         valid: list[qm.ExtendedPointId] = [i for i in valid_ids(ids)]
         if not valid:

@@ -37,8 +37,8 @@ MAX_FRAME = 512 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
 # What the child may call: the Protocol, except `close` (the child closes its connection, never the shard).
 METHODS = frozenset({
-    "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "rank", "optimize", "index_backlog", "get",
-    "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping", "optimize_figures",
+    "ensure_collection", "record_embedder", "recorded_embedder", "upsert", "update_payload", "rank", "optimize",
+    "index_backlog", "get", "delete", "scroll", "count", "scroll_vectors", "boundaries", "ping", "optimize_figures",
 })
 
 
@@ -227,6 +227,9 @@ class RemoteVectorStore:
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None:
         await self._call("upsert", memories, vectors)
+
+    async def update_payload(self, memories: list[Memory]) -> None:
+        await self._call("update_payload", memories)
 
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         result: list[list[tuple[str, float]]] = await self._call("rank", requests)

@@ -149,6 +149,10 @@ class VectorStore(Protocol):
 
     async def upsert(self, memories: list[Memory], vectors: list[list[float]]) -> None: ...
 
+    async def update_payload(self, memories: list[Memory]) -> None:
+        """Stored memories' payloads replaced by these (the same ids and content: a field such as `superseded_by`
+        changed), their dense and lexical vectors kept: nothing is embedded again. Ids not stored are skipped."""
+
     async def rank(self, requests: list[RankRequest]) -> list[list[tuple[str, float]]]:
         """Each request's (memory id, score) list, best first: by cosine for a dense request, by BM25 (IDF over
         the user's memories) for a lexical one. Ids only: a search reads the payloads of the results it returns,

@@ -115,13 +115,12 @@ class Ledger:
         await self.graph_writer.upsert(intent.user_id, keep, [lk for lk in intent.graph_links() if lk.memory_id in ids])
         return True
 
-    async def supersede(self, memories: list[Memory], embed: Embed) -> None:
-        """Older preferences marked superseded (`superseded_by`/`superseded_at` set; the caller holds their
-        locks). Only the vector payload changes (the graph keeps no supersession, docs/preferences.md), so there
-        is no graph half and no intent: the job that marks them is retried until it ends, and marking again is
-        idempotent. Same content, so the same vectors."""
-        vectors = await embed([m.content for m in memories])
-        await self._vectors.upsert(memories, vectors)
+    async def supersede(self, memories: list[Memory]) -> None:
+        """Older memories marked superseded (`superseded_by`/`superseded_at` set; the caller holds their locks).
+        Only the vector store's payload changes (the graph keeps no supersession, docs/preferences.md), so there is
+        no graph half and no intent: the job that marks them is retried until it ends, and marking again is
+        idempotent. Same content, so nothing is embedded: the payload is updated in place."""
+        await self._vectors.update_payload(memories)
 
     # ---- repairs and maintenance: one store brought in line with the other --------------------
 

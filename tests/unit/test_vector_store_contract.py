@@ -635,6 +635,25 @@ async def test_search_text_finds_a_rare_token_the_vectors_miss(store: VectorStor
     assert await search_text(store, "the is to", MemoryFilter("alice"), 3) == []
 
 
+async def test_update_payload_changes_fields_and_keeps_both_vectors(store: VectorStore) -> None:
+    """Superseding rewrites a payload field in place: the dense and lexical vectors stay as they were (nothing is
+    embedded again), and an id the store does not hold is not created."""
+    old = mem(content="the incident ticket is ZX-4411")
+    await store.upsert([old], [unit(2, 3, 0.5)])
+    before = await store.rank([RankRequest(MemoryFilter("alice", active_only=False), 3, vector=unit(2)),
+                               RankRequest(MemoryFilter("alice", active_only=False), 3, text="ZX-4411")])
+    marked = old.model_copy(update={"superseded_by": str(uuid.uuid4()), "superseded_at": "2026-02-01T00:00:00+00:00"})
+    ghost = mem(content="never stored")
+    await store.update_payload([marked, ghost])
+    [got] = await store.get([old.id])
+    assert got.superseded_by == marked.superseded_by and got.content == old.content
+    assert await store.get([ghost.id]) == []
+    after = await store.rank([RankRequest(MemoryFilter("alice", active_only=False), 3, vector=unit(2)),
+                              RankRequest(MemoryFilter("alice", active_only=False), 3, text="ZX-4411")])
+    assert after == before  # same vectors: the same ids and scores, dense and lexical
+    assert await store.rank([RankRequest(MemoryFilter("alice", active_only=True), 3, vector=unit(2))]) == [[]]
+
+
 async def test_search_text_matches_a_windows_user_lines_not_the_assistants(store: VectorStore) -> None:
     """An interaction window is indexed by what the user said: the assistant's chatter matches nothing."""
     nurse = mem(content="user: charge nurse on my unit is Keisha\nassistant: Sounds like a great person to work with.")
