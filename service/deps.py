@@ -6,7 +6,8 @@ Nothing here runs at import time: clients exist only between `build_deps` and `D
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -18,16 +19,15 @@ from service.ai.hashing import HashEmbedder
 from service.ai.local import COMPATIBLE_VARIANTS, LocalEmbedder, ModelFiles
 from service.ai.offline.process import ProcessExtractor
 from service.ai.process import ProcessEmbedder
+from service.ai.provider import LlmProvider
 from service.ai.tokens import token_counter
 from service.conversations.intake import ConversationIntake
 from service.conversations.service import ConversationService
-from service.conversations.summary import SessionSummarizer
 from service.core.embedding_models import MODELS
 from service.core.kv import RedisKV
 from service.core.loop import LoopMonitor
 from service.core.redis_client import connect_redis
 from service.core.settings import Settings
-from service.graph_api.communities import CommunitySummarizer
 from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.identity.gate import Band, ResolutionGate
@@ -88,10 +88,10 @@ class Deps:
     ledger: Ledger  # the write path's one owner of both stores' writes (the worker's handlers: worker/handlers.py)
     locks: MemoryLocks  # per-memory locks of the write path
     usage: RetrievalCounts  # how often each memory was retrieved (searches add, writes carry over)
-    genai_client: Any = None
+    llm: LlmProvider | None = None  # the extraction's provider (LLM_PROVIDER: Gemini or an OpenAI-compatible server)
     embed_child: ProcessEmbedder | None = None  # the write path's embedder process (EMBED_PROCESS)
-    openai_llm: Any = None  # the OpenAI-compatible server's client (LLM_PROVIDER=openai / EMBEDDER=openai)
     loop: LoopMonitor | None = None  # this process's event-loop lag: a metric, /health, the worker's back-pressure
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)  # every client, closed in reverse order
 
     @property
     def maintenance(self) -> MaintenanceRuns:
@@ -105,17 +105,7 @@ class Deps:
             await self.loop.stop()
         if self.traces.trace_writes:  # traces being written after their search answered: let them land
             await asyncio.wait(set(self.traces.trace_writes), timeout=self.settings.neo4j.timeout_seconds)
-        if self.embed_child is not None:
-            await self.embed_child.close()
-        await self.vectors.close()
-        await self.graph.close()
-        await self.redis.aclose()
-        if self.genai_client is not None:
-            await self.genai_client.aio.aclose()
-        if self.openai_llm is not None:
-            await self.openai_llm.aclose()
-        if isinstance(self.extractor, ProcessExtractor):
-            self.extractor.close()
+        await self.resources.aclose()
 
 
 def build_vector_store(settings: Settings) -> VectorStore:
@@ -140,78 +130,45 @@ def local_model_files(settings: Settings) -> ModelFiles:
     return ModelFiles.registered(MODELS[settings.embeddings.model], settings.resolved_model_cache_dir)
 
 
-def build_llm(settings: Settings, redis: Any = None) -> Any:
-    """The OpenAI-compatible server's client (service/ai/openai/provider.py) when LLM_PROVIDER=openai or
-    EMBEDDER=openai, else None; with `redis`, the structured-output modes it learns are shared there (/health)."""
+def build_providers(settings: Settings, redis: Any = None) -> dict[str, LlmProvider]:
+    """The LLM providers the settings use, by name: Gemini when it extracts (LLM_PROVIDER resolved to gemini) or
+    embeds (EMBEDDER=gemini), an OpenAI-compatible server likewise (service/ai/openai/provider.py); with `redis`,
+    the structured-output modes the OpenAI one learns are shared there (/health)."""
+    providers: dict[str, LlmProvider] = {}
+    provider, embedder = settings.resolved_llm_provider, settings.embeddings.embedder
     from service.ai.openai.provider import OpenAIProvider
 
-    if not OpenAIProvider.wanted(settings.resolved_llm_provider, settings.embeddings.embedder):
-        return None
-    llm = OpenAIProvider(settings.llm, settings.embeddings)
-    if redis is not None:
-        llm.share_modes(redis, settings.redis.queue_name)
-    return llm
+    if OpenAIProvider.wanted(provider, embedder):
+        openai = OpenAIProvider(settings.llm, settings.embeddings)
+        if redis is not None:
+            openai.share_modes(redis, settings.redis.queue_name)
+        providers["openai"] = openai
+    if settings.gemini.api_key is not None and (provider == "gemini" or embedder == "gemini"):
+        from service.ai.gemini.provider import GeminiProvider
+
+        providers["gemini"] = GeminiProvider(settings.gemini, settings.embeddings)
+    return providers
 
 
-def build_ai(settings: Settings, llm: Any = None) -> tuple[Embedder, Extractor, Any]:
-    """LLM_PROVIDER (docs/llm.md): Gemini (the default when GOOGLE_API_KEY is set; embeddings too with
-    EMBEDDER=gemini), an OpenAI-compatible server (`llm`, from build_llm), else the offline extractor. The choice
-    is logged at start and shown by /health."""
-    client = None
-    provider = settings.resolved_llm_provider
-    if settings.gemini.api_key is not None and (provider == "gemini" or settings.embeddings.embedder == "gemini"):
-        from service.ai.gemini.client import make_client
-
-        client = make_client(
-            settings.gemini.api_key.get_secret_value(), settings.gemini.base_url, settings.gemini.timeout_seconds
-        )
+def build_ai(settings: Settings, providers: dict[str, LlmProvider]) -> tuple[Embedder, Extractor]:
+    """LLM_PROVIDER (docs/llm.md): Gemini (the default when GOOGLE_API_KEY is set), an OpenAI-compatible server, else
+    the offline extractor; EMBEDDER: local, gemini, openai or hash. The choice is logged at start and shown by
+    /health."""
     embedder: Embedder
-    if settings.embeddings.embedder == "gemini":
-        from service.ai.gemini.embedder import GeminiEmbedder
-
-        assert client is not None  # Settings refuses EMBEDDER=gemini without a key
-        embedder = GeminiEmbedder(
-            client, settings.gemini.embedder_model, dim=settings.gemini.embedding_dim,
-            batch_size=settings.embeddings.batch_size,
-        )
-    elif settings.embeddings.embedder == "openai":
-        assert llm is not None  # build_llm builds it for EMBEDDER=openai
-        embedder = llm.embedder()
+    if settings.embeddings.embedder in providers:
+        embedder = providers[settings.embeddings.embedder].embedder()
     elif settings.embeddings.embedder == "local":
         embedder = LocalEmbedder(local_model_files(settings), settings.embeddings.batch_size,
                                  settings.embeddings.threads)
     else:
         embedder = HashEmbedder()
     embedder = BatchingEmbedder(embedder, max_batch=settings.embeddings.batch_size)
-    extractor: Extractor
-    if provider == "openai":
-        assert llm is not None  # build_llm builds it for LLM_PROVIDER=openai
-        extractor = llm.extractor()
-    elif provider == "gemini" and client is not None:
-        from service.ai.gemini.extractor import GeminiExtractor
-
-        extractor = GeminiExtractor(
-            client, settings.gemini.llm_model, settings.gemini.llm_fallback_model,
-            timeout_s=settings.gemini.timeout_seconds,
-        )
-    else:
-        extractor = ProcessExtractor()  # the rules in a process of their own: never on a loop that talks to Redis
-        log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm.provider == "offline" else
-                    "GOOGLE_API_KEY is not set: using the offline rule-based extractor")
-    return embedder, extractor, client
-
-
-def community_summarizer(settings: Settings, client: Any, llm: Any = None) -> CommunitySummarizer | None:
-    """The LLM provider writes the communities' summaries: Gemini when GOOGLE_API_KEY is set, or the
-    OpenAI-compatible server (service/graph_api/communities.py)."""
-    if settings.resolved_llm_provider == "openai" and llm is not None:
-        summarizer_: CommunitySummarizer | None = llm.community_summarizer()
-        return summarizer_
-    if client is None or settings.resolved_llm_provider != "gemini":
-        return None
-    from service.ai.gemini.summaries import GeminiCommunitySummarizer
-
-    return GeminiCommunitySummarizer(client, settings.gemini.llm_model, timeout_s=settings.gemini.timeout_seconds)
+    llm = providers.get(settings.resolved_llm_provider)
+    if llm is not None:
+        return embedder, llm.extractor()
+    log.warning("offline_extraction", reason="LLM_PROVIDER=offline" if settings.llm.provider == "offline" else
+                "GOOGLE_API_KEY is not set: using the offline rule-based extractor")
+    return embedder, ProcessExtractor()  # the rules in a process of their own: never on a loop that talks to Redis
 
 
 def resolution_gate(settings: Settings) -> ResolutionGate:
@@ -239,36 +196,35 @@ def build_graph_store(settings: Settings, embedder: Embedder | None = None) -> N
     )
 
 
-def summarizer(settings: Settings, client: Any, llm: Any = None) -> SessionSummarizer | None:
-    """A session's summary by the extractor's model (and its fallback): Gemini when there is a key, or the
-    OpenAI-compatible server."""
-    if settings.resolved_llm_provider == "openai" and llm is not None:
-        summarizer_: SessionSummarizer | None = llm.summarizer()
-        return summarizer_
-    if client is None or settings.resolved_llm_provider != "gemini":
-        return None
-    from service.ai.gemini.summary import GeminiSummarizer
-
-    return GeminiSummarizer(client, settings.gemini.llm_model, settings.gemini.llm_fallback_model,
-                            timeout_s=settings.gemini.timeout_seconds)
-
-
 async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, role: str = "api") -> Deps:
     """`vectors`: a store to use instead of the configured one (the worker process's, worker/child.py); `role`: what
-    this process is ("api", with or without its worker inside; "worker"), for its event-loop figures."""
-    redis = await connect_redis(settings.redis)
-    openai_llm = build_llm(settings, redis)
-    embedder, extractor, genai_client = build_ai(settings, openai_llm)
-    write_embedder: Embedder = embedder
-    child = (ProcessEmbedder(local_model_files(settings), settings.embeddings.batch_size, settings.embeddings.threads,
-                             settings.embeddings.process_nice) if settings.embeds_in_child else None)
-    if child is not None:
-        write_embedder = BatchingEmbedder(child, max_batch=settings.embeddings.batch_size)
-    vectors = vectors or build_vector_store(settings)
-    graph = build_graph_store(settings, write_embedder)
+    this process is ("api", with or without its worker inside; "worker"), for its event-loop figures. Every client
+    is entered into one AsyncExitStack as it is made: a start that fails closes what was made, and `Deps.close`
+    closes the lot."""
+    resources = AsyncExitStack()
     try:
-        if openai_llm is not None:  # EMBEDDER=openai: the server's dimension against OPENAI_EMBEDDING_DIM
-            await openai_llm.check()
+        redis = await connect_redis(settings.redis)
+        resources.push_async_callback(redis.aclose)
+        providers = build_providers(settings, redis)
+        for provider in providers.values():
+            resources.push_async_callback(provider.aclose)
+        llm = providers.get(settings.resolved_llm_provider)
+        embedder, extractor = build_ai(settings, providers)
+        if isinstance(extractor, ProcessExtractor):
+            resources.callback(extractor.close)
+        write_embedder: Embedder = embedder
+        child = (ProcessEmbedder(local_model_files(settings), settings.embeddings.batch_size,
+                                 settings.embeddings.threads, settings.embeddings.process_nice)
+                 if settings.embeds_in_child else None)
+        if child is not None:
+            resources.push_async_callback(child.close)
+            write_embedder = BatchingEmbedder(child, max_batch=settings.embeddings.batch_size)
+        vectors = vectors or build_vector_store(settings)
+        resources.push_async_callback(vectors.close)
+        graph = build_graph_store(settings, write_embedder)
+        resources.push_async_callback(graph.close)
+        for provider in providers.values():  # EMBEDDER=openai: the server's dimension against OPENAI_EMBEDDING_DIM
+            await provider.check()
         await vectors.ensure_collection(embedder.dim, embedder.name, embedder.variant,
                                         COMPATIBLE_VARIANTS.get(embedder.name, frozenset()),
                                         settings.embeddings.allow_change)
@@ -276,21 +232,11 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
         if settings.embeddings.embedder == "local":  # load the model(s) now, not on the first request
             await asyncio.gather(embedder.embed(["warm-up"]), write_embedder.embed(["warm-up"]))
     except BaseException:
-        if child is not None:
-            await child.close()
-        await vectors.close()
-        await graph.close()
-        await redis.aclose()
-        if genai_client is not None:
-            await genai_client.aio.aclose()
-        if openai_llm is not None:
-            await openai_llm.aclose()
+        await resources.aclose()
         raise
     tasks = TaskQueue(redis, settings.redis, FUNCTIONS)
     kv = RedisKV(redis, settings.redis)
     outbox = Outbox(redis, settings.redis)
-    ledger = Ledger(outbox, vectors, graph.memories)
-    locks = MemoryLocks(redis, settings.redis)
     usage = RetrievalCounts(redis, settings.redis)
     traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
     search = MemorySearch(Searcher(settings.search, vectors, graph.reads, embedder,
@@ -300,7 +246,6 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
                           vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage, retired=graph.reads,
                           graph_timeout_s=settings.neo4j.timeout_seconds)
-    intake = Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox)
     log.info(
         "deps_ready",
         profile=settings.profile,
@@ -315,14 +260,20 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
     backlog = Backlog(tasks, outbox, kv)
     monitor = LoopMonitor(role, kv.note_loop)
     monitor.start()
-    health = HealthCheck(settings.profile, settings.neo4j.timeout_seconds, tasks, vectors, graph, backlog,
-                         write_embedder, extractor, openai_llm, slowness=Slowness(settings.writepath, kv, tasks))
-    return Deps(settings, redis, tasks, kv, vectors, graph, write_embedder, extractor, embedder,
-                MemoryReads(vectors, tasks), search, traces, Curation(graph.curation), GraphReads(graph),
-                backlog, health, Exporter(vectors, graph, write_embedder), intake,
-                RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
-                RunIntake(tasks, kv, graph.run_reads),
-                ConversationService(graph.conversations, summarizer(settings, genai_client, openai_llm)),
-                ConversationIntake(tasks, graph.conversations), GraphIntake(settings.service, tasks, graph.facts),
-                GraphFacts(graph.facts, graph.communities), outbox, ledger, locks, usage, genai_client,
-                child, openai_llm, monitor)
+    return Deps(
+        settings=settings, redis=redis, tasks=tasks, kv=kv, vectors=vectors, graph=graph, embedder=write_embedder,
+        extractor=extractor, query_embedder=embedder, memories=MemoryReads(vectors, tasks), search=search,
+        traces=traces, curation=Curation(graph.curation), graph_reads=GraphReads(graph), backlog=backlog,
+        health=HealthCheck(settings.profile, settings.neo4j.timeout_seconds, tasks, vectors, graph, backlog,
+                           write_embedder, extractor, llm, slowness=Slowness(settings.writepath, kv, tasks)),
+        exporter=Exporter(vectors, graph, write_embedder),
+        intake=Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox),
+        runs=RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
+        run_intake=RunIntake(tasks, kv, graph.run_reads),
+        conversations=ConversationService(graph.conversations, llm.summarizer() if llm is not None else None),
+        conversation_intake=ConversationIntake(tasks, graph.conversations),
+        graph_intake=GraphIntake(settings.service, tasks, graph.facts),
+        graph_facts=GraphFacts(graph.facts, graph.communities), outbox=outbox,
+        ledger=Ledger(outbox, vectors, graph.memories), locks=MemoryLocks(redis, settings.redis), usage=usage,
+        llm=llm, embed_child=child, loop=monitor, resources=resources,
+    )

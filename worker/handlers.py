@@ -8,7 +8,7 @@ from typing import Any
 
 from service.ai.offline.extractor import RuleLinkFinder
 from service.conversations.writes import ConversationWriter
-from service.deps import Deps, community_summarizer
+from service.deps import Deps
 from service.graph_api.communities import Communities
 from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
@@ -38,7 +38,7 @@ def job_handlers(deps: Deps) -> JobHandlers:
         conversations=ConversationWriter(deps.graph),
         graph=GraphWrites(writer),
         communities=Communities(deps.graph, deps.graph,
-                                community_summarizer(s, deps.genai_client, deps.openai_llm)),
+                                deps.llm.community_summarizer() if deps.llm is not None else None),
     )
 
 

@@ -22,7 +22,7 @@ MAX_SENTENCE_CHARS = 400
 
 
 class SessionSummarizer(Protocol):
-    """A model that summarises a conversation (service/ai/gemini/summary.py)."""
+    """A model that summarises a conversation (service/ai/gemini/summaries.py)."""
 
     name: str
 

@@ -337,23 +337,34 @@ def settings(**kw: Any) -> Settings:
 
 
 def test_the_provider_is_chosen_from_settings(tmp_path: Path) -> None:
-    from service.deps import build_ai, build_llm, community_summarizer, summarizer
+    from service.ai.gemini.extractor import GeminiExtractor
+    from service.ai.gemini.summaries import GeminiCommunitySummarizer, GeminiSummarizer
+    from service.deps import build_ai, build_providers
 
     base = {"embedder": "hash", "data_dir": tmp_path}
     assert settings(**base).resolved_llm_provider == "offline"
     assert settings(**base, google_api_key="k").resolved_llm_provider == "gemini"
     chosen = settings(**base, google_api_key="k", llm_provider="openai", openai_base_url="http://127.0.0.1:9/v1",
                       llm_model="qwen2.5:7b", llm_fallback_model="llama3.1:8b")
-    llm = build_llm(chosen)
-    _, extractor_, client_ = build_ai(chosen, llm)
-    assert extractor_.name == "openai" and client_ is None  # the Gemini key is not used for extraction
+    providers = build_providers(chosen)
+    assert set(providers) == {"openai"}  # the Gemini key is not used for extraction, nor for embeddings
+    _, extractor_ = build_ai(chosen, providers)
     assert isinstance(extractor_, OpenAIExtractor) and extractor_.fallback_model == "llama3.1:8b"
-    assert isinstance(summarizer(chosen, client_, llm), OpenAISummarizer)
-    assert isinstance(community_summarizer(chosen, client_, llm), OpenAICommunitySummarizer)
+    llm = providers["openai"]
+    assert isinstance(llm.summarizer(), OpenAISummarizer)
+    assert isinstance(llm.community_summarizer(), OpenAICommunitySummarizer)
+    # the same shape for Gemini: one provider object makes the extractor and both summarizers
+    gemini = build_providers(settings(**base, google_api_key="k"))
+    assert set(gemini) == {"gemini"}
+    _, extractor_ = build_ai(settings(**base, google_api_key="k"), gemini)
+    assert isinstance(extractor_, GeminiExtractor)
+    assert isinstance(gemini["gemini"].summarizer(), GeminiSummarizer)
+    assert isinstance(gemini["gemini"].community_summarizer(), GeminiCommunitySummarizer)
     offline = settings(**base, google_api_key="k", llm_provider="offline")
-    assert build_llm(offline) is None
-    _, extractor_, client_ = build_ai(offline, None)
-    assert extractor_.name == "offline" and summarizer(offline, client_) is None
+    assert build_providers(offline) == {}
+    _, extractor_ = build_ai(offline, {})
+    assert extractor_.name == "offline"
+    extractor_.close()  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("env", "line"), [

@@ -19,6 +19,8 @@ log = structlog.get_logger(__name__)
 
 
 class OpenAIProvider:
+    name = "openai"
+
     def __init__(self, llm: LlmSettings, embeddings: EmbeddingSettings) -> None:
         self.server = server_of(llm.openai_base_url)
         key = llm.openai_api_key.get_secret_value() if llm.openai_api_key is not None else None
