@@ -44,12 +44,13 @@ DEMO = [
     ("Alice Chen leads the payments team in Berlin", "domain_knowledge", None),
     ('A note with markup stays text: <script>alert(1)</script> "><img src=x onerror=alert(1)>', "interaction", None),
 ]
-PAGES = [("memories", "/ui/memories", 1440), ("memories-360", "/ui/memories", 360),
-         ("search", "/ui/search?q=which+database+does+billing+use&project_id=billing", 1440), ("memory", None, 1440),
-         ("graph", "/ui/graph", 1440), ("communities", "/ui/communities", 1440), ("review", "/ui/review", 1440),
-         ("activity", "/ui/activity", 1440),
-         ("health", "/ui/health", 1440), ("keys", "/ui/keys", 1440), ("docs", "/docs", 1440),
-         ("login", "/ui/login", 1440)]
+# each page at 1280 px; those a phone reads most at 390 px too (the browser tests check both widths)
+PAGES = [("memories", "/ui/memories", 1280), ("memories-390", "/ui/memories", 390),
+         ("search", "/ui/search?q=which+database+does+billing+use&project_id=billing", 1280), ("memory", None, 1280),
+         ("memory-390", None, 390), ("graph", "/ui/graph", 1280), ("communities", "/ui/communities", 1280),
+         ("review", "/ui/review", 1280), ("activity", "/ui/activity", 1280), ("activity-390", "/ui/activity", 390),
+         ("health", "/ui/health", 1280), ("health-390", "/ui/health", 390), ("keys", "/ui/keys", 1280),
+         ("docs", "/docs", 1280), ("login", "/ui/login", 1280)]
 
 
 def free_port() -> int:
