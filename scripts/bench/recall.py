@@ -22,8 +22,7 @@
    `collapsed` (the API's default search, collapse by source on, limit 50: what an agent gets).
    Category 5 (adversarial: no evidence) is left out.
    Offline, from the single-retriever lists of the same run: `fused-replay` (the served fusion recomputed
-   from the lists with `--weights`: it matches `fused` when the steps after the first fusion are off,
-   SEARCH_FEEDBACK_WEIGHT, SEARCH_EXPANSION_WEIGHT and SEARCH_NEIGHBOUR_WEIGHT at 0; a check of the harness),
+   from the lists with `--weights`: it matches `fused`, a check of the harness),
    `fused-no-graph` (the same without the graph retriever: what the second store adds) and `interleave` (the v1 design's
    order: dense-1, graph-1, dense-2, ...). With `--fit`, a grid of RRF weights and k is scored on the lists and
    the best by R@10 is printed (fit on one split: `--fit-split even` fits on even-numbered questions and
@@ -39,7 +38,7 @@
    memories folded into it).
 
 `--smoke` (no other argument needed): starts its own `python -m service` on the test stack (TEST_REDIS_URL,
-TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, a queue of its own, SEARCH_NEIGHBOUR_WEIGHT=0;
+TEST_NEO4J_URI, TEST_NEO4J_DATABASE; hash embedder, a queue of its own;
 scripts/bench/procs.py), runs `--data tests/data/locomo_sample.json --ingest turns` (every variant) against it, stops
 it, then prints `smoke: OK` when every turn was ingested, every search answered, the table has an `all` row per
 variant with recall in 0-1 rising with k and `fused` equal to `fused-replay`, else `smoke: FAIL` (exit status 1).
@@ -576,9 +575,8 @@ async def smoke(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-recall-smoke-"))
     ok = False
     try:
-        # fused-replay recomputes the first fusion only: the neighbour list fused after it is off
         env = stack_env(work / "data", f"bench:recall-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
-                        LOG_LEVEL="WARNING", SEARCH_NEIGHBOUR_WEIGHT="0")
+                        LOG_LEVEL="WARNING")
         proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
         try:
             args.url = f"http://127.0.0.1:{port}"

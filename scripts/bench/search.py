@@ -239,8 +239,8 @@ def make_memories(user_id: str, size: int, seed: int) -> tuple[list[Any], list[A
             id=mid, user_id=user_id, content=content, category=categories[rng.randrange(len(categories))],
             scope=Scope.PROJECT if project else Scope.GLOBAL, project_id=project, hash=content_hash(content),
             metadata={"bench": "search"}, created_at=created, updated_at=created, task_id=None,
-            # as if every WRITE_MESSAGES consecutive memories came from one conversation write, a message each: the
-            # neighbouring turns' ranking (SEARCH_NEIGHBOUR_WEIGHT) then has neighbours to rank
+            # as if every WRITE_MESSAGES consecutive memories came from one conversation write, a message each (the
+            # collapse by source then has sources to compare)
             source_write=f"bench-write:{user_id}:{i // WRITE_MESSAGES}", source_first=i % WRITE_MESSAGES,
             source_last=i % WRITE_MESSAGES,
         ))

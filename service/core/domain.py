@@ -209,3 +209,29 @@ class Message(BaseModel):
     timestamp: str | None = Field(default=None, max_length=64)
 
 
+class MemoryOut(BaseModel):
+    """A stored memory as a write's task result lists it (and the schemas re-export it)."""
+
+    id: str
+    content: str
+    category: str
+    scope: Scope
+    project_id: str | None
+    created_at: str
+    occurred_at: str | None = None
+    source_message_ids: list[str] = Field(default_factory=list)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            sensitivity=m.sensitivity,
+            id=m.id,
+            content=m.content,
+            category=m.category,
+            scope=m.scope,
+            project_id=m.project_id,
+            created_at=m.created_at,
+            occurred_at=m.occurred_at,
+            source_message_ids=list(m.source_message_ids),
+        )

@@ -141,9 +141,6 @@ class SearchSettings(Group):
     # A result found only by meaning whose cosine with the query is below this is marked `below_floor`; recall and a
     # context with a query leave it out. Unset = the embedding model's calibrated value (Settings.calibration)
     relevance_floor: float | None = _env("RELEVANCE_FLOOR", None, ge=-1, le=1)
-    # a query naming several entities ranks each one's memories apart, fused (service/search/graph.py: per_entity);
-    # an experiment, off by default (measured: docs/retrieval.md)
-    graph_decompose: bool = _env("GRAPH_DECOMPOSE", False)
     rrf_k: float = _env("RRF_K", 5.0, gt=0)
     weight_dense: float = _env("SEARCH_WEIGHT_DENSE", 1.0, ge=0)
     weight_lexical: float = _env("SEARCH_WEIGHT_LEXICAL", 1.5, ge=0)
@@ -152,13 +149,6 @@ class SearchSettings(Group):
     # conversations: a message's relative time ("yesterday", "last Saturday") resolved against its timestamp into
     # its memories' occurred_at (service/memory/windows.py: anchored_time)
     time_anchoring: bool = _env("TIME_ANCHORING", True)
-    # pseudo-relevance feedback's list weight (service/search/feedback.py); 0 = off (measured: docs/retrieval.md)
-    feedback_weight: float = _env("SEARCH_FEEDBACK_WEIGHT", 0.0, ge=0)
-    # entity-linked expansion's list weight (service/search/expansion.py); 0 = off (measured: docs/retrieval.md)
-    expansion_weight: float = _env("SEARCH_EXPANSION_WEIGHT", 0.0, ge=0)
-    # neighbouring turns' list weight (service/search/neighbours.py); 0 = off: it helps LoCoMo's long chats a little
-    # and hurts assistant histories of short unrelated sessions a lot (measured: docs/retrieval.md)
-    neighbour_weight: float = _env("SEARCH_NEIGHBOUR_WEIGHT", 0.0, ge=0)
     query_cache_size: int = _env("QUERY_CACHE_SIZE", 2048, ge=0)  # query embeddings kept per process (0 = off)
     # The session context's order (service/search/context.py): recency's half-life in days
     context_recency_days: float = _env("CONTEXT_RECENCY_DAYS", 30.0, gt=0)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.core.domain import MemoryOut
 from service.memory.drafts import raw_memory
 from service.memory.writes import MemoryWriter
-from service.schemas.memories import MemoryOut
 from service.tasks.jobs import GraphWriteJob
 
 

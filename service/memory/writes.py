@@ -11,7 +11,7 @@ import structlog
 from service.ai.embeddings import Embedder
 from service.ai.extraction import KNOWN_CHARS, KNOWN_MEMORIES, ExtractionResult, Extractor, KnownMemory, LinkFinder
 from service.conversations.writes import erase_after_delete, keep_messages
-from service.core.domain import Memory, Message, content_hash, memory_id_for, now_iso
+from service.core.domain import Memory, MemoryOut, Message, content_hash, memory_id_for, now_iso
 from service.core.embedding_models import Calibration
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, timed
@@ -28,7 +28,6 @@ from service.memory.windows import (
     speaker_label,
     valid_indexes,
 )
-from service.schemas.memories import MemoryOut
 from service.search.context_format import days
 from service.search.usage import RetrievalCounts
 from service.stores.graph import EntityRef, GraphStore, MemoryLinks, RelationRef

@@ -22,33 +22,6 @@ from service.core.domain import (
 from service.core.sensitivity import Sensitivity
 from service.schemas.health import LLMHealth
 
-
-class MemoryOut(BaseModel):
-    id: str
-    content: str
-    category: str
-    scope: Scope
-    project_id: str | None
-    created_at: str
-    occurred_at: str | None = None
-    source_message_ids: list[str] = Field(default_factory=list)
-    sensitivity: Sensitivity = Sensitivity.INTERNAL
-
-    @classmethod
-    def of(cls, m: Memory) -> MemoryOut:
-        return cls(
-            sensitivity=m.sensitivity,
-            id=m.id,
-            content=m.content,
-            category=m.category,
-            scope=m.scope,
-            project_id=m.project_id,
-            created_at=m.created_at,
-            occurred_at=m.occurred_at,
-            source_message_ids=list(m.source_message_ids),
-        )
-
-
 OptionalId = Field(default=None, min_length=1, max_length=128, pattern=ID_PATTERN)
 
 
@@ -130,9 +103,8 @@ class RawMemoryItem(BaseModel):
                                   "never returns it.")
     thread_id: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=ID_PATTERN,
-        description="The conversation or transcript this memory is one message of, with `position`. Memories of "
-                    "one thread at adjacent positions are neighbours: a search that finds one also ranks the "
-                    "messages next to it (SEARCH_NEIGHBOUR_WEIGHT).")
+        description="The conversation or transcript this memory is one message of, with `position`: kept with the "
+                    "memory and in the export.")
     position: int | None = Field(
         default=None, ge=0, le=MAX_THREAD_POSITION,
         description="This memory's place in its thread (0-based), with `thread_id`.")

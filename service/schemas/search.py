@@ -63,11 +63,11 @@ class SearchRequest(BaseModel):
 
 class Signal(BaseModel):
     """One list's vote for a result: its rank (1 = first) in that list and its own score. The retrievers (dense,
-    lexical, graph, time) and the steps after the first fusion that add a list (neighbours, feedback, expansion,
-    when on): every list that set the order is named. `newer`: the last pass put this newer statement of a change
-    just above an older result about the same thing (service/memory/currency.py); its rank is the place it took."""
+    lexical, graph, time): every list that set the order is named. `newer`: the last pass put this newer statement
+    of a change just above an older result about the same thing (service/memory/currency.py); its rank is the place
+    it took."""
 
-    retriever: Literal["dense", "lexical", "graph", "time", "neighbours", "feedback", "expansion", "newer"]
+    retriever: Literal["dense", "lexical", "graph", "time", "newer"]
     rank: int
     score: float
 

@@ -78,28 +78,7 @@ class GraphRetriever:
             return Retrieved()
         rest = without_names(q.text, proposal.names)
         vector = await (q.vector() if rest == q.text or not rest else q.embed(rest))
-        named = named_in(q.text, proposal.names) if self.search.graph_decompose else []
-        if len(named) > 1:
-            try:
-                return Retrieved(await self.per_entity(named, vector, rest or q.text, q))
-            except (DependencyUnavailable, TimeoutError) as exc:
-                log.warning("graph_decompose_skipped", error=str(exc) or "timeout")
         return Retrieved(await self.rank_proposed(proposal.memories, vector, rest or q.text, q.flt, q.limit))
-
-    async def per_entity(self, named: list[str], vector: list[float], text: str, q: Query) -> Ranked:
-        """Query decomposition on entities (GRAPH_DECOMPOSE, an experiment, off by default): a query that names
-        several entities ("How do Jon and Gina both like to destress?") is one sub-query per entity, each
-        entity's own memories ranked by the rest of the query, and the sub-lists fused by RRF (k = RRF_K, equal
-        weights), so that one entity's memories do not crowd out the other's."""
-        groups = groups_for(q.project_id)
-        async with asyncio.timeout(self.timeout_s):
-            proposals = await asyncio.gather(*(self.graph.propose_memories(
-                q.user_id, groups, name, self.search.graph_candidates) for name in named))
-        ranked = await asyncio.gather(*(self.rank_proposed(p.memories, vector, text, q.flt, q.limit)
-                                        for p in proposals if p.memories))
-        lists = {str(i): hits for i, hits in enumerate(ranked)}
-        mixed = fuse(lists, dict.fromkeys(lists, 1.0), self.search.rrf_k)
-        return [(f.id, round(f.score, 6)) for f in mixed[:q.limit]]
 
     async def rank_proposed(self, proposed: Ranked, vector: list[float], text: str, flt: MemoryFilter,
                             n: int) -> Ranked:

@@ -13,15 +13,12 @@ from service.core.metrics import SEARCH_DURATION, timed
 from service.core.settings import SearchSettings
 from service.schemas.search import SearchRequest, SearchResponse, SearchResult, SearchWindow
 from service.search.dense import Dense
-from service.search.expansion import expansion
 from service.search.facts import supporting_facts
-from service.search.feedback import feedback
-from service.search.fusion import Fused, fuse
+from service.search.fusion import fuse
 from service.search.graph import GraphRetriever
 from service.search.lexical import Lexical
-from service.search.neighbours import neighbours
 from service.search.results import results
-from service.search.retriever import Query, Ranked, Retrieved, Retriever
+from service.search.retriever import Query, Retrieved, Retriever
 from service.search.time_window import TimeWindows
 from service.stores.graph import GraphRetrieval
 from service.stores.vector import MemoryFilter, VectorStore
@@ -40,10 +37,6 @@ def retrievers(search: SearchSettings, vectors: VectorStore, graph: GraphRetriev
     )
 
 
-FEEDBACK = "feedback"
-EXPANSION = "expansion"
-NEIGHBOURS = "neighbours"
-SECOND_PASS = (NEIGHBOURS, FEEDBACK, EXPANSION)  # the lists made from the first fusion's best memories
 
 
 EVIDENCE = ("lexical", "graph", "time")  # a word, an entity or a time the query names: not "only by meaning"
@@ -75,7 +68,6 @@ class Searcher:
         self.embedder = embedder  # a search's: in the API process, no queue of writes before it
         self.retrievers = retrievers(search, vectors, graph, graph_timeout_s=graph_timeout_s,
                                      graph_entity_weight=graph_entity_weight)
-        self.graph_ranker = next(r for r in self.retrievers if isinstance(r, GraphRetriever))
         self.names = tuple(r.name for r in self.retrievers)
         self.weights = {r.name: r.weight for r in self.retrievers}
         self.query_vectors: OrderedDict[str, array[float]] = OrderedDict()  # query-embedding LRU
@@ -105,8 +97,6 @@ class Searcher:
                     embedding.cancel()
             lists = {r.name: f.hits for r, f in zip(run, found, strict=True) if f.hits}
             fused = fuse(lists, self.weights, self.settings.rrf_k)
-            if len(run) == len(self.retrievers):
-                fused = await self._second_pass(lists, fused, q)
             out = below_floor(await results(self.vectors, fused, req.limit, req.collapse), self.relevance_floor)
         window = next((f.window for f in found if f.window is not None), None)
         degraded = [r.name for r, f in zip(run, found, strict=True) if f.degraded]
@@ -118,24 +108,6 @@ class Searcher:
                 degraded += [] if "graph" in degraded else ["graph"]
         return SearchResponse(results=out, degraded=degraded, facts=facts,
                               time_window=None if window is None else SearchWindow.of(window))
-
-    async def _second_pass(self, lists: dict[str, Ranked], fused: list[Fused], q: Query) -> list[Fused]:
-        """The lists that start from the first fusion's best memories (neighbouring turns, neighbours.py;
-        experiments, off by default: pseudo-relevance feedback, feedback.py; entity-linked expansion,
-        expansion.py), fused again beside the retrievers' lists. Their signals stay in the results: "why it came
-        back" names every list that set the order."""
-        extra = {FEEDBACK: self.settings.feedback_weight, EXPANSION: self.settings.expansion_weight,
-                 NEIGHBOURS: self.settings.neighbour_weight}
-        on = [name for name, weight in extra.items() if weight > 0]
-        if not on:
-            return fused
-        started = {FEEDBACK: lambda: feedback(self.vectors, fused, q),
-                   EXPANSION: lambda: expansion(self.graph, self.graph_ranker, fused, q,
-                                                self.graph_timeout_s),
-                   NEIGHBOURS: lambda: neighbours(self.vectors, fused, q)}
-        found = await asyncio.gather(*(started[name]() for name in on))
-        lists = {**lists, **dict(zip(on, found, strict=True))}
-        return fuse(lists, {**self.weights, **extra}, self.settings.rrf_k)
 
     async def query_vector(self, query: str) -> list[float]:
         """The query's embedding, from the per-process LRU cache when it was asked before."""

@@ -220,19 +220,13 @@ class MemoryGraphWrites(Protocol):
 
 
 class GraphRetrieval(Protocol):
-    """The graph's part of a search: the graph retriever, entity-linked expansion, supporting facts."""
+    """The graph's part of a search: the graph retriever, supporting facts."""
 
     async def propose_memories(self, user_id: str, groups: list[str], query: str, limit: int) -> GraphProposal:
         """The graph retriever's candidates: (memory id, graph score) of the memories that mention an entity the
         query names (name, alias or full text) or one of its RELATES neighbours, rare entities counting more,
         best first, and the names and aliases of the entities matched. Ids of memories the vector store may no
         longer hold are possible: the caller checks."""
-
-    async def linked_memories(self, user_id: str, groups: list[str], seeds: list[str], limit: int,
-                              max_share: float) -> list[tuple[str, float]]:
-        """Entity-linked expansion: (memory id, weight) of the memories that share an entity with `seeds` (not the
-        seeds themselves), weight = the sum over the shared entities of log(N / df) (N the user's memories, df the
-        entity's), entities mentioned by more than `max_share` of N left out; best first, at most `limit`."""
 
     async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
                                 ) -> list[GraphFact]:

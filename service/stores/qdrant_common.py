@@ -12,7 +12,7 @@ from service.core.domain import Memory, Scope
 from service.core.errors import DomainError, StoreConfigError
 from service.core.sensitivity import DEFAULT, allowed, visible
 from service.stores.lexical import Bm25Encoder, indexed_words
-from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest, Span
+from service.stores.vector import TIME_FIELD, MemoryFilter, RankRequest
 
 C = TypeVar("C")  # a condition of one client library
 F = TypeVar("F")  # its filter (itself usable as a condition)
@@ -113,26 +113,10 @@ class FilterBuilder(Generic[C, F]):
         one_of: Callable[[Sequence[C]], F],
         time_range: Callable[[str, str | None, str | None], C],
         is_empty: Callable[[str], C],
-        int_range: Callable[[str, int | None, int | None], C],
     ) -> None:
         self.eq, self.any_of, self.all_of, self.one_of = eq, any_of, all_of, one_of
         self.time_range = time_range  # (key, gte, lt)
         self.is_empty = is_empty  # the field is missing, null or []
-        self.int_range = int_range  # (key, gte, lte)
-
-    def near(self, spans: tuple[Span, ...]) -> F | None:
-        """The memories of each span's write whose first..last messages overlap the span widened by one message
-        on each side and do not lie within the span itself (RankRequest.near); None when there is no span."""
-        if not spans:
-            return None
-        first, last = "source_first", "source_last"
-        return self.one_of([cast(C, self.all_of([
-            self.eq("source_write", s.write),
-            self.int_range(first, None, s.last + 1),  # overlaps first-1 .. last+1
-            self.int_range(last, s.first - 1, None),
-            cast(C, self.one_of([self.int_range(first, None, s.first - 1),  # and reaches outside the span
-                                 self.int_range(last, s.last + 1, None)])),
-        ])) for s in dict.fromkeys(spans)])
 
     def tenant(self, user_id: str) -> F:
         """All of one user's memories (the IDF corpus of the lexical retriever)."""
@@ -204,11 +188,6 @@ class RankBuilder(Generic[C, F, Q]):
             if only is None:
                 return None
             f = self.both(f, only)
-        if r.near is not None:  # only the neighbouring turns of these spans
-            around = self.filters.near(r.near)
-            if around is None:
-                return None
-            f = self.both(f, cast(C, around))
         if r.vector is not None:
             check_dim(r.vector, dim, collection)
             return self.dense(list(r.vector), f, r.limit)

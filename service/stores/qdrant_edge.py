@@ -398,7 +398,6 @@ _filters: FilterBuilder[qe.ConditionType, qe.Filter] = FilterBuilder(
     one_of=lambda conds: qe.Filter(should=list(conds)),
     time_range=lambda key, gte, lt: qe.FieldCondition(key, range=qe.RangeDateTime(gte=gte, lt=lt)),
     is_empty=lambda key: qe.IsEmptyCondition(key),
-    int_range=lambda key, gte, lte: qe.FieldCondition(key, range=qe.RangeFloat(gte=gte, lte=lte)),
 )
 build_filter = _filters.build
 _queries: RankBuilder[qe.ConditionType, qe.Filter, qe.QueryRequest] = RankBuilder(

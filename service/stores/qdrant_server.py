@@ -374,7 +374,6 @@ _filters: FilterBuilder[qm.Condition, qm.Filter] = FilterBuilder(
     time_range=lambda key, gte, lt: qm.FieldCondition(key=key, range=qm.DatetimeRange(
         gte=_moment(gte), lt=_moment(lt))),
     is_empty=lambda key: qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key)),
-    int_range=lambda key, gte, lte: qm.FieldCondition(key=key, range=qm.Range(gte=gte, lte=lte)),
 )
 build_filter = _filters.build
 _queries: RankBuilder[qm.Condition, qm.Filter, qm.QueryRequest] = RankBuilder(

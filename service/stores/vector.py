@@ -18,7 +18,8 @@ from service.core.sensitivity import Sensitivity, current, visible
 # 12 ms of a 10k-point filtered query without its index and 1 ms with it; docs/benchmarks.md).
 INDEXED_FIELDS = ("user_id", "scope", "project_id", "category", "hash", "agent_id", "sensitivity", "superseded_by",
                   "source_write")
-# Integer payload indexes: a memory's place in its conversation write (`RankRequest.near`, neighbouring turns).
+# Integer payload indexes: a memory's place in its conversation write (kept in the layout of existing shards; no
+# search conditions on them since the neighbouring-turns pass left the service: docs/decisions.md).
 POSITION_FIELDS = ("source_first", "source_last")
 TIME_FIELD = "occurred_at"  # datetime payload index
 CREATED_FIELD = "created_at"  # datetime payload index: listings by created_at order by it (Qdrant orders by an index)
@@ -79,29 +80,16 @@ class MemoryFilter:
 
 
 @dataclass(frozen=True)
-class Span:
-    """The messages a memory came from in one conversation write (or the one message of a raw write's thread):
-    `Memory.source_write`, `source_first`, `source_last` (0-based positions in the write's messages, inclusive)."""
-
-    write: str
-    first: int
-    last: int
-
-
-@dataclass(frozen=True)
 class RankRequest:
     """One retriever's query for `VectorStore.rank`: dense when `vector` is set, lexical (BM25) when `text` is.
     `ids` set: only among these memories (the graph retriever's candidates, ranked by the query); an empty
-    tuple matches nothing. `near` set: only among the memories of a span's write that came from a message next to
-    the span (its neighbouring turns: a source message within one position of it, not all of them inside it); an
-    empty tuple matches nothing."""
+    tuple matches nothing."""
 
     flt: MemoryFilter
     limit: int
     vector: list[float] | None = None
     text: str | None = None
     ids: tuple[str, ...] | None = None
-    near: tuple[Span, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from service.core.domain import Progress, TaskStatus
-from service.schemas.memories import MemoryOut
+from service.core.domain import MemoryOut, Progress, TaskStatus
 
 
 class TaskResult(BaseModel):

@@ -11,12 +11,8 @@ import httpx
 
 from service.ai.tokens import HFTokenCounter, default_tokenizer
 from service.deps import Deps
-from service.search.feedback import feedback
-from service.search.fusion import fuse
-from service.search.retriever import Query
-from service.stores.vector import MemoryFilter, RankRequest
 from tests.conftest import unique
-from tests.integration.conftest import searcher_of, wait_task, write_raw
+from tests.integration.conftest import wait_task, write_raw
 
 CONVERSATION = [
     {"role": "user", "content": "Hi! I prefer tabs over spaces. I work at Acme Corp as a backend engineer."},
@@ -206,27 +202,6 @@ async def test_a_relative_time_in_a_turn_is_anchored_to_the_session_date(client:
     answer = await search(client, user_id=user, query="support group on 7 May 2023", retrievers=["time"], limit=3)
     assert answer["time_window"]["start"].startswith("2023-05-07")
     assert window["id"] in [r["id"] for r in answer["results"]]
-
-
-async def test_feedback_finds_a_memory_sharing_words_with_the_first_hit_only(client: httpx.AsyncClient,
-                                                                             deps: Deps) -> None:
-    """Pseudo-relevance feedback (SEARCH_FEEDBACK_WEIGHT, off by default): the second turn about the pottery shares
-    no word with the question, only with the turn the question finds."""
-    user = unique("prf")
-    first = (await write_raw(client, user_id=user, category="interaction",
-                             content="I signed up for a pottery class at the community centre"))
-    second = (await write_raw(client, user_id=user, category="interaction",
-                              content="My pottery bowl came out of the kiln cracked"))
-    for i in range(5):
-        await write_raw(client, user_id=user, category="interaction", content=f"We watched film number {i} tonight")
-    flt = MemoryFilter(user_id=user)
-    q = Query("Which class did she sign up for?", user, None, flt, 10, searcher_of(deps).query_vector, None)
-    [plain] = await deps.vectors.rank([RankRequest(flt, 10, text=q.text)])
-    first_id, second_id = (done["result"]["memories"][0]["id"] for done in (first, second))
-    assert [mid for mid, _ in plain][:1] == [first_id] and second_id not in dict(plain)
-    expanded = await feedback(deps.vectors, fuse({"lexical": plain}, {"lexical": 1.0}, 5.0), q)
-    assert second_id in dict(expanded)
-    assert await feedback(deps.vectors, [], q) == []
 
 
 async def test_a_delete_forgets_the_retrieval_counts_of_what_it_deleted(client: httpx.AsyncClient,

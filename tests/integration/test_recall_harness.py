@@ -72,9 +72,6 @@ def test_recall_harness_on_sample(tmp_path: Path) -> None:
         "EMBEDDER": "local",
         "MODEL_CACHE_DIR": str(MODEL_CACHE),  # the model files scripts/test.sh fetched
         "LOG_LEVEL": "WARNING",
-        # fused-replay recomputes the first fusion only; the neighbour list fused after it has its own test
-        # (test_search_neighbours.py)
-        "SEARCH_NEIGHBOUR_WEIGHT": "0",
     }
     proc, port = start_service(env, tmp_path / "service.log")
     try:

@@ -163,7 +163,7 @@ async def test_every_field_a_search_filter_tests_has_a_payload_index(tmp_path: P
     from service.core.sensitivity import Sensitivity
     from service.stores.edge_layout import config
     from service.stores.qdrant_common import FilterBuilder
-    from service.stores.vector import TIME_FIELD, Span
+    from service.stores.vector import TIME_FIELD
 
     def keys(*parts: object) -> set[str]:  # the field names a filter's conditions name
         out: set[str] = set()
@@ -173,14 +173,11 @@ async def test_every_field_a_search_filter_tests_has_a_payload_index(tmp_path: P
 
     names: FilterBuilder[object, object] = FilterBuilder(
         eq=lambda k, v: k, any_of=lambda k, vs: k, all_of=keys, one_of=keys,
-        time_range=lambda k, gte, lt: k, is_empty=lambda k: k, int_range=lambda k, gte, lte: k)
+        time_range=lambda k, gte, lt: k, is_empty=lambda k: k)
     flt = MemoryFilter(user_id="alice", project_id="p", categories=("preference",), agent_id="a",
                        after="2025-01-01T00:00:00+00:00", active_only=True, max_sensitivity=Sensitivity.INTERNAL)
     tested = names.build(flt)
     assert isinstance(tested, set) and "superseded_by" in tested
-    near = names.near((Span("task-1", 2, 3),))  # the neighbouring turns' condition (RankRequest.near)
-    assert isinstance(near, set) and {"source_write", "source_first", "source_last"} <= near
-    tested |= near
 
     store = EdgeVectorStore(tmp_path, "memories")
     await store.ensure_collection(DIM, "test")

@@ -9,7 +9,7 @@ from service.core.settings import Settings
 from service.identity.rules import NameRules
 from service.memory.currency import NEWER
 from service.schemas.search import SearchRequest, Signal
-from service.search.searcher import SECOND_PASS, retrievers
+from service.search.searcher import retrievers
 from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.qdrant_edge import EdgeVectorStore
 
@@ -26,9 +26,8 @@ async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tm
         await graph.close()
     names = tuple(r.name for r in table)
     assert len(set(names)) == len(names)
-    # signals name the table's retrievers and the steps after the first fusion (searcher.py: SECOND_PASS)
-    # and the current-first pass after the search (memory/currency.py: NEWER)
-    assert set(get_args(Signal.model_fields["retriever"].annotation)) == set(names) | set(SECOND_PASS) | {NEWER}
+    # signals name the table's retrievers and the current-first pass after the search (memory/currency.py: NEWER)
+    assert set(get_args(Signal.model_fields["retriever"].annotation)) == set(names) | {NEWER}
     [listed, _none] = get_args(SearchRequest.model_fields["retrievers"].annotation)
     assert set(get_args(get_args(listed)[0])) == set(names)
     assert {r.name: r.weight for r in table} == {

@@ -245,7 +245,7 @@ def test_dev_sh_reads_its_connection_settings_through_the_settings_object(tmp_pa
 # ------------------------------------------------------------------ defaults quoted in the docs
 
 _TABLE_ROW = re.compile(r"^\| `([A-Z0-9_]+)` \| `([^`|]*)` \|", re.MULTILINE)
-# a number quoted beside a setting in prose: "(`SEARCH_NEIGHBOUR_WEIGHT`, 0 = off", "`RRF_K` (default 5)",
+# a number quoted beside a setting in prose: "(`SEARCH_WEIGHT_GRAPH`, 3", "`RRF_K` (default 5)",
 # "`QUEUE_AGE_DEGRADED_SECONDS` = 600"
 _PROSE = re.compile(r"`([A-Z][A-Z0-9_]{2,})`(?:,| =| \(default| default)\s+`?(-?\d{1,3}(?:,\d{3})+|-?\d+(?:\.\d+)?)`?"
                     r"(?![\d.%x]| ?(?:days?|hours?|minutes?|min|ms|s\b|[KMG]i?B|k\b|thousand|million))")

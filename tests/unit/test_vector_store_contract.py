@@ -23,7 +23,7 @@ from service.core.sensitivity import Sensitivity, lowered
 from service.stores.qdrant_edge import EdgeVectorStore
 from service.stores.qdrant_server import QdrantServerVectorStore
 from service.stores.remote import RemoteVectorStore, VectorServer
-from service.stores.vector import Boundary, MemoryFilter, RankRequest, Span, VectorStore
+from service.stores.vector import Boundary, MemoryFilter, RankRequest, VectorStore
 from tests.vector_probe import search, search_text
 
 DIM = 8
@@ -715,29 +715,6 @@ async def test_rank_among_ids_ranks_only_those_the_store_holds_and_the_filter_ad
     assert among[0][1] == pytest.approx(1.0, abs=1e-5) and nothing == []
     [limited] = await store.rank([RankRequest(flt, 1, vector=unit(0), ids=ids)])
     assert [mid for mid, _ in limited] == [best.id]
-
-
-async def test_rank_near_spans_ranks_the_neighbouring_turns_of_a_write(store: VectorStore) -> None:
-    """Neighbouring turns (RankRequest.near): the memories of the span's write from a message next to the span,
-    nearest first; not those within the span, two messages away, of another write, of a raw write (no position)
-    or of another user; an empty `near` matches nothing."""
-    def placed(first: int, last: int, write: str = "w1", user: str = "alice", content: str = "") -> Memory:
-        return mem(user=user, content=content or f"{write} {first}-{last}").model_copy(
-            update={"source_write": write, "source_first": first, "source_last": last})
-
-    seed, inside = placed(4, 5), placed(5, 5, content="a fact of the seed's message")
-    before, after, wide = placed(2, 3), placed(6, 7), placed(0, 9, content="a summary of all of it")
-    far, other_write, theirs = placed(8, 9), placed(6, 7, write="w2"), placed(6, 7, user="bob")
-    raw = mem(content="a raw note")
-    stored = [seed, inside, before, after, wide, far, other_write, theirs, raw]
-    await store.upsert(stored, [unit(0, 1, 0.1 * i) for i in range(len(stored))])
-    flt = MemoryFilter("alice")
-    found, nothing = await store.rank([RankRequest(flt, 10, vector=unit(0), near=(Span("w1", 4, 5),)),
-                                       RankRequest(flt, 10, vector=unit(0), near=())])
-    assert [mid for mid, _ in found] == [before.id, after.id, wide.id] and nothing == []
-    # two spans in one call: each one's neighbours
-    [both] = await store.rank([RankRequest(flt, 10, vector=unit(0), near=(Span("w1", 4, 5), Span("w2", 8, 8)))])
-    assert {mid for mid, _ in both} == {before.id, after.id, wide.id, other_write.id}
 
 
 async def _held(store: VectorStore, ids: list[str], flt: MemoryFilter) -> set[str]:

@@ -121,26 +121,6 @@ MEMORY_RETRIEVER_EXACT: LiteralString = _RETRIEVER_NO_TEXT + _RETRIEVER_EXPAND
 # Entity-linked expansion (service/search/expansion.py): the memories that share an entity with the seeds (the
 # first hits of a search), each entity weighted by its inverse frequency among the user's memories, log(N / df);
 # an entity mentioned by more than $max_share of them (a speaker, the user; at least 2) links nothing.
-LINKED_MEMORIES: LiteralString = """
-CALL () {
-    MATCH (x:Memory {user_id: $user_id}) RETURN count(x) AS total
-}
-MATCH (s:Memory {user_id: $user_id}) WHERE s.id IN $seeds
-MATCH (s)-[:MENTIONS]->(e:Entity)
-WHERE e.group_id IN $groups AND e.merged_into IS NULL
-WITH DISTINCT total, e
-WITH total, e, COUNT { (e)<-[:MENTIONS]-() } AS df
-WHERE df > 1 AND df <= CASE WHEN $max_share * total > 2 THEN $max_share * total ELSE 2 END
-CALL (e) {
-    MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.deleted_at IS NULL AND NOT m.id IN $seeds
-    RETURN m.id AS mid
-    LIMIT $per_entity
-}
-WITH mid, sum(log(toFloat(total) / df)) AS w
-ORDER BY w DESC, mid LIMIT $limit
-RETURN collect(mid) AS mids, collect(w) AS ws
-"""
-
 FACT_TEXT_HITS: LiteralString = """
 CALL db.index.fulltext.queryRelationships($index, $lucene, {limit: $k}) YIELD relationship AS r, score
 WHERE score > 0 AND r.user_id = $user_id AND r.group_id IN $groups

@@ -191,21 +191,6 @@ class RetrievalGraph:
         return await self._kept(self._paged([{k: v for k, v in r["item"].items() if v is not None or k != "confidence"}
                                              for r in rows], limit), self._ceiling.keep_facts)
 
-    async def linked_memories(self, user_id: str, groups: list[str], seeds: list[str], limit: int,
-                              max_share: float) -> list[tuple[str, float]]:
-        check_id(user_id, "user_id")
-        checked = check_groups(groups)
-        if not checked or not seeds:
-            return []
-        answer = await self._exec.read_one(cypher_reads.LINKED_MEMORIES, user_id=user_id, groups=checked, seeds=seeds,
-                                           max_share=max_share, per_entity=MEMORIES_PER_NEIGHBOUR * 10,
-                                           limit=clamp(limit, MAX_CANDIDATES))
-        if not answer:
-            return []
-        mids, weights = answer[0]
-        rows = [(str(mid), round(float(w), 6)) for mid, w in zip(mids or [], weights or [], strict=True)]
-        return list(await self._ceiling.keep_memories(rows, lambda ms: ms[0]))
-
     async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
                                 ) -> list[GraphFact]:
         check_id(user_id, "user_id")

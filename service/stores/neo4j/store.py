@@ -119,10 +119,6 @@ class Neo4jGraphStore:
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         return await self.reads.export_facts(user_id, groups, limit, cursor)
 
-    async def linked_memories(self, user_id: str, groups: list[str], seeds: list[str], limit: int,
-                              max_share: float) -> list[tuple[str, float]]:
-        return await self.reads.linked_memories(user_id, groups, seeds, limit, max_share)
-
     async def facts_of_memories(self, user_id: str, groups: list[str], memory_ids: list[str], limit: int
                                 ) -> list[GraphFact]:
         return await self.reads.facts_of_memories(user_id, groups, memory_ids, limit)
