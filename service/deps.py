@@ -239,11 +239,10 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
     outbox = Outbox(redis, settings.redis)
     usage = RetrievalCounts(redis, settings.redis)
     traces = Traces(graph, settings.retention.trace_ttl_days, settings.neo4j.timeout_seconds)
-    search = MemorySearch(Searcher(settings.search, vectors, graph.reads, embedder,
-                                   graph_timeout_s=settings.neo4j.timeout_seconds,
-                                   graph_entity_weight=settings.calibration.graph_entity,
-                                   relevance_floor=settings.calibration.relevance),
-                          vectors, traces, token_counter(embedder),
+    searcher = Searcher(settings.search, vectors, graph.reads, embedder, graph_timeout_s=settings.neo4j.timeout_seconds,
+                        graph_entity_weight=settings.calibration.graph_entity,
+                        relevance_floor=settings.calibration.relevance)
+    search = MemorySearch(searcher, vectors, traces, token_counter(embedder),
                           settings.search.context_recency_days, usage, retired=graph.reads,
                           graph_timeout_s=settings.neo4j.timeout_seconds)
     log.info(
@@ -268,7 +267,8 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
                            write_embedder, extractor, llm, slowness=Slowness(settings.writepath, kv, tasks)),
         exporter=Exporter(vectors, graph, write_embedder),
         intake=Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox),
-        runs=RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match),
+        runs=RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match,
+                        query_vector=searcher.query_vector),
         run_intake=RunIntake(tasks, kv, graph.run_reads),
         conversations=ConversationService(graph.conversations, llm.summarizer() if llm is not None else None),
         conversation_intake=ConversationIntake(tasks, graph.conversations),

@@ -4,6 +4,7 @@ search. The API side of their writes is intake.py, the worker side writes.py."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -65,11 +66,15 @@ class RunService:
     """The reads of task traces: one run in order, listings, search, stats, lessons, the reasoning beside a search."""
 
     def __init__(self, graph: RunReadStore, embedder: Embedder, query_embedder: Embedder | None = None,
-                 run_match: float = DEFAULT_CALIBRATION.run_match) -> None:
-        """`run_match`: the cosine at or above which a run is a semantic match (the model's calibration)."""
+                 run_match: float = DEFAULT_CALIBRATION.run_match,
+                 query_vector: Callable[[str], Awaitable[list[float]]] | None = None) -> None:
+        """`run_match`: the cosine at or above which a run is a semantic match (the model's calibration);
+        `query_vector`: the search's cached query embedding (service/search/searcher.py), so a search that brings
+        its reasoning embeds its query once."""
         self.graph = graph
         self.embedder = embedder  # the write path's: the model the stored vectors are of
         self.query_embedder = query_embedder or embedder
+        self.query_vector = query_vector or self.query_embedder.embed_query
         self.dense_min = (1.0 + run_match) / 2.0  # Neo4j's vector scores are (1 + cos) / 2
 
     async def get_run(self, run_id: str, user_id: str) -> RunOut:
@@ -96,7 +101,7 @@ class RunService:
         flt = RunFilter(user_id=user_id, project_id=req.project_id, outcome=req.outcome, tool=req.tool,
                         error_kind=req.error_kind)
         k = min(500, max(50, req.limit * 5))
-        vector = await self.query_embedder.embed_query(req.query)
+        vector = await self.query_vector(req.query)
         dense, (lex_runs, lex_calls) = await asyncio.gather(
             self.graph.dense_runs(flt, vector, vector_model(self.embedder), k),
             self.graph.lexical_runs(flt, req.query, k))
