@@ -11,7 +11,10 @@ Both are among the query's results, which is the evidence that they answer the s
   ("Orion" and "Postgres"; "lesson" and "plan"), or one content word that the query names too ("seat" for "what kind
   of seat do I want"), and name no different relative ("my sister" and "my brother" are two people: neither moves
   above the other, nor above the user's own). One shared name alone is not enough: "we bumped Orion to Postgres 16"
-  says nothing of who leads Orion.
+  says nothing of who leads Orion. "My partner and I" is the user; one shared content word with another name on
+  each side is one slot ("monitoring is Datadog" / "we're on Grafana now"); a number of one unit is a restated value
+  ("0.81 AUC" / "0.86 AUC");
+- the newer one is among the query's first five results (`REACH`), and for a "who" question it names someone.
 The newer one moves to just above the older one (one place per pair, the best-ranked older one first); it carries a
 `newer` signal whose rank is the place it took. Nothing else moves, and nothing leaves the list.
 """
@@ -124,10 +127,8 @@ def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
     out = list(results)
     words = {r.id: _words(r) for r in out}
     asks_who = bool(_WHO.match(query))
-    for later in [r for r in results if words[r.id] and not (asks_who and not _answers_who(words[r.id]))]:
+    for later in [r for r in results[:REACH] if words[r.id] and not (asks_who and not _answers_who(words[r.id]))]:
         at = out.index(later)
-        if results.index(later) >= REACH:
-            continue
         older = next((i for i, r in enumerate(out[:at])
                       if words[r.id] and _when(r) < _when(later)
                       and (changes(words[later.id]) or restates_value(words[later.id], words[r.id]))
@@ -135,9 +136,13 @@ def newer_first(results: list[SearchResult], query: str) -> list[SearchResult]:
         if older is None:
             continue
         out.pop(at)
-        out.insert(older, later.model_copy(update={
-            "signals": [*later.signals, Signal(retriever=NEWER, rank=older + 1, score=0.0)]}))
+        out.insert(older, _moved(later, older))
     return out
+
+
+def _moved(result: SearchResult, at: int) -> SearchResult:
+    """`result` with the `newer` signal of the place `at` (0-based) it moved to."""
+    return result.model_copy(update={"signals": [*result.signals, Signal(retriever=NEWER, rank=at + 1, score=0.0)]})
 
 
 def successors_first(results: list[SearchResult], retired: dict[str, set[str]]) -> list[SearchResult]:
@@ -150,7 +155,5 @@ def successors_first(results: list[SearchResult], retired: dict[str, set[str]]) 
         later = next((j for j, r in enumerate(out) if r.id in later_ids), None)
         if at is None or later is None or later < at:
             continue
-        moved = out.pop(later)
-        out.insert(at, moved.model_copy(update={
-            "signals": [*moved.signals, Signal(retriever=NEWER, rank=at + 1, score=0.0)]}))
+        out.insert(at, _moved(out.pop(later), at))
     return out
