@@ -17,6 +17,7 @@ from fastapi import Header, HTTPException
 from pydantic import BaseModel
 
 from service.core.auth import Caller
+from service.core.keys import idempotency_record
 from service.memory.intake import Intake
 from service.schemas.memories import AcceptedResponse
 
@@ -46,7 +47,7 @@ async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | N
     if key is None:
         return await submit()
     owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
-    name = f"idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+    name = idempotency_record(owner, hashlib.sha256(key.encode()).hexdigest())
     kv = intake.kv
 
     def check(seen: dict[str, Any]) -> AcceptedResponse:
@@ -76,7 +77,7 @@ async def remembered(intake: Intake, caller: Caller, user_id: str | None, key: s
     if key is None:
         return await run()
     owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
-    name = f"idkey:{owner}:{hashlib.sha256(key.encode()).hexdigest()}"
+    name = idempotency_record(owner, hashlib.sha256(key.encode()).hexdigest())
     kv = intake.kv
     existing = await kv.get_json(name, what="idempotency key")
     if existing is not None:

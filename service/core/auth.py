@@ -31,6 +31,7 @@ from arq.connections import ArqRedis
 from pydantic import BaseModel
 
 from service.core.errors import DependencyUnavailable, Forbidden, NotFound, RateLimited, SchemaError, Unauthorized
+from service.core.keys import Keys
 from service.core.kv import aw, redis_guard
 from service.core.sensitivity import Sensitivity, lower
 from service.core.settings import RedisQueueSettings, Settings
@@ -67,7 +68,7 @@ class ApiKeyStore:
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.queue_name}:apikey:"
+        self._keys = Keys(settings.queue_name)
 
     async def create(self, user_id: str, name: str | None = None, admin: bool = False,
                      max_sensitivity: Sensitivity | str | None = None) -> tuple[ApiKey, str]:
@@ -77,19 +78,21 @@ class ApiKeyStore:
         record = ApiKey(key_id=key_id, user_id=user_id, name=name, admin=admin,
                         created_at=datetime.now(UTC).isoformat(), secret_sha256=_digest(secret),
                         max_sensitivity=Sensitivity(max_sensitivity) if max_sensitivity else None)
-        await redis_guard(self._settings, "api keys", self._redis.set(self._prefix + key_id, record.model_dump_json()))
+        await redis_guard(self._settings, "api keys",
+                          self._redis.set(self._keys.api_key(key_id), record.model_dump_json()))
         return record, f"{KEY_PREFIX}_{key_id}_{secret}"
 
     async def get(self, key_id: str) -> ApiKey | None:
-        raw = await redis_guard(self._settings, "api keys", self._redis.get(self._prefix + key_id))
+        raw = await redis_guard(self._settings, "api keys", self._redis.get(self._keys.api_key(key_id)))
         return ApiKey.model_validate_json(raw) if raw else None
 
     async def list(self, user_id: str | None = None) -> list[ApiKey]:
         out: list[ApiKey] = []
         cursor = 0
         for _ in range(100_000):  # bounded: one SCAN page per round
+            pattern = self._keys.api_key_prefix + "*"
             cursor, keys = await redis_guard(self._settings, "api keys",
-                                             aw(self._redis.scan(cursor=cursor, match=self._prefix + "*", count=500)))
+                                             aw(self._redis.scan(cursor=cursor, match=pattern, count=500)))
             if keys:
                 raws = await redis_guard(self._settings, "api keys", aw(self._redis.mget(keys)))
                 out += [ApiKey.model_validate_json(r) for r in raws if r]
@@ -104,7 +107,7 @@ class ApiKeyStore:
         if record.revoked_at is None:
             record.revoked_at = datetime.now(UTC).isoformat()
             await redis_guard(self._settings, "api keys",
-                              self._redis.set(self._prefix + key_id, record.model_dump_json()))
+                              self._redis.set(self._keys.api_key(key_id), record.model_dump_json()))
         return record
 
     async def verify(self, token: str) -> ApiKey:
@@ -247,7 +250,7 @@ class RateLimiter:
         if window != self._window:  # what was reserved for a past window is of no use
             self._left.clear()
             self._window = window
-        key = f"{clients.settings.redis.queue_name}:rate:{kind}:{who}:{window}"
+        key = Keys(clients.settings.redis.queue_name).rate(kind, who, window)
         if self._left.get(key, 0) > 0:
             self._left[key] -= 1
             return

@@ -22,6 +22,7 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.core.errors import DependencyUnavailable
+from service.core.keys import Keys
 from service.core.loop import lag_allowance
 from service.core.settings import RedisQueueSettings
 
@@ -79,20 +80,15 @@ async def redis_settle(settings: RedisQueueSettings, what: str, call: Callable[[
     return await redis_guard(settings, what, call())
 
 
-def step_key(queue_name: str, task_id: str, step: str) -> str:
-    """Where a job keeps a step's result; the task queue drops these keys when the task ends."""
-    return f"{queue_name}:task:{task_id}:{step}"
-
-
 class RedisKV:
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.queue_name}:"
+        self._keys = Keys(settings.queue_name)
 
     def key(self, name: str) -> str:
         """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
-        return self._prefix + name
+        return self._keys.of(name)
 
     async def _guard(self, what: str, coro: Awaitable[_T]) -> _T:
         return await redis_guard(self._settings, what, coro)
@@ -116,7 +112,7 @@ class RedisKV:
 
     async def store_blob(self, name: str, body: bytes) -> str:
         """An upload a job reads later (an import file), kept for TASK_TTL_SECONDS; returns its key."""
-        key = self.key(f"blob:{name}")
+        key = self._keys.blob(name)
         await self._guard("upload", self._redis.set(key, body, ex=self._settings.task_ttl_seconds))
         return key
 
@@ -132,11 +128,11 @@ class RedisKV:
     async def save_step(self, task_id: str, step: str, value: str) -> None:
         """Keep an intermediate result of a job so that a replay reuses it (LLM output, resolved ids)."""
         assert step in STEPS, step  # the task queue drops exactly these when the task ends
-        key = step_key(self._settings.queue_name, task_id, step)
+        key = self._keys.task_step(task_id, step)
         await self._guard("save step", self._redis.set(key, value, ex=self._settings.task_ttl_seconds))
 
     async def load_step(self, task_id: str, step: str) -> str | None:
-        raw = await self._guard("load step", self._redis.get(step_key(self._settings.queue_name, task_id, step)))
+        raw = await self._guard("load step", self._redis.get(self._keys.task_step(task_id, step)))
         return raw.decode() if raw is not None else None
 
     # ---- write-path counters --------------------------------------------------------------------
@@ -147,14 +143,14 @@ class RedisKV:
             pipe = self._redis.pipeline(transaction=False)
             for name, delta in deltas.items():
                 if delta:
-                    pipe.hincrby(self.key("stats"), name, delta)
+                    pipe.hincrby(self._keys.stats, name, delta)
             await pipe.execute()
 
         if any(deltas.values()):
             await self._guard("stats", run())
 
     async def stats(self) -> dict[str, int]:
-        raw = await self._guard("stats", aw(self._redis.hgetall(self.key("stats"))))
+        raw = await self._guard("stats", aw(self._redis.hgetall(self._keys.stats)))
         return {k.decode(): int(v) for k, v in raw.items()}
 
     # ---- event loops (service/core/loop.py) -----------------------------------------------------
@@ -162,17 +158,17 @@ class RedisKV:
     async def note_loop(self, snapshot: dict[str, Any]) -> None:
         """A process's event-loop figures, for /health (`<queue>:loops`, one field per process)."""
         field = f"{snapshot.get('role')}:{snapshot.get('pid')}"
-        await self._guard("loop lag", aw(self._redis.hset(self.key("loops"), field,
+        await self._guard("loop lag", aw(self._redis.hset(self._keys.loops, field,
                                                          json.dumps({**snapshot, "at": time.time()}))))
 
     async def loops(self, max_age_s: float) -> list[dict[str, Any]]:
         """The figures of every process that wrote them in the last `max_age_s` (older ones are dropped)."""
-        raw = await self._guard("loop lag", aw(self._redis.hgetall(self.key("loops"))))
+        raw = await self._guard("loop lag", aw(self._redis.hgetall(self._keys.loops)))
         fresh: list[tuple[bytes, dict[str, Any]]] = []
         stale: list[tuple[bytes, dict[str, Any]]] = []
         for field, value in raw.items():
             rec = json.loads(value)
             (fresh if time.time() - float(rec.get("at", 0)) <= max_age_s else stale).append((field, rec))
         if stale:
-            await self._guard("loop lag", aw(self._redis.hdel(self.key("loops"), *(f.decode() for f, _ in stale))))
+            await self._guard("loop lag", aw(self._redis.hdel(self._keys.loops, *(f.decode() for f, _ in stale))))
         return [rec for _, rec in sorted(fresh, key=lambda item: item[0])]

@@ -15,6 +15,7 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
 from service.core.errors import NotFound
+from service.core.keys import Keys
 from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings
 from service.maintenance.algorithm import stamp_of
@@ -46,24 +47,24 @@ return 0
 
 @dataclass(frozen=True)
 class DedupKeys:
-    """Redis keys, prefixed with ARQ_QUEUE_NAME like the queue's own (deployments sharing a Redis stay apart)."""
+    """The dedup runs' Redis keys (service/core/keys.py), prefixed with ARQ_QUEUE_NAME like the queue's own."""
 
     prefix: str
 
     @property
     def lock(self) -> str:
-        return f"{self.prefix}:dedup:lock"
+        return Keys(self.prefix).dedup_lock
 
     @property
     def runs(self) -> str:
-        return f"{self.prefix}:dedup:runs"
+        return Keys(self.prefix).dedup_runs
 
     def run(self, run_id: str) -> str:
-        return f"{self.prefix}:dedup:run:{run_id}"
+        return Keys(self.prefix).dedup_run(run_id)
 
     @property
     def pending(self) -> str:
-        return f"{self.prefix}:dedup:graph_pending"
+        return Keys(self.prefix).dedup_graph_pending
 
 
 class DedupLock:

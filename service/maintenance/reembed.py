@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from service.ai.embeddings import Embedder
+from service.core.keys import reembed_state
 from service.core.kv import RedisKV
 from service.core.settings import RedisQueueSettings
 from service.stores.vector import MemoryFilter, VectorStore
@@ -36,7 +37,7 @@ STATE_TTL_S = 30 * 24 * 3600
 def state_name(embedder: Embedder, user_id: str | None) -> str:
     """One resumable run per target embedder and user (or every user)."""
     variant = f"@{embedder.variant}" if embedder.variant else ""
-    return f"reembed:{embedder.name}{variant}:{user_id or '*'}"
+    return reembed_state(f"{embedder.name}{variant}", user_id)
 
 
 async def submit_reembed(tasks: TaskQueue, kv: RedisKV, embedder: Embedder, user_id: str | None) -> str:

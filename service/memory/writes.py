@@ -13,6 +13,7 @@ from service.ai.extraction import KNOWN_CHARS, KNOWN_MEMORIES, ExtractionResult,
 from service.conversations.writes import erase_after_delete, keep_messages
 from service.core.domain import Memory, MemoryOut, Message, content_hash, memory_id_for, now_iso
 from service.core.embedding_models import Calibration
+from service.core.keys import fold_pointer
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, timed
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
@@ -239,7 +240,7 @@ class MemoryWriter:
 
     @staticmethod
     def _fold_pointer(job: RawJob, session: str) -> str:
-        return f"fold:{job.user_id}:{job.project_id or '-'}:{session}"
+        return fold_pointer(job.user_id, job.project_id, session)
 
     async def apply_delete(self, task_id: str, job: DeleteJob) -> dict[str, Any]:
         """Remove vectors, mark (:Memory) nodes deleted, expire edges no live memory supports.

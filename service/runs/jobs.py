@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.ai.embeddings import Embedder
+from service.core.keys import run_accepted
 from service.tasks.jobs import JobModel
 
 
@@ -73,7 +74,7 @@ class RunDeleteJob(JobModel):
 
 def accepted_marker(user_id: str, run_id: str) -> str:
     """The RedisKV key of a run accepted and not yet stored: set and read by the intake, dropped by a delete."""
-    return f"run:{user_id}:{run_id}"
+    return run_accepted(user_id, run_id)
 
 
 def vector_model(embedder: Embedder) -> str:

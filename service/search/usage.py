@@ -12,6 +12,7 @@ import asyncio
 import structlog
 from arq.connections import ArqRedis
 
+from service.core.keys import Keys
 from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings
 
@@ -24,7 +25,7 @@ class RetrievalCounts:
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.queue_name}:retrieved:"
+        self._keys = Keys(settings.queue_name)
         self._pending: set[asyncio.Task[None]] = set()
 
     def count(self, user_id: str, memory_ids: list[str]) -> None:
@@ -36,7 +37,7 @@ class RetrievalCounts:
         task.add_done_callback(self._pending.discard)
 
     async def _add(self, user_id: str, memory_ids: list[str]) -> None:
-        key = self._prefix + user_id
+        key = self._keys.retrieved(user_id)
         pipe = self._redis.pipeline(transaction=False)
         for mid in dict.fromkeys(memory_ids):
             pipe.hincrby(key, mid, 1)
@@ -50,7 +51,7 @@ class RetrievalCounts:
         then ordered without it)."""
         try:
             raw = await redis_guard(self._settings, "read retrieval counts",
-                                    aw(self._redis.hgetall(self._prefix + user_id)))
+                                    aw(self._redis.hgetall(self._keys.retrieved(user_id))))
         except Exception as exc:
             log.warning("retrieval_counts_unread", error=f"{type(exc).__name__}: {exc}"[:300])
             return {}
@@ -59,7 +60,7 @@ class RetrievalCounts:
     async def forget(self, user_id: str, memory_ids: list[str], everything: bool = False) -> None:
         """Drop the counts of deleted memories (all of the user's with `everything`). Part of the delete: a Redis
         failure raises (the delete job is retried), so no count outlives its memory for good."""
-        key = self._prefix + user_id
+        key = self._keys.retrieved(user_id)
         if everything:
             await redis_guard(self._settings, "forget retrieval counts", aw(self._redis.delete(key)))
             return

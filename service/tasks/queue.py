@@ -36,12 +36,13 @@ from arq.jobs import serialize_job
 
 from service.core.domain import ID_NAMESPACE, TaskStatus, now_iso
 from service.core.errors import DependencyUnavailable, NotFound
-from service.core.kv import STEPS, aw, redis_guard, redis_settle, step_key
+from service.core.keys import Keys
+from service.core.kv import STEPS, aw, redis_guard, redis_settle
 from service.core.redis_client import job_serializer
 from service.core.settings import RedisQueueSettings
 from service.tasks.jobs import JobModel
 from service.tasks.scripts import ACCEPT, FINISH
-from service.tasks.shards import counts_key, queue_name, queue_names, shard_of
+from service.tasks.shards import queue_name, queue_names, shard_of
 from service.tasks.status import TaskResponse
 
 log = structlog.get_logger(__name__)
@@ -69,10 +70,8 @@ class TaskQueue:
         self._functions = functions
         self._accept = redis.register_script(ACCEPT)
         self._finish_script = redis.register_script(FINISH)
-        self._prefix = f"{settings.queue_name}:"
-        self._task_prefix = f"{settings.queue_name}:task:"
-        self._idem_prefix = f"{settings.queue_name}:idem:"
-        self.pending_key = f"{settings.queue_name}:pending"
+        self.keys = Keys(settings.queue_name)
+        self.pending_key = self.keys.pending
 
     @property
     def redis(self) -> ArqRedis:
@@ -80,11 +79,11 @@ class TaskQueue:
 
     def key(self, name: str) -> str:
         """A Redis key in this deployment's namespace (`<queue>:<name>`)."""
-        return self._prefix + name
+        return self.keys.of(name)
 
     def lease_key(self, task_id: str) -> str:
         """Held while a worker runs the task's job (TASK_LEASE_SECONDS, refreshed); the reaper reads it."""
-        return self.key(f"lease:{task_id}")
+        return self.keys.lease(task_id)
 
     async def _guard(self, what: str, coro: Awaitable[_T], scale: float = 1.0) -> _T:
         return await redis_guard(self._settings, what, coro, scale=scale)
@@ -95,7 +94,7 @@ class TaskQueue:
 
     async def _enqueue(self, job: JobModel, identity: dict[str, Any], user_id: str | None) -> str:
         req = request_hash(job.kind, identity)
-        idem_key = self._idem_prefix + req
+        idem_key = self.keys.accepted(req)
         accepted_at = now_iso()
         task_id = uuid.uuid5(ID_NAMESPACE, f"{req}:{time.time_ns()}").hex
         ttl = self._settings.task_ttl_seconds
@@ -120,10 +119,11 @@ class TaskQueue:
         serialized = serialize_job(self._functions[job.kind], (task_id, payload), {}, None, now_ms,
                                    serializer=job_serializer)
         owner = str(record["user_id"] or "") or None
-        keys = [self._task_prefix + task_id, self.pending_key, idem_key, job_key_prefix + task_id,
-                result_key_prefix + task_id, self.queue_of(owner), counts_key(self._settings.queue_name),
+        keys = [self.keys.task(task_id), self.pending_key, idem_key, job_key_prefix + task_id,
+                result_key_prefix + task_id, self.queue_of(owner), self.keys.shard_counts,
                 self.user_tasks_key(owner or "")]
-        args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms, self._task_prefix,
+        args: list[Any] = [json.dumps(record), now_ms, task_id, ttl, serialized, ttl * 1000, now_ms,
+                           self.keys.task_prefix,
                 self._settings.worker_shards, USER_TASKS_KEPT if owner else 0, time.time_ns() // 1000]
         replicas = self._wait_replicas
         if replicas:
@@ -182,7 +182,7 @@ class TaskQueue:
 
     def user_tasks_key(self, user_id: str) -> str:
         """The user's task index: their newest task ids by acceptance time (written by the accept script)."""
-        return self.key(f"utasks:{user_id}")
+        return self.keys.user_tasks(user_id)
 
     async def recent(self, user_id: str, limit: int = 50) -> list[dict[str, Any]]:
         """The user's newest tasks, newest first (at most `limit`, at most USER_TASKS_KEPT): each task's status
@@ -190,7 +190,7 @@ class TaskQueue:
         left out; a record of another user (never written so) is too."""
         async def run() -> list[dict[str, Any]]:
             ids = [raw.decode() for raw in await self._redis.zrevrange(self.user_tasks_key(user_id), 0, limit - 1)]
-            raws = await self._redis.mget([self._task_prefix + tid for tid in ids]) if ids else []
+            raws = await self._redis.mget([self.keys.task(tid) for tid in ids]) if ids else []
             out = []
             for tid, raw in zip(ids, raws, strict=True):
                 rec = json.loads(raw) if raw is not None else None
@@ -204,13 +204,13 @@ class TaskQueue:
         return await self._guard("recent tasks", run())
 
     async def record(self, task_id: str) -> dict[str, Any] | None:
-        raw = await self._guard("status", self._redis.get(self._task_prefix + task_id))
+        raw = await self._guard("status", self._redis.get(self.keys.task(task_id)))
         return json.loads(raw) if raw is not None else None
 
     async def _update(self, task_id: str, **changes: Any) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
-            rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
-            await self._redis.set(self._task_prefix + task_id, json.dumps(rec),
+            rec = self._changed(task_id, await self._redis.get(self.keys.task(task_id)), changes)
+            await self._redis.set(self.keys.task(task_id), json.dumps(rec),
                                   ex=self._settings.task_ttl_seconds)
             return rec
 
@@ -238,14 +238,14 @@ class TaskQueue:
         replicas = self._wait_replicas
 
         async def run() -> tuple[bool, int]:
-            raw = await self._redis.get(self._task_prefix + task_id)
+            raw = await self._redis.get(self.keys.task(task_id))
             if raw is not None and json.loads(raw).get("status") in ENDED:
                 return False, 0
             rec = self._changed(task_id, raw, {"status": TaskStatus.PROCESSING.value, "attempt": attempt})
             pipe = self._redis.pipeline(transaction=False)
             if lease_token is not None:
                 pipe.set(self.lease_key(task_id), lease_token, ex=self._settings.task_lease_seconds)
-            pipe.set(self._task_prefix + task_id, json.dumps(rec), ex=self._settings.task_ttl_seconds)
+            pipe.set(self.keys.task(task_id), json.dumps(rec), ex=self._settings.task_ttl_seconds)
             if replicas:
                 pipe.execute_command("WAIT", replicas, self._wait_ms)
             out = await pipe.execute()
@@ -267,7 +267,7 @@ class TaskQueue:
         when (`retry`). Returns when the task first met one (epoch seconds: the budget's start, kept across attempts
         in `retry.since`). An ended task is left as it is."""
         async def run() -> float:
-            raw = await self._redis.get(self._task_prefix + task_id)
+            raw = await self._redis.get(self.keys.task(task_id))
             rec = json.loads(raw) if raw else None
             now = time.time()
             if rec is None or rec.get("status") in ENDED:
@@ -276,7 +276,7 @@ class TaskQueue:
             rec = self._changed(task_id, raw, {"status": TaskStatus.RETRYING.value, "retry": {
                 "dependency": dependency, "reason": reason, "attempt": attempt, "since": _iso(since),
                 "next_at": _iso(now + defer_s)}})
-            await self._redis.set(self._task_prefix + task_id, json.dumps(rec), keepttl=True)
+            await self._redis.set(self.keys.task(task_id), json.dumps(rec), keepttl=True)
             return since
 
         return await self._guard("status update", run())
@@ -295,10 +295,10 @@ class TaskQueue:
         async def run() -> int:
             changed = 0
             for mid in memory_ids:
-                key = self.key(f"mtasks:{mid}")
+                key = self.keys.memory_tasks(mid)
                 for raw_tid in await aw(self._redis.smembers(key)):
                     tid = raw_tid.decode()
-                    raw = await self._redis.get(self._task_prefix + tid)
+                    raw = await self._redis.get(self.keys.task(tid))
                     if raw is None:
                         continue
                     rec = json.loads(raw)
@@ -308,8 +308,8 @@ class TaskQueue:
                             m["content"] = None
                             m["deleted"] = True
                     rec.pop("job", None)
-                    ttl = await self._redis.ttl(self._task_prefix + tid)
-                    await self._redis.set(self._task_prefix + tid, json.dumps(rec),
+                    ttl = await self._redis.ttl(self.keys.task(tid))
+                    await self._redis.set(self.keys.task(tid), json.dumps(rec),
                                           ex=ttl if ttl and ttl > 0 else self._settings.task_ttl_seconds)
                     changed += 1
                 await self._redis.delete(key)
@@ -323,7 +323,7 @@ class TaskQueue:
         SCAN: the user's index keeps only the newest USER_TASKS_KEPT). Returns the records changed."""
         async def scrub(keys: list[bytes]) -> int:
             n = 0
-            keys = [k for k in keys if b":" not in k[len(self._task_prefix):]]  # not the jobs' step caches
+            keys = [k for k in keys if b":" not in k[len(self.keys.task_prefix):]]  # not the jobs' step caches
             for key, raw in zip(keys, await self._redis.mget(keys) if keys else [], strict=True):
                 rec = json.loads(raw) if raw is not None and raw.startswith(b"{") else None
                 if not isinstance(rec, dict) or rec.get("user_id") != user_id or rec.get("status") not in ENDED:
@@ -339,7 +339,7 @@ class TaskQueue:
 
         changed, cursor = 0, 0
         for _ in range(10_000_000):  # bounded; each step guarded on its own
-            cursor, keys = await self._guard("erase", self._redis.scan(cursor, match=self._task_prefix + "*",
+            cursor, keys = await self._guard("erase", self._redis.scan(cursor, match=self.keys.task_prefix + "*",
                                                                        count=1000))
             if keys:
                 changed += await self._guard("erase", scrub(keys), scale=4)
@@ -354,13 +354,13 @@ class TaskQueue:
     async def _end(self, task_id: str, changes: dict[str, Any], window: int, memory_ids: list[str]) -> None:
         """The final record and everything that goes with it (_FINISH), the job's lease included: two round trips."""
         async def run() -> None:
-            rec = self._changed(task_id, await self._redis.get(self._task_prefix + task_id), changes)
+            rec = self._changed(task_id, await self._redis.get(self.keys.task(task_id)), changes)
             idem_key = rec.get("idem_key")
-            steps = [step_key(self._settings.queue_name, task_id, step) for step in STEPS]
+            steps = [self.keys.task_step(task_id, step) for step in STEPS]
             await self._finish_script(
-                keys=[self._task_prefix + task_id, self.pending_key, idem_key or self._idem_prefix,
+                keys=[self.keys.task(task_id), self.pending_key, idem_key or self.keys.accepted_prefix,
                       self.lease_key(task_id), *steps,
-                      *(self.key(f"mtasks:{m}") for m in memory_ids)],
+                      *(self.keys.memory_tasks(m) for m in memory_ids)],
                 args=[json.dumps(rec), self._settings.task_ttl_seconds, task_id, window, len(steps),
                       "1" if idem_key else "0"])
 
@@ -443,21 +443,21 @@ class TaskQueue:
         return forgiven
 
     async def _forgive(self, task_id: str) -> bool:
-        raw = await self._redis.get(self._task_prefix + task_id)
+        raw = await self._redis.get(self.keys.task(task_id))
         rec: dict[str, Any] | None = json.loads(raw) if raw else None
         if rec is None or rec.get("status") in ENDED or int(rec.get("interrupted") or 0) >= INTERRUPTIONS_FORGIVEN:
             return False
         rec["interrupted"] = int(rec.get("interrupted") or 0) + 1
         tries = int(await self._redis.get(retry_key_prefix + task_id) or 0)
         pipe = self._redis.pipeline(transaction=False)
-        pipe.set(self._task_prefix + task_id, json.dumps(rec), keepttl=True)
+        pipe.set(self.keys.task(task_id), json.dumps(rec), keepttl=True)
         if tries > 0:
             pipe.decr(retry_key_prefix + task_id)
         await pipe.execute()
         return True
 
     async def _reap_one(self, task_id: str) -> str | None:
-        raw = await self._redis.get(self._task_prefix + task_id)
+        raw = await self._redis.get(self.keys.task(task_id))
         rec: dict[str, Any] | None = json.loads(raw) if raw else None
         if rec is None or rec.get("status") in ENDED:
             await self._redis.zrem(self.pending_key, task_id)
@@ -477,7 +477,7 @@ class TaskQueue:
                     await self._redis.delete(in_progress_key_prefix + task_id, job_key_prefix + task_id)
                     return "failed"
                 if not forgiven:
-                    await self._redis.set(self._task_prefix + task_id, json.dumps({**rec, "lost": lost + 1}),
+                    await self._redis.set(self.keys.task(task_id), json.dumps({**rec, "lost": lost + 1}),
                                           keepttl=True)
                 await self._redis.delete(in_progress_key_prefix + task_id)
                 log.warning("reaper_released_job", task_id=task_id, attempt=rec.get("attempt"), forgiven=forgiven)
@@ -493,7 +493,7 @@ class TaskQueue:
         job = rec.get("job")
         if job is not None and lost + 1 < self._settings.max_tries:
             await self._redis.delete(result_key_prefix + task_id)
-            await self._redis.set(self._task_prefix + task_id, json.dumps({**rec, "lost": lost + 1}), keepttl=True)
+            await self._redis.set(self.keys.task(task_id), json.dumps({**rec, "lost": lost + 1}), keepttl=True)
             if await self._submit(task_id, job, job_try=attempt + 1, user_id=rec.get("user_id")):
                 log.warning("reaper_requeued", task_id=task_id, attempt=attempt, lost=lost + 1)
                 return "requeued"
@@ -506,7 +506,7 @@ class TaskQueue:
 
     async def _discard(self, task_id: str) -> None:
         pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(self._task_prefix + task_id)
+        pipe.delete(self.keys.task(task_id))
         pipe.zrem(self.pending_key, task_id)
         await pipe.execute()
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 
+from service.core.keys import Keys
+
 NO_USER_SHARD = 0
 
 
@@ -38,7 +40,7 @@ def queue_name(base: str, shard: int, shards: int) -> str:
         return base
     if not 0 <= shard < shards:
         raise ValueError(f"shard {shard} is not one of 0..{shards - 1} (WORKER_SHARDS={shards})")
-    return f"{base}:shard:{shard}"
+    return Keys(base).shard_queue(shard)
 
 
 def queue_names(base: str, shards: int) -> list[str]:
@@ -48,7 +50,7 @@ def queue_names(base: str, shards: int) -> list[str]:
 
 def counts_key(base: str) -> str:
     """The set of the shard counts jobs were enqueued under (the API adds its own at each accept)."""
-    return f"{base}:shard-counts"
+    return Keys(base).shard_counts
 
 
 def shards_of_process(index: int, processes: int, shards: int) -> list[int]:

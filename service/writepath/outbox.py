@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from service.core.domain import Memory
 from service.core.errors import ServiceError
+from service.core.keys import Keys
 from service.core.kv import aw, redis_guard, redis_settle
 from service.core.settings import RedisQueueSettings
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef
@@ -88,9 +89,8 @@ class Outbox:
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._hash = f"{settings.queue_name}:outbox"
-        self._at = f"{settings.queue_name}:outbox:at"
-        self._tombstones = f"{settings.queue_name}:tombstones"
+        keys = Keys(settings.queue_name)
+        self._hash, self._at, self._tombstones = keys.outbox, keys.outbox_at, keys.tombstones
 
     async def put(self, intent: Intent) -> None:
         async def run() -> None:
@@ -176,7 +176,7 @@ class MemoryLocks:
     def __init__(self, redis: ArqRedis, settings: RedisQueueSettings) -> None:
         self._redis = redis
         self._settings = settings
-        self._prefix = f"{settings.queue_name}:mlock:"
+        self._keys = Keys(settings.queue_name)
         self._release = redis.register_script(_RELEASE_LOCKS)
 
     async def try_acquire(self, ids: Sequence[str], token: str) -> set[str]:
@@ -189,7 +189,7 @@ class MemoryLocks:
                 chunk = ordered[start : start + LOCK_CHUNK]
                 pipe = self._redis.pipeline(transaction=False)
                 for i in chunk:
-                    pipe.set(self._prefix + i, token, nx=True, px=LOCK_TTL_MS)
+                    pipe.set(self._keys.memory_lock(i), token, nx=True, px=LOCK_TTL_MS)
                 got.update(i for i, ok in zip(chunk, await pipe.execute(), strict=True) if ok)
             return got
 
@@ -198,7 +198,7 @@ class MemoryLocks:
     async def release(self, ids: Sequence[str], token: str) -> None:
         ordered = sorted(set(ids))
         for start in range(0, len(ordered), LOCK_CHUNK):
-            keys = [self._prefix + i for i in ordered[start : start + LOCK_CHUNK]]
+            keys = [self._keys.memory_lock(i) for i in ordered[start : start + LOCK_CHUNK]]
             await redis_guard(self._settings, "memory unlock", self._release(keys=keys, args=[token]))
 
     @contextlib.asynccontextmanager

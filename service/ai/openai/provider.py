@@ -13,6 +13,7 @@ from service.ai.openai.client import ChatClient, make_client, server_of
 from service.ai.openai.embedder import OpenAIEmbedder, check_dimension
 from service.ai.openai.extractor import OpenAIExtractor
 from service.ai.openai.summaries import OpenAICommunitySummarizer, OpenAISummarizer
+from service.core.keys import Keys
 from service.core.settings import EmbeddingSettings, LlmSettings
 
 log = structlog.get_logger(__name__)
@@ -38,7 +39,7 @@ class OpenAIProvider:
     def share_modes(self, redis: Any, prefix: str) -> None:
         """Record each accepted structured-output mode in Redis too (a hash per deployment), so /health in the API
         process says what the worker processes found."""
-        self._redis, self._modes_key = redis, f"{prefix}:llm-modes"
+        self._redis, self._modes_key = redis, Keys(prefix).llm_modes
 
         async def sink(model: str, mode: str) -> None:
             try:
