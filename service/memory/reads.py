@@ -10,7 +10,7 @@ from service.core.domain import ListOrder, listing_order
 from service.core.sensitivity import redact
 from service.memory.rules import StoredMemories, existing, list_filter
 from service.schemas.memories import MemoryPage, MemoryRecord
-from service.tasks.status import TaskResponse
+from service.tasks.status import TaskResponse, TaskResult
 
 
 class TaskStatuses(Protocol):
@@ -31,11 +31,13 @@ class MemoryReads:
         status = await self.tasks.status(task_id, owner)
         # A write's result lists its memories and what the graph made of them: when one is above the caller's
         # sensitivity ceiling, only the memories within it are told (the entities and facts may be its words).
-        kept = redact(status.result)
-        if kept == status.result:
+        written = status.result.model_dump(mode="json") if status.result is not None else None
+        kept = redact(written)
+        if kept == written:
             return status
         memories = (kept or {}).get("memories") or []
-        return status.model_copy(update={"result": {"memories": memories, "redacted": True}})
+        return status.model_copy(update={"result": TaskResult.model_validate({"memories": memories,
+                                                                              "redacted": True})})
 
     async def list_memories(
         self,

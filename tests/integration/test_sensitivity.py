@@ -202,7 +202,7 @@ async def test_personal_facts_are_private_by_default(tiered: Tiered) -> None:
 
 async def test_the_mcp_tools_under_a_low_ceiling_key_find_it_nowhere(tmp_path: Path) -> None:
     """The streamable HTTP transport on the API (its own app: the transport's task group lives in the test's task)."""
-    async with running_app(tmp_path, auth_mode="keys", mcp_transport="http") as (c, deps):
+    async with running_app(tmp_path, auth_mode="keys", mcp_transport="http", mcp_toolsets="all") as (c, deps):
         store = ApiKeyStore(deps.redis, deps.settings.redis)
         user = unique("um")
         keys = {"full": (await store.create(user, "every tier"))[1],
