@@ -14,14 +14,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
 from service.core.logging import configure_logging
 from service.core.settings import Settings, load_settings
-from service.mcp.backend import ApiBackend
 from service.mcp.server import build_server
+
+if TYPE_CHECKING:
+    from service.mcp.backend import ApiBackend
 
 log = structlog.get_logger(__name__)
 
@@ -33,13 +36,25 @@ def api_url(settings: Settings) -> str:
 
 
 async def serve_stdio(settings: Settings) -> None:
+    """The server answers `initialize` and `tools/list` before the HTTP client to the API exists: it is made at the
+    first tool call (its imports cost about a tenth of a second of the start an agent waits for) and lives as long
+    as the server."""
     key = settings.mcp.api_key.get_secret_value() if settings.mcp.api_key else None
-    backend = ApiBackend(api_url(settings), api_key=key)  # the HTTP client lives as long as the server
+    made: list[ApiBackend] = []
+
+    def backend() -> ApiBackend:
+        if not made:
+            from service.mcp.backend import ApiBackend
+
+            made.append(ApiBackend(api_url(settings), api_key=key))
+        return made[0]
+
     try:
-        log.info("mcp_stdio_started", api=backend.base_url)
-        await build_server(lambda: backend, settings.mcp.toolsets).run_stdio_async()
+        log.info("mcp_stdio_started", api=api_url(settings))
+        await build_server(backend, settings.mcp.toolsets).run_stdio_async()
     finally:
-        await backend.aclose()
+        for made_backend in made:
+            await made_backend.aclose()
         log.info("mcp_stdio_stopped")
 
 
