@@ -71,7 +71,11 @@ if [ "$#" -gt 0 ]; then  # files or options named: exactly those
     exit 0
 fi
 say "pytest"
-"$PY" -m pytest -q --durations=25 ${parallel[@]+"${parallel[@]}"} --ignore=tests/starvation  # the slowest 25
+"$PY" -m pytest -q --durations=25 ${parallel[@]+"${parallel[@]}"} --ignore=tests/starvation \
+    --ignore=tests/benches  # the slowest 25
+# Every bench's smoke run (its own services, private stacks, CPU load) after the others, so it cannot flake them.
+say "pytest (bench smokes, after the others)"
+"$PY" -m pytest -q --durations=10 ${parallel[@]+"${parallel[@]}"} tests/benches
 # The tests that hog the CPU on purpose run last and alone (one process), where they cannot slow or flake the others.
 say "pytest (starvation, alone)"
 "$PY" -m pytest -q --durations=5 tests/starvation

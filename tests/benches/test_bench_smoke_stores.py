@@ -1,11 +1,11 @@
 """The benches that work on the stores and the models directly (no service of their own) run their `--smoke` mode:
-the other half of tests/integration/test_bench_smoke.py, in a module of its own so the halves run side by side."""
+the other half of tests/benches/test_bench_smoke.py, in a module of its own so the halves run side by side."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_bench_smoke import ON_THE_STORES, smoke
+from tests.benches.test_bench_smoke import ON_THE_STORES, smoke
 
 
 @pytest.mark.parametrize("script", ON_THE_STORES)
