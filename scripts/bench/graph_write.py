@@ -44,6 +44,7 @@ from neo4j._async.work.transaction import AsyncTransactionBase  # noqa: E402
 
 import service.stores.neo4j.executor as store_module  # noqa: E402  (where the store calls write_chunked)
 from scripts.bench.common import embedder_rate, local_embedder  # noqa: E402
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from scripts.bench.search import make_memories  # noqa: E402
 from service.identity.gate import ResolutionGate  # noqa: E402
 from service.identity.rules import NameRules, NameVectors  # noqa: E402
@@ -319,8 +320,7 @@ async def main() -> int:
     args.n = 100
     gated = await run_gate(args, embedder)
     ok = grown and gated
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    return smoke_verdict(ok)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.ai.extraction import ExtractedFact, Message  # noqa: E402
 from service.ai.offline.extractor import OfflineExtractor  # noqa: E402
 from service.ai.openai.client import ChatClient, make_client  # noqa: E402
@@ -296,8 +297,7 @@ def smoke(args: argparse.Namespace) -> int:
     ok = (figures["items"] == 3 and figures["errors"] == 0 and figures["shares"]["first_try"] == 1.0
           and not llm["problems"] and not offline["problems"] and llm["overall"]["questions"] > 0
           and offline["overall"]["rank1"] is not None)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    return smoke_verdict(ok)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Private service processes for fault tests (a Redis or Neo4j a test may stop, a service it may kill)."""
+"""Private service processes for fault tests (a Redis or Neo4j a test may stop, a service it may kill), and the
+benches' `--smoke` plumbing: a service of its own on the test stack, and the `smoke: OK` / `smoke: FAIL` verdict."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,3 +149,51 @@ class SlowProxy:
                 dst.close()
 
         await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))
+
+
+# ---- the benches' --smoke ------------------------------------------------------------------------------------------
+
+SMOKE_LOG_LINES = 20  # the service log's last lines shown when a smoke fails
+
+
+def smoke_verdict(ok: bool) -> int:
+    """The last line of every bench's smoke run, and its exit status."""
+    print(f"smoke: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+async def smoke_or_fail(main: Callable[[], Awaitable[int]]) -> int:
+    """`main()`, whose own checks end in `smoke_verdict`; an error on the way is a `smoke: FAIL` too, after its
+    traceback."""
+    try:
+        return await main()
+    except Exception:
+        traceback.print_exc()
+        return smoke_verdict(False)
+
+
+async def smoke_against_service(name: str, run: Callable[[str, Path], Awaitable[bool]], **env: str) -> int:
+    """A bench's smoke run against a `python -m service` of its own on the test stack (`stack_env`: the hash
+    embedder, the offline extractor, a queue of its own, `env` beside them): `run(url, work)` does the bench's work
+    in the temp dir `work` and says whether its figures are sane. A service that does not start, or a bench that
+    raises on its data, is a failure; the service log's last lines are shown on any failure; the temp dir goes."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-smoke-"))
+    ok = False
+    try:
+        environment = stack_env(work / "data", f"bench:{name}-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
+                                LOG_LEVEL="WARNING", **env)
+        proc, port = await asyncio.to_thread(start_service, environment, work / "service.log")
+        try:
+            ok = await run(f"http://127.0.0.1:{port}", work)
+        finally:
+            await asyncio.to_thread(stop, proc)
+    except (RuntimeError, OSError, ValueError, KeyError) as exc:  # the service did not start, the data unreadable
+        print(f"error: {type(exc).__name__}: {exc}")
+    finally:
+        log = work / "service.log"
+        if not ok and log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-SMOKE_LOG_LINES:]
+            print("last lines of the service log:\n" + "\n".join(tail))
+        shutil.rmtree(work, ignore_errors=True)
+    return smoke_verdict(ok)
+

@@ -54,9 +54,7 @@ import asyncio
 import itertools
 import json
 import re
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -70,7 +68,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
-from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
+from scripts.bench.procs import smoke_against_service  # noqa: E402
 from service.ai.tokens import token_counter  # noqa: E402
 from service.search.fusion import fuse  # noqa: E402
 
@@ -572,27 +570,12 @@ def smoke_ok(rows: list[dict[str, Any]], variants: tuple[str, ...]) -> bool:
 
 async def smoke(args: argparse.Namespace) -> int:
     """--smoke: the run on the shipped sample against a `python -m service` of its own on the test stack."""
-    work = Path(tempfile.mkdtemp(prefix="bench-recall-smoke-"))
-    ok = False
-    try:
-        env = stack_env(work / "data", f"bench:recall-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
-                        LOG_LEVEL="WARNING")
-        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
-        try:
-            args.url = f"http://127.0.0.1:{port}"
-            code, rows = await bench(args)
-        finally:
-            await asyncio.to_thread(stop, proc)
-        ok = code == 0 and smoke_ok(rows, args.variants)
-    except (RuntimeError, OSError) as exc:  # the service did not start
-        print(f"error: {type(exc).__name__}: {exc}")
-    finally:
-        log = work / "service.log"
-        if not ok and log.exists():
-            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    async def run(url: str, _work: Path) -> bool:
+        args.url = url
+        code, rows = await bench(args)
+        return code == 0 and smoke_ok(rows, args.variants)
+
+    return await smoke_against_service("recall", run)
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from scripts.bench.common import local_embedder  # noqa: E402
+from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.ai.hashing import HashEmbedder  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.core.embedding_models import calibration  # noqa: E402
@@ -261,8 +262,7 @@ async def main() -> int:
               and sum(b["same"] + b["different"] for b in bands.values()) == summary["pairs"]
               and summary["kinds"].get("type_clash", {}).get("merge", 0) == 0
               and bands["merge"]["same"] > 0 and bands["create"]["different"] > 0)
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        return 0 if ok else 1
+        return smoke_verdict(ok)
     return 0
 
 

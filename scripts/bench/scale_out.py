@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ if str(ROOT) not in sys.path:
 
 from scripts.bench import graph_probe as probe  # noqa: E402
 from scripts.bench.common import PEOPLE, PLACES, TOOLS, fetch, fetch_retrying  # noqa: E402
-from scripts.bench.procs import free_port, stop, wait_port  # noqa: E402
+from scripts.bench.procs import free_port, smoke_or_fail, smoke_verdict, stop, wait_port  # noqa: E402
 from service.identity.rules import NameRules  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
 from service.stores.qdrant_edge import EdgeVectorStore  # noqa: E402
@@ -206,22 +205,14 @@ async def main(args: argparse.Namespace) -> int:
     if args.smoke:
         ok = bool(runs) and not bad and all(
             r.completed == args.n and r.rate > 0 and not r.failed and not r.stuck and r.in_both for r in runs)
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        if not ok:
+        if smoke_verdict(ok):
             return 1
     return 1 if bad or any(not r.in_both or r.stuck for r in runs) else 0
 
 
 async def run_main(args: argparse.Namespace) -> int:
     """main; with --smoke, an error is a `smoke: FAIL` too (after its traceback)."""
-    if not args.smoke:
-        return await main(args)
-    try:
-        return await main(args)
-    except Exception:
-        traceback.print_exc()
-        print("smoke: FAIL")
-        return 1
+    return await (smoke_or_fail(lambda: main(args)) if args.smoke else main(args))
 
 
 def parse_args() -> argparse.Namespace:

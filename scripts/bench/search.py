@@ -96,7 +96,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import NEO4J_JMX_MEMORY, pct  # noqa: E402
-from scripts.bench.procs import free_port, stop, wait_port  # noqa: E402
+from scripts.bench.procs import free_port, smoke_verdict, stop, wait_port  # noqa: E402
 
 PROJECTS = tuple(f"proj-{i}" for i in range(5))
 GLOBAL_CATEGORIES = ("preference", "technical_skill", "decision", "workflow", "personal_fact", "interaction")
@@ -825,8 +825,7 @@ async def main(args: argparse.Namespace) -> int:
         paths = {c.path for c in cells}
         ok = (len(cells) == 5 and {"vector-only (in-process)", "merged, cold (HTTP /v1/search)"} <= paths
               and all(len(c.latencies_ms) == args.requests and not c.errors and c.wall_s > 0 for c in cells))
-        print(f"smoke: {'OK' if ok else 'FAIL'}")
-        return 0 if ok else 1
+        return smoke_verdict(ok)
     return 1 if any(c.errors for c in cells) else 0
 
 

@@ -66,9 +66,7 @@ import argparse
 import asyncio
 import contextlib
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -94,8 +92,7 @@ from scripts.bench.common import (  # noqa: E402
     fetch_retrying,
     pct,
 )
-from scripts.bench.procs import stack_env, start_service  # noqa: E402
-from scripts.bench.procs import stop as stop_service  # noqa: E402
+from scripts.bench.procs import smoke_against_service  # noqa: E402
 
 RAW_TEMPLATES = (
     "{p1} met {p2} in {place} to talk about {tool}",
@@ -863,31 +860,16 @@ async def soak(args: argparse.Namespace) -> tuple[int, State]:
 
 async def smoke(args: argparse.Namespace) -> int:
     """--smoke: the soak against a `python -m service` of its own on the test stack, then the verdict."""
-    work = Path(tempfile.mkdtemp(prefix="bench-soak-smoke-"))
-    ok = False
-    try:
-        env = stack_env(work / "data", f"bench:soak-smoke:{uuid.uuid4().hex[:8]}", LLM_PROVIDER="offline",
-                        LOG_LEVEL="WARNING", DEDUP_CRON_ENABLED="false")
-        proc, port = await asyncio.to_thread(start_service, env, work / "service.log")
-        try:
-            args.url = f"http://127.0.0.1:{port}"
-            code, state = await soak(args)
-        finally:
-            await asyncio.to_thread(stop_service, proc)
+    async def run(url: str, _work: Path) -> bool:
+        args.url = url
+        code, state = await soak(args)
         writes = [t for t in state.tasks.values() if t.kind in WRITE_KINDS]
         done = [t.done_at for t in writes if t.status == "completed" and t.done_at is not None]
         span = max(done, default=0.0) - min((t.accepted for t in writes), default=0.0)
-        ok = (code == 0 and state.write_requests == args.n and len(writes) == args.n and len(done) == args.n
-              and span > 0 and len(done) / span > 0)
-    except (RuntimeError, OSError) as exc:  # the service did not start
-        print(f"error: {type(exc).__name__}: {exc}")
-    finally:
-        log = work / "service.log"
-        if not ok and log.exists():
-            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+        return (code == 0 and state.write_requests == args.n and len(writes) == args.n and len(done) == args.n
+                and span > 0 and len(done) / span > 0)
+
+    return await smoke_against_service("soak", run, DEDUP_CRON_ENABLED="false")
 
 
 def parse_args() -> argparse.Namespace:

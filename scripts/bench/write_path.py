@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -50,7 +48,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import HTTP_ERRORS, cpu_seconds, embedder_rate, fetch, pct  # noqa: E402
-from scripts.bench.procs import stack_env, start_service, stop  # noqa: E402
+from scripts.bench.procs import smoke_against_service  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -315,30 +313,15 @@ async def bench(args: argparse.Namespace) -> tuple[int, dict[str, dict[str, obje
 
 async def smoke(args: argparse.Namespace) -> int:
     """--smoke: the bench against a `python -m service` of its own on the test stack, then the verdict."""
-    work = Path(tempfile.mkdtemp(prefix="bench-write-path-smoke-"))
-    ok = False
-    try:
-        proc, port = await asyncio.to_thread(
-            start_service, stack_env(work / "data", f"bench:write-path-smoke:{uuid.uuid4().hex[:8]}",
-                                     LLM_PROVIDER="offline", LOG_LEVEL="WARNING"), work / "service.log")
-        try:
-            args.url = [f"smoke=http://127.0.0.1:{port}"]
-            code, results, emb_rate = await bench(args)
-        finally:
-            await asyncio.to_thread(stop, proc)
+    async def run(url: str, _work: Path) -> bool:
+        args.url = [f"smoke={url}"]
+        code, results, emb_rate = await bench(args)
         figures = results.get("smoke", {})
-        ok = (code == 0 and figures.get("accepted") == args.n and figures.get("completed") == args.n
-              and figures.get("memories_stored") == args.n and float(str(figures.get("accepted_per_s", 0))) > 0
-              and float(str(figures.get("worker_memories_per_s", 0))) > 0 and emb_rate > 0)
-    except (RuntimeError, OSError) as exc:  # the service did not start
-        print(f"error: {type(exc).__name__}: {exc}")
-    finally:
-        log = work / "service.log"
-        if not ok and log.exists():
-            print("last lines of the service log:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"smoke: {'OK' if ok else 'FAIL'}")
-    return 0 if ok else 1
+        return (code == 0 and figures.get("accepted") == args.n and figures.get("completed") == args.n
+                and figures.get("memories_stored") == args.n and float(str(figures.get("accepted_per_s", 0))) > 0
+                and float(str(figures.get("worker_memories_per_s", 0))) > 0 and emb_rate > 0)
+
+    return await smoke_against_service("write-path", run)
 
 
 def _fmt(value: object) -> str:
