@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, SearchDep
 from service.api.security import CallerDep
-from service.api.turn import ChatTurn, chat_turn
+from service.memory.turn import ChatTurn, chat_turn
 from service.core.sensitivity import lowered
 from service.schemas.search import SearchRequest, SearchResponse
 
