@@ -8,10 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import RunsDep, SearchDep
 from service.api.params import OptionalUserQuery, ProjectPath, SessionQuery
 from service.api.security import CallerDep
-from service.runs.lessons import HEADING, ContextWithLessons, lesson_line
+from service.runs.lessons import HEADING, lesson_line
+from service.runs.schemas import ContextWithLessons
 from service.schemas.memories import ContextResponse, ContextSection
 from service.search.context_format import render_markdown
 
@@ -43,7 +46,7 @@ async def _context(
     return ContextWithLessons(**ctx.model_dump(), lessons=found)
 
 
-@router.get("/global", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
+@on(router, routes.GLOBAL_CONTEXT, responses={200: {"content": {"text/markdown": {}}}})
 async def global_context(
     search: SearchDep, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None, format: Format = "json",
     max_chars: MaxChars = None, max_tokens: MaxTokens = None, query: ContextQuery = None,
@@ -52,7 +55,7 @@ async def global_context(
     return await _context(search, runs, caller.user(user_id), None, format, max_chars, max_tokens, query, session_id)
 
 
-@router.get("/{project_id}", response_model=ContextWithLessons, responses={200: {"content": {"text/markdown": {}}}})
+@on(router, routes.PROJECT_CONTEXT, responses={200: {"content": {"text/markdown": {}}}})
 async def project_context(
     search: SearchDep,
     runs: RunsDep,

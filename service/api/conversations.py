@@ -7,19 +7,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import ConversationIntakeDep, ConversationsDep, DepsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import PAGE, IdQuery, OptionalUserQuery, PageLimit, PairCursor
 from service.api.security import CallerDep
-from service.conversations.schemas import (
+from service.core.domain import ID_PATTERN
+from service.schemas.conversations import (
     MessagePage,
     MessageSearchRequest,
     MessageSearchResponse,
     SessionPage,
     SessionSummary,
 )
-from service.core.domain import ID_PATTERN
 from service.schemas.memories import AcceptedResponse
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -28,21 +30,21 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 SessionId = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
-@router.get("", response_model=SessionPage)
+@on(router, routes.SESSIONS)
 async def list_sessions(conversations: ConversationsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                         project_id: IdQuery = None, limit: PageLimit = PAGE, cursor: PairCursor = None) -> SessionPage:
     """The user's sessions, most recently written first, with message counts and times."""
     return await conversations.list_sessions(caller.user(user_id), project_id, limit, cursor)
 
 
-@router.post("/search", response_model=MessageSearchResponse)
+@on(router, routes.SEARCH_MESSAGES)
 async def search_messages(req: MessageSearchRequest, conversations: ConversationsDep,
                           caller: CallerDep) -> MessageSearchResponse:
     """Messages by their words (full text), the current `session_id`'s first."""
     return await conversations.search(req, caller.user(req.user_id))
 
 
-@router.get("/{session_id}", response_model=MessagePage, responses=responses(404))
+@on(router, routes.MESSAGES, responses=responses(404))
 async def session_messages(session_id: SessionId, conversations: ConversationsDep, caller: CallerDep,
                            user_id: OptionalUserQuery = None, limit: PageLimit = PAGE,
                            cursor: PairCursor = None) -> MessagePage:
@@ -50,7 +52,7 @@ async def session_messages(session_id: SessionId, conversations: ConversationsDe
     return await conversations.messages(caller.user(user_id), session_id, limit, cursor)
 
 
-@router.get("/{session_id}/summary", response_model=SessionSummary, responses=responses(404))
+@on(router, routes.SUMMARY, responses=responses(404))
 async def session_summary(session_id: SessionId, conversations: ConversationsDep, caller: CallerDep,
                           user_id: OptionalUserQuery = None,
                           sentences: Annotated[int, Query(ge=1, le=20)] = 5) -> SessionSummary:
@@ -59,7 +61,7 @@ async def session_summary(session_id: SessionId, conversations: ConversationsDep
     return await conversations.summary(caller.user(user_id), session_id, sentences)
 
 
-@router.delete("/{session_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.DELETE_SESSION, responses=responses(404))
 async def delete_session(session_id: SessionId, conversations: ConversationIntakeDep, deps: DepsDep, caller: CallerDep,
                          user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None
                          ) -> AcceptedResponse:

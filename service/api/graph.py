@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import CurationDep, GraphReadsDep, IntakeDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, remembered
@@ -25,13 +27,13 @@ router = APIRouter(prefix="/v1/graph", tags=["graph"])
 
 
 
-@router.post("/search", response_model=GraphSearchResponse)
+@on(router, routes.GRAPH_SEARCH)
 async def graph_search(req: GraphSearchRequest, graph: GraphReadsDep, caller: CallerDep) -> GraphSearchResponse:
     with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
         return await graph.graph_search(req, caller.user(req.user_id))
 
 
-@router.get("/nodes", response_model=GraphPage)
+@on(router, routes.GRAPH_NODES)
 async def nodes(
     graph: GraphReadsDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: Cursor = None,
@@ -40,7 +42,7 @@ async def nodes(
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/edges", response_model=GraphPage)
+@on(router, routes.GRAPH_EDGES)
 async def edges(
     graph: GraphReadsDep,
     caller: CallerDep,
@@ -54,7 +56,7 @@ async def edges(
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/episodes", response_model=GraphPage)
+@on(router, routes.GRAPH_EPISODES)
 async def episodes(
     graph: GraphReadsDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: Cursor = None,
@@ -63,13 +65,13 @@ async def episodes(
     return GraphPage(items=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/stats", response_model=GraphStats)
+@on(router, routes.GRAPH_STATS)
 async def stats(curation: CurationDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                 project_id: GraphProjectQuery = None) -> GraphStats:
     return await curation.graph_stats(caller.user(user_id), project_id)
 
 
-@router.get("/duplicates", response_model=DuplicatePage)
+@on(router, routes.DUPLICATES)
 async def duplicates(
     curation: CurationDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None,
     limit: PageLimit = PAGE, cursor: PairCursor = None,
@@ -78,7 +80,7 @@ async def duplicates(
     return await curation.list_duplicates(caller.user(user_id), project_id, limit, cursor)
 
 
-@router.post("/duplicates/review", response_model=EntityChange, responses=responses(404, 409))
+@on(router, routes.REVIEW, responses=responses(404, 409))
 async def review(req: ReviewRequest, curation: CurationDep, intake: IntakeDep, caller: CallerDep,
                  idempotency_key: IdempotencyKey = None) -> EntityChange:
     """confirm=true merges source into target; confirm=false rejects the pair (never proposed again)."""
@@ -88,7 +90,7 @@ async def review(req: ReviewRequest, curation: CurationDep, intake: IntakeDep, c
                             EntityChange)
 
 
-@router.post("/entities/merge", response_model=EntityChange, responses=responses(404, 409))
+@on(router, routes.MERGE, responses=responses(404, 409))
 async def merge(req: MergeRequest, curation: CurationDep, intake: IntakeDep, caller: CallerDep,
                 idempotency_key: IdempotencyKey = None) -> EntityChange:
     """Merge source into target (same user, same group, compatible types); idempotent, undone by unmerge."""
@@ -98,7 +100,7 @@ async def merge(req: MergeRequest, curation: CurationDep, intake: IntakeDep, cal
                             EntityChange)
 
 
-@router.post("/entities/{entity_id}/unmerge", response_model=EntityChange, responses=responses(404, 409))
+@on(router, routes.UNMERGE, responses=responses(404, 409))
 async def unmerge(entity_id: EntityId, req: UnmergeRequest, curation: CurationDep, intake: IntakeDep,
                   caller: CallerDep, idempotency_key: IdempotencyKey = None) -> EntityChange:
     user = caller.user(req.user_id)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import GraphFactsDep, GraphIntakeDep, IntakeDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
@@ -32,7 +34,7 @@ NameQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
 EntityIdQuery = Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 
 
-@router.post("/entities", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_ENTITY)
 async def write_entity(req: EntityWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
                        idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """An entity through the resolution gate. 202; the task's result has `resolution` (merged | pending | created
@@ -42,7 +44,7 @@ async def write_entity(req: EntityWrite, graph: GraphIntakeDep, intake: IntakeDe
     return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_entity(req, user))
 
 
-@router.post("/relations", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_RELATION)
 async def write_relation(req: RelationWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
                          idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """A relation between two entities given by id or name (names resolved through the gate). 202."""
@@ -51,7 +53,7 @@ async def write_relation(req: RelationWrite, graph: GraphIntakeDep, intake: Inta
     return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_relation(req, user))
 
 
-@router.post("/facts", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_FACT)
 async def write_fact(req: FactWrite, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
                      idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """A subject-predicate-object fact; a single-valued predicate supersedes the subject's older fact. 202."""
@@ -60,7 +62,7 @@ async def write_fact(req: FactWrite, graph: GraphIntakeDep, intake: IntakeDep, c
     return await once(intake, caller, user, idempotency_key, fp, lambda: graph.submit_relation(req, user))
 
 
-@router.get("/facts", response_model=EntityFactsPage, responses=responses(404))
+@on(router, routes.FACTS, responses=responses(404))
 async def facts_by_name(
     graph: GraphFactsDep, caller: CallerDep, name: NameQuery = None, entity_id: EntityIdQuery = None,
     user_id: OptionalUserQuery = None, project_id: GraphProjectQuery = None, include_history: bool = True,
@@ -71,7 +73,7 @@ async def facts_by_name(
                                     include_history=include_history, limit=limit, cursor=cursor)
 
 
-@router.get("/entities/{entity_id}/facts", response_model=EntityFactsPage, responses=responses(404))
+@on(router, routes.ENTITY_FACTS, responses=responses(404))
 async def entity_facts(
     entity_id: EntityId, graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
     include_history: bool = True, limit: PageLimit = PAGE, cursor: Cursor = None,
@@ -81,21 +83,21 @@ async def entity_facts(
                                     include_history=include_history, limit=limit, cursor=cursor)
 
 
-@router.post("/query", response_model=FactPage)
+@on(router, routes.QUERY_GRAPH)
 async def query(req: GraphQuery, graph: GraphFactsDep, caller: CallerDep) -> FactPage:
     """Typed relations: subject / subject_type / predicate / object / object_type, valid at as_of. Paged."""
     with lowered(req.max_sensitivity):  # the body's own ceiling, below the key's
         return await graph.query(req, caller.user(req.user_id))
 
 
-@router.get("/communities", response_model=CommunityPage)
+@on(router, routes.COMMUNITIES)
 async def communities(graph: GraphFactsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                       limit: PageLimit = PAGE, cursor: Cursor = None) -> CommunityPage:
     """The user's entity communities (as the last rebuild grouped them), biggest first, with live members."""
     return await graph.communities(caller.user(user_id), limit, cursor)
 
 
-@router.post("/communities/rebuild", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.REBUILD_COMMUNITIES)
 async def rebuild_communities(req: CommunityRebuild, graph: GraphIntakeDep, intake: IntakeDep, caller: CallerDep,
                               idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Group the user's entities into communities now (a daily cron does it for every user). 202; poll."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import IntakeDep, MemoriesDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
@@ -16,7 +18,7 @@ from service.tasks.status import TaskResponse
 router = APIRouter(prefix="/memories", tags=["legacy (deprecated)"])
 
 
-@router.post("/async", response_model=AcceptedResponse, deprecated=True)
+@on(router, routes.LEGACY_ADD)
 async def legacy_conversation(
     req: ConversationRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
@@ -28,7 +30,7 @@ async def legacy_conversation(
     return AcceptedResponse(task_id=accepted.task_id, poll_url=f"/memories/status/{accepted.task_id}")
 
 
-@router.get("/status/{task_id}", response_model=TaskResponse, deprecated=True, responses=responses(404))
+@on(router, routes.LEGACY_TASK, responses=responses(404))
 async def legacy_status(task_id: TaskId, memories: MemoriesDep, caller: CallerDep) -> TaskResponse:
     """Deprecated: `GET /v1/memories/status/{task_id}`."""
     return await memories.task_status(task_id, caller.user_filter(None))

@@ -7,6 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import DepsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, remembered
@@ -30,7 +32,7 @@ router = APIRouter(prefix="/v1/maintenance", tags=["maintenance"])
 
 
 
-@router.post("/dedup", status_code=202, response_model=DedupAccepted)
+@on(router, routes.DEDUP)
 async def start_dedup(
     deps: DepsDep, caller: CallerDep, req: Annotated[DedupRequest | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
@@ -44,7 +46,7 @@ async def start_dedup(
                             lambda: deps.maintenance.submit_dedup(body), DedupAccepted)
 
 
-@router.post("/reconcile", status_code=202, response_model=ReconcileAccepted)
+@on(router, routes.RECONCILE)
 async def start_reconcile(
     deps: DepsDep, caller: CallerDep, req: Annotated[ReconcileRequest | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
@@ -58,7 +60,7 @@ async def start_reconcile(
                             lambda: deps.maintenance.submit_reconcile(body), ReconcileAccepted)
 
 
-@router.post("/reembed", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.REEMBED)
 async def start_reembed(
     deps: DepsDep, caller: CallerDep, req: Annotated[ReembedRequest | None, Body()] = None,
     idempotency_key: IdempotencyKey = None,
@@ -78,7 +80,7 @@ async def start_reembed(
     return await remembered(deps.intake, caller, body.user_id, idempotency_key, fp, submit, AcceptedResponse)
 
 
-@router.post("/optimize", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.OPTIMIZE)
 async def optimize(deps: DepsDep, caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Build the vector index now, as a task (the worker also does it every 10 minutes once OPTIMIZE_MIN_UNINDEXED
     points are outside it). 202 with the task id; the task's `result` is the build's report (`backend`, `changed`,
@@ -95,7 +97,7 @@ async def optimize(deps: DepsDep, caller: CallerDep, idempotency_key: Idempotenc
     return await remembered(deps.intake, caller, None, idempotency_key, fp, submit, AcceptedResponse)
 
 
-@router.get("/runs", response_model=MaintenanceRunPage)
+@on(router, routes.MAINTENANCE_RUNS)
 async def list_runs(
     deps: DepsDep, caller: CallerDep, limit: PageLimit = PAGE,
     cursor: Annotated[str | None, Query(max_length=8, pattern=r"^[0-9]+$")] = None,
@@ -108,7 +110,7 @@ async def list_runs(
     return MaintenanceRunPage(items=page, next_cursor=str(start + limit) if len(runs) > start + limit else None)
 
 
-@router.get("/runs/{run_id}", response_model=DedupRunReport, responses=responses(404))
+@on(router, routes.MAINTENANCE_RUN, responses=responses(404))
 async def get_run(run_id: RunId, deps: DepsDep, caller: CallerDep) -> DedupRunReport:
     """One run: start/end, status, and per user and phase (exact, near) the memories scanned, groups
     found, memories removed (ids), graph edges expired and errors."""

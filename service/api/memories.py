@@ -6,6 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import IntakeDep, MemoriesDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
@@ -38,7 +40,7 @@ router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 
 
-@router.post("", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_CONVERSATION)
 async def create_memories(
     req: ConversationRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
@@ -48,7 +50,7 @@ async def create_memories(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_conversation(req, user))
 
 
-@router.post("/raw", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_RAW)
 async def create_raw_memory(
     req: RawMemoryRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
@@ -58,7 +60,7 @@ async def create_raw_memory(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_raw(req, user))
 
 
-@router.post("/raw/batch", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.ADD_RAW_BATCH)
 async def create_raw_memories(
     req: RawBatchRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
@@ -70,14 +72,14 @@ async def create_raw_memories(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_raw_batch(req, user))
 
 
-@router.get("/status/{task_id}", response_model=TaskResponse, responses=responses(404))
+@on(router, routes.MEMORY_TASK, responses=responses(404))
 async def task_status(
     task_id: TaskId, memories: MemoriesDep, caller: CallerDep,
 ) -> TaskResponse:
     return await memories.task_status(task_id, caller.user_filter(None))
 
 
-@router.get("", response_model=MemoryPage)
+@on(router, routes.LIST_MEMORIES)
 async def list_memories(
     memories: MemoriesDep,
     caller: CallerDep,
@@ -100,7 +102,7 @@ async def list_memories(
     )
 
 
-@router.post("/delete", status_code=202, response_model=AcceptedResponse)
+@on(router, routes.DELETE_MANY)
 async def bulk_delete(
     req: BulkDeleteRequest, intake: IntakeDep, caller: CallerDep, idempotency_key: IdempotencyKey = None
 ) -> AcceptedResponse:
@@ -110,14 +112,14 @@ async def bulk_delete(
     return await once(intake, caller, user, idempotency_key, fp, lambda: intake.submit_bulk_delete(req, user))
 
 
-@router.get("/{memory_id}", response_model=MemoryRecord, responses=responses(404))
+@on(router, routes.GET_MEMORY, responses=responses(404))
 async def get_memory(
     memory_id: MemoryId, memories: MemoriesDep, caller: CallerDep, user_id: OwnerQuery = None
 ) -> MemoryRecord:
     return await memories.get_memory(memory_id, caller.user_filter(user_id))
 
 
-@router.put("/{memory_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.UPDATE_MEMORY, responses=responses(404))
 async def update_memory(
     memory_id: MemoryId, req: UpdateMemoryRequest, intake: IntakeDep, caller: CallerDep,
     idempotency_key: IdempotencyKey = None,
@@ -128,7 +130,7 @@ async def update_memory(
     return await once(intake, caller, owner, idempotency_key, fp, lambda: intake.submit_update(memory_id, req, owner))
 
 
-@router.delete("/{memory_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.DELETE_MEMORY, responses=responses(404))
 async def delete_memory(
     memory_id: MemoryId, intake: IntakeDep, caller: CallerDep, user_id: OwnerQuery = None,
     idempotency_key: IdempotencyKey = None,

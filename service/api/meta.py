@@ -8,6 +8,8 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import DepsDep
 from service.api.errors import responses
 from service.api.security import CallerDep
@@ -20,7 +22,7 @@ from service.schemas.memories import CategoryOut, HealthResponse
 router = APIRouter(tags=["meta"])
 log = structlog.get_logger(__name__)
 
-@router.get("/v1/categories", response_model=list[CategoryOut])
+@on(router, routes.CATEGORIES)
 async def categories() -> list[CategoryOut]:
     return [
         CategoryOut(name=c.name, group=c.group, default_scope=c.default_scope, description=c.description)
@@ -28,8 +30,8 @@ async def categories() -> list[CategoryOut]:
     ]
 
 
-@router.get("/metrics", response_class=Response,
-            responses={200: {"content": {"text/plain": {}}}, **responses(401, 403)})  # its own credentials check
+@on(router, routes.METRICS, response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}, **responses(401, 403)})  # its own credentials check
 async def metrics(deps: DepsDep, request: Request) -> Response:
     """Prometheus metrics. With AUTH_MODE=keys: an admin key, or `Authorization: Bearer <METRICS_TOKEN>`."""
     if deps.settings.resolved_auth_mode == "keys":
@@ -47,7 +49,7 @@ async def metrics(deps: DepsDep, request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-@router.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+@on(router, routes.HEALTH, responses={503: {"model": HealthResponse}})
 async def health(deps: DepsDep, caller: CallerDep) -> JSONResponse:
     """Each dependency's check is "ok" or "down" (503 when one is down); "event_loop" and "queue" say whether the
     service is slow (200: slow is not down). The reasons (`errors`) only for an admin key, since they can name

@@ -8,6 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import ExporterDep, IntakeDep
 from service.api.idempotency import IdempotencyKey, fingerprint, once
 from service.api.params import IdQuery, OptionalUserQuery
@@ -17,8 +19,8 @@ from service.schemas.memories import AcceptedResponse
 router = APIRouter(prefix="/v1", tags=["portability"])
 
 
-@router.get("/export", response_class=StreamingResponse,
-            responses={200: {"content": {"application/x-ndjson": {}}, "description": "One JSON object per line"}})
+@on(router, routes.EXPORT, response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "One JSON object per line"}})
 async def export(
     exporter: ExporterDep, caller: CallerDep, user_id: OptionalUserQuery = None, project_id: IdQuery = None,
     include_vectors: Annotated[bool, Query(description="Also write each memory's vector")] = False,
@@ -32,11 +34,10 @@ async def export(
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.post("/import", status_code=202, response_model=AcceptedResponse,
-             openapi_extra={"requestBody": {"required": True, "description": "An export file: NDJSON, or gzip of it "
-                                            "(any content type; gzip is recognised by its magic bytes)",
-                                            "content": {"application/octet-stream": {
-                                                "schema": {"type": "string", "format": "binary"}}}}})
+@on(router, routes.IMPORT, openapi_extra={"requestBody": {
+    "required": True, "description": "An export file: NDJSON, or gzip of it (any content type; gzip is recognised by "
+                                     "its magic bytes)",
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 async def import_file(request: Request, intake: IntakeDep, caller: CallerDep,
                       idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """An export file (NDJSON, or gzip-compressed NDJSON) as the body, up to MAX_IMPORT_BYTES. It is

@@ -7,6 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import DepsDep, RunIntakeDep, RunsDep
 from service.api.errors import responses
 from service.api.idempotency import IdempotencyKey, fingerprint, once
@@ -33,7 +35,7 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 StepSeq = Annotated[int, Path(ge=0, le=MAX_SEQ)]
 
 
-@router.post("", status_code=202, response_model=RunAccepted)
+@on(router, routes.START_RUN)
 async def start_run(req: RunRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                     idempotency_key: IdempotencyKey = None) -> RunAccepted:
     """Start a run (`task`); with `steps` and `outcome` this is the one-shot write of a whole trace. The answer
@@ -44,7 +46,7 @@ async def start_run(req: RunRequest, runs: RunIntakeDep, deps: DepsDep, caller: 
     return RunAccepted(task_id=accepted.task_id, poll_url=accepted.poll_url, run_id=req.run_id or accepted.task_id)
 
 
-@router.get("", response_model=RunPage)
+@on(router, routes.LIST_RUNS)
 async def list_runs(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                     session_id: SessionQuery = None, project_id: IdQuery = None, limit: PageLimit = PAGE,
                     cursor: PairCursor = None) -> RunPage:
@@ -52,14 +54,14 @@ async def list_runs(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery
     return await runs.list_runs(caller.user(user_id), session_id, project_id, limit, cursor)
 
 
-@router.post("/search", response_model=RunSearchResponse)
+@on(router, routes.SEARCH_RUNS)
 async def search_runs(req: RunSearchRequest, runs: RunsDep, caller: CallerDep) -> RunSearchResponse:
     """Past runs by task and summary, and by their tool calls (tool, arguments, error, error kind): dense and
     lexical, fused; filters on outcome, tool and error kind."""
     return await runs.search(req, caller.user(req.user_id))
 
 
-@router.get("/stats", response_model=RunStats)
+@on(router, routes.RUN_STATS)
 async def run_stats(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None,
                     project_id: IdQuery = None) -> RunStats:
     """How many runs, the success rate of the completed ones, failed tool calls by tool, failed runs by error
@@ -67,14 +69,14 @@ async def run_stats(runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery
     return await runs.stats(caller.user(user_id), project_id)
 
 
-@router.get("/{run_id}", response_model=RunOut, responses=responses(404))
+@on(router, routes.GET_RUN, responses=responses(404))
 async def get_run(run_id: RunId, runs: RunsDep, caller: CallerDep, user_id: OptionalUserQuery = None) -> RunOut:
     """The run with its steps in `seq` order, each with its tool calls in order, whatever order they were
     written in."""
     return await runs.get_run(run_id, caller.user(user_id))
 
 
-@router.delete("/{run_id}", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.DELETE_RUN, responses=responses(404))
 async def delete_run(run_id: RunId, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                      user_id: OptionalUserQuery = None, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """Erase the run, its steps and tool calls."""
@@ -83,7 +85,7 @@ async def delete_run(run_id: RunId, runs: RunIntakeDep, deps: DepsDep, caller: C
     return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_delete(run_id, user))
 
 
-@router.post("/{run_id}/steps", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.ADD_STEP, responses=responses(404))
 async def add_step(run_id: RunId, req: StepRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                    idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """One step (`seq`, `action`, `thought`, optionally its tool calls)."""
@@ -92,8 +94,7 @@ async def add_step(run_id: RunId, req: StepRequest, runs: RunIntakeDep, deps: De
     return await once(deps.intake, caller, user, idempotency_key, fp, lambda: runs.submit_step(run_id, req, user))
 
 
-@router.post("/{run_id}/steps/{seq}/tool-calls", status_code=202, response_model=AcceptedResponse,
-             responses=responses(404))
+@on(router, routes.ADD_TOOL_CALL, responses=responses(404))
 async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs: RunIntakeDep, deps: DepsDep,
                         caller: CallerDep, idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """A tool call of step `seq`: arguments and result are redacted and bounded before they are queued. Two
@@ -104,7 +105,7 @@ async def add_tool_call(run_id: RunId, seq: StepSeq, req: ToolCallRequest, runs:
                       lambda: runs.submit_tool_call(run_id, seq, req, user))
 
 
-@router.post("/{run_id}/complete", status_code=202, response_model=AcceptedResponse, responses=responses(404))
+@on(router, routes.COMPLETE_RUN, responses=responses(404))
 async def complete_run(run_id: RunId, req: CompleteRequest, runs: RunIntakeDep, deps: DepsDep, caller: CallerDep,
                        idempotency_key: IdempotencyKey = None) -> AcceptedResponse:
     """The run's outcome: `success`, `summary`, `error_kind`."""

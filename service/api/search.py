@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import ConversationsDep, EntitySearchDep, RunsDep, SearchDep
 from service.api.security import CallerDep
-from service.memory.turn import ChatTurn, chat_turn
 from service.core.sensitivity import lowered
+from service.memory.turn import chat_turn
 from service.schemas.search import SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
 
-@router.post("/search", response_model=ChatTurn)
+@on(router, routes.SEARCH)
 async def search(req: SearchRequest, search: SearchDep, runs: RunsDep, conversations: ConversationsDep,
                  entities: EntitySearchDep, caller: CallerDep) -> SearchResponse:
     user = caller.user(req.user_id)

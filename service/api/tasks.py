@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service import routes
+from service.api.declared import on
 from service.api.deps import MemoriesDep
 from service.api.errors import responses
 from service.api.params import TaskId
@@ -14,7 +16,7 @@ from service.tasks.status import TaskResponse
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
 
-@router.get("/{task_id}", response_model=TaskResponse, responses=responses(404))
+@on(router, routes.TASK, responses=responses(404))
 async def task(task_id: TaskId, memories: MemoriesDep, caller: CallerDep) -> TaskResponse:
     """A task's state (queued, processing, completed, failed), its `progress` while a long one runs, and its
     `result` or `error`. A task of another user is unknown (404)."""

@@ -26,11 +26,11 @@ from service.client.call import (
 )
 from service.client.routes import Routes
 from service.runs.schemas import (
-    SearchWithReasoning,
+    ChatTurn,
+    ContextWithLessons,
 )
 from service.schemas.memories import (
     AcceptedResponse,
-    ContextResponse,
     HealthResponse,
     MemoryPage,
     MemoryRecord,
@@ -137,10 +137,10 @@ class AsyncMemoryClient:
     async def delete(self, memory_id: str, *, user_id: str | None = None) -> AsyncAccepted:
         return await self._accepted(Routes.delete(await self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
-    async def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> SearchWithReasoning:
+    async def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> ChatTurn:
         return await self.send(Routes.search(query, user_id=user_id, **fields))
 
-    async def context(self, project_id: str | None = None, *, user_id: str | None = None) -> ContextResponse:
+    async def context(self, project_id: str | None = None, *, user_id: str | None = None) -> ContextWithLessons:
         return await self.send(Routes.context(project_id, user_id=user_id))
 
     async def health(self) -> HealthResponse:

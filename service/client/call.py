@@ -10,6 +10,8 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from service.routes import Route
+
 T = TypeVar("T")
 RETRIES = 4  # retries after the first attempt, for transport errors and 503
 BACKOFF_S = 0.25  # doubled per retry, at most MAX_BACKOFF_S
@@ -94,11 +96,16 @@ class Call(Generic[T]):
     content: bytes | None = None
     accept: tuple[int, ...] = ()  # error statuses whose body is still the answer (/health's 503)
     idempotency_key: str | None = None
+    writes: bool = False  # sent with an Idempotency-Key (one per call, kept across its retries)
 
-    @property
-    def writes(self) -> bool:
-        return self.method in ("POST", "PUT", "DELETE", "PATCH") and not (
-            self.path.endswith("/search") or self.path == "/v1/graph/query")
+    @classmethod
+    def to(cls, route: Route[T], *, params: dict[str, Any] | None = None,
+           body: BaseModel | dict[str, Any] | None = None, content: bytes | None = None,
+           accept: tuple[int, ...] = (), text: bool = False, **path: object) -> Call[T]:
+        """A request of the declared `route` (service/routes.py); `path` fills its path parameters, `text` reads the
+        answer as text (a markdown format of a JSON route)."""
+        return cls(route.method, route.url(**path), None if text else route.answer, params or {}, body, content,
+                   accept, writes=route.writes)
 
     def request(self, key: str | None) -> dict[str, Any]:
         headers = {"Idempotency-Key": key} if key else {}

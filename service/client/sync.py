@@ -27,11 +27,11 @@ from service.client.call import (
 )
 from service.client.routes import Routes
 from service.runs.schemas import (
-    SearchWithReasoning,
+    ChatTurn,
+    ContextWithLessons,
 )
 from service.schemas.memories import (
     AcceptedResponse,
-    ContextResponse,
     HealthResponse,
     MemoryPage,
     MemoryRecord,
@@ -150,10 +150,10 @@ class MemoryClient:
     def delete(self, memory_id: str, *, user_id: str | None = None) -> Accepted:
         return self._accepted(Routes.delete(self.resolve(memory_id, user_id=user_id), user_id=user_id))
 
-    def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> SearchWithReasoning:
+    def search(self, query: str, *, user_id: str | None = None, **fields: Any) -> ChatTurn:
         return self.send(Routes.search(query, user_id=user_id, **fields))
 
-    def context(self, project_id: str | None = None, *, user_id: str | None = None) -> ContextResponse:
+    def context(self, project_id: str | None = None, *, user_id: str | None = None) -> ContextWithLessons:
         return self.send(Routes.context(project_id, user_id=user_id))
 
     def health(self) -> HealthResponse:

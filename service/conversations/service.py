@@ -7,7 +7,9 @@ from typing import Any
 
 import structlog
 
-from service.conversations.schemas import (
+from service.conversations.summary import SessionSummarizer, summarise
+from service.core.errors import NotFound, ServiceError
+from service.schemas.conversations import (
     MessageHit,
     MessageOut,
     MessagePage,
@@ -18,8 +20,6 @@ from service.conversations.schemas import (
     SessionSummary,
     SummarySentence,
 )
-from service.conversations.summary import SessionSummarizer, summarise
-from service.core.errors import NotFound, ServiceError
 from service.stores.tiers import ConversationStore
 
 log = structlog.get_logger(__name__)

@@ -61,9 +61,10 @@ class ApiBackend:
         await self._client.aclose()
 
     async def call(self, op: Operation[Req, Resp], req: Req) -> Resp:
-        path, fields = op.route(req)
-        call: Call[Resp] = Call(op.method, path, op.response, params=fields if op.method == "GET" else {},
-                                body=fields if op.method != "GET" else None)
+        route, path, fields = op.route(req)
+        query = route.method == "GET"
+        call: Call[Resp] = Call(route.method, path, op.response, params=fields if query else {},
+                                body=None if query else fields, writes=route.writes)
         try:
             return await self._client.send(call)
         except ClientError as exc:

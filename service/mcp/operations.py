@@ -1,19 +1,19 @@
 """What the MCP tools ask of the memory service: each operation declared once, with the call the API process makes
-(`Operation.local`, on the parts `Local` holds) and the REST route that wraps the same call. A `MemoryBackend` runs
-an operation one way or the other (service/mcp/backend.py).
+(`Operation.local`, on the parts `Local` holds) and the REST route that wraps the same call (declared in
+service/routes.py). A `MemoryBackend` runs an operation one way or the other (service/mcp/backend.py).
 """
 
 from __future__ import annotations
 
-import string
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from service import routes
 from service.core.domain import ListOrder
+from service.routes import Route
 from service.runs.schemas import (
     CompleteRequest,
     RunAccepted,
@@ -105,19 +105,19 @@ class Local:
 
 @dataclass(frozen=True)
 class Operation(Generic[Req, Resp]):
-    response: type[Resp]
+    response: type[Resp]  # the answer as the tool reads it: the route's answer model or a base of it
     local: Callable[[Local, Req], Awaitable[Resp]]  # in the API process, under the caller's tenant rules
-    method: Literal["GET", "POST", "PUT"]  # the REST route: GET sends the request as query parameters, else JSON
-    path: str | Callable[[Req], str]  # a template of the request's fields ("{task_id}"), or a function of it
+    rest: tuple[Route[Any], ...]  # its REST route (service/routes.py): the first whose path parameters `req` has
 
-    def route(self, req: Req) -> tuple[str, dict[str, Any]]:
-        """The REST path of `req`, and the fields it does not carry."""
+    def route(self, req: Req) -> tuple[Route[Any], str, dict[str, Any]]:
+        """The REST route of `req`, its path, and the fields the path does not carry (GET sends them as query
+        parameters, the others as the JSON body)."""
         fields = req.model_dump(mode="json", exclude_none=True)
-        if callable(self.path):
-            return self.path(req), fields
-        named = {name for _, name, _, _ in string.Formatter().parse(self.path) if name}
-        path = self.path.format_map({n: quote(str(fields[n]), safe="") for n in named})
-        return path, {k: v for k, v in fields.items() if k not in named}
+        for route in self.rest:
+            named = {name: getattr(req, name, None) for name in route.params}
+            if all(value is not None for value in named.values()):
+                return route, route.url(**named), {k: v for k, v in fields.items() if k not in named}
+        raise ValueError(f"{type(req).__name__} lacks the path parameters of {[r.path for r in self.rest]}")
 
 
 def for_user(
@@ -127,56 +127,49 @@ def for_user(
     return lambda on, req: method(on)(req, on.caller.user(getattr(req, "user_id", None)))
 
 
-def _context_path(req: ContextQuery) -> str:
-    return f"/v1/context/{quote(req.project_id, safe='') if req.project_id else 'global'}"
-
-
-SEARCH = Operation(SearchResponse, for_user(lambda on: on.search.search), "POST", "/v1/search")
-GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.graph_reads.graph_search), "POST",
-                         "/v1/graph/search")
-SUBMIT_RAW = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw), "POST", "/v1/memories/raw")
-SUBMIT_RAW_BATCH = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw_batch), "POST",
-                             "/v1/memories/raw/batch")
-SUBMIT_CONVERSATION = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_conversation), "POST",
-                                "/v1/memories")
-SUBMIT_BULK_DELETE = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_bulk_delete), "POST",
-                               "/v1/memories/delete")
-REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.curation.review_duplicate), "POST",
-                             "/v1/graph/duplicates/review")
-MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.curation.merge_entities), "POST",
-                           "/v1/graph/entities/merge")
+SEARCH = Operation(SearchResponse, for_user(lambda on: on.search.search), (routes.SEARCH,))
+GRAPH_SEARCH = Operation(GraphSearchResponse, for_user(lambda on: on.graph_reads.graph_search), (routes.GRAPH_SEARCH,))
+SUBMIT_RAW = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw), (routes.ADD_RAW,))
+SUBMIT_RAW_BATCH = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_raw_batch),
+                             (routes.ADD_RAW_BATCH,))
+SUBMIT_CONVERSATION = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_conversation),
+                                (routes.ADD_CONVERSATION,))
+SUBMIT_BULK_DELETE = Operation(AcceptedResponse, for_user(lambda on: on.intake.submit_bulk_delete),
+                               (routes.DELETE_MANY,))
+REVIEW_DUPLICATE = Operation(EntityChange, for_user(lambda on: on.curation.review_duplicate), (routes.REVIEW,))
+MERGE_ENTITIES = Operation(EntityChange, for_user(lambda on: on.curation.merge_entities), (routes.MERGE,))
 SUBMIT_UPDATE = Operation[UpdateQuery, AcceptedResponse](
     AcceptedResponse, lambda on, r: on.intake.submit_update(
         r.memory_id, UpdateMemoryRequest(content=r.content, category=r.category, user_id=r.user_id),
         on.caller.user_filter(r.user_id)),
-    "PUT", "/v1/memories/{memory_id}")
+    (routes.UPDATE_MEMORY,))
 TASK_STATUS = Operation[TaskQuery, TaskResponse](
     TaskResponse, lambda on, r: on.memories.task_status(r.task_id, on.caller.user_filter(None)),
-    "GET", "/v1/tasks/{task_id}")
+    (routes.TASK,))
 CONTEXT = Operation[ContextQuery, ContextResponse](
     ContextResponse, lambda on, r: on.search.context(on.caller.user(r.user_id), r.project_id, max_tokens=r.max_tokens,
-                                                     query=r.query), "GET", _context_path)
+                                                     query=r.query), (routes.PROJECT_CONTEXT, routes.GLOBAL_CONTEXT))
 LIST_MEMORIES = Operation[MemoryListQuery, MemoryPage](
     MemoryPage, lambda on, r: on.memories.list_memories(
         on.caller.user(r.user_id), scope=r.scope, category=r.category, project_id=r.project_id, agent_id=r.agent_id,
         limit=r.limit, cursor=r.cursor, include_superseded=r.include_superseded, order=r.order),
-    "GET", "/v1/memories")
+    (routes.LIST_MEMORIES,))
 LIST_DUPLICATES = Operation[DuplicateQuery, DuplicatePage](
     DuplicatePage, lambda on, r: on.curation.list_duplicates(on.caller.user(r.user_id), r.project_id, r.limit,
                                                              r.cursor),
-    "GET", "/v1/graph/duplicates")
+    (routes.DUPLICATES,))
 
 
-START_RUN = Operation(RunAccepted, for_user(lambda on: on.run_intake.submit_run), "POST", "/v1/runs")
+START_RUN = Operation(RunAccepted, for_user(lambda on: on.run_intake.submit_run), (routes.START_RUN,))
 RECORD_STEP = Operation[RunStepQuery, AcceptedResponse](
     AcceptedResponse, lambda on, r: on.run_intake.submit_step(
         r.run_id, StepRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
-    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/steps")
+    (routes.ADD_STEP,))
 COMPLETE_RUN = Operation[RunCompleteQuery, AcceptedResponse](
     AcceptedResponse, lambda on, r: on.run_intake.submit_complete(
         r.run_id, CompleteRequest.model_validate(r.model_dump()), on.caller.user(r.user_id)),
-    "POST", lambda r: f"/v1/runs/{quote(r.run_id, safe='')}/complete")
-SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), "POST", "/v1/runs/search")
+    (routes.COMPLETE_RUN,))
+SEARCH_RUNS = Operation(RunSearchResponse, for_user(lambda on: on.runs.search), (routes.SEARCH_RUNS,))
 # ---- the graph as an API (service/graph_api/, docs/graph.md) ----------------------------------------------------
 
 
@@ -188,18 +181,15 @@ class FactsQuery(BaseModel):
     limit: int = 50
 
 
-ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_entity), "POST",
-                       "/v1/graph/entities")
-ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
-                         "/v1/graph/relations")
-ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), "POST",
-                     "/v1/graph/facts")
+ADD_ENTITY = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_entity), (routes.ADD_ENTITY,))
+ADD_RELATION = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), (routes.ADD_RELATION,))
+ADD_FACT = Operation(AcceptedResponse, for_user(lambda on: on.graph_intake.submit_relation), (routes.ADD_FACT,))
 FACTS_ABOUT = Operation[FactsQuery, EntityFactsPage](
     EntityFactsPage, lambda on, r: on.graph_facts.entity_facts(
         on.caller.user(r.user_id), entity_id=None, name=r.name, project_id=r.project_id,
         include_history=r.include_history, limit=r.limit, cursor=None),
-    "GET", "/v1/graph/facts")
-QUERY_GRAPH = Operation(FactPage, for_user(lambda on: on.graph_facts.query), "POST", "/v1/graph/query")
+    (routes.FACTS,))
+QUERY_GRAPH = Operation(FactPage, for_user(lambda on: on.graph_facts.query), (routes.QUERY_GRAPH,))
 
 
 class MemoryBackend(Protocol):

@@ -14,36 +14,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from service.conversations.schemas import MessageHit, MessageSearchRequest
 from service.conversations.service import ConversationService
-from service.runs.schemas import ReasoningHit, SearchWithReasoning
+from service.runs.schemas import ChatTurn, EntityHit, ReasoningHit
 from service.runs.service import RunService
+from service.schemas.conversations import MessageHit, MessageSearchRequest
 from service.schemas.search import SearchRequest, SearchResponse
 from service.stores.graph import groups_for
 from service.stores.tiers import EntitySearch
 
 TURN_MESSAGES = 5
 TURN_ENTITIES = 5
-
-
-class EntityHit(BaseModel):
-    id: str
-    name: str
-    type: str | None = None
-    group_id: str | None = None
-    aliases: list[str] = Field(default_factory=list)
-    score: float = Field(description="1.0 = the query is the entity's name; else full-text score / the best one's")
-    mentions: int = Field(description="memories that mention it")
-    related: list[str] = Field(default_factory=list, description="names its live facts relate it to")
-
-
-class ChatTurn(SearchWithReasoning):
-    messages: list[MessageHit] | None = Field(
-        default=None, description='With include: ["messages"]: message hits, the current session\'s first.')
-    entities: list[EntityHit] | None = Field(
-        default=None, description='With include: ["entities"]: the entities the query names.')
 
 
 async def chat_turn(found: SearchResponse, req: SearchRequest, user_id: str, runs: RunService,

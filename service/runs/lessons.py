@@ -14,10 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from service.runs.schemas import Outcome
-from service.schemas.memories import ContextResponse
+from service.runs.schemas import LaterCall, Lesson, Outcome
 from service.stores.tiers import RunReadStore
 
 LESSONS = 3  # the fixed cap of lessons in a context
@@ -25,32 +22,6 @@ SCAN = 50  # runs with a failure looked at
 AFTER = 3  # successful calls after the failure kept per lesson
 HEADING = "## From earlier sessions"
 ARG_KEYS = ("command", "file_path", "path", "url", "query", "pattern", "description")
-
-
-class LaterCall(BaseModel):
-    tool: str
-    arguments: str | None = None
-    step: str | None = None
-
-
-class Lesson(BaseModel):
-    run_id: str
-    session_id: str | None = None
-    task: str | None = None
-    tool: str = Field(description="the tool whose call failed")
-    arguments: str | None = Field(default=None, description="its arguments (redacted JSON text)")
-    error: str | None = None
-    error_kind: str | None = None
-    outcome: Outcome
-    summary: str | None = Field(default=None, description="how the run ended, in the agent's words")
-    later: list[LaterCall] = Field(default_factory=list, description="successful calls after the failure")
-    resolved: bool = Field(description="the run succeeded, or a later call of the same tool went through")
-    at: str | None = None
-
-
-class ContextWithLessons(ContextResponse):
-    lessons: list[Lesson] = Field(default_factory=list,
-                                  description="failed tool calls of earlier sessions and what came after them")
 
 
 def _lesson(row: dict[str, Any]) -> Lesson:

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.core.domain import ID_PATTERN
-from service.schemas.memories import AcceptedResponse, OptionalId, TenantId
+from service.schemas.conversations import MessageHit
+from service.schemas.memories import AcceptedResponse, ContextResponse, OptionalId, TenantId
 from service.schemas.search import SearchResponse
 
 MAX_TASK_CHARS = 2000
@@ -189,3 +190,47 @@ class RunStats(BaseModel):
     failed_tool_calls: int
     failures_by_tool: dict[str, int]
     failures_by_error_kind: dict[str, int]
+
+
+class LaterCall(BaseModel):
+    tool: str
+    arguments: str | None = None
+    step: str | None = None
+
+
+class Lesson(BaseModel):
+    run_id: str
+    session_id: str | None = None
+    task: str | None = None
+    tool: str = Field(description="the tool whose call failed")
+    arguments: str | None = Field(default=None, description="its arguments (redacted JSON text)")
+    error: str | None = None
+    error_kind: str | None = None
+    outcome: Outcome
+    summary: str | None = Field(default=None, description="how the run ended, in the agent's words")
+    later: list[LaterCall] = Field(default_factory=list, description="successful calls after the failure")
+    resolved: bool = Field(description="the run succeeded, or a later call of the same tool went through")
+    at: str | None = None
+
+
+class ContextWithLessons(ContextResponse):
+    lessons: list[Lesson] = Field(default_factory=list,
+                                  description="failed tool calls of earlier sessions and what came after them")
+
+
+class EntityHit(BaseModel):
+    id: str
+    name: str
+    type: str | None = None
+    group_id: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    score: float = Field(description="1.0 = the query is the entity's name; else full-text score / the best one's")
+    mentions: int = Field(description="memories that mention it")
+    related: list[str] = Field(default_factory=list, description="names its live facts relate it to")
+
+
+class ChatTurn(SearchWithReasoning):
+    messages: list[MessageHit] | None = Field(
+        default=None, description='With include: ["messages"]: message hits, the current session\'s first.')
+    entities: list[EntityHit] | None = Field(
+        default=None, description='With include: ["entities"]: the entities the query names.')

@@ -15,6 +15,7 @@ from service.core.errors import DependencyUnavailable, NotFound
 from service.runs import lessons as lesson_rules
 from service.runs.jobs import vector_model
 from service.runs.schemas import (
+    Lesson,
     ReasoningHit,
     RunHit,
     RunOut,
@@ -136,7 +137,7 @@ class RunService:
             log.warning("lessons_warm_up_failed", error=str(exc) or type(exc).__name__)
 
     async def lessons(self, user_id: str, project_id: str | None, session_id: str | None = None,
-                      cap: int = lesson_rules.LESSONS) -> list[lesson_rules.Lesson]:
+                      cap: int = lesson_rules.LESSONS) -> list[Lesson]:
         """Failed tool calls of earlier sessions and what came after them (service/runs/lessons.py). A graph
         outage gives none (logged): the memory context does not depend on Neo4j and must not fail with it."""
         try:

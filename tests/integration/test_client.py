@@ -29,8 +29,8 @@ import pytest
 
 from scripts.bench.procs import ROOT, cli_env, free_port, stack_env, stop, wait_port
 from service.client import ApiError, AsyncMemoryClient, Call, MemoryClient, Routes
-from service.conversations.schemas import MessageSearchRequest
 from service.runs.schemas import CompleteRequest, RunRequest, RunSearchRequest, StepRequest, ToolCallRequest
+from service.schemas.conversations import MessageSearchRequest
 from service.schemas.graph_api import EntityWrite, FactWrite, GraphQuery, RelationWrite
 from tests.conftest import unique
 

@@ -1,4 +1,4 @@
-"""Response models of the conversations API (`/v1/conversations`)."""
+"""Request and response models of the conversations API (`/v1/conversations`)."""
 
 from __future__ import annotations
 
