@@ -256,17 +256,17 @@ async def build_deps(settings: Settings, vectors: VectorStore | None = None, *, 
         worker_process=settings.worker.process,
         write_embedder="child process" if child is not None else "in process",
     )
-    backlog = Backlog(tasks, outbox, kv)
+    backlog = Backlog(tasks.leases, outbox, kv)
     monitor = LoopMonitor(role, kv.note_loop)
     monitor.start()
     return Deps(
         settings=settings, redis=redis, tasks=tasks, kv=kv, vectors=vectors, graph=graph, embedder=write_embedder,
-        extractor=extractor, query_embedder=embedder, memories=MemoryReads(vectors, tasks), search=search,
+        extractor=extractor, query_embedder=embedder, memories=MemoryReads(vectors, tasks.records), search=search,
         traces=traces, curation=Curation(graph.curation), graph_reads=GraphReads(graph), backlog=backlog,
         health=HealthCheck(settings.profile, settings.neo4j.timeout_seconds, tasks, vectors, graph, backlog,
-                           write_embedder, extractor, llm, slowness=Slowness(settings.writepath, kv, tasks)),
+                           write_embedder, extractor, llm, slowness=Slowness(settings.writepath, kv, tasks.leases)),
         exporter=Exporter(vectors, graph, write_embedder),
-        intake=Intake(settings.service, settings.redis, tasks, kv, vectors, graph, outbox),
+        intake=Intake(settings.service, tasks, kv, vectors, graph, outbox),
         runs=RunService(graph.run_reads, write_embedder, embedder, settings.calibration.run_match,
                         query_vector=searcher.query_vector),
         run_intake=RunIntake(tasks, kv, graph.run_reads),

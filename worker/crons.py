@@ -66,7 +66,7 @@ async def reconcile_tick(ctx: dict[str, Any]) -> dict[str, Any] | None:
     deps: Deps = ctx["deps"]
     handlers: JobHandlers = ctx["handlers"]
     try:
-        reaped = await deps.tasks.reap(older_than_s=max(2.0 * deps.settings.redis.task_lease_seconds,
+        reaped = await deps.tasks.leases.reap(older_than_s=max(2.0 * deps.settings.redis.task_lease_seconds,
                                                         deps.settings.writepath.reconcile_grace_seconds))
         drained = await handlers.reconciler.drain()
         await drain_pending_erasures(deps.settings.redis, deps.tasks, deps.graph)  # messages, runs

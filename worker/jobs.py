@@ -63,7 +63,7 @@ async def _keep_lease(deps: Deps, task_id: str, token: str) -> None:
     for _ in range(100_000):  # bounded; cancelled when the job ends
         await asyncio.sleep(deps.settings.redis.task_lease_seconds / 3)
         with contextlib.suppress(DependencyUnavailable):
-            await deps.tasks.hold_lease(task_id, token)
+            await deps.tasks.leases.hold_lease(task_id, token)
 
 
 async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: JobKind) -> None:
@@ -83,7 +83,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         try:
             job = spec.model.model_validate(raw)
             token = uuid.uuid4().hex
-            if not await deps.tasks.mark_processing(task_id, attempt, token):  # and takes the lease
+            if not await deps.tasks.records.mark_processing(task_id, attempt, token):  # and takes the lease
                 log.warning("job_already_ended", attempt=attempt)  # a second run of an ended task: nothing to do
                 outcome, ended = "skipped", True
                 return
@@ -91,7 +91,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
             async with asyncio.timeout(deadline(settings.redis.job_timeout)):
                 result = await spec.handler(handlers)(task_id, job)
             await _stop(lease)  # the lease stays held (its TTL) until the final record drops it
-            await deps.tasks.mark_completed(task_id, result)
+            await deps.tasks.records.mark_completed(task_id, result)
             ended = True
             clock.forget(task_id)
         except Exception as exc:
@@ -111,7 +111,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         # The worker is stopping (its close cancels the running jobs; ARQ runs the job again): not one of its tries.
         outcome = "interrupted"
         with contextlib.suppress(DependencyUnavailable):
-            await asyncio.shield(deps.tasks.forgive_interruption(task_id))
+            await asyncio.shield(deps.tasks.leases.forgive_interruption(task_id))
         raise
     finally:
         JOBS.labels(kind, outcome).inc()
@@ -119,7 +119,7 @@ async def run_job(ctx: dict[str, Any], task_id: str, raw: dict[str, Any], spec: 
         await _stop(lease)
         with contextlib.suppress(DependencyUnavailable):
             if not ended:  # retried, or the final record could not be written: the reaper must see no lease
-                await deps.tasks.drop_lease(task_id)
+                await deps.tasks.leases.drop_lease(task_id)
             await deps.kv.add_stats(
                 graph_transient_retries=deps.graph.transient_retries - retries_before[0],
                 deadlock_retries=deps.graph.deadlock_retries - retries_before[1],
@@ -142,7 +142,7 @@ async def _retry_or_reason(deps: Deps, clock: RetryClock, spec: JobKind, task_id
     dependency = dependency_of(exc)
     since: float | None = None
     try:
-        since = await deps.tasks.mark_retrying(task_id, attempt, dependency, text[:500], defer)
+        since = await deps.tasks.records.mark_retrying(task_id, attempt, dependency, text[:500], defer)
     except DependencyUnavailable as record_exc:  # Redis is the slow one too: this process's clock decides
         log.warning("job_retry_unrecorded", error=str(record_exc)[:200])
     waited = time.time() - clock.first(task_id, since)
@@ -166,7 +166,7 @@ async def _fail(deps: Deps, task_id: str, reason: str) -> None:
     """Mark the task failed (tried in place for a while: TaskQueue._end). If Redis still does not answer, the job
     runs again later (ARQ keeps it) and records its end then; the reaper covers a worker that dies meanwhile."""
     try:
-        await deps.tasks.mark_failed(task_id, reason)
+        await deps.tasks.records.mark_failed(task_id, reason)
     except DependencyUnavailable as exc:
         log.warning("job_fail_deferred", error=str(exc)[:300], reason=reason[:300])
         raise Retry(defer=backoff(1)) from exc

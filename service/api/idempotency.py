@@ -17,7 +17,6 @@ from fastapi import Header, HTTPException
 from pydantic import BaseModel
 
 from service.core.auth import Caller
-from service.core.keys import idempotency_record
 from service.memory.intake import Intake
 from service.schemas.memories import AcceptedResponse
 
@@ -37,6 +36,11 @@ def _reused() -> HTTPException:
                                 "msg": "this Idempotency-Key was used with a different request; use a new key"}])
 
 
+def _owner(caller: Caller, user_id: str | None) -> str:
+    """Keys belong to the caller: the API key, or the user named by a request without one."""
+    return caller.bucket if caller.key_id else f"user:{user_id or ''}"
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
     canonical = json.dumps({"m": method, "p": path, "b": body}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -46,23 +50,20 @@ async def once(intake: Intake, caller: Caller, user_id: str | None, key: str | N
                submit: A) -> AcceptedResponse:
     if key is None:
         return await submit()
-    owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
-    name = idempotency_record(owner, hashlib.sha256(key.encode()).hexdigest())
-    kv = intake.kv
+    owner = _owner(caller, user_id)
+    keys = intake.tasks.idempotency
 
     def check(seen: dict[str, Any]) -> AcceptedResponse:
         if seen["fingerprint"] != fp:
             raise _reused()
         return AcceptedResponse(task_id=seen["task_id"], poll_url=f"/v1/memories/status/{seen['task_id']}")
 
-    existing = await kv.get_json(name, what="idempotency key")
+    existing = await keys.seen(owner, key)
     if existing is not None:
         return check(existing)
     accepted = await submit()
-    record = {"fingerprint": fp, "task_id": accepted.task_id}
-    window = max(1, intake.redis.idempotency_window_seconds)
-    if not await kv.set_json(name, record, window, only_new=True, what="idempotency key"):
-        raced = await kv.get_json(name, what="idempotency key")
+    if not await keys.keep(owner, key, {"fingerprint": fp, "task_id": accepted.task_id}):
+        raced = await keys.seen(owner, key)
         if raced is not None:
             return check(raced)
     return accepted
@@ -76,16 +77,13 @@ async def remembered(intake: Intake, caller: Caller, user_id: str | None, key: s
     are idempotent by themselves: merges, runs that take a lock)."""
     if key is None:
         return await run()
-    owner = caller.bucket if caller.key_id else f"user:{user_id or ''}"
-    name = idempotency_record(owner, hashlib.sha256(key.encode()).hexdigest())
-    kv = intake.kv
-    existing = await kv.get_json(name, what="idempotency key")
+    owner = _owner(caller, user_id)
+    keys = intake.tasks.idempotency
+    existing = await keys.seen(owner, key)
     if existing is not None:
         if existing["fingerprint"] != fp or "answer" not in existing:
             raise _reused()
         return model.model_validate(existing["answer"])
     answer = await run()
-    record = {"fingerprint": fp, "answer": answer.model_dump(mode="json")}
-    await kv.set_json(name, record, max(1, intake.redis.idempotency_window_seconds), only_new=True,
-                      what="idempotency key")
+    await keys.keep(owner, key, {"fingerprint": fp, "answer": answer.model_dump(mode="json")})
     return answer

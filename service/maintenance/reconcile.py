@@ -104,7 +104,7 @@ class Reconciler:
         return counts
 
     async def _drain_one(self, intent: Intent) -> str:
-        if await self.writer.tasks.is_pending(intent.task_id):
+        if await self.writer.tasks.leases.is_pending(intent.task_id):
             return "waiting"  # its job is still queued or running: the job finishes it
         try:
             landed = await self._apply(intent)
@@ -120,10 +120,11 @@ class Reconciler:
                 return "waiting"
             log.exception("outbox_intent_abandoned", task_id=intent.task_id, op=intent.op)
             await self.writer.outbox.clear(intent.task_id)
-            await self.writer.tasks.set_graph_state(intent.task_id, f"failed: {type(exc).__name__}: {exc}"[:300])
+            failed = f"failed: {type(exc).__name__}: {exc}"[:300]
+            await self.writer.tasks.records.set_graph_state(intent.task_id, failed)
             return "abandoned"
         await self.writer.outbox.clear(intent.task_id)
-        await self.writer.tasks.set_graph_state(intent.task_id, "stored")
+        await self.writer.tasks.records.set_graph_state(intent.task_id, "stored")
         await self.writer.kv.add_stats(**{f"reconcile_{intent.op}": 1})
         if landed:
             RECONCILE_REPAIRS.labels(f"outbox_{intent.op}").inc()

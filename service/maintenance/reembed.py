@@ -47,7 +47,7 @@ async def submit_reembed(tasks: TaskQueue, kv: RedisKV, embedder: Embedder, user
     state: dict[str, Any] = await kv.get_json(name) or {}
     active = state.get("task_id")
     if active and not state.get("finished"):
-        task = await tasks.record(str(active))
+        task = await tasks.records.record(str(active))
         if task is not None and task.get("status") in ("queued", "processing"):
             return str(active)
     task_id = await tasks.enqueue(ReembedJob(user_id=user_id), {"user_id": user_id, "at_ns": time.time_ns()})
@@ -109,7 +109,7 @@ class Reembedder:
             else:
                 state["cursor"] = cursor
             await self.kv.set_json(name, state, STATE_TTL_S)
-            await self.tasks.set_progress(task_id, state["done"], max(state["total"], state["done"]))
+            await self.tasks.records.set_progress(task_id, state["done"], max(state["total"], state["done"]))
             if time.monotonic() >= budget_end:
                 break
         result: dict[str, Any] = {"embedder": self.embedder.name, "variant": self.embedder.variant,

@@ -12,7 +12,7 @@ from service.conversations.intake import session_of
 from service.core.domain import Scope, check_category, iso, normalise, resolve_scope
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.kv import RedisKV
-from service.core.settings import RedisQueueSettings, ServiceSettings
+from service.core.settings import ServiceSettings
 from service.memory.export_format import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
@@ -33,13 +33,11 @@ from service.writepath.outbox import Outbox
 
 
 class Intake:
-    def __init__(self, service: ServiceSettings, redis: RedisQueueSettings, tasks: TaskQueue,
-                 kv: RedisKV, vectors: VectorStore, graph: GraphStore,
-                 outbox: Outbox) -> None:
+    def __init__(self, service: ServiceSettings, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore,
+                 graph: GraphStore, outbox: Outbox) -> None:
         self.service = service
-        self.redis = redis  # the idempotency window (service/api/idempotency.py)
-        self.tasks = tasks
-        self.kv = kv  # uploads, idempotency keys (service/api/idempotency.py)
+        self.tasks = tasks  # accepting, and its Idempotency-Key records (service/api/idempotency.py)
+        self.kv = kv  # uploads
         self.vectors = vectors  # owners of the memories an update or a delete names
         self.graph = graph  # the owner of a memory whose delete stopped half-way
         self.outbox = outbox  # its tombstones: the same

@@ -138,7 +138,7 @@ class Importer:
             raise DomainError("the uploaded file is gone (uploads are kept for TASK_TTL_SECONDS)")
 
         async def progress(done: int, total: int) -> None:
-            await self.tasks.set_progress(task_id, done, total)
+            await self.tasks.records.set_progress(task_id, done, total)
 
         result = await self.import_lines(job.user_id, decode_body(body), progress)
         await self.kv.drop_blob(job.blob)

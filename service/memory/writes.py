@@ -260,14 +260,14 @@ class MemoryWriter:
                 # the user's runs, sessions and traces too
                 await self.graph.erase_tiers(job.user_id, job.accepted_at)
                 await self.usage.forget(job.user_id, [], everything=True)
-                await self.tasks.erase_user(job.user_id)
+                await self.tasks.erasure.erase_user(job.user_id)
             return {"deleted": [], "expired_edges": [], "graph": "stored", **kept}
         async with self.locks.hold(ids):
             expired = await self.ledger.remove(task_id, job.user_id, ids, job.accepted_at)
-            await self.tasks.erase(ids)
+            await self.tasks.erasure.erase(ids)
             await self.usage.forget(job.user_id, ids, everything)
             if everything:
-                await self.tasks.erase_user(job.user_id)
+                await self.tasks.erasure.erase_user(job.user_id)
         # the messages these memories came from (and with everything, the user's runs and sessions): now, or
         # when the graph is back if its half of the delete is pending (service/conversations/writes.py)
         await erase_after_delete(self.redis, self.tasks, self.graph, job.user_id, ids, everything,

@@ -32,7 +32,7 @@ async def activity(request: Request, console: ConsoleDep) -> Response:
     """The user's recent tasks (status, error, a link to each task's page); maintenance runs (dedup, reconcile)
     with their reports: all of them for an admin, the user's otherwise."""
     owner = None if console.admin else console.acting()
-    tasks = await call(console.deps.tasks.recent(console.acting(), RECENT_TASKS))
+    tasks = await call(console.deps.tasks.records.recent(console.acting(), RECENT_TASKS))
     runs = await call(console.deps.maintenance.records.recent(50, only_user=owner))
     return render(request, "activity.html", console, tasks=tasks, runs=runs,
                   task_ttl=duration(console.deps.settings.redis.task_ttl_seconds))

@@ -116,10 +116,10 @@ async def test_writes_survive_a_primary_failover(tmp_path: Path, wait_replicas: 
             failed = [b for b in ended.values() if b["status"] == "failed"]
             assert all(b["error"] for b in failed)  # a failed task says why
             for _ in range(300):  # bounded: the reaper ends what the failover interrupted
-                if await deps.tasks.pending_count() == 0:
+                if await deps.tasks.leases.pending_count() == 0:
                     break
                 await asyncio.sleep(0.2)
-            assert await deps.tasks.pending_count() == 0  # no task stuck
+            assert await deps.tasks.leases.pending_count() == 0  # no task stuck
 
             completed = {m["content"] for b in ended.values() if b["status"] == "completed"
                          for m in b["result"]["memories"]}

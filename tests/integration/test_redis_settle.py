@@ -40,10 +40,10 @@ async def test_outbox_clear_and_the_final_record_outlast_a_paused_redis(tmp_path
         assert await outbox.due(0, 10) == []
 
         task_id = unique("t")
-        await tasks.mark_processing(task_id, 1)
+        await tasks.records.mark_processing(task_id, 1)
         await aw(redis.client_pause(PAUSE_MS, all=False))  # WRITE mode
-        await tasks.mark_completed(task_id, {"memories": [{"id": "m1"}]})
-        record = await tasks.record(task_id)
+        await tasks.records.mark_completed(task_id, {"memories": [{"id": "m1"}]})
+        record = await tasks.records.record(task_id)
         assert record is not None and record["status"] == "completed"
     finally:
         await aw(redis.client_unpause())

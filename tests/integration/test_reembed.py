@@ -129,5 +129,5 @@ async def test_a_run_goes_on_in_parts_and_resumes_where_it_stopped(tmp_path: Pat
         assert results[-1]["finished"] and results[-1]["reembedded"] == len(ids) == results[-1]["total"]
         assert [r["reembedded"] for r in results] == sorted(r["reembedded"] for r in results)
         assert len(results) >= len(ids) // 2 and results[0]["reembedded"] == 2
-        status = await deps.tasks.status(results[0]["next_task_id"])
+        status = await deps.tasks.records.status(results[0]["next_task_id"])
         assert status.status.value == "queued"

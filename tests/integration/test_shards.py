@@ -127,7 +127,7 @@ async def test_a_shard_count_change_with_jobs_queued_runs_every_job_once(tmp_pat
                         "content": f"{batch}: {user} prefers tool {i}", "user_id": user, "category": "preference"})
                     assert resp.status_code == 202, resp.text
                     accepted[user].append(resp.json()["task_id"])
-            assert await deps.tasks.queued_jobs() == len(users) * 4  # waiting on this count's queues
+            assert await deps.tasks.leases.queued_jobs() == len(users) * 4  # waiting on this count's queues
 
     await accept(1, "first")
     await accept(3, "second")
@@ -142,7 +142,7 @@ async def test_a_shard_count_change_with_jobs_queued_runs_every_job_once(tmp_pat
                 for t in tasks:
                     done = await wait_task(client, t, timeout=90)
                     assert done["status"] == "completed", done
-                    record = await deps.tasks.record(t)
+                    record = await deps.tasks.records.record(t)
                     assert record is not None and record["attempt"] == 1  # ran once, not retried or rerun
                 listed = (await client.get("/v1/memories", params={"user_id": user, "limit": 50})).json()
                 assert sorted(m["content"] for m in listed["memories"]) == sorted(
@@ -171,7 +171,7 @@ async def test_the_reaper_requeues_a_lost_job_on_its_users_shard(tmp_path: Path)
         assert await redis.zscore(shard_queue, task) is not None  # accepted onto the user's shard
         await redis.delete(f"arq:job:{task}")  # the job vanishes (a worker died on it)
         await redis.zrem(shard_queue, task)
-        assert (await deps.tasks.reap(older_than_s=0))["requeued"] == 1
+        assert (await deps.tasks.leases.reap(older_than_s=0))["requeued"] == 1
         assert await redis.zscore(shard_queue, task) is not None  # back on the same shard's queue
         assert all([await redis.zscore(q, task) is None for q in queue_names(queue, 3) if q != shard_queue])
         assert await redis.zscore(queue, task) is None

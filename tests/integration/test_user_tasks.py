@@ -44,20 +44,20 @@ async def test_recent_lists_the_users_tasks_newest_first_within_the_bound(
     again = await tasks.enqueue(_job(user, "note 3"), {"n": 3}, user_id=user)  # a retry: the same task
     assert again == ids[3]
 
-    recent = await tasks.recent(user)
+    recent = await tasks.records.recent(user)
     assert [t["task_id"] for t in recent] == ids[:0:-1]  # the newest 3; the oldest trimmed
     assert all(t["kind"] == "raw" and t["status"] == "queued" and t["error"] is None for t in recent)
     assert "job" not in recent[0] and "result" not in recent[0]
-    assert [t["task_id"] for t in await tasks.recent(other)] == [theirs]
-    assert [t["task_id"] for t in await tasks.recent(user, limit=1)] == [ids[3]]
+    assert [t["task_id"] for t in await tasks.records.recent(other)] == [theirs]
+    assert [t["task_id"] for t in await tasks.records.recent(user, limit=1)] == [ids[3]]
 
-    index = tasks.user_tasks_key(user)
+    index = tasks.keys.user_tasks(user)
     ttl = await tasks.redis.ttl(index)
     assert 0 < ttl <= tasks._settings.task_ttl_seconds
     # an ended task shows its status and error; a record that expired is left out
-    await tasks.mark_failed(ids[2], "boom: the job could not be stored")
+    await tasks.records.mark_failed(ids[2], "boom: the job could not be stored")
     await tasks.redis.delete(tasks.key(f"task:{ids[1]}"))
-    recent = await tasks.recent(user)
+    recent = await tasks.records.recent(user)
     assert [(t["task_id"], t["status"], t["error"]) for t in recent] == [
         (ids[3], "queued", None), (ids[2], "failed", "boom: the job could not be stored")]
 
@@ -65,4 +65,4 @@ async def test_recent_lists_the_users_tasks_newest_first_within_the_bound(
 async def test_a_job_of_no_user_writes_no_index(tasks: TaskQueue) -> None:
     await tasks.enqueue(CommunityJob(user_id=None), {"n": unique("none")})  # every user's rebuild
     assert [k async for k in tasks.redis.scan_iter(match=tasks.key("utasks:*"))] == []
-    assert await tasks.recent("") == []
+    assert await tasks.records.recent("") == []

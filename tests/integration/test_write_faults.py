@@ -179,7 +179,7 @@ async def test_neo4j_stopped_for_seconds_during_writes(tmp_path: Path, monkeypat
                     await asyncio.sleep(0.2)
                 assert status["result"]["graph"] == "stored", status
             assert await probe.count_memories(deps.graph, user) == 25
-            assert await deps.tasks.pending_count() == 0
+            assert await deps.tasks.leases.pending_count() == 0
             assert (await deps.backlog.outbox.stats())[0] == 0
     finally:
         stop(neo)

@@ -27,7 +27,7 @@ from service.identity.names import type_family
 from service.registry import JOB_KINDS
 from service.stores.vector import MemoryFilter
 from service.tasks.jobs import RawJob
-from service.tasks.queue import INTERRUPTIONS_FORGIVEN
+from service.tasks.leases import INTERRUPTIONS_FORGIVEN
 from tests.conftest import unique
 from tests.integration.conftest import running_app, wait_task, write_raw
 from worker.embedded import EmbeddedWorker
@@ -103,7 +103,7 @@ async def test_non_transient_error_ends_failed_and_releases_the_idempotency_poin
     body = {"content": "same body twice", "user_id": user, "category": "preference"}
     first = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
     await wait_task(client, first)
-    await deps.tasks.mark_failed(first, "forced for the test")
+    await deps.tasks.records.mark_failed(first, "forced for the test")
     second = (await client.post("/v1/memories/raw", json=body)).json()["task_id"]
     assert second != first
     assert (await wait_task(client, second))["status"] == "completed"
@@ -120,11 +120,11 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
         for t in (lost, requeued):  # the jobs vanish from Redis (a worker died; ARQ ended them)
             await redis.delete(job_key_prefix + t)
             await redis.zrem(deps.settings.redis.queue_name, t)
-        await deps.tasks.mark_processing(lost, 5)  # retried a few times on a slow dependency: not what counts
-        rec = await deps.tasks.record(lost) or {}  # lost with its worker as often as ARQ_MAX_RETRIES allows
+        await deps.tasks.records.mark_processing(lost, 5)  # retried a few times on a slow dependency: not what counts
+        rec = await deps.tasks.records.record(lost) or {}  # lost with its worker as often as ARQ_MAX_RETRIES allows
         await redis.set(deps.tasks.key(f"task:{lost}"), json.dumps({**rec, "lost": deps.settings.redis.max_tries - 1}))
 
-        counts = await deps.tasks.reap(older_than_s=0)
+        counts = await deps.tasks.leases.reap(older_than_s=0)
         assert counts["failed"] == 1 and counts["requeued"] == 1
         status = (await client.get(f"/v1/memories/status/{lost}")).json()
         assert status["status"] == "failed" and status["error"].startswith("lost:")
@@ -139,7 +139,7 @@ async def test_reaper_ends_a_task_whose_job_vanished_and_requeues_one_with_tries
             assert (await wait_task(client, again.json()["task_id"]))["status"] == "completed"
         finally:
             await worker.stop()
-        assert await deps.tasks.pending_count() == 0
+        assert await deps.tasks.leases.pending_count() == 0
 
 
 async def with_worker(client: httpx.AsyncClient, deps: Deps, task: str) -> dict[str, Any]:
@@ -166,24 +166,24 @@ async def test_attempts_whose_worker_died_are_not_tries(tmp_path: Path) -> None:
         # in-progress key stays, its record says processing and its lease has lapsed.
         await redis.set(retry_key_prefix + task, tries)
         await redis.set(in_progress_key_prefix + task, b"1", px=60_000)
-        await deps.tasks.mark_processing(task, tries)
-        rec = await deps.tasks.record(task)
+        await deps.tasks.records.mark_processing(task, tries)
+        rec = await deps.tasks.records.record(task)
         assert rec is not None
         await redis.set(deps.tasks.key(f"task:{task}"), json.dumps({**rec, "updated_at": "2000-01-01T00:00:00+00:00"}))
 
-        assert (await deps.tasks.reap(older_than_s=0))["released"] == 1
+        assert (await deps.tasks.leases.reap(older_than_s=0))["released"] == 1
         assert int(await redis.get(retry_key_prefix + task)) == tries - 1  # that run was not a try
         status = await with_worker(client, deps, task)
         assert status["status"] == "completed", status
-        assert (await deps.tasks.record(task) or {})["interrupted"] == 1
+        assert (await deps.tasks.records.record(task) or {})["interrupted"] == 1
 
         # A job that kills its worker every time is forgiven only so often.
         other = (await client.post("/v1/memories/raw", json={"content": "kills its worker", "user_id": user,
                                                              "category": "preference"})).json()["task_id"]
-        rec = await deps.tasks.record(other) or {}
+        rec = await deps.tasks.records.record(other) or {}
         await redis.set(deps.tasks.key(f"task:{other}"), json.dumps({**rec, "interrupted": INTERRUPTIONS_FORGIVEN}))
         await redis.set(retry_key_prefix + other, 2)
-        assert not await deps.tasks.forgive_interruption(other)
+        assert not await deps.tasks.leases.forgive_interruption(other)
         assert int(await redis.get(retry_key_prefix + other)) == 2
 
 
@@ -200,19 +200,19 @@ async def test_a_job_cancelled_by_its_workers_stop_is_not_a_try(tmp_path: Path) 
         worker.start()
 
         async def running() -> bool:
-            return (await deps.tasks.record(task) or {}).get("status") == "processing"
+            return (await deps.tasks.records.record(task) or {}).get("status") == "processing"
 
         await wait_for(running, 30, "the job to start")
         await asyncio.sleep(0.5)
         await worker.stop()  # cancels the running job; ARQ keeps it queued to run again
-        rec = await deps.tasks.record(task) or {}
+        rec = await deps.tasks.records.record(task) or {}
         assert rec["status"] == "processing" and rec["interrupted"] == 1
         assert int(await deps.tasks.redis.get(retry_key_prefix + task) or 0) == 0  # its pickup was not a try
 
         proxy.delay = 0.0
         status = await with_worker(client, deps, task)
         assert status["status"] == "completed", status
-        assert (await deps.tasks.record(task) or {})["attempt"] == 1  # the run after the stop is its first try
+        assert (await deps.tasks.records.record(task) or {})["attempt"] == 1  # the run after the stop is its first try
 
 
 async def test_graph_failing_after_the_vector_write_is_repaired_by_the_reconciler(tmp_path: Path) -> None:
@@ -515,7 +515,7 @@ async def test_a_second_run_of_a_job_whose_end_was_recorded_does_nothing(client:
     [mem] = done["result"]["memories"]
     resp = await client.delete(f"/v1/memories/{mem['id']}", params={"user_id": user})
     assert (await wait_task(client, resp.json()["task_id"]))["status"] == "completed"
-    before = await deps.tasks.record(task_id)
+    before = await deps.tasks.records.record(task_id)
     assert before is not None and before["status"] == "completed"
 
     [spec] = [k for k in JOB_KINDS if k.model is RawJob]
@@ -523,5 +523,5 @@ async def test_a_second_run_of_a_job_whose_end_was_recorded_does_nothing(client:
                  accepted_at=mem["created_at"])
     await run_job({**worker_context(deps), "job_try": 2}, task_id, job.model_dump(mode="json"), spec)
 
-    assert await deps.tasks.record(task_id) == before  # not back to processing, not rewritten
+    assert await deps.tasks.records.record(task_id) == before  # not back to processing, not rewritten
     assert await deps.vectors.get([mem["id"]]) == []

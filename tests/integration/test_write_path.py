@@ -38,8 +38,8 @@ async def test_raw_write_is_accepted_processed_and_searchable(client: httpx.Asyn
     assert mem["created_at"]
 
     # the final record dropped the job's lease and its pending entry (one script)
-    assert not await deps.redis.exists(deps.tasks.lease_key(body["task_id"]))
-    assert not await deps.tasks.is_pending(body["task_id"])
+    assert not await deps.redis.exists(deps.tasks.keys.lease(body["task_id"]))
+    assert not await deps.tasks.leases.is_pending(body["task_id"])
     # both stores hold it
     assert await deps.vectors.count(MemoryFilter(user_id=user)) == 1
     assert await probe.count_memories(deps.graph, user) == 1
