@@ -34,10 +34,10 @@ def job_handlers(deps: Deps) -> JobHandlers:
         reconciler=Reconciler(writer, s.writepath),
         reembedder=Reembedder(s.redis, deps.tasks, deps.vectors, embedder, deps.locks, ledger),
         indexer=IndexBuilder(deps.vectors),
-        runs=RunWriter(s.redis, deps.tasks, deps.kv, deps.graph, embedder),
-        conversations=ConversationWriter(deps.graph),
+        runs=RunWriter(s.redis, deps.tasks, deps.kv, deps.graph.runs, embedder),
+        conversations=ConversationWriter(deps.graph.conversations),
         graph=GraphWrites(writer),
-        communities=Communities(deps.graph, deps.graph,
+        communities=Communities(deps.graph.communities, deps.graph.reads,
                                 deps.llm.community_summarizer() if deps.llm is not None else None),
     )
 

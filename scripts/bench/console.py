@@ -61,7 +61,7 @@ async def load(settings: Settings, user: str, size: int) -> str:
         for part in chunks(memories, 1000):
             await deps.vectors.upsert(part, await deps.embedder.embed([m.content for m in part]))
         for m_part, l_part in zip(chunks(memories, 1000), chunks(links, 1000), strict=True):
-            await deps.graph.upsert_memories(m_part, l_part)  # type: ignore[attr-defined]
+            await deps.graph.memories.upsert_memories(m_part, l_part)  # type: ignore[attr-defined]
         print(f"loaded {size} memories for {user} in {time.perf_counter() - t0:.1f}s", flush=True)
         return str(memories[size // 2].id)
     finally:

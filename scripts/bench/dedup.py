@@ -323,7 +323,8 @@ async def bench_user(
     redis: object, plant: Plant, probe_user: str,
 ) -> Row:
     n = len(plant.memories)
-    sweep = DedupSweep(settings.redis, settings.dedup, settings.calibration.dedup, store, graph or _NoGraph(), redis)  # type: ignore[arg-type]
+    memories = graph.memories if graph else _NoGraph()
+    sweep = DedupSweep(settings.redis, settings.dedup, settings.calibration.dedup, store, memories, redis)  # type: ignore[arg-type]
 
     # the seed's way, before anything is removed
     sample = n if n <= args.seed_full_up_to else min(args.seed_sample, n)
@@ -407,7 +408,7 @@ async def write(store: EdgeVectorStore, graph: Neo4jGraphStore | None, plant: Pl
         nodes = [m for m in plant.memories if mode == "all" or m.id in plant.planted]
         for start in range(0, len(nodes), 1000):
             chunk = nodes[start : start + 1000]
-            await graph.upsert_memories(chunk, [plant.links[m.id] for m in chunk if m.id in plant.links])
+            await graph.memories.upsert_memories(chunk, [plant.links[m.id] for m in chunk if m.id in plant.links])
     return t1 - t0, time.perf_counter() - t1
 
 

@@ -87,7 +87,7 @@ def make_writes(user: str, n: int, seed: int) -> list[tuple[Memory, MemoryLinks]
 async def run_mode(graph: Neo4jGraphStore, mode: str, writes: list[tuple[Memory, MemoryLinks]],
                    concurrency: int) -> Result:
     user = writes[0][0].user_id
-    writer = GraphWriter(graph)
+    writer = GraphWriter(graph.memories)
     sem = asyncio.Semaphore(concurrency)
     failed = 0
     before = (graph.deadlock_retries, graph.transient_retries)
@@ -99,7 +99,7 @@ async def run_mode(graph: Neo4jGraphStore, mode: str, writes: list[tuple[Memory,
                 if mode == "coalesced":
                     await writer.upsert(user, [memory], [links])
                 else:
-                    await graph.upsert_memories([memory], [links])
+                    await graph.memories.upsert_memories([memory], [links])
             except Exception as exc:  # counted and shown: a failed write is the figure this bench is about
                 failed += 1
                 print(f"  {mode}: write failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)

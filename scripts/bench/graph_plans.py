@@ -77,10 +77,11 @@ async def load(store: Neo4jGraphStore, user_id: str, degree: int) -> list[Memory
     links = [MemoryLinks(memory_id=m.id, entities=[EntityRef("user", "person")], relations=[relation(i)])
              for i, m in enumerate(memories)]
     for start in range(0, 2 * degree, 500):
-        await store.upsert_memories(memories[start : start + 500], links[start : start + 500])
+        await store.memories.upsert_memories(memories[start : start + 500], links[start : start + 500])
     # a small entity to merge into "user": it uses the hot tool (a merge asks whether "user" has that edge already)
     op = memory(user_id, 10**8, "2024-06-01T00:00:00+00:00")
-    await store.upsert_memories([op], [MemoryLinks(memory_id=op.id, entities=[EntityRef("the operator", "person")],
+    operator = [EntityRef("the operator", "person")]
+    await store.memories.upsert_memories([op], [MemoryLinks(memory_id=op.id, entities=operator,
                                                    relations=[RelationRef("the operator", "uses", "hot tool", "op")])])
     return memories
 
@@ -168,7 +169,7 @@ async def main() -> int:
                         planned.append((name, hits(plan)))
             finally:
                 await tx.rollback()
-        await store.remove_memories([], "2026-01-01T00:00:00+00:00")
+        await store.memories.remove_memories([], "2026-01-01T00:00:00+00:00")
         if args.smoke:
             in_graph = await stored(store, user_id)
             await drop_user(store, user_id)

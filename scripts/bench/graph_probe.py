@@ -52,4 +52,4 @@ async def merge_copies(store: Any, user_id: str, entity_id: str) -> dict[str, in
 async def search_memories(store: Any, user_id: str, groups: list[str], query: str,
                           limit: int) -> list[tuple[str, float]]:
     """The graph retriever's proposal alone."""
-    return list((await store.propose_memories(user_id, groups, query, limit)).memories)
+    return list((await store.reads.propose_memories(user_id, groups, query, limit)).memories)

@@ -108,7 +108,7 @@ async def load(store: Neo4jGraphStore, n: int, chunk: int) -> tuple[list[float],
     started = time.perf_counter()
     for i in range(0, n, chunk):
         t = time.perf_counter()
-        await store.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
+        await store.memories.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
         rates.append(len(memories[i : i + chunk]) / (time.perf_counter() - t))
         if time.perf_counter() - started > 900:
             raise SystemExit("graph_write bench: over 900 s, stopped")
@@ -145,7 +145,7 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
     for i in range(0, n, chunk):
         t = time.perf_counter()
         TRANSACTIONS.clear()
-        await store.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
+        await store.memories.upsert_memories(memories[i : i + chunk], links[i : i + chunk])
         seconds = time.perf_counter() - t
         txs += [(loaded, k, sec) for k, sec in TRANSACTIONS]
         chunks.append((loaded, len(memories[i : i + chunk]), seconds))
@@ -159,7 +159,7 @@ async def growth(store: Neo4jGraphStore, n: int, chunk: int, sizes: list[int], s
             lat: list[float] = []
             for m, link in extra[:singles]:
                 t = time.perf_counter()
-                await store.upsert_memories([m], [link])
+                await store.memories.upsert_memories([m], [link])
                 lat.append(time.perf_counter() - t)
             extra = extra[singles:]
             latency[size] = lat
@@ -274,7 +274,7 @@ async def run_gate(args: argparse.Namespace, embedder: Any) -> bool:
             STATEMENTS.clear()
             rates, total, ids, user = await load(store, args.n, args.chunk)
             rows.append((label, rates, total, {k: list(v) for k, v in STATEMENTS.items()}))
-            await store.remove_memories(ids, "2026-01-01T00:00:00+00:00", user_id=user, erase=True)
+            await store.memories.remove_memories(ids, "2026-01-01T00:00:00+00:00", user_id=user, erase=True)
             if args.smoke:
                 await drop_user(store, user)  # the tombstones too
         finally:

@@ -79,17 +79,18 @@ async def outcome(store: Neo4jGraphStore, pair: dict[str, Any], users: list[str]
     written: list[str] = []
     for side in ("a", "b"):
         m = memory(user, pair[side].get("memory") or f"A note about {pair[side]['name']}.")
-        await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(pair[side]["name"], pair[side]["type"])])])
+        named = EntityRef(pair[side]["name"], pair[side]["type"])
+        await store.memories.upsert_memories([m], [MemoryLinks(m.id, [named])])
         written.append(m.id)
     a_id = entity_id(user, "global", pair["a"]["name"])
     try:
-        b_ids = (await store.mentions_of(user, [written[1]])).get(written[1], [])
+        b_ids = (await store.reads.mentions_of(user, [written[1]])).get(written[1], [])
         if a_id in b_ids:  # b's mention points at a's node: merged (or the same normalised name)
             return "merge"
-        rows, _ = await store.list_duplicates(user, None, 10, None)
+        rows, _ = await store.curation.list_duplicates(user, None, 10, None)
         return "pending" if any(r["source"]["id"] in b_ids and r["target"]["id"] == a_id for r in rows) else "create"
     finally:  # a user's delete erases its entities and edges (tombstones of the two memories stay)
-        await store.remove_memories(written, T0, user_id=user, erase=True)
+        await store.memories.remove_memories(written, T0, user_id=user, erase=True)
 
 
 async def drop_users(store: Neo4jGraphStore, users: list[str]) -> None:

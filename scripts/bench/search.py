@@ -427,7 +427,7 @@ async def load(deps: Any, args: argparse.Namespace, users: dict[int, str]) -> di
         t0 = t_last = time.perf_counter()
         for i, (m_part, l_part) in enumerate(zip(chunks(memories, args.chunk), chunks(links, args.chunk),
                                                  strict=True)):
-            await deps.graph.upsert_memories(m_part, l_part)
+            await deps.graph.memories.upsert_memories(m_part, l_part)
             if (i + 1) % 20 == 0:
                 done, now = (i + 1) * args.chunk, time.perf_counter()
                 # the overall rate, the last 20 chunks' rate, and the machine's load (a shared machine)
@@ -469,7 +469,7 @@ async def measure_in_process(
             return False
 
         async def graph_only(q: str, project: str | None, user: str = user) -> bool:
-            await deps.graph.propose_memories(user, groups_for(project), q, 50)  # the graph retriever
+            await deps.graph.reads.propose_memories(user, groups_for(project), q, 50)  # the graph retriever
             return False
 
         async def merged(q: str, project: str | None, user: str = user) -> bool:

@@ -54,4 +54,4 @@ ConversationsDep = Annotated[ConversationService, Depends(provided(lambda d: d.c
 ConversationIntakeDep = Annotated[ConversationIntake, Depends(provided(lambda d: d.conversation_intake))]
 GraphIntakeDep = Annotated[GraphIntake, Depends(provided(lambda d: d.graph_intake))]
 GraphFactsDep = Annotated[GraphFacts, Depends(provided(lambda d: d.graph_facts))]
-EntitySearchDep = Annotated[EntitySearch, Depends(provided(lambda d: d.graph))]
+EntitySearchDep = Annotated[EntitySearch, Depends(provided(lambda d: d.graph.entity_search))]

@@ -20,7 +20,7 @@ from service.core.errors import DependencyUnavailable
 from service.core.kv import aw, redis_guard
 from service.core.settings import RedisQueueSettings, RetentionSettings
 from service.stores.graph import GraphStore
-from service.stores.tiers import ConversationStore, TierErasure
+from service.stores.tiers import ConversationStore
 from service.tasks.queue import TaskQueue
 
 log = structlog.get_logger(__name__)
@@ -57,13 +57,13 @@ async def keep_messages(settings: RedisQueueSettings, tasks: TaskQueue, graph: C
     return session
 
 
-async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, graph: TierErasure, user_id: str,
+async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, graph: GraphStore, user_id: str,
                              memory_ids: list[str], everything: bool, before: str, *, graph_done: bool) -> None:
     """A memory delete erases the messages its memories came from; a delete of everything also the user's runs
     and sessions. When the delete's graph half is pending (the graph is down or slow, the reconciler finishes
     it), so is this: it waits in Redis (`<queue>:tiers:pending-erase`) for `drain_pending_erasures`."""
     if graph_done:
-        await graph.erase_messages_of(user_id, memory_ids)
+        await graph.conversations.erase_messages_of(user_id, memory_ids)
         if everything:
             await graph.erase_tiers(user_id, before)
         return
@@ -72,14 +72,15 @@ async def erase_after_delete(settings: RedisQueueSettings, tasks: TaskQueue, gra
     await redis_guard(settings, "pending erase", aw(tasks.redis.sadd(tasks.key(PENDING_ERASE), entry)))
 
 
-async def drain_pending_erasures(settings: RedisQueueSettings, tasks: TaskQueue, graph: TierErasure) -> int:
+async def drain_pending_erasures(settings: RedisQueueSettings, tasks: TaskQueue, graph: GraphStore) -> int:
     """Store the messages conversation writes left pending, then erase what deletes left pending (the reconcile
     tick calls this; in this order, so an erasure follows the messages it erases); stops at a graph failure."""
     key = tasks.key(PENDING_MESSAGES)
     for raw in await redis_guard(settings, "pending messages", aw(tasks.redis.srandmember(key, 100))) or []:
         m = json.loads(raw)
         try:
-            await graph.store_messages(m["user_id"], m["session"], m["project_id"], m["accepted_at"], m["rows"])
+            await graph.conversations.store_messages(m["user_id"], m["session"], m["project_id"], m["accepted_at"],
+                                                     m["rows"])
         except DependencyUnavailable as exc:
             log.warning("pending_messages_wait", error=str(exc)[:300])
             return 0
@@ -107,10 +108,10 @@ async def expire_tiers(retention: RetentionSettings, graph: GraphStore, user_id:
     out = {"messages": 0, "runs": 0}
     if retention.message_retention_days > 0:
         before = (now - timedelta(days=retention.message_retention_days)).isoformat()
-        out["messages"] = await graph.expire_messages(before, user_id)
+        out["messages"] = await graph.conversations.expire_messages(before, user_id)
     if retention.run_retention_days > 0:
         before = (now - timedelta(days=retention.run_retention_days)).isoformat()
-        out["runs"] = await graph.expire_runs(before, user_id)
+        out["runs"] = await graph.runs.expire_runs(before, user_id)
     log.info("tier_retention", **out)
     return out
 

@@ -172,7 +172,7 @@ class Reconciler:
 
     async def _users(self) -> list[str]:
         users = {b.user_id for b in await self.writer.vectors.boundaries(None)}
-        users |= set(await self.writer.graph.memory_users())
+        users |= set(await self.writer.graph.reads.memory_users())
         return sorted(users)
 
     async def _user(self, report: DedupRunReport, user: str, busy: set[str], dry_run: bool) -> None:
@@ -191,7 +191,7 @@ class Reconciler:
         deleted: set[str] = set()
         gcursor: str | None = None
         for _ in range(MAX_PAGES):
-            gpage = await self.writer.graph.list_episodes(user, None, PAGE, gcursor)
+            gpage = await self.writer.graph.reads.list_episodes(user, None, PAGE, gcursor)
             for item in gpage.items:
                 (deleted if item.get("deleted_at") else live).add(str(item["id"]))
             gcursor = gpage.next_cursor
@@ -222,7 +222,7 @@ class Reconciler:
             await ledger.restore_graph(user, memories, [self.writer.links_of(m) for m in memories])
         await ledger.drop_vectors(of_deleted)
         for start in range(0, len(vector_missing), PAGE):
-            nodes = await self.writer.graph.memory_nodes(user, vector_missing[start : start + PAGE])
+            nodes = await self.writer.graph.reads.memory_nodes(user, vector_missing[start : start + PAGE])
             memories = [_memory_of_node(n) for n in nodes if not n.get("deleted_at") and n.get("content")]
             async with self.writer.locks.hold([m.id for m in memories]):
                 vectors = await self.writer.embedder.embed([m.content for m in memories])

@@ -25,7 +25,7 @@ from service.schemas.memories import (
     RawMemoryRequest,
     UpdateMemoryRequest,
 )
-from service.stores.graph import GraphStore
+from service.stores.graph import MemoryNodes
 from service.stores.vector import VectorStore
 from service.tasks.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
 from service.tasks.queue import TaskQueue
@@ -34,7 +34,7 @@ from service.writepath.outbox import Outbox
 
 class Intake:
     def __init__(self, service: ServiceSettings, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore,
-                 graph: GraphStore, outbox: Outbox) -> None:
+                 graph: MemoryNodes, outbox: Outbox) -> None:
         self.service = service
         self.tasks = tasks  # accepting, and its Idempotency-Key records (service/api/idempotency.py)
         self.kv = kv  # uploads

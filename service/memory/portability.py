@@ -32,7 +32,7 @@ from service.core.domain import Memory
 from service.core.errors import DomainError
 from service.core.kv import RedisKV
 from service.memory.export_format import FORMAT, VERSION, check_header, decode_body
-from service.runs.portability import TierImport, TierReads, export_tiers
+from service.runs.portability import TierImport, export_tiers
 from service.stores.graph import GraphStore, RowPage, groups_for
 from service.stores.vector import MemoryFilter, VectorRecord
 from service.tasks.jobs import ImportJob
@@ -63,20 +63,10 @@ class ExportVectors(Protocol):
     async def ping(self) -> None: ...
 
 
-class ExportGraph(TierReads, Protocol):
-    async def export_entities(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None
-                              ) -> RowPage: ...
-
-    async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]: ...
-
-    async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None
-                           ) -> RowPage: ...
-
-
 class Exporter:
     """The export (the read side)."""
 
-    def __init__(self, vectors: ExportVectors, graph: ExportGraph, embedder: Embedder) -> None:
+    def __init__(self, vectors: ExportVectors, graph: GraphStore, embedder: Embedder) -> None:
         self.vectors = vectors
         self.graph = graph
         self.embedder = embedder  # the write path's: the vectors an export holds are its
@@ -90,7 +80,7 @@ class Exporter:
                      "project_id": project_id, "embedder": self.embedder.name, "dim": self.embedder.dim,
                      "include_vectors": include_vectors, "exported_at": datetime.now(UTC).isoformat(),
                      "totals": {"memories": await self.vectors.count(flt)}})
-        async for item in _pages(lambda c: self.graph.export_entities(user_id, groups, PAGE, c)):
+        async for item in _pages(lambda c: self.graph.reads.export_entities(user_id, groups, PAGE, c)):
             counts["entities"] += 1
             yield _line({"type": "entity", "entity": item})
         cursor: str | None = None
@@ -102,7 +92,7 @@ class Exporter:
             else:
                 memories, cursor = await self.vectors.scroll(flt, PAGE, cursor)
                 pairs = [(m, None) for m in memories]
-            mentions = await self.graph.mentions_of(user_id, [m.id for m, _ in pairs]) if pairs else {}
+            mentions = await self.graph.reads.mentions_of(user_id, [m.id for m, _ in pairs]) if pairs else {}
             for memory, vector in pairs:
                 counts["memories"] += 1
                 line: dict[str, Any] = {"type": "memory", "memory": memory.model_dump(mode="json"),
@@ -112,7 +102,7 @@ class Exporter:
                 yield _line(line)
             if cursor is None:
                 break
-        async for item in _pages(lambda c: self.graph.export_facts(user_id, groups, PAGE, c)):
+        async for item in _pages(lambda c: self.graph.reads.export_facts(user_id, groups, PAGE, c)):
             counts["facts"] += 1
             yield _line({"type": "fact", "fact": item})
         async for tier_line in export_tiers(self.graph, user_id, project_id, counts):  # runs, messages
@@ -124,7 +114,8 @@ class Importer:
     """The worker side of an import: the uploaded file (held in Redis by the intake) into both stores, through
     the ledger."""
 
-    def __init__(self, tasks: TaskQueue, kv: RedisKV, embedder: Embedder, ledger: Ledger, graph: GraphStore) -> None:
+    def __init__(self, tasks: TaskQueue, kv: RedisKV, embedder: Embedder, ledger: Ledger,
+                 graph: GraphStore) -> None:
         self.tasks = tasks  # the task's progress
         self.kv = kv  # the upload
         self.embedder = embedder

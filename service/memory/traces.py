@@ -6,35 +6,22 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from service.core.domain import now_iso
 from service.schemas.curation import TraceOut, TracePage, TraceSummary
 from service.schemas.search import SearchRequest, SearchResponse
-from service.stores.graph import groups_for
+from service.stores.graph import GraphStore, groups_for
 
 log = structlog.get_logger(__name__)
 
 MAX_TRACE_WRITES = 64  # traces being written at once, per process; past it a search answers without one
 
 
-class TraceStore(Protocol):
-    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]: ...
-
-    async def write_trace(self, trace: dict[str, Any]) -> None: ...
-
-    async def trace(self, user_id: str, trace_id: str, now: str) -> dict[str, Any]: ...
-
-    async def traces_of_entity(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None,
-                               now: str) -> tuple[list[dict[str, Any]], str | None]: ...
-
-    async def purge_traces(self, now: str) -> int: ...
-
-
 class Traces:
-    def __init__(self, graph: TraceStore, ttl_days: int, graph_timeout_s: float) -> None:
+    def __init__(self, graph: GraphStore, ttl_days: int, graph_timeout_s: float) -> None:
         self.graph = graph
         self.ttl_days = ttl_days  # a trace expires this long after its search (TRACE_TTL_DAYS)
         self.graph_timeout_s = graph_timeout_s  # GRAPH_TIMEOUT_SECONDS: a trace's write may take two
@@ -62,21 +49,21 @@ class Traces:
     async def _write_trace(self, trace: dict[str, Any], req: SearchRequest, uses_graph: bool) -> None:
         try:
             async with asyncio.timeout(self.graph_timeout_s * 2):
-                touched = (await self.graph.query_entities(str(trace["user_id"]), groups_for(req.project_id),
+                touched = (await self.graph.reads.query_entities(str(trace["user_id"]), groups_for(req.project_id),
                                                            req.query) if uses_graph else [])
-                await self.graph.write_trace({**trace, "touched": touched})
+                await self.graph.traces.write_trace({**trace, "touched": touched})
         except Exception as exc:  # a lost trace must not take anything else down; it is logged
             log.warning("trace_write_failed", trace_id=trace["id"], error=f"{type(exc).__name__}: {exc}"[:300])
 
     async def get_trace(self, trace_id: str, user_id: str) -> TraceOut:
-        return TraceOut(**await self.graph.trace(user_id, trace_id, now_iso()))
+        return TraceOut(**await self.graph.traces.trace(user_id, trace_id, now_iso()))
 
     async def list_traces(self, user_id: str, entity_id: str | None, limit: int, cursor: str | None) -> TracePage:
-        rows, next_cursor = await self.graph.traces_of_entity(user_id, entity_id, limit, cursor, now_iso())
+        rows, next_cursor = await self.graph.traces.traces_of_entity(user_id, entity_id, limit, cursor, now_iso())
         return TracePage(items=[TraceSummary(**r) for r in rows], next_cursor=next_cursor)
 
     async def purge_traces(self) -> int:
-        removed = await self.graph.purge_traces(now_iso())
+        removed = await self.graph.traces.purge_traces(now_iso())
         if removed:
             log.info("traces_expired", removed=removed)
         return removed

@@ -63,8 +63,8 @@ class MemoryWriter:
     store write goes through the ledger."""
 
     def __init__(self, redis: RedisQueueSettings, search: SearchSettings, access: AccessSettings,
-                 calibration: Calibration, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore, graph: GraphStore,
-                 ledger: Ledger, locks: MemoryLocks, embedder: Embedder, extractor: Extractor,
+                 calibration: Calibration, tasks: TaskQueue, kv: RedisKV, vectors: VectorStore,
+                 graph: GraphStore, ledger: Ledger, locks: MemoryLocks, embedder: Embedder, extractor: Extractor,
                  links: LinkFinder, usage: RetrievalCounts) -> None:
         self.redis = redis  # task records and pending messages (erasure, conversations)
         self.search = search  # TIME_ANCHORING
@@ -130,7 +130,8 @@ class MemoryWriter:
         await self._mark(corrected)  # stored preferences this conversation corrected
         await self._mark(replaced)  # what the model said the facts replace
         await self._mark(await self._changes(task_id, job, messages, memories))  # what its messages changed
-        session = await keep_messages(self.redis, self.tasks, self.graph, task_id, job.user_id, job.session_id,
+        session = await keep_messages(self.redis, self.tasks, self.graph.conversations, task_id, job.user_id,
+                                      job.session_id,
                                       job.project_id, job.accepted_at, messages, memories)
         log.info("conversation_extracted", extractor=extraction.extractor, facts=facts,
                  interactions=len(memories) - facts, dropped=extraction.dropped, tokens=extraction.usage.total_tokens)
@@ -286,7 +287,8 @@ class MemoryWriter:
             found |= await self.outbox.tombstoned(user_id, rest)
             rest = [i for i in rest if i not in found]
             if rest:
-                found |= {str(n["id"]) for n in await self.graph.memory_nodes(user_id, rest) if not n.get("deleted_at")}
+                nodes = await self.graph.reads.memory_nodes(user_id, rest)
+                found |= {str(n["id"]) for n in nodes if not n.get("deleted_at")}
             return [i for i in job.memory_ids if i in found]
         flt = list_filter(user_id, job.scope, job.category, job.project_id, job.agent_id, all_scopes=True)
         ids: list[str] = []

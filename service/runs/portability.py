@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from service.ai.embeddings import Embedder
 from service.runs.bounds import MAX_ERROR_CHARS, bounded
@@ -40,32 +40,17 @@ def _in_project(row: dict[str, Any], project_id: str | None) -> bool:
     return project_id is None or row.get("project_id") in (None, project_id)
 
 
-class TierReads(Protocol):
-    """What an export reads of the runs and conversations (service/stores/tiers.py)."""
-
-    async def get_run(self, user_id: str, run_id: str) -> dict[str, Any] | None: ...
-
-    async def list_runs(self, user_id: str, session_id: str | None, project_id: str | None, limit: int,
-                        cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
-
-    async def list_sessions(self, user_id: str, project_id: str | None, limit: int,
-                            cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
-
-    async def session_messages(self, user_id: str, session_id: str, limit: int,
-                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]: ...
-
-
-async def export_tiers(graph: TierReads, user_id: str, project_id: str | None,
+async def export_tiers(graph: GraphStore, user_id: str, project_id: str | None,
                        counts: dict[str, int]) -> AsyncIterator[dict[str, Any]]:
     counts.setdefault("runs", 0)
     counts.setdefault("messages", 0)
     cursor: str | None = None
     for _ in range(100_000):  # bounded: pages of PAGE
-        rows, cursor = await graph.list_runs(user_id, None, None, PAGE, cursor)
+        rows, cursor = await graph.run_reads.list_runs(user_id, None, None, PAGE, cursor)
         for row in rows:
             if not _in_project(row, project_id):
                 continue
-            full = await graph.get_run(user_id, str(row["id"]))
+            full = await graph.run_reads.get_run(user_id, str(row["id"]))
             if full is None:
                 continue  # deleted meanwhile
             counts["runs"] += 1
@@ -74,13 +59,14 @@ async def export_tiers(graph: TierReads, user_id: str, project_id: str | None,
             break
     cursor = None
     for _ in range(100_000):
-        sessions, cursor = await graph.list_sessions(user_id, None, PAGE, cursor)
+        sessions, cursor = await graph.conversations.list_sessions(user_id, None, PAGE, cursor)
         for session in sessions:
             if not _in_project(session, project_id):
                 continue
             mcursor: str | None = None
             for _ in range(100_000):
-                messages, mcursor = await graph.session_messages(user_id, str(session["session_id"]), PAGE, mcursor)
+                messages, mcursor = await graph.conversations.session_messages(user_id, str(session["session_id"]),
+                                                                               PAGE, mcursor)
                 for message in messages:
                     counts["messages"] += 1
                     yield {"type": "message", "message": {**message, "session_id": session["session_id"],
@@ -195,16 +181,17 @@ class TierImport:
             task_vec = next(vectors) if task else None
             summary_vec = next(vectors) if summary else None
             started = str(run["started_at"] or run["created_at"])
-            await self.graph.write_run(RunWrite(
+            await self.graph.runs.write_run(RunWrite(
                 user_id=self.user_id, run_id=run["id"], accepted_at=min(started, run["created_at"]),
                 start=run["start"], steps=run["steps"], task_vec=task_vec, vec_model=model, restore=True))
             if run["outcome"] is not None:
-                await self.graph.write_run(RunWrite(
+                await self.graph.runs.write_run(RunWrite(
                     user_id=self.user_id, run_id=run["id"], accepted_at=str(run["completed_at"] or started),
                     outcome=run["outcome"], summary_vec=summary_vec, vec_model=model, restore=True))
             self.counts["runs"] += 1
         for (session, project_id, created), rows in sorted(self.messages.items(), key=lambda kv: kv[0][2]):
-            await self.graph.store_messages(self.user_id, session, project_id, created, rows, restore=True)
+            await self.graph.conversations.store_messages(self.user_id, session, project_id, created, rows,
+                                                          restore=True)
             self.counts["messages"] += len(rows)
         self.runs, self.messages = [], {}
         return self.counts

@@ -1,12 +1,12 @@
 """Graph store Protocols. Backend: `service/stores/neo4j/`: one executor (driver, transactions, retries) shared by
 small parts, each implementing one of these Protocols; service/deps.py hands each caller the part it uses.
 
-`GraphStore` is all of them together: the facade the callers that need many parts hold (the memory service, the
-console). `GraphRetrieval` is what the search's retrievers use, `MemoryUsers` the list of users a run over every
-user walks. `MemoryGraphWrites` writes memories into the
-graph; only the dual-store write owner (`service/writepath/ledger.py`, through
-`service/writepath/graph_writer.py`) holds it, so no other path writes a memory to one store and not the
-other. All Cypher lives in the backend module.
+`GraphStore` is the backend as its parts: a read-only property per part, typed with that part's Protocol, and only
+what is the whole backend's (schema, health, `erase_tiers`); a caller of several parts holds it and names the part
+(`graph.reads.search_facts`). `GraphRetrieval` is what the search's retrievers use, `MemoryUsers` the list of users
+a run over every user walks. `MemoryGraphWrites` (`GraphStore.memories`) writes memories into the graph; only
+the dual-store write owner (`service/writepath/ledger.py`, through `service/writepath/graph_writer.py`) calls it
+(tests/unit/test_layers.py), so no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
 `EntityNameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
 never imports the identity rules or an embedder, and never embeds inside a transaction.
 """
@@ -21,7 +21,7 @@ from service.core.domain import Memory
 from service.stores.console import ConsoleReads
 from service.stores.facts import CommunityStore, FactStore
 from service.stores.reports import GraphReport
-from service.stores.tiers import EntitySearch, RunStore, TierErasure
+from service.stores.tiers import ConversationStore, EntitySearch, RunReadStore, RunWriteStore
 
 MERGE, PENDING, CREATE = "merge", "pending", "create"
 
@@ -246,30 +246,20 @@ class MemoryUsers(Protocol):
         """Every user that has (:Memory) nodes (the full reconcile's list, beside the vector store's)."""
 
 
-class GraphStore(GraphRetrieval, MemoryUsers, RunStore, TierErasure, EntitySearch, FactStore, CommunityStore,
-                 ConsoleReads, Protocol):
-    name: str
+class MemoryNodes(Protocol):
+    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
+        """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
 
-    @property
-    def transient_retries(self) -> int:
-        """Write transactions re-run on a transient error (deadlocks included)."""
 
-    @property
-    def deadlock_retries(self) -> int: ...
+class EpisodeReads(MemoryNodes, MemoryUsers, Protocol):
+    """What the full reconcile compares the vector store with (service/maintenance/reconcile.py)."""
 
-    async def ensure_schema(self) -> None:
-        """Create constraints and indexes if missing (idempotent)."""
+    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
+        """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
 
-    # ---- reads ---------------------------------------------------------------------------
 
-    async def search_facts(
-        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
-    ) -> list[GraphFact]:
-        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
-        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
-        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
-
-    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage: ...
+class GraphExport(Protocol):
+    """What an export reads of the graph (service/memory/portability.py `Exporter`)."""
 
     async def export_facts(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
         """Every RELATES edge of the user (history included) with all it holds: ids, validity, supporters;
@@ -282,21 +272,36 @@ class GraphStore(GraphRetrieval, MemoryUsers, RunStore, TierErasure, EntitySearc
     async def mentions_of(self, user_id: str, memory_ids: list[str]) -> dict[str, list[str]]:
         """memory id -> the ids of the entities it MENTIONS (not the copies a merge made)."""
 
+
+class GraphReadStore(GraphRetrieval, RetiredFacts, EpisodeReads, GraphExport, Protocol):
+    """The reads part (neo4j/reads.py): the search's, the listings, an export's, the reconcile's."""
+
+    async def search_facts(
+        self, user_id: str, groups: list[str], query: str, limit: int, include_history: bool = False
+    ) -> list[GraphFact]:
+        """Facts relevant to `query` within the user's `groups`: entities matched by name, alias or
+        full-text, their RELATES facts and one hop of neighbours, plus facts whose text matches.
+        Only valid facts (invalid_at and expired_at null) unless include_history. Best first."""
+
+    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
+        """The entities the graph retriever starts from for `query`."""
+
+    async def list_nodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage: ...
+
     async def list_edges(
         self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None, include_history: bool = False
     ) -> RowPage: ...
 
-    async def list_episodes(self, user_id: str, groups: list[str] | None, limit: int, cursor: str | None) -> RowPage:
-        """(:Memory) nodes, deleted ones included with their deleted_at / duplicate_of."""
 
-    async def memory_nodes(self, user_id: str, memory_ids: list[str]) -> list[dict[str, Any]]:
-        """The user's (:Memory) nodes with these ids, deleted ones included (`deleted_at` set)."""
-
-    # ---- entity identity and provenance (service/stores/neo4j/curation.py) ------------------
+class CurationStore(Protocol):
+    """Entity identity and provenance (neo4j/curation.py)."""
 
     async def list_duplicates(self, user_id: str, groups: list[str] | None, limit: int,
                               cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """Pending SAME_AS pairs (source, target, pair), highest score first, and the next cursor."""
+
+    async def entity(self, user_id: str, entity_id: str) -> dict[str, Any]:
+        """One entity of the user; NotFound otherwise."""
 
     async def review_duplicate(self, user_id: str, source_id: str, target_id: str, confirm: bool,
                                reviewer: str | None, now: str) -> dict[str, Any]:
@@ -312,8 +317,9 @@ class GraphStore(GraphRetrieval, MemoryUsers, RunStore, TierErasure, EntitySearc
     async def graph_stats(self, user_id: str, groups: list[str] | None, now: str) -> dict[str, int]:
         """memories, entities, merged, live, expired, pending, confirmed, rejected, traces."""
 
-    async def query_entities(self, user_id: str, groups: list[str], query: str) -> list[str]:
-        """The entities the graph retriever starts from for `query`."""
+
+class TraceRecords(Protocol):
+    """Retrieval traces (neo4j/traces.py)."""
 
     async def write_trace(self, trace: dict[str, Any]) -> None: ...
 
@@ -327,11 +333,64 @@ class GraphStore(GraphRetrieval, MemoryUsers, RunStore, TierErasure, EntitySearc
     async def purge_traces(self, now: str) -> int:
         """Remove traces whose expires_at has passed; returns how many."""
 
+    async def erase_traces(self, user_id: str, before: str) -> int: ...
+
+
+class GraphStore(Protocol):
+    """The graph backend as its parts, each behind its narrow Protocol: service/deps.py hands a caller the part it
+    uses, and a caller that needs several holds this and names the part (`graph.reads.search_facts`). What concerns
+    the whole backend (its schema, its health, a delete of every tier of a user) is its own."""
+
+    name: str
+
+    @property
+    def memories(self) -> MemoryGraphWrites:
+        """The graph half of memory writes: only the ledger's graph writer holds it."""
+
+    @property
+    def reads(self) -> GraphReadStore: ...
+
+    @property
+    def facts(self) -> FactStore: ...
+
+    @property
+    def entity_search(self) -> EntitySearch: ...
+
+    @property
+    def curation(self) -> CurationStore: ...
+
+    @property
+    def traces(self) -> TraceRecords: ...
+
+    @property
+    def runs(self) -> RunWriteStore: ...
+
+    @property
+    def run_reads(self) -> RunReadStore: ...
+
+    @property
+    def conversations(self) -> ConversationStore: ...
+
+    @property
+    def communities(self) -> CommunityStore: ...
+
+    @property
+    def console(self) -> ConsoleReads: ...
+
+    @property
+    def transient_retries(self) -> int:
+        """Write transactions re-run on a transient error (deadlocks included)."""
+
+    @property
+    def deadlock_retries(self) -> int: ...
+
+    async def ensure_schema(self) -> None:
+        """Create constraints and indexes if missing (idempotent)."""
+
+    async def erase_tiers(self, user_id: str, before: str) -> int:
+        """A delete of everything of the user: their runs, traces and sessions written before `before`."""
+
     async def ping(self) -> None:
         """Raise DependencyUnavailable if the graph cannot serve requests."""
 
     async def close(self) -> None: ...
-
-
-class GraphBackend(GraphStore, MemoryGraphWrites, Protocol):
-    """The whole backend: the reads (and the tiers) for the readers, the memory writes for the ledger."""

@@ -1,8 +1,8 @@
 """Store Protocols of the two tiers beside memories: task traces (runs) and conversations.
 
 Backend: `service/stores/neo4j/runs.py` (`RunWriteStore`), `run_reads.py` (`RunReadStore`) and `conversations.py`
-(`ConversationStore`), parts of the Neo4j backend; service/deps.py hands each service the part it uses, and
-`GraphStore` includes them all (the memory service's facade). All Cypher lives
+(`ConversationStore`), parts of the Neo4j backend (`GraphStore.runs`, `.run_reads`, `.conversations`);
+service/deps.py hands each service the part it uses. All Cypher lives
 in the backend. Vectors arrive ready (embedded before any transaction); touched entities are resolved by the
 graph's identity gate inside the write's transaction, like a memory's entities.
 """
@@ -119,16 +119,6 @@ class ConversationStore(Protocol):
         """Retention: erase messages written before `before` (of every user, or of one); a session left without
         messages goes too."""
 
-
-
-class TierErasure(ConversationStore, Protocol):
-    """What a memory delete erases beyond the memories: the messages they came from (`ConversationStore`) and, for
-    a delete of everything, the user's other tiers (the graph store's facade: runs, traces and conversations are
-    three parts)."""
-
-    async def erase_tiers(self, user_id: str, before: str) -> int:
-        """A delete of everything of the user: every run and conversation accepted before `before`, and every
-        retrieval trace (with its query text) recorded up to then."""
 
 
 class EntitySearch(Protocol):

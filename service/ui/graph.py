@@ -30,15 +30,16 @@ def elements(seeds: list[dict[str, Any]], facts: list[dict[str, Any]], selected:
 
 async def view(deps: Deps, user_id: str, query: str, history: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The entities a search names (else the most connected ones) and the graph drawn around them."""
-    seeds = await deps.graph.find_entities(user_id, query, SEEDS)
-    rows, _ = await deps.graph.entity_facts(user_id, [str(e["id"]) for e in seeds], include_history=history,
+    seeds = await deps.graph.console.find_entities(user_id, query, SEEDS)
+    rows, _ = await deps.graph.facts.entity_facts(user_id, [str(e["id"]) for e in seeds], include_history=history,
                                             limit=FACTS)
     return seeds, elements(seeds, [r["fact"] for r in rows], selected=bool(query))
 
 
 async def neighbourhood(deps: Deps, user_id: str, entity_id: str, history: bool) -> dict[str, Any]:
     """One entity's facts and neighbours (a click on a node); empty for an entity of another user."""
-    entity = await deps.graph.entities(user_id, [entity_id])
-    rows, _ = await deps.graph.entity_facts(user_id, [entity_id], include_history=history, limit=FACTS) if entity \
+    entity = await deps.graph.console.entities(user_id, [entity_id])
+    rows, _ = await deps.graph.facts.entity_facts(user_id, [entity_id], include_history=history,
+                                                  limit=FACTS) if entity \
         else ([], None)
     return elements(entity, [r["fact"] for r in rows], selected=False)

@@ -48,16 +48,17 @@ async def entity_page(request: Request, entity_id: str, console: ConsoleDep,
     """An entity: the memories that mention it (newest first), its facts over time, its merges; `into` finds the
     entities it could be merged into."""
     user, graph = console.acting(), console.deps.graph
-    found = await call(graph.entities(user, [entity_id]))
+    found = await call(graph.console.entities(user, [entity_id]))
     if not found:
         raise HTTPException(status_code=404, detail=f"unknown entity '{entity_id}'")
     entity = found[0]
-    rows, _ = await call(graph.entity_facts(user, [entity_id], include_history=True, limit=500, live_ends=False))
+    rows, _ = await call(graph.facts.entity_facts(user, [entity_id], include_history=True, limit=500, live_ends=False))
     facts = sorted((r["fact"] for r in rows), key=lambda f: str(f.get("valid_at") or f.get("created_at") or ""))
-    merged_here = await call(graph.merged_entities(user, entity_id, 100))
-    target = await call(graph.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
-    candidates = [e for e in await call(graph.find_entities(user, into, 20)) if e["id"] != entity_id] if into else []
-    ids = await call(graph.entity_memories(user, entity_id, ENTITY_MEMORIES))
+    merged_here = await call(graph.console.merged_entities(user, entity_id, 100))
+    target = await call(graph.console.entities(user, [str(entity["merged_into"])])) if entity.get("merged_into") else []
+    found = await call(graph.console.find_entities(user, into, 20)) if into else []
+    candidates = [e for e in found if e["id"] != entity_id]
+    ids = await call(graph.console.entity_memories(user, entity_id, ENTITY_MEMORIES))
     seen = MemoryFilter(user_id=user, all_scopes=True)  # the session's tenant and sensitivity ceiling
     by_id = {m.id: m for m in await call(console.deps.vectors.get(ids)) if seen.matches(m)}
     memories = [by_id[i] for i in ids if i in by_id]
@@ -88,8 +89,8 @@ async def review_queue(request: Request, console: ConsoleDep,
                        cursor: Annotated[str | None, Query(max_length=512)] = None) -> Response:
     user = console.acting()
     page = await call(console.deps.curation.list_duplicates(user, None, PAGE, cursor))
-    merged = await call(console.deps.graph.merged_entities(user, None, 100))
-    targets = await call(console.deps.graph.entities(user, sorted({str(e["merged_into"]) for e in merged})))
+    merged = await call(console.deps.graph.console.merged_entities(user, None, 100))
+    targets = await call(console.deps.graph.console.entities(user, sorted({str(e["merged_into"]) for e in merged})))
     return render(request, "review.html", console, pairs=page.items, next_cursor=page.next_cursor, merged=merged,
                   names={str(e["id"]): str(e.get("name")) for e in targets})
 

@@ -158,9 +158,9 @@ async def memory_page(request: Request, memory_id: str, console: ConsoleDep) -> 
     memory = await call(console.deps.memories.get_memory(memory_id, user))
     stored = await call(console.deps.vectors.get([memory_id]))  # get_memory checked the owner
     task_id = stored[0].task_id if stored else None
-    mentioned = (await call(console.deps.graph.mentions_of(user, [memory_id]))).get(memory_id, [])
-    entities = await call(console.deps.graph.entities(user, mentioned))
-    facts = await call(console.deps.graph.memory_facts(user, memory_id, 200))
+    mentioned = (await call(console.deps.graph.reads.mentions_of(user, [memory_id]))).get(memory_id, [])
+    entities = await call(console.deps.graph.console.entities(user, mentioned))
+    facts = await call(console.deps.graph.console.memory_facts(user, memory_id, 200))
     said, event = days(memory.occurred_at, memory.created_at, memory.metadata)
     return render(request, "memory.html", console, m=memory, task_id=task_id, entities=entities, facts=facts,
                   said=said, event=event,

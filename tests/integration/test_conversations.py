@@ -136,8 +136,8 @@ async def test_retention_erases_old_messages_and_runs(client: httpx.AsyncClient,
     assert len((await client.get(f"/v1/conversations/{session}", params={"user_id": user})).json()["items"]) == 3
     # what was written before the cut-off goes (a cut-off in the future, for this user only)
     later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    assert await deps.graph.expire_messages(later, user) == 3
-    assert await deps.graph.expire_runs(later, user) == 1
+    assert await deps.graph.conversations.expire_messages(later, user) == 3
+    assert await deps.graph.runs.expire_runs(later, user) == 1
     assert (await client.get(f"/v1/conversations/{session}", params={"user_id": user})).status_code == 404
     assert (await client.get(f"/v1/runs/{run.json()['run_id']}", params={"user_id": user})).status_code == 404
 

@@ -140,6 +140,6 @@ async def test_a_trace_lists_what_the_search_returned_and_expires(client: httpx.
 
     # expiry: the cron's purge past the TTL removes it
     later = (datetime.now(UTC) + timedelta(days=deps.settings.retention.trace_ttl_days, hours=1)).isoformat()
-    assert await deps.graph.purge_traces(later) >= 1
+    assert await deps.graph.traces.purge_traces(later) >= 1
     assert (await client.get(f"/v1/traces/{body['trace_id']}", params={"user_id": u})).status_code == 404
     assert (await client.get("/v1/traces", params={"user_id": u})).json()["items"] == []

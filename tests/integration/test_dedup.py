@@ -9,7 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import numpy as np
@@ -22,7 +22,7 @@ from service.deps import Deps
 from service.identity.rules import NameRules
 from service.maintenance.records import DedupKeys, DedupLock
 from service.maintenance.sweep import DedupSweep
-from service.stores.graph import EntityRef, GraphBackend, MemoryLinks, RelationRef
+from service.stores.graph import EntityRef, MemoryLinks, RelationRef
 from service.stores.neo4j.rows import relation_id
 from service.stores.neo4j.store import Neo4jGraphStore
 from tests.conftest import unique
@@ -90,7 +90,7 @@ class Plant:
 async def put(deps: Deps, rows: list[tuple[Memory, list[float]]], links: list[MemoryLinks] | None = None) -> None:
     memories = [m for m, _ in rows]
     await deps.vectors.upsert(memories, [v for _, v in rows])
-    await cast(GraphBackend, deps.graph).upsert_memories(memories, links)  # beside the ledger, on purpose
+    await deps.graph.memories.upsert_memories(memories, links)  # beside the ledger, on purpose
 
 
 async def start_run(client: httpx.AsyncClient, **body: Any) -> str:
@@ -131,7 +131,7 @@ async def live_ids(deps: Deps, memories: list[Memory]) -> set[str]:
 
 
 async def episodes(deps: Deps, user: str) -> dict[str, dict[str, Any]]:
-    page = await deps.graph.list_episodes(user, None, 500, None)
+    page = await deps.graph.reads.list_episodes(user, None, 500, None)
     return {str(e["id"]): e for e in page.items}
 
 
@@ -329,7 +329,7 @@ async def test_graph_outage_completes_vector_phase_and_next_run_retries(app: App
     dead = Neo4jGraphStore(f"bolt://127.0.0.1:{free_port()}", "neo4j", None, "memory", 1.0, NameRules())
     try:
         sweep = DedupSweep(deps.settings.redis, deps.settings.dedup, deps.settings.calibration.dedup,
-                           deps.vectors, dead, deps.redis)
+                           deps.vectors, dead.memories, deps.redis)
         report = await sweep.run(uuid.uuid4().hex, trigger="manual", user_id=user)
     finally:
         await dead.close()

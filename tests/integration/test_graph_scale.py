@@ -94,7 +94,7 @@ async def dense(store: Neo4jGraphStore) -> AsyncIterator[tuple[str, list[Memory]
                          relations=[RelationRef("user", "deploys_to" if i % 4 == 0 else "uses", f"tool {i}",
                                                 f"fact {i}")]) for i, m in enumerate(memories)]
     for start in range(0, DEGREE, 1000):
-        await store.upsert_memories(memories[start : start + 1000], links[start : start + 1000])
+        await store.memories.upsert_memories(memories[start : start + 1000], links[start : start + 1000])
     yield u, memories
     await erase_user(store, u)
 
@@ -160,8 +160,8 @@ async def test_writes_on_a_dense_entity_use_indexes(store: Neo4jGraphStore, dens
     assert max(hits.values()) < 300, hits
 
     # the write itself: one relation per (source, predicate, target), and supersession intact
-    await store.upsert_memories([m], [link])
-    await store.upsert_memories([m], [link])  # a replay converges
+    await store.memories.upsert_memories([m], [link])
+    await store.memories.upsert_memories([m], [link])  # a replay converges
     [counts] = await probe._rows(store, """
         MATCH (s:Entity)-[r:RELATES {user_id: $u}]->(o:Entity)
         WITH s, r.predicate AS p, o, count(r) AS n
@@ -221,7 +221,7 @@ async def test_relations_written_before_keys_are_migrated(store: Neo4jGraphStore
     assert sorted(r["key"] == r["id"] for r in keyed) == [False, True, True]  # the duplicate's key is its own
 
     later = memory(u, 2, "2025-01-01T00:00:00+00:00")
-    await store.upsert_memories([later], [MemoryLinks(memory_id=later.id, entities=[], relations=[
+    await store.memories.upsert_memories([later], [MemoryLinks(memory_id=later.id, entities=[], relations=[
         RelationRef("user", "lives_in", "Bergen", "moved to Bergen"),  # supersedes the legacy Oslo fact
         RelationRef("user", "works_at", "Acme", "still at Acme"),  # the legacy fact stated again
     ])])
@@ -315,7 +315,7 @@ async def test_a_fresh_users_bulk_write_starts_small_and_grows(store: Neo4jGraph
                  for i, m in enumerate(memories)]
         store.chunk_stats.recent.clear()
         try:
-            await store.upsert_memories(memories, links)
+            await store.memories.upsert_memories(memories, links)
             sizes = [items for kind, items, _ in store.chunk_stats.recent if kind == "upsert"]
             assert sizes[0] == first and sizes[1] >= 2 * first and sum(sizes) == n, sizes
             assert await probe.count_memories(store, u) == n
@@ -363,9 +363,9 @@ async def test_erase_keeps_an_entity_a_live_memory_mentions(store: Neo4jGraphSto
     u = f"erase-{uuid.uuid4().hex[:10]}"
     a, b, c = (memory(u, i, at(i)) for i in range(3))
     ents = {a.id: ["Oslo", "Bergen"], b.id: ["Oslo"], c.id: ["Bergen"]}
-    await store.upsert_memories([a, b, c], [MemoryLinks(memory_id=m.id, entities=[EntityRef(n, "place") for n in
-                                                                                   ents[m.id]], relations=[])
-                                            for m in (a, b, c)])
+    links = [MemoryLinks(memory_id=m.id, entities=[EntityRef(n, "place") for n in ents[m.id]], relations=[])
+             for m in (a, b, c)]
+    await store.memories.upsert_memories([a, b, c], links)
     marked = await probe._rows(store, "MATCH (m:Memory {user_id: $u})-[x:MENTIONS]->(e) "
                                       "RETURN count(x) AS n, count(x.live_of) AS live", u=u)
     assert marked == [{"n": 4, "live": 4}]
@@ -374,13 +374,13 @@ async def test_erase_keeps_an_entity_a_live_memory_mentions(store: Neo4jGraphSto
                                               database_=store.executor.database)
     names = "MATCH (e:Entity {user_id: $u}) RETURN e.name AS name ORDER BY name"
 
-    await store.remove_memories([a.id], "2026-01-01T00:00:00+00:00", user_id=u, erase=True)
+    await store.memories.remove_memories([a.id], "2026-01-01T00:00:00+00:00", user_id=u, erase=True)
     assert [r["name"] for r in await probe._rows(store, names, u=u)] == ["Bergen", "Oslo"]
     gone = await probe._rows(store, "MATCH (:Memory {id: $a})-[x:MENTIONS]->() RETURN count(x.live_of) AS live",
                              a=a.id)
     assert gone == [{"live": 0}]  # a removed memory's mentions keep no entity alive
 
-    await store.remove_memories([b.id, c.id], "2026-01-01T00:00:01+00:00", user_id=u, erase=True)
+    await store.memories.remove_memories([b.id, c.id], "2026-01-01T00:00:01+00:00", user_id=u, erase=True)
     assert await probe._rows(store, names, u=u) == []
     await erase_user(store, u)
 
@@ -392,7 +392,8 @@ async def test_merge_and_unmerge_into_a_dense_entity_use_indexes(
     the target's relationships), and the unmerge removes exactly the copies."""
     u, _ = dense
     m = memory(u, 10**7, "2025-07-01T00:00:00+00:00")
-    await store.upsert_memories([m], [MemoryLinks(memory_id=m.id, entities=[EntityRef("the operator", "person")],
+    operator = [EntityRef("the operator", "person")]
+    await store.memories.upsert_memories([m], [MemoryLinks(memory_id=m.id, entities=operator,
                                                   relations=[RelationRef("the operator", "uses", "tool 1", "op uses 1"),
                                                              RelationRef("tool 2", "owned_by", "the operator",
                                                                          "2 owned by op")])])
@@ -410,12 +411,12 @@ async def test_merge_and_unmerge_into_a_dense_entity_use_indexes(
         assert seeks(explained["unmerge"], index) >= 1, (index, explained["unmerge"])
     assert not [op for op, _ in explained["unmerge"] if "Scan" in op or op == "Expand(All)"], explained["unmerge"]
 
-    await store.merge_entities(u, source, target, "2026-01-01T00:00:00+00:00")
+    await store.curation.merge_entities(u, source, target, "2026-01-01T00:00:00+00:00")
     copies = await probe.merge_copies(store, u, source)
     assert copies == {"RELATES": 2, "MENTIONS": 1}, copies
     profiled = await plans(store, "PROFILE", [unmerge])  # rolled back
     assert db_hits(profiled["unmerge"]) < 300, db_hits(profiled["unmerge"])
-    await store.unmerge_entity(u, source, "2026-01-02T00:00:00+00:00")
+    await store.curation.unmerge_entity(u, source, "2026-01-02T00:00:00+00:00")
     assert await probe._rows(store, "MATCH ()-[c {migrated_from: $s}]->() RETURN count(c) AS n", s=source) == [{"n": 0}]
     after = await probe._rows(store, "MATCH (t:Entity {id: $t}) RETURN COUNT { (t)--() } AS degree", t=target)
     assert after == before

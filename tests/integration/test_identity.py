@@ -39,7 +39,7 @@ async def say(store: Neo4jGraphStore, user_id: str, *entities: tuple[str, str], 
                created_at=T0, updated_at=T0)
     links = MemoryLinks(m.id, [EntityRef(n, t) for n, t in entities],
                         [RelationRef(s, p, o, f"{s} {p} {o}") for s, p, o in relations])
-    await store.upsert_memories([m], [links])
+    await store.memories.upsert_memories([m], [links])
     return m
 
 
@@ -52,7 +52,7 @@ async def nodes(store: Neo4jGraphStore, user_id: str) -> dict[str, dict[str, Any
 
 
 async def mentioned(store: Neo4jGraphStore, user_id: str, m: Memory) -> list[str]:
-    return (await store.mentions_of(user_id, [m.id])).get(m.id, [])
+    return (await store.reads.mentions_of(user_id, [m.id])).get(m.id, [])
 
 
 async def copies(store: Neo4jGraphStore, user_id: str, source_id: str) -> dict[str, int]:
@@ -78,16 +78,16 @@ async def test_a_near_variant_becomes_a_pending_pair_in_the_queue(store: Neo4jGr
     await say(store, u, ("Mel", "person"))
     found = await nodes(store, u)
     assert set(found) == {"Melanie", "Mel"}
-    rows, cursor = await store.list_duplicates(u, None, 10, None)
+    rows, cursor = await store.curation.list_duplicates(u, None, 10, None)
     assert cursor is None and len(rows) == 1
     pair = rows[0]
     assert (pair["source"]["name"], pair["target"]["name"]) == ("Mel", "Melanie")
     assert 0.85 <= pair["pair"]["score"] < 0.95 and pair["pair"]["match_type"] == "short_name"
     assert "fuzzy=" in pair["pair"]["reason"] and "semantic=" in pair["pair"]["reason"]
     assert pair["source"]["mentions"] == 1 and pair["target"]["mentions"] == 1
-    node = await store.entity(u, eid(u, "Mel"))
+    node = await store.curation.entity(u, eid(u, "Mel"))
     assert node["id"] == eid(u, "Mel")
-    listed = (await store.list_nodes(u, None, 10, None)).items
+    listed = (await store.reads.list_nodes(u, None, 10, None)).items
     mel = next(i for i in listed if i["name"] == "Mel")
     assert mel["resolution_action"] == "pending" and mel["resolution_match_type"] == "short_name"
 
@@ -98,7 +98,7 @@ async def test_hard_negatives_and_other_types_stay_apart(store: Neo4jGraphStore)
     m = await say(store, u, ("JavaScript", "language"), ("Jordan", "person"))
     found = {(n["name"], n["type"]) for n in await probe.entities(store, u)}
     assert found == {("Java", "language"), ("JavaScript", "language"), ("Jordan", "place"), ("Jordan", "person")}
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []
     person = next(n for n in await probe.entities(store, u) if n["type"] == "person")
     assert person["id"] in await mentioned(store, u, m) and eid(u, "Jordan") not in await mentioned(store, u, m)
 
@@ -109,19 +109,19 @@ async def test_confirm_merges_with_copies_marked_and_unmerge_restores(store: Neo
                       relations=(("Melanie", "likes", "painting"),))
     second = await say(store, u, ("Mel", "person"), ("hiking", "thing"), relations=(("Mel", "likes", "hiking"),))
     mel, melanie = eid(u, "Mel"), eid(u, "Melanie")
-    before = await store.entity(u, melanie)
+    before = await store.curation.entity(u, melanie)
 
-    done = await store.review_duplicate(u, mel, melanie, True, "tester", NOW)
+    done = await store.curation.review_duplicate(u, mel, melanie, True, "tester", NOW)
     assert done["merged_into"] == melanie
-    source = await store.entity(u, mel)
-    target = await store.entity(u, melanie)
+    source = await store.curation.entity(u, mel)
+    target = await store.curation.entity(u, melanie)
     assert source["merged_into"] == melanie
     assert "Mel" in target["aliases"]
     assert await copies(store, u, mel) == {"MENTIONS": 1, "RELATES": 1}
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []  # no longer pending
-    assert (await store.graph_stats(u, None, NOW))["confirmed"] == 1
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []  # no longer pending
+    assert (await store.curation.graph_stats(u, None, NOW))["confirmed"] == 1
     # listings show the merged entity's edge once (the copy), and searches reach both memories from either name
-    edges = (await store.list_edges(u, None, 50, None)).items
+    edges = (await store.reads.list_edges(u, None, 50, None)).items
     assert sorted((e["source"], e["target"]) for e in edges) == [("Melanie", "hiking"), ("Melanie", "painting")]
     for query in ("Mel", "Melanie"):
         found = {mid for mid, _ in await probe.search_memories(store, u, ["global"], query, 10)}
@@ -130,20 +130,20 @@ async def test_confirm_merges_with_copies_marked_and_unmerge_restores(store: Neo
     later = await say(store, u, ("Mel", "person"))
     assert await mentioned(store, u, later) == [melanie]
     # idempotent
-    await store.merge_entities(u, mel, melanie, NOW)
+    await store.curation.merge_entities(u, mel, melanie, NOW)
     assert await copies(store, u, mel) == {"MENTIONS": 1, "RELATES": 1}
 
-    await store.unmerge_entity(u, mel, NOW)
-    source = await store.entity(u, mel)
-    target = await store.entity(u, melanie)
+    await store.curation.unmerge_entity(u, mel, NOW)
+    source = await store.curation.entity(u, mel)
+    target = await store.curation.entity(u, melanie)
     assert source.get("merged_into") is None
     assert sorted(target["aliases"]) == sorted(before["aliases"])
     assert await copies(store, u, mel) == {}
     after = await mentioned(store, u, second)
     assert mel in after and melanie not in after  # the source keeps its own edges, the copy is gone
-    edges = (await store.list_edges(u, None, 50, None)).items
+    edges = (await store.reads.list_edges(u, None, 50, None)).items
     assert sorted((e["source"], e["target"]) for e in edges) == [("Mel", "hiking"), ("Melanie", "painting")]
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     assert [(r["source"]["id"], r["target"]["id"]) for r in rows] == [(mel, melanie)]  # for review again
 
 
@@ -152,20 +152,20 @@ async def test_reject_is_never_proposed_again(store: Neo4jGraphStore) -> None:
     await say(store, u, ("Melanie", "person"))
     m1 = await say(store, u, ("Mel", "person"))
     mel, melanie = eid(u, "Mel"), eid(u, "Melanie")
-    done = await store.review_duplicate(u, mel, melanie, False, "tester", NOW)
+    done = await store.curation.review_duplicate(u, mel, melanie, False, "tester", NOW)
     assert done["status"] == "rejected"
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []
     m2 = await say(store, u, ("Mel", "person"))
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []
-    stats = await store.graph_stats(u, None, NOW)
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []
+    stats = await store.curation.graph_stats(u, None, NOW)
     assert stats["rejected"] == 1 and stats["pending"] == 0
     # even after Mel's memories are erased (the node goes with them) and Mel is mentioned afresh
-    await store.remove_memories([m1.id, m2.id], NOW, user_id=u, erase=True)
+    await store.memories.remove_memories([m1.id, m2.id], NOW, user_id=u, erase=True)
     assert "Mel" not in await nodes(store, u)
     await say(store, u, ("Mel", "person"))
     assert "Mel" in await nodes(store, u)
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []  # Melanie remembers the rejection
-    assert (await store.entity(u, mel))["id"] == mel
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []  # Melanie remembers the rejection
+    assert (await store.curation.entity(u, mel))["id"] == mel
 
 
 async def test_no_resolution_across_users_or_projects(store: Neo4jGraphStore) -> None:
@@ -174,11 +174,11 @@ async def test_no_resolution_across_users_or_projects(store: Neo4jGraphStore) ->
     mb = await say(store, b, ("k8s", "tool"), ("Mel", "person"))
     assert set(await nodes(store, b)) == {"k8s", "Mel"}
     assert await mentioned(store, b, mb) == sorted([eid(b, "k8s"), eid(b, "Mel")])
-    assert (await store.list_duplicates(b, None, 10, None))[0] == []
+    assert (await store.curation.list_duplicates(b, None, 10, None))[0] == []
     mp = await say(store, a, ("k8s", "tool"), ("Mel", "person"), project="p1")
     group = "project--p1"
     assert await mentioned(store, a, mp) == sorted([eid(a, "k8s", group), eid(a, "Mel", group)])
-    assert (await store.list_duplicates(a, None, 10, None))[0] == []
+    assert (await store.curation.list_duplicates(a, None, 10, None))[0] == []
 
 
 async def test_merge_refuses_what_must_not_merge(store: Neo4jGraphStore) -> None:
@@ -189,18 +189,18 @@ async def test_merge_refuses_what_must_not_merge(store: Neo4jGraphStore) -> None
     await say(store, u, ("Rust", "language"), project="p2")
     await say(store, other, ("Rust", "language"))
     with pytest.raises(DomainError, match="never merge"):
-        await store.merge_entities(u, eid(u, "Ruby"), eid(u, "Rust"), NOW)
+        await store.curation.merge_entities(u, eid(u, "Ruby"), eid(u, "Rust"), NOW)
     with pytest.raises(DomainError, match="groups"):
-        await store.merge_entities(u, eid(u, "Rust", "project--p2"), eid(u, "Rust"), NOW)
+        await store.curation.merge_entities(u, eid(u, "Rust", "project--p2"), eid(u, "Rust"), NOW)
     with pytest.raises(NotFound):
-        await store.merge_entities(u, eid(other, "Rust"), eid(u, "Go"), NOW)
-    await store.merge_entities(u, eid(u, "Go"), eid(u, "Rust"), NOW)
+        await store.curation.merge_entities(u, eid(other, "Rust"), eid(u, "Go"), NOW)
+    await store.curation.merge_entities(u, eid(u, "Go"), eid(u, "Rust"), NOW)
     with pytest.raises(Conflict, match="merged into"):  # into an entity that is itself merged
-        await store.merge_entities(u, eid(u, "Rust"), eid(u, "Go"), NOW)
+        await store.curation.merge_entities(u, eid(u, "Rust"), eid(u, "Go"), NOW)
     with pytest.raises(Conflict, match="not merged"):
-        await store.unmerge_entity(u, eid(u, "Rust"), NOW)
+        await store.curation.unmerge_entity(u, eid(u, "Rust"), NOW)
     with pytest.raises(NotFound):
-        await store.review_duplicate(u, eid(u, "Go"), eid(u, "Rust"), False, None, NOW)
+        await store.curation.review_duplicate(u, eid(u, "Go"), eid(u, "Rust"), False, None, NOW)
 
 
 async def test_a_name_without_letters_is_written(store: Neo4jGraphStore) -> None:

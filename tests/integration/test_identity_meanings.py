@@ -30,8 +30,8 @@ async def write(store: Neo4jGraphStore, user_id: str, text: str, name: str, kind
     """One memory naming one entity (by its id when `pinned`); the id of the entity its mention points at."""
     m = Memory(id=str(uuid.uuid4()), user_id=user_id, content=text, category="personal_fact", scope=Scope.GLOBAL,
                project_id=None, hash=content_hash(text), created_at=T0, updated_at=T0)
-    await store.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(name, kind, role=role, id=pinned)])])
-    [entity] = (await store.mentions_of(user_id, [m.id]))[m.id]
+    await store.memories.upsert_memories([m], [MemoryLinks(m.id, [EntityRef(name, kind, role=role, id=pinned)])])
+    [entity] = (await store.reads.mentions_of(user_id, [m.id]))[m.id]
     return entity
 
 
@@ -41,7 +41,7 @@ async def test_a_homonym_with_another_role_is_its_own_entity_and_a_pending_pair(
     assert plumber == entity_id(u, "global", "John Smith")
     vp = await write(store, u, "Our new VP of Sales, John Smith, wants weekly pipeline reports.", "John Smith")
     assert vp != plumber  # not merged: two nodes of one name
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     assert [(r["source"]["id"], r["target"]["id"], r["pair"]["match_type"]) for r in rows] == [
         (vp, plumber, "other_role")]
     assert "other role" in rows[0]["pair"]["reason"]
@@ -61,7 +61,7 @@ async def test_a_mention_with_no_role_among_several_meanings_goes_to_review(stor
     vp = await write(store, u, "Our new VP of Sales, John Smith, wants weekly pipeline reports.", "John Smith")
     unplaced = await write(store, u, "John Smith called back.", "John Smith")
     assert unplaced not in (plumber, vp)
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     pairs = sorted((r["target"]["id"], r["pair"]["match_type"]) for r in rows if r["source"]["id"] == unplaced)
     assert pairs == sorted([(plumber, "exact"), (vp, "exact")])
     assert all("ambiguous" in r["pair"]["reason"] for r in rows if r["source"]["id"] == unplaced)
@@ -92,10 +92,10 @@ async def test_a_rejected_pair_of_meanings_does_not_stop_a_third_from_being_prop
     u = f"mean-{uuid.uuid4().hex[:12]}"
     plumber = await write(store, u, "John Smith, the plumber, quoted $450.", "John Smith")
     vp = await write(store, u, "John Smith, our VP of Sales, wants reports.", "John Smith")
-    await store.review_duplicate(u, vp, plumber, False, "tester", T0)
+    await store.curation.review_duplicate(u, vp, plumber, False, "tester", T0)
     assert await write(store, u, "John Smith, the plumber, came back.", "John Smith") == plumber
     neighbour = await write(store, u, "My neighbor John Smith waters the plants.", "John Smith")
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     assert sorted((r["source"]["id"], r["target"]["id"]) for r in rows) == sorted(
         [(neighbour, plumber), (neighbour, vp)])
 
@@ -105,7 +105,7 @@ async def test_a_homonym_with_no_role_or_the_same_role_is_one_entity(store: Neo4
     first = await write(store, u, "Giulia Bianchi is my new physiotherapist for the knee rehab.", "Giulia Bianchi")
     assert await write(store, u, "Giulia Bianchi invited us to her housewarming.", "Giulia Bianchi") == first
     assert await write(store, u, "My physical therapist Giulia Bianchi moved our session.", "Giulia Bianchi") == first
-    assert (await store.list_duplicates(u, None, 10, None))[0] == []
+    assert (await store.curation.list_duplicates(u, None, 10, None))[0] == []
 
 
 async def test_an_extractors_stated_role_is_used_before_the_text(store: Neo4jGraphStore) -> None:
@@ -122,7 +122,7 @@ async def test_a_third_meaning_is_proposed_against_both(store: Neo4jGraphStore) 
     vp = await write(store, u, "John Smith, our VP of Sales, wants reports.", "John Smith")
     neighbour = await write(store, u, "My neighbor John Smith waters the plants.", "John Smith")
     assert len({plumber, vp, neighbour}) == 3
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     assert sorted(r["target"]["id"] for r in rows if r["source"]["id"] == neighbour) == sorted([plumber, vp])
 
 
@@ -134,13 +134,13 @@ async def test_one_write_naming_two_meanings_keeps_them_apart(store: Neo4jGraphS
              "John Smith, our plumber, fixed the radiator.")
     batch = [Memory(id=str(uuid.uuid4()), user_id=u, content=t, category="personal_fact", scope=Scope.GLOBAL,
                     project_id=None, hash=content_hash(t), created_at=T0, updated_at=T0) for t in texts]
-    await store.upsert_memories(batch, [
+    await store.memories.upsert_memories(batch, [
         MemoryLinks(m.id, [EntityRef("John Smith", "person")], [RelationRef("John Smith", "met", "user", m.content)])
         for m in batch])
-    mentioned = await store.mentions_of(u, [m.id for m in batch])
+    mentioned = await store.reads.mentions_of(u, [m.id for m in batch])
     plumber, vp, again = (set(mentioned[m.id]) - {entity_id(u, "global", "user")} for m in batch)
     assert plumber == again and plumber != vp and len(plumber | vp) == 2
-    rows, _ = await store.list_duplicates(u, None, 10, None)
+    rows, _ = await store.curation.list_duplicates(u, None, 10, None)
     assert [r["pair"]["match_type"] for r in rows] == ["other_role"]
     assert {r["source"]["id"] for r in rows} | {r["target"]["id"] for r in rows} == plumber | vp
     facts = {(r["source"], r["target"]) for r in await probe.relations(store, u)}
@@ -159,6 +159,6 @@ async def test_a_meaning_has_one_node_whichever_way_it_is_written(store: Neo4jGr
     texts = ("Jordan, the plumber, fixed the sink.", "Jordan, our VP of Sales, approved the budget.")
     batch = [Memory(id=str(uuid.uuid4()), user_id=u, content=t, category="personal_fact", scope=Scope.GLOBAL,
                     project_id=None, hash=content_hash(t), created_at=T0, updated_at=T0) for t in texts]
-    await store.upsert_memories(batch, [MemoryLinks(m.id, [EntityRef("Jordan", "person")]) for m in batch])
-    mentioned = await store.mentions_of(u, [m.id for m in batch])
+    await store.memories.upsert_memories(batch, [MemoryLinks(m.id, [EntityRef("Jordan", "person")]) for m in batch])
+    mentioned = await store.reads.mentions_of(u, [m.id for m in batch])
     assert [mentioned[m.id] for m in batch] == [[plumber], [vp]]

@@ -202,7 +202,7 @@ async def test_the_roles_the_provider_states_keep_two_people_of_one_name_apart(
         assert done["status"] == "completed", done
     smiths = [e for e in await probe.entities(deps.graph, user) if e["name"] == "John Smith"]
     assert len(smiths) == 2
-    rows, _ = await deps.graph.list_duplicates(user, None, 10, None)
+    rows, _ = await deps.graph.curation.list_duplicates(user, None, 10, None)
     assert [(r["source"]["roles"], r["target"]["roles"], r["pair"]["match_type"]) for r in rows] == [
         (["vp of sales"], ["plumber"], "other_role")]
 

@@ -279,7 +279,7 @@ async def test_delete_whose_graph_step_fails_is_finished_and_can_be_retried(tmp_
         proxy.delay = 0.0
 
         async def gone() -> bool:
-            nodes = await deps.graph.memory_nodes(user, [memory_id])
+            nodes = await deps.graph.reads.memory_nodes(user, [memory_id])
             return bool(nodes and nodes[0].get("deleted_at"))
 
         await wait_for(gone, 60, "the reconciler finishing the delete")
@@ -340,7 +340,8 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
     assert report["result"]["repairs"]["graph_node_missing"] == 1
     ids = {m.id for m in (await deps.vectors.scroll(MemoryFilter(user_id=user, all_scopes=True), 50))[0]}
     assert ids == {kept["result"]["memories"][0]["id"], lost_vector_id, orphan.id}
-    nodes = {str(n["id"]): n for n in await deps.graph.memory_nodes(user, [orphan.id, deleted_id, lost_vector_id])}
+    nodes = {str(n["id"]): n for n in await deps.graph.reads.memory_nodes(user, [orphan.id, deleted_id,
+                                                                                 lost_vector_id])}
     assert nodes[orphan.id].get("deleted_at") is None and nodes[orphan.id]["content"] == orphan.content
     assert nodes[deleted_id].get("deleted_at")
     assert await probe.count_memories(deps.graph, user) == 3
@@ -376,7 +377,7 @@ async def test_deleting_erases_the_content_everywhere_the_service_keeps_it(
     assert await _redis_holds(deps, marker) == []
     assert await _graph_holds(deps, marker) == []
     # what is left is a tombstone: ids and times
-    nodes = await deps.graph.memory_nodes(user, ids)
+    nodes = await deps.graph.reads.memory_nodes(user, ids)
     assert {n["id"] for n in nodes} == set(ids) and all(n["deleted_at"] and n["content"] is None for n in nodes)
 
 
@@ -498,7 +499,7 @@ async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_mean
     rerun = await job_handlers(deps).writer.store_raw(str(done["task_id"]), job)
     assert [m["id"] for m in rerun["memories"]] == [mem["id"]]  # the very same memory, written again
     assert await deps.vectors.get([mem["id"]]) == []
-    [node] = await deps.graph.memory_nodes(user, [mem["id"]])
+    [node] = await deps.graph.reads.memory_nodes(user, [mem["id"]])
     assert node.get("deleted_at")
     listed = await client.get("/v1/memories", params={"user_id": user})
     assert listed.status_code == 200 and listed.json()["memories"] == []

@@ -153,6 +153,30 @@ def test_no_neo4j_part_imports_another() -> None:
     assert crossing == {}
 
 
+WHOLE_BACKEND = {"ensure_schema", "erase_tiers", "ping", "close", "transient_retries", "deadlock_retries",
+                 "chunk_stats"}
+
+
+def _members(path: Path, cls: str) -> tuple[set[str], set[str]]:
+    """(methods, read-only properties) a class of `path` declares."""
+    tree = ast.parse(path.read_text(), str(path))
+    (node,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+    funcs = [f for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+    props = {f.name for f in funcs if any(ast.unparse(d) == "property" for d in f.decorator_list)}
+    return {f.name for f in funcs} - props - {"__init__"}, props
+
+
+def test_the_graph_store_is_its_parts_not_a_facade() -> None:
+    """`GraphStore` holds the backend's parts, each behind its narrow Protocol, and declares only what is the whole
+    backend's; `Neo4jGraphStore` builds the parts and delegates nothing to them, so a caller names the part it uses
+    (`graph.reads.search_facts`) and service/deps.py can hand it that part alone."""
+    methods, props = _members(ROOT / "service" / "stores" / "graph.py", "GraphStore")
+    assert {"memories", "reads", "curation", "runs", "conversations"} <= props  # the rule is live
+    assert methods <= WHOLE_BACKEND, sorted(methods - WHOLE_BACKEND)
+    backend, backend_props = _members(ROOT / "service" / "stores" / "neo4j" / "store.py", "Neo4jGraphStore")
+    assert backend | backend_props <= WHOLE_BACKEND, sorted((backend | backend_props) - WHOLE_BACKEND)
+
+
 def test_package_inits_re_export_nothing() -> None:
     """An import names the module that defines what it takes: no package `__init__` of service/ or worker/ imports
     from its own package at its top level, save `service.client`, whose `from service.client import MemoryClient`

@@ -20,7 +20,7 @@ async def test_signals_and_the_requests_retrievers_name_the_tables_retrievers(tm
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     graph = Neo4jGraphStore("bolt://127.0.0.1:9", "neo4j", None, "memory", 1.0, NameRules())
     try:
-        table = retrievers(settings.search, EdgeVectorStore(tmp_path, "c"), graph, graph_timeout_s=1.0,
+        table = retrievers(settings.search, EdgeVectorStore(tmp_path, "c"), graph.reads, graph_timeout_s=1.0,
                            graph_entity_weight=settings.calibration.graph_entity)
     finally:
         await graph.close()

@@ -4,7 +4,7 @@ A conversation's `uid` is uuid5(user, session id); a message's is uuid5(user, se
 names it (a message sent again is stored once), else uuid5(task, position). Messages are ordered by `ord`:
 the write's acceptance time, then the position in the write. A deleted session keeps a tombstone, so a write
 accepted before the delete and run after it stores nothing. `ConversationGraph` is the `ConversationStore` part;
-a delete of everything of a user erases their sessions here, and their runs and traces through the facade
+a delete of everything of a user erases their sessions here, and their runs and traces through the backend's `erase_tiers`
 (store.py `erase_tiers`).
 """
 
@@ -256,7 +256,7 @@ class ConversationGraph:
         return total
 
     async def erase_sessions(self, user_id: str, before: str) -> int:
-        """Every conversation of the user accepted before `before` (a delete of everything: the facade's
+        """Every conversation of the user accepted before `before` (a delete of everything: the backend's
         `erase_tiers`)."""
         check_id(user_id, "user_id")
 
