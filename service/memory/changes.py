@@ -25,6 +25,7 @@ import re
 
 from service.core.embedding_models import Calibration
 from service.memory.windows import speaker_label, without_label
+from service.text.slots import GROUPED, canonical
 
 # Words that say a value changed, anywhere in a clause. "now" counts unless it is "right now", "for now", "just now"
 # or "now that"; "instead" unless "instead of"; the conversational "actually" and "update" only open a clause.
@@ -88,10 +89,11 @@ def changing_clause(clause: str) -> bool:
 
 
 def slot_words(text: str) -> frozenset[str]:
-    """The content words of a statement (lower-cased, a plural's "s" dropped): what its slot may be named by. Change
-    words and function words are left out, and so are names (a capitalised word inside a sentence): two statements
-    about one person, client or project ("my contact at Brightleaf", "Brightleaf pays 95 an hour") are not about one
-    slot for naming it. An acronym counts ("CI")."""
+    """The content words of a statement (lower-cased, a plural's "s" dropped, a word of a slot group as its group:
+    "pipeline" and "build" as "ci", "max" as "budget", service/text/slots.py): what its slot may be
+    named by. Change words and function words are left out, and so are names (a capitalised word inside a sentence):
+    two statements about one person, client or project ("my contact at Brightleaf", "Brightleaf pays 95 an hour")
+    are not about one slot for naming it. An acronym counts ("CI")."""
     out = set()
     for found in _WORD.finditer(text):
         raw = found.group(0)
@@ -103,7 +105,9 @@ def slot_words(text: str) -> frozenset[str]:
             continue
         if word in _STOP or CHANGE.fullmatch(word):
             continue
-        out.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
+        if word not in GROUPED and len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        out.add(canonical(word))
     return frozenset(out)
 
 

@@ -47,6 +47,21 @@ async def test_lexical_match_on_a_rare_token(client: httpx.AsyncClient) -> None:
     assert {s["retriever"] for r in only["results"] for s in r["signals"]} == {"lexical"}
 
 
+async def test_lexical_finds_a_memory_that_names_the_slot_in_other_words(client: httpx.AsyncClient) -> None:
+    """"Which CI do we use" finds "every pipeline runs on GitHub Actions now" by its words (service/text/slots.py);
+    a query that names no slot of a group finds nothing through them."""
+    user = unique("slot")
+    for i in range(6):
+        await stored(client, user_id=user, category="interaction", content=f"we talked about lunch on day {i}")
+    moved = await stored(client, user_id=user, category="interaction",
+                         content="big news: every pipeline runs on GitHub Actions now")
+    only = await search(client, user_id=user, query="Which CI system does my team use?", retrievers=["lexical"],
+                        limit=5)
+    assert [r["id"] for r in only["results"]] == [moved]
+    none = await search(client, user_id=user, query="Which editor do I use?", retrievers=["lexical"], limit=5)
+    assert none["results"] == []
+
+
 async def test_graph_only_match_through_one_relation(client: httpx.AsyncClient) -> None:
     """"Acme" names an entity; "I live in Oslo" shares no word with it but mentions the user, whom a
     RELATES edge (user works_at Acme) links to Acme: only the graph retriever can return it."""
