@@ -102,11 +102,11 @@ def declare(model: type[J], handler: Callable[[JobHandlers], Handler[J]], retry:
 
 
 JOB_KINDS: tuple[JobKind, ...] = (
-    declare(RawJob, lambda h: h.writer.store_raw),
-    declare(RawBatchJob, lambda h: h.writer.store_raw_batch),
-    declare(ConversationJob, lambda h: h.writer.store_conversation),
-    declare(UpdateJob, lambda h: h.writer.apply_update),
-    declare(DeleteJob, lambda h: h.writer.apply_delete),
+    declare(RawJob, lambda h: h.writer.raw.one),
+    declare(RawBatchJob, lambda h: h.writer.raw.batch),
+    declare(ConversationJob, lambda h: h.writer.conversation.run),
+    declare(UpdateJob, lambda h: h.writer.update.run),
+    declare(DeleteJob, lambda h: h.writer.delete.run),
     declare(ImportJob, lambda h: h.importer.run),
     declare(DedupJob, lambda h: h.sweep.run_requested),
     declare(ReconcileJob, lambda h: h.reconciler.run_requested),

@@ -22,7 +22,7 @@ class GraphWrites:
         id, score); for a relation or a fact, `source` and `target` (the same for each end)."""
         memory = raw_memory(task_id, 0, job.user_id, job, job.accepted_at)
         links = self.writer.links_of(memory)
-        written = await self.writer.write_memories(task_id, [memory], [links])
+        written = await self.writer.store.run(task_id, [memory], [links])
         result: dict[str, Any] = {"memories": [MemoryOut.of(memory).model_dump(mode="json")], **written}
         decisions = {str(e["name"]).casefold(): e for e in written["entities"]}
 

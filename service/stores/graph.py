@@ -6,7 +6,8 @@ what is the whole backend's (schema, health, `erase_tiers`); a caller of several
 (`graph.reads.search_facts`). `GraphRetrieval` is what the search's retrievers use, `MemoryUsers` the list of users
 a run over every user walks. `MemoryGraphWrites` (`GraphStore.memories`) writes memories into the graph; only
 the dual-store write owner (`service/writepath/ledger.py`, through `service/writepath/graph_writer.py`) calls it
-(tests/unit/test_layers.py), so no other path writes a memory to one store and not the other. All Cypher lives in the backend module.
+(tests/unit/test_layers.py), so no other path writes a memory to one store and not the other. All Cypher lives
+in the backend module.
 `EntityNameRules` is how the backend compares entity names (implemented by `service/identity/`): the store
 never imports the identity rules or an embedder, and never embeds inside a transaction.
 """

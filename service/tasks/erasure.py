@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 from service.core.kv import aw
-from service.tasks.part import RedisPart
-from service.tasks.records import ENDED
+from service.tasks.part import ENDED, RedisPart
 
 
 class Erasure(RedisPart):

@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from arq.connections import ArqRedis
@@ -18,9 +18,11 @@ from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_pre
 from service.core.domain import TaskStatus
 from service.core.kv import aw
 from service.core.settings import RedisQueueSettings
-from service.tasks.part import RedisPart
-from service.tasks.records import ENDED, TaskRecords
+from service.tasks.part import ENDED, RedisPart
 from service.tasks.shards import queue_names
+
+if TYPE_CHECKING:
+    from service.tasks.records import TaskRecords
 
 log = structlog.get_logger(__name__)
 

@@ -9,11 +9,13 @@ from typing import TypeVar
 
 from arq.connections import ArqRedis
 
+from service.core.domain import TaskStatus
 from service.core.keys import Keys
 from service.core.kv import redis_guard
 from service.core.settings import RedisQueueSettings
 
 _T = TypeVar("_T")
+ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)  # a task's record in one of these has ended
 
 
 class RedisPart:

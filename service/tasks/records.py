@@ -17,7 +17,7 @@ from service.core.domain import TaskStatus, now_iso
 from service.core.errors import DependencyUnavailable, NotFound
 from service.core.kv import STEPS, redis_settle
 from service.core.settings import RedisQueueSettings
-from service.tasks.part import RedisPart
+from service.tasks.part import ENDED, RedisPart
 from service.tasks.scripts import FINISH
 from service.tasks.status import TaskResponse
 
@@ -25,7 +25,6 @@ log = structlog.get_logger(__name__)
 
 # With REDIS_WAIT_REPLICAS, how long a job's claim waits for the replicas before the job is retried (mark_processing).
 CLAIM_HOLD_S = 10.0
-ENDED = (TaskStatus.COMPLETED.value, TaskStatus.FAILED.value)
 USER_TASKS_KEPT = 200  # the newest task ids kept in a user's index (<queue>:utasks:<user>)
 
 

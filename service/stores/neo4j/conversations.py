@@ -4,8 +4,8 @@ A conversation's `uid` is uuid5(user, session id); a message's is uuid5(user, se
 names it (a message sent again is stored once), else uuid5(task, position). Messages are ordered by `ord`:
 the write's acceptance time, then the position in the write. A deleted session keeps a tombstone, so a write
 accepted before the delete and run after it stores nothing. `ConversationGraph` is the `ConversationStore` part;
-a delete of everything of a user erases their sessions here, and their runs and traces through the backend's `erase_tiers`
-(store.py `erase_tiers`).
+a delete of everything of a user erases their sessions here, and their runs and traces through the backend's
+`erase_tiers` (store.py).
 """
 
 from __future__ import annotations
