@@ -7,6 +7,8 @@ Targets a running stack by URL and starts nothing. Figures are printed side by s
     .venv/bin/python scripts/bench/write_path.py -n 5000 -c 16 --rate 1000
     # several memories per request (POST /v1/memories/raw/batch, one task and one job per batch)
     .venv/bin/python scripts/bench/write_path.py -n 2000 -c 16 --batch 20
+    # conversation writes: every stage of the write runs (extract, draft, store, changes, supersede, messages)
+    .venv/bin/python scripts/bench/write_path.py -n 400 -c 8 --conversations
     # two configurations side by side (each started by you), the same load one after the other:
     .venv/bin/python scripts/bench/write_path.py --url inline=http://127.0.0.1:18301 --url child=http://127.0.0.1:18302
 
@@ -16,6 +18,10 @@ hundred requests/s it was the client, not the service, that set the accept figur
 then at least c / throughput by Little's law). With `--rate R` the writes are due at R per second and an accept's
 latency runs from the moment it was due, so a request that waited for a free connection counts its wait (no
 coordinated omission). The client's own CPU per request is printed beside the figures.
+
+The worker's metrics (`--worker-metrics LABEL=http://127.0.0.1:PORT/metrics` with the service's WORKER_METRICS_PORT,
+or the API's /metrics with WORKER_PROCESS=inline) also give its embedder calls and texts per memory stored, by the
+stage that made them (memory_write_embed_calls_total: store, changes, known, rewrite).
 
 `--pid service=PID --pid neo4j=PID ...` also counts each process's CPU (with its live children) per memory
 stored, and prints the CPU budget per memory that 0.8x the embedder's rate leaves on this machine's cores.
@@ -48,7 +54,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # `service` importable without an editable install
 
 from scripts.bench.common import HTTP_ERRORS, cpu_seconds, embedder_rate, fetch, pct  # noqa: E402
-from scripts.bench.procs import smoke_against_service  # noqa: E402
+from scripts.bench.procs import free_port, smoke_against_service  # noqa: E402
 
 CATEGORIES = ("preference", "personal_fact", "technical_skill", "domain_knowledge")
 TEMPLATES = (
@@ -121,6 +127,35 @@ async def accept_all(client: aiohttp.ClientSession, run: Run, path: str, bodies:
             await submit(client, run, path, body, due)
 
     await asyncio.gather(*(sender() for _ in range(clients)))
+
+
+async def write_embeds(client: aiohttp.ClientSession, metrics: str) -> dict[str, float]:
+    """The worker's embedder calls and texts so far, from its metrics (memory_write_embed_calls_total,
+    memory_write_embedded_texts_total, every stage), and per stage; empty when they are not readable. `metrics`: the
+    worker's metrics URL (WORKER_METRICS_PORT: the worker runs in a process of its own by default), or the API's
+    /metrics (WORKER_PROCESS=inline)."""
+    try:
+        resp = await fetch(client, "GET", metrics)
+    except HTTP_ERRORS:
+        return {}
+    if resp.status_code != 200:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(resp.text):
+        kind = {"memory_write_embed_calls": "calls", "memory_write_embedded_texts": "texts"}.get(family.name, "")
+        for sample in family.samples if kind else ():
+            if sample.name.endswith("_total"):
+                out[kind] = out.get(kind, 0.0) + sample.value
+                out[f"{kind}:{sample.labels.get('stage')}"] = sample.value
+    return out
+
+
+def conversation(i: int, text: str, user_id: str) -> dict[str, Any]:
+    """`--conversations`: a two-message conversation; every fourth corrects the one before it, so the write's
+    change and supersede stages run too."""
+    said = f"actually, we switched that now: {text}" if i % 4 == 3 else text
+    return {"user_id": user_id, "messages": [{"role": "user", "content": said},
+                                             {"role": "assistant", "content": "Noted."}]}
 
 
 async def gc_pauses(client: aiohttp.ClientSession) -> dict[str, float]:
@@ -223,10 +258,14 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
 
         cpu0 = {name: cpu_seconds(pid) for name, pid in args.pid}
         gc0 = await gc_pauses(client)
+        metrics = dict(m.split("=", 1) if "=" in m else (label, m) for m in args.worker_metrics).get(label, "/metrics")
+        embeds0 = await write_embeds(client, metrics)
         own0 = time.process_time()
         t0 = time.perf_counter()
         items = [{"content": t, "category": CATEGORIES[i % len(CATEGORIES)]} for i, t in enumerate(texts)]
-        if args.batch > 1:  # K memories per request, one task each
+        if args.conversations:  # conversation writes (extract, draft, store, changes, supersede, messages)
+            path, bodies = "/v1/memories", [conversation(i, t, user_id) for i, t in enumerate(texts)]
+        elif args.batch > 1:  # K memories per request, one task each
             path = "/v1/memories/raw/batch"
             bodies = [{"user_id": user_id, "memories": items[i : i + args.batch]}
                       for i in range(0, len(items), args.batch)]
@@ -248,6 +287,8 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
         pending = await wait_all(client, sem, run, args.c, args.timeout)
         cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in args.pid}
         gc1 = await gc_pauses(client)
+        embeds1 = await write_embeds(client, metrics)
+    embeds = {k: v - embeds0.get(k, 0.0) for k, v in embeds1.items()}
     gc_run = {k: gc1[k] - gc0[k] for k in gc1} if gc0 and gc1 else {}
     done_s = (run.last_done - run.first_accept) if run.last_done and run.first_accept else 0.0
     worker_rate = run.memories / done_s if done_s > 0 else 0.0
@@ -262,6 +303,12 @@ async def measure(url: str, args: argparse.Namespace, label: str) -> dict[str, o
         print(f"[{label}] GC pauses of the API process: {gc_run['count']:.0f}, {gc_run['sum'] * 1000:.0f} ms in all, "
               f"{gc_run['count'] - gc_run['under_50ms']:.0f} over 50 ms")
     per_memory = {f"cpu_ms_per_memory_{name}": s * 1000 / max(run.memories, 1) for name, s in cpu.items()}
+    if embeds:
+        stages = ", ".join(f"{k.split(':', 1)[1]} {v:.0f}" for k, v in sorted(embeds.items()) if k.startswith("calls:"))
+        print(f"[{label}] embedder: {embeds.get('calls', 0):.0f} calls, {embeds.get('texts', 0):.0f} texts for "
+              f"{run.memories} memories (calls by stage: {stages})")
+        per_memory["embed_calls_per_memory"] = embeds.get("calls", 0.0) / max(run.memories, 1)
+        per_memory["embedded_texts_per_memory"] = embeds.get("texts", 0.0) / max(run.memories, 1)
     return {**per_memory,
         "accepted": len(lat), "request_errors": len(run.errors), "accept_p50_ms": pct(lat, 50),
         "accept_p95_ms": pct(lat, 95), "accept_p99_ms": pct(lat, 99), "accept_max_ms": pct(lat, 100),
@@ -319,9 +366,12 @@ async def smoke(args: argparse.Namespace) -> int:
         figures = results.get("smoke", {})
         return (code == 0 and figures.get("accepted") == args.n and figures.get("completed") == args.n
                 and figures.get("memories_stored") == args.n and float(str(figures.get("accepted_per_s", 0))) > 0
-                and float(str(figures.get("worker_memories_per_s", 0))) > 0 and emb_rate > 0)
+                and float(str(figures.get("worker_memories_per_s", 0))) > 0 and emb_rate > 0
+                and float(str(figures.get("embed_calls_per_memory", 0))) > 0)
 
-    return await smoke_against_service("write-path", run)
+    port = free_port()
+    args.worker_metrics = [f"smoke=http://127.0.0.1:{port}/metrics"]
+    return await smoke_against_service("write-path", run, WORKER_METRICS_PORT=str(port))
 
 
 def _fmt(value: object) -> str:
@@ -335,6 +385,13 @@ def parse_args() -> argparse.Namespace:
                         f"(default {DEFAULT_URL})")
     p.add_argument("-n", type=int, default=500, help="number of memories to write")
     p.add_argument("-c", type=int, default=16, help="concurrent clients (connections)")
+    p.add_argument("--worker-metrics", action="append", default=[],
+                   help="LABEL=URL (one per --url LABEL): the target's worker metrics (http://127.0.0.1:PORT/metrics, "
+                        "its WORKER_METRICS_PORT) for its embedder calls per memory; default: the target's /metrics "
+                        "(a WORKER_PROCESS=inline worker)")
+    p.add_argument("--conversations", action="store_true",
+                   help="conversation writes (POST /v1/memories, two messages; every fourth a correction) instead "
+                        "of raw ones: every stage of the write runs")
     p.add_argument("--batch", type=int, default=1,
                    help="memories per request: above 1, POST /v1/memories/raw/batch (one task per batch); -n still "
                         "counts memories")

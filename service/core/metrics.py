@@ -34,6 +34,10 @@ LOOP_LAG_SAMPLES = Histogram("event_loop_lag_sample_seconds", "Event-loop lag sa
 WORKER_JOBS_ALLOWED = Gauge("memory_worker_jobs_allowed",
                             "Jobs the worker takes at once now (ARQ_MAX_JOBS, fewer while its event loop lags)")
 STAGE = Histogram("memory_job_stage_seconds", "Time in each stage of a write", ["stage"])
+WRITE_EMBED_CALLS = Counter("memory_write_embed_calls_total",
+                            "Embedder calls of the worker's memory writes, by the stage that made them", ["stage"])
+WRITE_EMBED_TEXTS = Counter("memory_write_embedded_texts_total",
+                            "Texts the worker's memory writes embedded, by the stage that embedded them", ["stage"])
 LLM_CALLS = Counter("memory_llm_calls_total", "LLM calls by stage, model and outcome", ["stage", "model", "outcome"])
 LLM_TOKENS = Counter("memory_llm_tokens_total", "LLM tokens by stage, model and kind (prompt, output)",
                      ["stage", "model", "kind"])

@@ -22,7 +22,7 @@ from service.conversations.writes import keep_messages
 from service.core.domain import Memory, MemoryOut, Message, content_hash, memory_id_for, now_iso
 from service.core.embedding_models import Calibration
 from service.core.kv import RedisKV
-from service.core.metrics import STAGE, timed
+from service.core.metrics import STAGE, WRITE_EMBED_CALLS, WRITE_EMBED_TEXTS, timed
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, single_text, window_memory
@@ -42,13 +42,24 @@ from service.stores.tiers import ConversationStore
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 from service.tasks.jobs import ConversationJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
+from service.writepath.ledger import Embed, Ledger
 from service.writepath.links import structured_links
 from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)
 
 CHANGE_CANDIDATES = 10  # the memories nearest a changing message that are checked for its slot
+
+
+def counted(embedder: Embedder, stage: str) -> Embed:
+    """`embedder.embed`, counted per call and per text under `stage` (memory_write_embed_calls_total,
+    memory_write_embedded_texts_total): how many times a write embeds, and what (scripts/bench/write_path.py)."""
+    async def embed(texts: list[str]) -> list[list[float]]:
+        WRITE_EMBED_CALLS.labels(stage=stage).inc()
+        WRITE_EMBED_TEXTS.labels(stage=stage).inc(len(texts))
+        return await embedder.embed(texts)
+
+    return embed
 
 
 class Linker:
@@ -90,7 +101,7 @@ class Extract:
     def __init__(self, kv: RedisKV, extractor: Extractor, embedder: Embedder, vectors: VectorStore) -> None:
         self.kv = kv
         self.extractor = extractor
-        self.embedder = embedder
+        self.embed = counted(embedder, "known")
         self.vectors = vectors
 
     async def run(self, task_id: str, job: ConversationJob, messages: list[Message]) -> ExtractionResult:
@@ -111,7 +122,7 @@ class Extract:
         said = " ".join(m.content for m in messages if m.role == "user")[:4000]
         if not said.strip():
             return []
-        [vector] = await self.embedder.embed([said])
+        [vector] = await self.embed([said])
         [hits] = await self.vectors.rank([RankRequest(
             MemoryFilter(user_id=job.user_id, project_id=job.project_id, active_only=True), 2 * KNOWN_MEMORIES,
             vector=vector)])
@@ -262,7 +273,7 @@ class Store:
 
     def __init__(self, ledger: Ledger, embedder: Embedder, supersede: Supersede) -> None:
         self.ledger = ledger
-        self.embedder = embedder
+        self.embed = counted(embedder, "store")
         self.supersede = supersede
 
     async def run(self, task_id: str, memories: list[Memory], links: list[MemoryLinks]) -> dict[str, Any]:
@@ -273,7 +284,7 @@ class Store:
         stored_at = now_iso()
         memories = [m.model_copy(update={"stored_at": stored_at}) for m in memories]
         memories = preferences.within_job(memories, stored_at)
-        report = await self.ledger.store(task_id, memories, links, self.embedder.embed)
+        report = await self.ledger.store(task_id, memories, links, self.embed)
         superseded = await self.supersede.slots(memories)
         log.info("memories_written", count=len(memories), ids=[m.id for m in memories], graph=report is not None,
                  superseded=superseded)
@@ -288,7 +299,7 @@ class Rewrite:
 
     def __init__(self, ledger: Ledger, embedder: Embedder, linker: Linker) -> None:
         self.ledger = ledger
-        self.embedder = embedder
+        self.embed = counted(embedder, "rewrite")
         self.linker = linker
 
     async def run(self, task_id: str, current: Memory, content: str, category: str, metadata: dict[str, Any],
@@ -297,8 +308,7 @@ class Rewrite:
             "content": content, "category": category, "hash": content_hash(content), "metadata": metadata,
             "updated_at": accepted_at, "task_id": task_id, "stored_at": now_iso(),
         })
-        invalidated = await self.ledger.replace(task_id, updated, self.linker(updated), accepted_at,
-                                                self.embedder.embed)
+        invalidated = await self.ledger.replace(task_id, updated, self.linker(updated), accepted_at, self.embed)
         log.info("memory_updated", memory_id=updated.id, invalidated_edges=len(invalidated or []))
         return {"memories": [MemoryOut.of(updated).model_dump(mode="json")], "invalidated_edges": invalidated or [],
                 "graph": "stored" if invalidated is not None else "pending"}
@@ -311,7 +321,7 @@ class Changes:
     itself. Each changing message is embedded once."""
 
     def __init__(self, embedder: Embedder, vectors: VectorStore, calibration: Calibration) -> None:
-        self.embedder = embedder
+        self.embed = counted(embedder, "changes")
         self.vectors = vectors
         self.calibration = calibration  # the embedding model's thresholds
 
@@ -330,7 +340,7 @@ class Changes:
             if window is None:
                 continue
             text = message.content
-            [vector] = await self.embedder.embed([message.content])
+            [vector] = await self.embed([message.content])
             [hits] = await self.vectors.rank([RankRequest(
                 MemoryFilter(user_id=job.user_id, project_id=job.project_id, active_only=True), CHANGE_CANDIDATES,
                 vector=vector)])
@@ -341,7 +351,7 @@ class Changes:
             said = {m.id: s for m in earlier if (s := changes.said_by(m.content, None))}  # the user's own words
             if not said:
                 continue
-            others = await self.embedder.embed(list(said.values()))  # the message's own vector is `vector`
+            others = await self.embed(list(said.values()))  # the message's own vector is `vector`
             for (old_id, old_text), other in zip(said.items(), others, strict=True):
                 cosine = sum(a * b for a, b in zip(vector, other, strict=True))
                 if changes.same_slot(text, old_text, cosine, self.calibration):
