@@ -32,6 +32,8 @@ from service.graph_api.intake import GraphIntake
 from service.graph_api.reads import GraphFacts
 from service.identity.gate import Band, ResolutionGate
 from service.identity.rules import NameRules, NameVectors
+from service.ledger.ledger import Ledger
+from service.ledger.outbox import MemoryLocks, Outbox
 from service.maintenance.records import MaintenanceRecords
 from service.maintenance.runs import MaintenanceRuns
 from service.memory.backlog import Backlog
@@ -52,8 +54,6 @@ from service.stores.neo4j.store import Neo4jGraphStore
 from service.stores.vector import VectorStore
 from service.tasks.functions import FUNCTIONS
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
-from service.writepath.outbox import MemoryLocks, Outbox
 
 log = structlog.get_logger(__name__)
 

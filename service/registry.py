@@ -25,9 +25,7 @@ from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
-from service.memory.graph_writes import GraphWrites
 from service.memory.portability import Importer
-from service.memory.writes import MemoryWriter
 from service.runs.jobs import RunDeleteJob, RunJob
 from service.runs.writes import RunWriter
 from service.tasks.functions import FUNCTIONS
@@ -52,10 +50,23 @@ Handler = Callable[[str, J], Awaitable[JobResult]]  # (task id, the validated jo
 
 
 @dataclass(frozen=True)
+class MemoryWrites:
+    """The memory writes' handlers: each the `run` of a writer of service/writepath/writes.py. The registry names the
+    handlers, not the writers, so it stands below the write's stages (only the worker imports them)."""
+
+    raw: Handler[RawJob]
+    raw_batch: Handler[RawBatchJob]
+    conversation: Handler[ConversationJob]
+    update: Handler[UpdateJob]
+    delete: Handler[DeleteJob]
+    graph: Handler[GraphWriteJob]  # structured entities, relations, facts (service/graph_api/)
+
+
+@dataclass(frozen=True)
 class JobHandlers:
     """The worker side of the job kinds, built once per worker process (worker/handlers.py)."""
 
-    writer: MemoryWriter  # raw, raw_batch, conversation, update, delete
+    writes: MemoryWrites  # raw, raw_batch, conversation, update, delete, graph_write
     importer: Importer
     sweep: DedupSweep
     reconciler: Reconciler
@@ -63,7 +74,6 @@ class JobHandlers:
     indexer: IndexBuilder  # optimize
     runs: RunWriter  # task traces: run (any part of one), run_delete
     conversations: ConversationWriter  # conversation_delete
-    graph: GraphWrites  # graph_write: structured entities, relations, facts (service/graph_api/)
     communities: Communities  # communities: entity communities of a user or of all
 
 
@@ -102,11 +112,11 @@ def declare(model: type[J], handler: Callable[[JobHandlers], Handler[J]], retry:
 
 
 JOB_KINDS: tuple[JobKind, ...] = (
-    declare(RawJob, lambda h: h.writer.raw.one),
-    declare(RawBatchJob, lambda h: h.writer.raw.batch),
-    declare(ConversationJob, lambda h: h.writer.conversation.run),
-    declare(UpdateJob, lambda h: h.writer.update.run),
-    declare(DeleteJob, lambda h: h.writer.delete.run),
+    declare(RawJob, lambda h: h.writes.raw),
+    declare(RawBatchJob, lambda h: h.writes.raw_batch),
+    declare(ConversationJob, lambda h: h.writes.conversation),
+    declare(UpdateJob, lambda h: h.writes.update),
+    declare(DeleteJob, lambda h: h.writes.delete),
     declare(ImportJob, lambda h: h.importer.run),
     declare(DedupJob, lambda h: h.sweep.run_requested),
     declare(ReconcileJob, lambda h: h.reconciler.run_requested),
@@ -115,6 +125,6 @@ JOB_KINDS: tuple[JobKind, ...] = (
     declare(RunJob, lambda h: h.runs.store_run),
     declare(RunDeleteJob, lambda h: h.runs.delete_run),
     declare(ConversationDeleteJob, lambda h: h.conversations.delete_session),
-    declare(GraphWriteJob, lambda h: h.graph.store),
+    declare(GraphWriteJob, lambda h: h.writes.graph),
     declare(CommunityJob, lambda h: h.communities.run),
 )

@@ -14,11 +14,11 @@ from service.maintenance.optimize import IndexBuilder
 from service.maintenance.reconcile import Reconciler
 from service.maintenance.reembed import Reembedder
 from service.maintenance.sweep import DedupSweep
-from service.memory.graph_writes import GraphWrites
 from service.memory.portability import Importer
-from service.memory.writes import MemoryWriter
-from service.registry import JobHandlers
+from service.registry import JobHandlers, MemoryWrites
 from service.runs.writes import RunWriter
+from service.writepath.graph_writes import GraphWrites
+from service.writepath.writes import MemoryWriter
 from worker.retry import RetryClock
 
 
@@ -28,7 +28,8 @@ def job_handlers(deps: Deps) -> JobHandlers:
     writer = MemoryWriter(s.redis, s.search, s.access, s.calibration, deps.tasks, deps.kv, deps.vectors, deps.graph,
                           ledger, deps.locks, embedder, deps.extractor, RuleLinkFinder(), deps.usage)
     return JobHandlers(
-        writer=writer,
+        writes=MemoryWrites(raw=writer.raw.one, raw_batch=writer.raw.batch, conversation=writer.conversation.run,
+                            update=writer.update.run, delete=writer.delete.run, graph=GraphWrites(writer).store),
         importer=Importer(deps.tasks, deps.kv, embedder, ledger, deps.graph),
         sweep=DedupSweep(s.redis, s.dedup, s.calibration.dedup, deps.vectors, ledger, deps.redis),
         reconciler=Reconciler(writer, s.writepath),
@@ -36,7 +37,6 @@ def job_handlers(deps: Deps) -> JobHandlers:
         indexer=IndexBuilder(deps.vectors),
         runs=RunWriter(s.redis, deps.tasks, deps.kv, deps.graph.runs, embedder),
         conversations=ConversationWriter(deps.graph.conversations),
-        graph=GraphWrites(writer),
         communities=Communities(deps.graph.communities, deps.graph.reads,
                                 deps.llm.community_summarizer() if deps.llm is not None else None),
     )

@@ -30,9 +30,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import JOB_DURATION, JOBS
 from service.deps import Deps
+from service.ledger.outbox import MemoryBusy
 from service.registry import JobHandlers, JobKind
 from service.stores.failures import TRANSIENT_STORE_ERRORS, refused_by_store
-from service.writepath.outbox import MemoryBusy
 from worker.retry import RetryClock, backoff, dependency_of
 
 log = structlog.get_logger(__name__)

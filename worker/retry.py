@@ -9,8 +9,8 @@ from collections import OrderedDict
 
 from redis.exceptions import RedisError
 
+from service.ledger.outbox import MemoryBusy
 from service.stores.failures import TRANSIENT_STORE_ERRORS
-from service.writepath.outbox import MemoryBusy
 
 MAX_BACKOFF_S = 60.0
 

@@ -8,7 +8,7 @@ the shape of the soak benchmark's hot user (the shape that once deadlocked):
 
 - `per-job`:   one transaction per memory, rows in the order the memory names them (the old write path);
 - `sorted`:    one transaction per memory, rows sorted by id (one global lock order);
-- `coalesced`: through `service.writepath.graph_writer.GraphWriter`: the writes waiting for the user's writer
+- `coalesced`: through `service.ledger.graph_writer.GraphWriter`: the writes waiting for the user's writer
   go in one transaction, one transaction at a time per user (the write path now).
 
 It prints per mode: seconds, memories/s, transactions, deadlock retries the driver made, and writes
@@ -40,11 +40,11 @@ if str(ROOT) not in sys.path:
 from scripts.bench.procs import smoke_verdict  # noqa: E402
 from service.core.domain import Memory, Scope, content_hash  # noqa: E402
 from service.identity.rules import NameRules  # noqa: E402
+from service.ledger.graph_writer import GraphWriter  # noqa: E402
 from service.stores.graph import EntityRef, MemoryLinks, RelationRef  # noqa: E402
 from service.stores.neo4j import memories as neo4j_store  # noqa: E402
 from service.stores.neo4j import rows as neo4j_rows  # noqa: E402
 from service.stores.neo4j.store import Neo4jGraphStore  # noqa: E402
-from service.writepath.graph_writer import GraphWriter  # noqa: E402
 
 PEOPLE = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy")
 PLACES = ("Lisbon", "Berlin", "Oslo", "Kyoto", "Quito")

@@ -146,7 +146,7 @@ def longest_chain(edges: dict[str, set[str]]) -> tuple[str, ...]:
 
 
 def package_of(module: str) -> str:
-    """The package a module counts in for the tower: `service.memory.writes` -> `service.memory`; a module at the
+    """The package a module counts in for the tower: `service.writepath.writes` -> `service.memory`; a module at the
     top of service/ or worker/ (`service.deps`, `worker.jobs`) is its own."""
     return ".".join(module.split(".")[:2])
 

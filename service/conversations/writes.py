@@ -4,7 +4,7 @@ pending, the retention of messages and runs, and a session's delete (`Conversati
 
 Deleting erases: a session's delete removes its messages; a memory's delete removes the messages it came from
 (their words are the memory's); a delete of everything of a user removes every session
-(service/memory/writes.py `apply_delete`)."""
+(service/writepath/writes.py `apply_delete`)."""
 
 from __future__ import annotations
 

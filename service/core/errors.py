@@ -12,7 +12,7 @@ Every exception class of the service, and where it lives:
 - service/ai/openai/client.py: OpenAIError and its kinds OpenAIUnavailable (also a DependencyUnavailable),
   OpenAIRequestError, OpenAIResponseError, as Gemini's; Malformed (internal); service/ai/openai/embedder.py:
   EmbeddingDimensionError (a ConfigError: the server's vectors are not OPENAI_EMBEDDING_DIM long);
-- service/writepath/outbox.py: MemoryBusy (409: another job holds a memory's lock; the worker retries it);
+- service/ledger/outbox.py: MemoryBusy (409: another job holds a memory's lock; the worker retries it);
 - service/ai/local.py: EmbedderConfigError (a ConfigError: the model files are missing or damaged);
 - service/mcp/backend.py: ApiError (the REST API's 4xx/5xx, seen by the stdio MCP server).
 

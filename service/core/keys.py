@@ -86,7 +86,7 @@ class Keys:
         """Each process's event-loop figures (service/core/loop.py)."""
         return self.of("loops")
 
-    # ---- the write path (service/writepath/) ---------------------------------------------------------------------
+    # ---- the write path (service/ledger/) ---------------------------------------------------------------------
 
     @property
     def outbox(self) -> str:
@@ -155,7 +155,7 @@ def run_accepted(user_id: str, run_id: str) -> str:
 
 
 def fold_pointer(user_id: str, project_id: str | None, session: str) -> str:
-    """The memory a session's raw writes fold into (service/memory/writes.py)."""
+    """The memory a session's raw writes fold into (service/writepath/writes.py)."""
     return f"fold:{user_id}:{project_id or '-'}:{session}"
 
 

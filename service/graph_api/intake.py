@@ -15,13 +15,13 @@ from service.core.settings import ServiceSettings
 from service.graph_api.jobs import CommunityJob
 from service.graph_api.vocabulary import entity_type, normalise_predicate
 from service.identity.names import GENERIC, type_family
+from service.ledger.links import KEY, entity_entry
 from service.schemas.graph_api import End, EntityEnd, EntityWrite, FactWrite, RelationWrite
 from service.schemas.memories import AcceptedResponse
 from service.stores.facts import FactStore
 from service.stores.graph import group_id, groups_for, scope_of_group
 from service.tasks.jobs import GraphWriteJob
 from service.tasks.queue import TaskQueue
-from service.writepath.links import KEY, entity_entry
 
 Op = Literal["entity", "relation", "fact"]
 CATEGORY = "domain_knowledge"  # the category of the memory a structured write is stored as

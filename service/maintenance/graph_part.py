@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from service.ledger.ledger import Ledger
 from service.maintenance.records import STORE_BATCH, DedupLock, PendingGraph, extend_capped
 from service.schemas.maintenance import DedupPhaseReport, DedupRunReport, DedupUserReport
 from service.stores.vector import VectorStore
-from service.writepath.ledger import Ledger
 
 log = structlog.get_logger(__name__)
 

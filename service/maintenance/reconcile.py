@@ -30,14 +30,14 @@ from service.core.errors import DependencyUnavailable
 from service.core.kv import RedisKV
 from service.core.metrics import RECONCILE_REPAIRS
 from service.core.settings import RedisQueueSettings, WritePathSettings
+from service.ledger.ledger import Ledger
+from service.ledger.outbox import Intent, MemoryLocks, Outbox
 from service.maintenance.records import MaintenanceRecords
 from service.schemas.maintenance import DedupRunReport
 from service.stores.graph import GraphStore, MemoryLinks
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import ReconcileJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
-from service.writepath.outbox import Intent, MemoryLocks, Outbox
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +52,7 @@ REPAIR_KINDS = ("graph_node_missing", "vector_missing", "vector_of_deleted_memor
 
 
 class RepairPath(Protocol):
-    """What the reconciler repairs through (service/memory/writes.py `MemoryWriter` is one): the write path's
+    """What the reconciler repairs through (service/writepath/writes.py `MemoryWriter` is one): the write path's
     parts, and the rules that find a memory's links again."""
 
     redis: RedisQueueSettings

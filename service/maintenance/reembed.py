@@ -22,11 +22,11 @@ from service.ai.embeddings import Embedder
 from service.core.keys import reembed_state
 from service.core.kv import RedisKV
 from service.core.settings import RedisQueueSettings
+from service.ledger.ledger import Ledger
+from service.ledger.outbox import MemoryLocks
 from service.stores.vector import MemoryFilter, VectorStore
 from service.tasks.jobs import ReembedJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
-from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)
 

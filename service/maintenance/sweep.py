@@ -36,6 +36,8 @@ from service.core.domain import Progress, now_iso
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import DEDUP_REMOVED
 from service.core.settings import DedupSettings, RedisQueueSettings
+from service.ledger.ledger import Ledger
+from service.ledger.outbox import MemoryLocks, Outbox
 from service.maintenance.algorithm import (
     BLOCK_COLS,
     BLOCK_ROWS,
@@ -62,8 +64,6 @@ from service.schemas.maintenance import DedupRunReport, DedupTotals, DedupUserRe
 from service.stores.graph import MemoryGraphWrites
 from service.stores.vector import Boundary, VectorStore
 from service.tasks.jobs import DedupJob
-from service.writepath.ledger import Ledger
-from service.writepath.outbox import MemoryLocks, Outbox
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """The API side of writes: validate a request, derive the identity a retried identical request is recognised
 by, build the typed job (service/tasks/jobs.py) and enqueue it (service/tasks/queue.py). Nothing here writes a
-store; the worker side is service/memory/writes.py."""
+store; the worker side is service/writepath/writes.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from service.core.domain import Scope, check_category, iso, normalise, resolve_s
 from service.core.errors import DomainError, NotFound, PayloadTooLarge
 from service.core.kv import RedisKV
 from service.core.settings import ServiceSettings
+from service.ledger.outbox import Outbox
 from service.memory.export_format import read_header
 from service.memory.preferences import preference_scope
 from service.memory.rules import check_content, existing
@@ -29,7 +30,6 @@ from service.stores.graph import MemoryNodes
 from service.stores.vector import VectorStore
 from service.tasks.jobs import ConversationJob, DeleteJob, ImportJob, JobModel, RawBatchJob, RawItem, RawJob, UpdateJob
 from service.tasks.queue import TaskQueue
-from service.writepath.outbox import Outbox
 
 
 class Intake:

@@ -31,13 +31,13 @@ from service.ai.embeddings import Embedder
 from service.core.domain import Memory
 from service.core.errors import DomainError
 from service.core.kv import RedisKV
+from service.ledger.ledger import Ledger
 from service.memory.export_format import FORMAT, VERSION, check_header, decode_body
 from service.runs.portability import TierImport, export_tiers
 from service.stores.graph import GraphStore, RowPage, groups_for
 from service.stores.vector import MemoryFilter, VectorRecord
 from service.tasks.jobs import ImportJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
 
 log = structlog.get_logger(__name__)
 PAGE = 500

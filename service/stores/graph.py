@@ -5,7 +5,7 @@ small parts, each implementing one of these Protocols; service/deps.py hands eac
 what is the whole backend's (schema, health, `erase_tiers`); a caller of several parts holds it and names the part
 (`graph.reads.search_facts`). `GraphRetrieval` is what the search's retrievers use, `MemoryUsers` the list of users
 a run over every user walks. `MemoryGraphWrites` (`GraphStore.memories`) writes memories into the graph; only
-the dual-store write owner (`service/writepath/ledger.py`, through `service/writepath/graph_writer.py`) calls it
+the dual-store write owner (`service/ledger/ledger.py`, through `service/ledger/graph_writer.py`) calls it
 (tests/unit/test_layers.py), so no other path writes a memory to one store and not the other. All Cypher lives
 in the backend module.
 `EntityNameRules` is how the backend compares entity names (implemented by `service/identity/`): the store

@@ -117,7 +117,7 @@ class ImportJob(JobModel):
 
 class GraphWriteJob(JobModel, RawItem):
     """An entity, a relation or a fact, as the memory that states it: its links are in `metadata.graph`
-    (service/writepath/links.py), so it reaches the graph through the memory write path and the gate."""
+    (service/ledger/links.py), so it reaches the graph through the memory write path and the gate."""
 
     kind: Literal["graph_write"] = "graph_write"
     user_id: str

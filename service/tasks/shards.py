@@ -1,7 +1,7 @@
 """User shards: which ARQ queue a job goes to (WORKER_SHARDS; docs/deployment.md "More workers").
 
 A user's jobs all go to one queue, so one worker process sees all of them and its per-user graph writer
-(service/writepath/graph_writer.py) coalesces them: two workers never write the same user's graph at once.
+(service/ledger/graph_writer.py) coalesces them: two workers never write the same user's graph at once.
 
 The hash is stable across processes, hosts and Python versions (never Python's salted `hash()`):
 

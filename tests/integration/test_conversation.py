@@ -87,7 +87,7 @@ async def test_replaying_a_conversation_job_changes_nothing(client: httpx.AsyncC
     # Re-run the very job the worker ran (what ARQ does after a crash).
     job = ConversationJob(accepted_at="2026-01-01T00:00:00+00:00", user_id=user, project_id="p1", agent_id=None,
                           metadata={}, messages=CONVERSATION)
-    await job_handlers(deps).writer.conversation.run(str(done["task_id"]), job)
+    await job_handlers(deps).writes.conversation(str(done["task_id"]), job)
     after = (await deps.vectors.count(MemoryFilter(user_id=user, project_id="p1")),
              await probe.count_memories(deps.graph, user), await probe.entities(deps.graph, user),
              await probe.relations(deps.graph, user))
@@ -186,7 +186,7 @@ async def test_a_mixed_conversation_stores_facts_and_windows_with_their_sources(
     # a replay of the job writes the very same memories
     job = ConversationJob(accepted_at=accepted, user_id=user, project_id="shop", agent_id=None, metadata={},
                           messages=MIXED)
-    replay = await job_handlers(deps).writer.conversation.run(str(done["task_id"]), job)
+    replay = await job_handlers(deps).writes.conversation(str(done["task_id"]), job)
     assert replay["memories"] == memories
     assert await deps.vectors.count(MemoryFilter(user_id=user, project_id="shop")) == 6
 

@@ -1,5 +1,5 @@
 """The model path names what a fact replaces (service/ai/llm/prompts.py REPLACES, validation.py `resolve_replaces`,
-service/memory/writes.py `_known`): the extraction prompt of each provider shows the user's stored memories the
+service/writepath/writes.py `_known`): the extraction prompt of each provider shows the user's stored memories the
 conversation may change, labelled m1, m2, ...; the model answers per fact the labels it replaces; only labels it was
 shown count (an invented one and another user's memory id are ignored), and an accepted one supersedes with history
 kept, as the offline rules do. Through the real google-genai and openai clients against the local fake servers."""

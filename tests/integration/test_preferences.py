@@ -106,7 +106,7 @@ async def test_an_explicit_correction_supersedes_offline_across_writes(client: h
     # a replay of the job (a crash after the marking) corrects the same preference and writes the same memories
     job = ConversationJob(accepted_at=now["created_at"], user_id=user, messages=[
         {"role": "user", "content": "Actually, make that 80 dollars."}])
-    replay = await job_handlers(deps).writer.conversation.run(str(done["task_id"]), job)
+    replay = await job_handlers(deps).writes.conversation(str(done["task_id"]), job)
     assert replay["memories"] == done["result"]["memories"]
     assert await _listing(client, user, category="preference", include_superseded="true") == history
 

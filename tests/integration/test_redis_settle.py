@@ -12,9 +12,9 @@ import pytest
 from service.core.errors import DependencyUnavailable
 from service.core.kv import aw, redis_guard
 from service.core.redis_client import connect_redis
+from service.ledger.outbox import Intent, Outbox
 from service.tasks.functions import FUNCTIONS
 from service.tasks.queue import TaskQueue
-from service.writepath.outbox import Intent, Outbox
 from tests.conftest import make_settings, unique
 
 PAUSE_MS = 1200

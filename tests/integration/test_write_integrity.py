@@ -353,7 +353,7 @@ async def test_full_reconcile_repairs_drift_in_both_directions(client: httpx.Asy
 
 
 def _remove_intent(user: str, memory_id: str) -> Any:
-    from service.writepath.outbox import Intent
+    from service.ledger.outbox import Intent
 
     return Intent(op="remove", task_id="drift-test", user_id=user, memory_ids=[memory_id], now="2026-01-01T00:00:00")
 
@@ -496,7 +496,7 @@ async def test_a_late_rerun_of_a_write_does_not_bring_back_a_memory_deleted_mean
 
     job = RawJob(user_id=user, scope=mem["scope"], category=mem["category"], content=mem["content"],
                  accepted_at=mem["created_at"])
-    rerun = await job_handlers(deps).writer.raw.one(str(done["task_id"]), job)
+    rerun = await job_handlers(deps).writes.raw(str(done["task_id"]), job)
     assert [m["id"] for m in rerun["memories"]] == [mem["id"]]  # the very same memory, written again
     assert await deps.vectors.get([mem["id"]]) == []
     [node] = await deps.graph.reads.memory_nodes(user, [mem["id"]])

@@ -8,7 +8,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from service.core.errors import DependencyUnavailable, DomainError
-from service.writepath.outbox import MemoryBusy
+from service.ledger.outbox import MemoryBusy
 from worker.jobs import deadline, is_transient
 from worker.retry import RetryClock, backoff, dependency_of
 

@@ -64,7 +64,7 @@ def test_worker_settings_register_one_function_per_job_kind() -> None:
 def test_only_the_ledger_writes_memories_to_the_graph() -> None:
     """The graph's memory writes are called from the ledger's GraphWriter (and the ledger) only."""
     writes = {"upsert_memories", "replace_memory", "remove_memories", "import_graph", "import_identity"}
-    owners = {"service/writepath/ledger.py", "service/writepath/graph_writer.py"}
+    owners = {"service/ledger/ledger.py", "service/ledger/graph_writer.py"}
     callers = set()
     for path in [*(ROOT / "service").rglob("*.py"), *(ROOT / "worker").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
@@ -96,7 +96,8 @@ def test_only_the_ledger_writes_memories_to_the_vector_store() -> None:
     not_vector_stores = {"_redis", "redis", "pipe", "router", "graph_writer", "ledger",
                          "client", "Routes",  # the HTTP client (service/client/) and its route table
                          "_pool",  # ARQ's Redis pool (worker/claiming.py)
-                         "writer"}  # the memory writer's delete writer (service/memory/writes.py `DeleteWrite`)
+                         "writer",  # the memory writer's delete writer (service/writepath/writes.py `DeleteWrite`)
+                         "writes"}  # the registry's memory write handlers (service/registry.py `MemoryWrites`)
     callers = set()
     for rel, tree in _sources():
         for node in ast.walk(tree):
@@ -104,7 +105,7 @@ def test_only_the_ledger_writes_memories_to_the_vector_store() -> None:
                 receiver = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
                 if receiver not in not_vector_stores:
                     callers.add(f"{rel}: {receiver}.{node.attr}")
-    assert {c.split(":")[0] for c in callers} == {"service/writepath/ledger.py"}, sorted(callers)
+    assert {c.split(":")[0] for c in callers} == {"service/ledger/ledger.py"}, sorted(callers)
 
 
 def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
@@ -120,9 +121,9 @@ def test_only_the_ledger_holds_the_graphs_memory_writes() -> None:
                 holders.add(rel)
             if isinstance(node, ast.alias) and node.name in backend:
                 builders.add(rel)
-    owners = {"service/writepath/ledger.py", "service/writepath/graph_writer.py", "service/maintenance/sweep.py"}
+    owners = {"service/ledger/ledger.py", "service/ledger/graph_writer.py", "service/maintenance/sweep.py"}
     assert holders <= owners, sorted(holders)
-    assert "service/writepath/ledger.py" in holders
+    assert "service/ledger/ledger.py" in holders
     assert builders == {"service/deps.py"}, sorted(builders)
 
 

@@ -24,11 +24,11 @@ import structlog
 from service.core.domain import Memory, now_iso
 from service.core.errors import DependencyUnavailable
 from service.core.metrics import STAGE, timed
+from service.ledger.graph_writer import GraphWriter
+from service.ledger.outbox import Intent, Outbox
 from service.stores.graph import MemoryGraphWrites, MemoryLinks
 from service.stores.reports import GraphReport
 from service.stores.vector import VectorStore
-from service.writepath.graph_writer import GraphWriter
-from service.writepath.outbox import Intent, Outbox
 
 log = structlog.get_logger(__name__)
 

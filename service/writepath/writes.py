@@ -1,5 +1,5 @@
 """The worker side of memory writes: one writer per kind of job, each running the stages of
-service/memory/stages.py top to bottom (extract -> draft -> store -> supersede -> messages; the status is the
+service/writepath/stages.py top to bottom (extract -> draft -> store -> supersede -> messages; the status is the
 result the worker records). `MemoryWriter` builds the stages and the writers once per worker process and holds the
 parts the reconciler repairs through. The API side is intake.py."""
 
@@ -18,16 +18,16 @@ from service.core.embedding_models import Calibration
 from service.core.keys import fold_pointer
 from service.core.kv import RedisKV
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
+from service.ledger.ledger import Ledger
+from service.ledger.outbox import MemoryLocks
 from service.memory.drafts import raw_memory
 from service.memory.rules import existing, list_filter
-from service.memory.stages import Changes, Draft, Extract, Linker, Messages, Rewrite, Store, Supersede
 from service.search.usage import RetrievalCounts
 from service.stores.graph import GraphStore, MemoryLinks
 from service.stores.vector import VectorStore
 from service.tasks.jobs import ConversationJob, DeleteJob, RawBatchJob, RawJob, UpdateJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Ledger
-from service.writepath.outbox import MemoryLocks
+from service.writepath.stages import Changes, Draft, Extract, Linker, Messages, Rewrite, Store, Supersede
 
 log = structlog.get_logger(__name__)
 

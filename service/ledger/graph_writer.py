@@ -6,7 +6,7 @@ answers `DeadlockDetected`. Here every graph write of a user goes through one qu
 the upserts waiting in it are written together in one transaction (rows sorted by id, so writers in
 other processes lock in the same order), and an update or a delete runs alone, in arrival order.
 Different users never share an entity, so their writers run side by side.
-Only `service/writepath/ledger.py` holds one. Why coalescing and not retries: docs/decisions.md ("Graph writes under
+Only `service/ledger/ledger.py` holds one. Why coalescing and not retries: docs/decisions.md ("Graph writes under
 contention").
 """
 

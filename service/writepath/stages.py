@@ -1,12 +1,12 @@
 """The stages of a memory write in the worker, each a small object with a narrow input and output. The writers of
-service/memory/writes.py run them top to bottom:
+service/writepath/writes.py run them top to bottom:
 
     extract (Extract) -> draft (Draft: facts, corrections, interaction windows, links) -> store (Store: both stores
     through the ledger, then the preference slots) -> supersede (Changes finds what the messages changed, Supersede
     marks it) -> messages (Messages: the conversation tier) -> status (the job's result; worker/jobs.py records it)
 
 An update and a fold rewrite one memory (Rewrite); a delete has its own steps (writes.py `DeleteWrite`). Every store
-write goes through the ledger (service/writepath/ledger.py), the dual-store owner these stages end in.
+write goes through the ledger (service/ledger/ledger.py), the dual-store owner these stages end in.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from service.core.embedding_models import Calibration
 from service.core.kv import RedisKV
 from service.core.metrics import STAGE, WRITE_EMBED_CALLS, WRITE_EMBED_TEXTS, timed
 from service.core.settings import AccessSettings, RedisQueueSettings, SearchSettings
+from service.ledger.ledger import Embed, Ledger
+from service.ledger.links import structured_links
+from service.ledger.outbox import MemoryLocks
 from service.memory import changes, preferences
 from service.memory.drafts import INTERACTION, Drafts, fact_memory, single_text, window_memory
 from service.memory.rules import scroll_all
@@ -42,9 +45,6 @@ from service.stores.tiers import ConversationStore
 from service.stores.vector import MemoryFilter, RankRequest, VectorStore
 from service.tasks.jobs import ConversationJob
 from service.tasks.queue import TaskQueue
-from service.writepath.ledger import Embed, Ledger
-from service.writepath.links import structured_links
-from service.writepath.outbox import MemoryLocks
 
 log = structlog.get_logger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from service.core.domain import MemoryOut
 from service.memory.drafts import raw_memory
-from service.memory.writes import MemoryWriter
 from service.tasks.jobs import GraphWriteJob
+from service.writepath.writes import MemoryWriter
 
 
 class GraphWrites:
