@@ -13,8 +13,11 @@ from scripts.bench import graph_probe as probe
 from service.core.domain import Memory, Scope, content_hash
 from service.identity.rules import NameRules
 from service.stores.graph import EntityRef, GraphFact, MemoryLinks, RelationRef
+from service.stores.neo4j import resolution
+from service.stores.neo4j.ddl import COMMUNITY_SCHEMA, CONVERSATION_SCHEMA, RUN_SCHEMA, SCHEMA
 from service.stores.neo4j.lucene import lucene_escape
 from service.stores.neo4j.rows import entity_id, iso_utc, relation_id
+from service.stores.neo4j.schema import SCHEMA_NAMES, statement_name
 from service.stores.neo4j.search import lucene_terms
 from service.stores.neo4j.store import Neo4jGraphStore
 
@@ -79,6 +82,25 @@ async def test_the_write_plans_warm_up_stores_nothing(store: Neo4jGraphStore) ->
     assert sorted(d.decision for d in report.entities["warm-up"]) == ["created", "created"]
     assert await probe.count_memories(store, "warm-up") == 0
     assert await probe.entities(store, "warm-up") == [] and await probe.relations(store, "warm-up") == []
+
+
+async def test_start_up_creates_only_what_the_graph_lacks(store: Neo4jGraphStore) -> None:
+    """Every schema statement names its index or constraint, so a start reads the names once and runs only the
+    statements whose name is missing: a dropped index comes back, and nothing else is run again."""
+    statements = SCHEMA + resolution.schema(384) + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA
+    names = [statement_name(s) for s in statements]
+    assert None not in names and len(set(names)) == len(names), names
+
+    async def existing() -> set[str]:
+        async with store.executor.session() as session:
+            return {r["name"] for show in SCHEMA_NAMES for r in await (await session.run(show)).data()}
+
+    async with store.executor.session() as session:
+        await (await session.run("DROP INDEX community_user IF EXISTS")).consume()
+    assert "community_user" not in await existing()
+    await store.ensure_schema()
+    assert "community_user" in await existing()
+    assert {n for n in names if n and not n.startswith("entity_name_vec")} <= await existing()
 
 
 # ---- Lucene escaping ------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """The graph's schema (constraints, indexes, full-text indexes) and what start-up does to a graph written by an
 older version: backfills of keys and edge ids, the relation-key migration. `GraphSchema.ensure_schema` runs
-every tier's statements (ddl.py, and resolution.py's vector indexes) and waits for the indexes."""
+every tier's statements (ddl.py, and resolution.py's vector indexes) whose index or constraint the graph does not
+have yet, and waits for the indexes."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import LiteralString
@@ -23,6 +25,17 @@ from service.stores.neo4j.rows import ft_key
 log = structlog.get_logger(__name__)
 MIGRATION_BATCH = 2000  # relationships per transaction of the start-up migration
 MIGRATION_SECONDS = 3600  # the start-up migration's deadline (a no-op pass reads each relationship once)
+
+
+SCHEMA_NAMES: tuple[LiteralString, ...] = ("SHOW INDEXES YIELD name RETURN name",
+                                           "SHOW CONSTRAINTS YIELD name RETURN name")  # SHOW does not UNION
+_NAMED = re.compile(r"^\s*CREATE (?:FULLTEXT |VECTOR )?(?:INDEX|CONSTRAINT) (\w+) IF NOT EXISTS ")
+
+
+def statement_name(stmt: str) -> str | None:
+    """The index or constraint a schema statement creates (every statement names one), else None: run it."""
+    found = _NAMED.match(stmt)
+    return found.group(1) if found else None
 
 
 LEGACY_MEMORY_USERS: LiteralString = """
@@ -77,8 +90,18 @@ class GraphSchema:
         async def run(tx: AsyncManagedTransaction, stmt: LiteralString) -> None:
             await (await tx.run(stmt)).consume()
 
+        async def names(tx: AsyncManagedTransaction) -> set[str]:
+            return {r["name"] for show in SCHEMA_NAMES for r in await (await tx.run(show)).data()}
+
+        # A started graph has them all: one read instead of a schema transaction per statement (each costs Neo4j
+        # a plan and a lock at every start of every process). A statement runs when its name is not there yet.
+        existing = await self._exec.read(names)
+        created = 0
         for stmt in SCHEMA + (resolution.schema(self._names.dim) if self._names.resolves else ()) \
                 + RUN_SCHEMA + CONVERSATION_SCHEMA + COMMUNITY_SCHEMA:
+            if statement_name(stmt) in existing:
+                continue
+            created += 1
             try:
                 await self._exec.write(run, stmt=stmt)
             except Neo4jError as exc:  # an equivalent index under another name is fine
@@ -96,7 +119,7 @@ class GraphSchema:
         except Neo4jError as exc:  # a big store may take longer: searches fail until it is online
             log.warning("graph_indexes_not_online_yet", error=str(exc))
         await self._warm()
-        log.info("graph_schema_ready", statements=len(SCHEMA))
+        log.info("graph_schema_ready", statements=len(SCHEMA), created=created)
 
     async def _backfill(self) -> None:
         """Entities and edges written before `ft_key` existed get it, memories before `edge_ids`
