@@ -136,7 +136,7 @@ async def _retry_or_reason(deps: Deps, clock: RetryClock, spec: JobKind, task_id
         return f"invalid job payload: {exc.error_count()} error(s): {exc.errors()[0].get('msg')}"
     if not is_transient(exc):
         return text
-    defer = backoff(attempt)
+    defer = backoff(attempt, deps.settings.writepath.retry_backoff_seconds)
     if spec.retry.max_tries is not None:  # a kind that counts tries instead (the index build: one)
         return defer if attempt < spec.retry.max_tries else f"gave up after {attempt} attempts: {text}"
     dependency = dependency_of(exc)
@@ -169,7 +169,7 @@ async def _fail(deps: Deps, task_id: str, reason: str) -> None:
         await deps.tasks.records.mark_failed(task_id, reason)
     except DependencyUnavailable as exc:
         log.warning("job_fail_deferred", error=str(exc)[:300], reason=reason[:300])
-        raise Retry(defer=backoff(1)) from exc
+        raise Retry(defer=backoff(1, deps.settings.writepath.retry_backoff_seconds)) from exc
 
 
 # ---- one ARQ function per job kind, from the registry ----------------------------------------------

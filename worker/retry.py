@@ -15,9 +15,10 @@ from service.stores.failures import TRANSIENT_STORE_ERRORS
 MAX_BACKOFF_S = 60.0
 
 
-def backoff(attempt: int) -> float:
-    """2, 4, 8 ... seconds, at most MAX_BACKOFF_S, with a tenth of jitter so retried jobs do not come back together."""
-    base = min(2.0**attempt, MAX_BACKOFF_S)
+def backoff(attempt: int, first_s: float = 2.0) -> float:
+    """`first_s` (WRITE_RETRY_BACKOFF_SECONDS), doubled per attempt (2, 4, 8 ... seconds by default), at most
+    MAX_BACKOFF_S, with a tenth of jitter so retried jobs do not come back together."""
+    base = min(first_s * 2.0 ** (attempt - 1), MAX_BACKOFF_S)
     return base * random.uniform(0.9, 1.1)
 
 

@@ -234,6 +234,8 @@ class WritePathSettings(Group):
     # embedder) times out or refuses connections, counted from its first such failure: slowness delays a write, it
     # does not end it. Only the data's own faults (bad input, a model answer that cannot be repaired) fail at once.
     retry_budget_seconds: float = _env("WRITE_RETRY_BUDGET_SECONDS", 1800.0, ge=1, le=30 * 86400)
+    # The first wait between two attempts of such a write; it doubles per attempt, up to a minute.
+    retry_backoff_seconds: float = _env("WRITE_RETRY_BACKOFF_SECONDS", 2.0, ge=0.1, le=60)
     # /health says "degraded" (200: slow is not down) when an event loop of the API or a worker lagged over this many
     # seconds in each sample of the last LAG_WINDOW_S, or when the oldest task not ended is older than
     # QUEUE_AGE_DEGRADED_SECONDS.

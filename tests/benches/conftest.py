@@ -1,6 +1,6 @@
 """The benches' smoke runs: each script under scripts/bench/ for a few seconds of real work. `scripts/test.sh` runs
-this folder after the rest of the suite (its two halves beside each other), so their services, private stacks and
-CPU load cannot slow or flake the other tests; they need the same services."""
+this folder after the rest of the suite (one bench at a time to each free test process: pytest-xdist --dist load),
+so their services, private stacks and CPU load cannot slow or flake the other tests; they need the same services."""
 
 from __future__ import annotations
 

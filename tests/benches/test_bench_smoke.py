@@ -1,8 +1,8 @@
 """Every bench still runs (a bench the code leaves behind is a defect): each script under scripts/bench/ has a
 `--smoke` mode, a few seconds of real work on the test stack (or a private stack it starts itself) that ends with
 `smoke: OK` only when the figures it printed are there and sane. This module runs the benches that start their own
-processes (a service, a private Redis and Neo4j); test_bench_smoke_stores.py runs the rest, so the two halves run
-beside each other under xdist. scripts/test.sh runs this folder after the rest of the suite.
+processes (a service, a private Redis and Neo4j); test_bench_smoke_stores.py runs the rest. scripts/test.sh runs
+this folder after the rest of the suite, each bench on the next free test process.
 
 starve.py's smoke also checks its table: it pauses Redis for 3 s under 12 writes, and every write completes."""
 

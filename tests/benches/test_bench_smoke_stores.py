@@ -1,5 +1,5 @@
 """The benches that work on the stores and the models directly (no service of their own) run their `--smoke` mode:
-the other half of tests/benches/test_bench_smoke.py, in a module of its own so the halves run side by side."""
+the other half of tests/benches/test_bench_smoke.py."""
 
 from __future__ import annotations
 

@@ -38,9 +38,9 @@ def fake() -> Iterator[FakeOpenAI]:
 
 def llm(base_url: str, **overrides: Any) -> dict[str, Any]:
     """One model, no fallback: each attempt fails in a few seconds (the client's own retries), so the job's retries
-    are what the test waits through."""
+    are what the test waits through, 0.5 s doubling between them (WRITE_RETRY_BACKOFF_SECONDS)."""
     return {"llm_provider": "openai", "openai_base_url": base_url, "llm_model": MODEL, "llm_timeout_seconds": 5,
-            **overrides}
+            "write_retry_backoff_seconds": 0.5, **overrides}
 
 
 def down(fake: FakeOpenAI) -> None:
