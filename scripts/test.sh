@@ -18,7 +18,7 @@ STACK_DIR="${TEST_STACK_DIR:-$ROOT/.test-stack}"
 TEST_WORKERS="${TEST_WORKERS:-2}"
 # The test Neo4j servers (and those the tests and benches start themselves) live minutes, not days: the JVM's C1
 # compiler alone costs them about a quarter less CPU than C1+C2 for the same tests (measured: 100 -> 73 CPU-s over
-# five graph-heavy files), and the suite is CPU-bound on two cores. scripts/dev.sh keeps the JVM's default.
+# five graph-heavy files), and the suite keeps two cores busy. scripts/dev.sh keeps the JVM's default.
 export NEO4J_JAVA_OPTS="${NEO4J_JAVA_OPTS:--XX:TieredStopAtLevel=1}"
 
 trap stop_started EXIT

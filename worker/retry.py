@@ -15,7 +15,7 @@ from service.stores.failures import TRANSIENT_STORE_ERRORS
 MAX_BACKOFF_S = 60.0
 
 
-def backoff(attempt: int, first_s: float = 2.0) -> float:
+def backoff(attempt: int, first_s: float) -> float:
     """`first_s` (WRITE_RETRY_BACKOFF_SECONDS), doubled per attempt (2, 4, 8 ... seconds by default), at most
     MAX_BACKOFF_S, with a tenth of jitter so retried jobs do not come back together."""
     base = min(first_s * 2.0 ** (attempt - 1), MAX_BACKOFF_S)

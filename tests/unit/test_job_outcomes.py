@@ -31,7 +31,7 @@ def test_other_errors_fail_the_task(exc: BaseException) -> None:
 
 def test_backoff_and_deadline() -> None:
     for attempt, base in ((1, 2), (2, 4), (3, 8), (6, 60), (30, 60)):  # doubling, at most a minute, a tenth of jitter
-        waits = {backoff(attempt) for _ in range(20)}
+        waits = {backoff(attempt, 2.0) for _ in range(20)}
         assert all(base * 0.9 <= w <= base * 1.1 for w in waits) and len(waits) > 1
     assert all(0.45 <= backoff(1, 0.5) <= 0.55 and 0.9 <= backoff(2, 0.5) <= 1.1 for _ in range(20))
     assert 54 <= backoff(9, 0.5) <= 66  # the ceiling holds for any first wait
